@@ -1,0 +1,1 @@
+"""Implementations of the core's ports: in memory (tests) and on AWS (the functions)."""

@@ -1,0 +1,76 @@
+"""Names and settings shared by the CDK stack, the local runtime and the Lambda handlers.
+
+The CDK stack (infra/) declares the resources with these logical ids and hands their physical
+names to the functions through the environment variables below; `magnetar local up` creates the
+same resources on the emulator and sets the same variables, so the handlers cannot tell the two
+apart.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+# Logical ids of the stack's resources (CloudFormation) and their local physical names.
+METADATA_TABLE_ID = "MetadataTable"
+SEGMENT_BUCKET_ID = "SegmentBucket"
+JOURNAL_STREAM_ID = "JournalStream"
+BROKER_FUNCTION_ID = "BrokerFunction"
+JOURNAL_CONSUMER_FUNCTION_ID = "JournalConsumerFunction"
+HTTP_API_ID = "HttpApi"
+CORE_LAYER_ID = "CoreLayer"
+
+LOCAL_TABLE_NAME = "magnetar-metadata"
+LOCAL_BUCKET_NAME = "magnetar-segments"
+LOCAL_STREAM_NAME = "magnetar-journal"
+LOCAL_SHARD_COUNT = 2
+
+# Environment variables read by the handlers.
+ENV_TABLE = "MAGNETAR_TABLE"
+ENV_BUCKET = "MAGNETAR_BUCKET"
+ENV_STREAM = "MAGNETAR_STREAM"
+
+# Kinesis event-source mapping of the journal consumer (the same values drive the local emulation).
+JOURNAL_BATCH_SIZE = 500
+JOURNAL_MAX_BATCHING_WINDOW_S = 1
+
+
+@dataclass(frozen=True)
+class ResourceNames:
+    table: str
+    bucket: str
+    stream: str
+
+    @classmethod
+    def from_env(cls) -> ResourceNames:
+        return cls(
+            table=os.environ.get(ENV_TABLE, LOCAL_TABLE_NAME),
+            bucket=os.environ.get(ENV_BUCKET, LOCAL_BUCKET_NAME),
+            stream=os.environ.get(ENV_STREAM, LOCAL_STREAM_NAME),
+        )
+
+    def as_env(self) -> dict[str, str]:
+        return {ENV_TABLE: self.table, ENV_BUCKET: self.bucket, ENV_STREAM: self.stream}
+
+
+LOCAL_RESOURCES = ResourceNames(LOCAL_TABLE_NAME, LOCAL_BUCKET_NAME, LOCAL_STREAM_NAME)
+
+# Items every cluster starts with: tenant `public` and namespace `public/default` (as Pulsar's).
+# DynamoDB JSON, written with attribute_not_exists so re-running never overwrites user changes.
+# Used by the local provisioning and by the CDK stack's bootstrap custom resource.
+DEFAULT_TENANT = "public"
+DEFAULT_NAMESPACE = "default"
+CLUSTER_NAME = "standalone"
+BOOTSTRAP_ITEMS: list[dict[str, dict[str, object]]] = [
+    {
+        "pk": {"S": "TENANTS"},
+        "sk": {"S": DEFAULT_TENANT},
+        "adminRoles": {"L": []},
+        "allowedClusters": {"L": [{"S": CLUSTER_NAME}]},
+    },
+    {
+        "pk": {"S": f"NAMESPACES#{DEFAULT_TENANT}"},
+        "sk": {"S": DEFAULT_NAMESPACE},
+        "policies": {"M": {}},
+    },
+]

@@ -1,0 +1,57 @@
+"""Tenants, namespaces and topics: Pulsar's admin model."""
+
+from __future__ import annotations
+
+from magnetar.core.errors import AlreadyExists, NotFound
+from magnetar.core.naming import NamespaceName, TopicName, check_entity
+from magnetar.core.ports import Clock, MetadataStore, NamespaceInfo, TenantInfo
+
+
+class AdminService:
+    def __init__(self, metadata: MetadataStore, clock: Clock) -> None:
+        self.metadata = metadata
+        self.clock = clock
+
+    def list_tenants(self) -> list[str]:
+        return sorted(self.metadata.list_tenants())
+
+    def get_tenant(self, name: str) -> TenantInfo:
+        tenant = self.metadata.get_tenant(check_entity("tenant", name))
+        if tenant is None:
+            raise NotFound(f"Tenant {name} does not exist")
+        return tenant
+
+    def create_tenant(self, name: str, admin_roles: list[str], allowed_clusters: list[str]) -> None:
+        info = TenantInfo(check_entity("tenant", name), tuple(admin_roles), tuple(allowed_clusters))
+        if not self.metadata.create_tenant(info):
+            raise AlreadyExists(f"Tenant {name} already exists")
+
+    def list_namespaces(self, tenant: str) -> list[str]:
+        self.get_tenant(tenant)
+        return sorted(f"{tenant}/{ns}" for ns in self.metadata.list_namespaces(tenant))
+
+    def create_namespace(self, name: NamespaceName) -> None:
+        self.get_tenant(name.tenant)
+        if not self.metadata.create_namespace(NamespaceInfo(name)):
+            raise AlreadyExists(f"Namespace {name} already exists")
+
+    def get_namespace(self, name: NamespaceName) -> NamespaceInfo:
+        info = self.metadata.get_namespace(name)
+        if info is None:
+            raise NotFound(f"Namespace {name} does not exist")
+        return info
+
+    def list_topics(self, namespace: NamespaceName, domain: str | None = None) -> list[str]:
+        self.get_namespace(namespace)
+        topics = self.metadata.list_topics(namespace)
+        return sorted(t for t in topics if domain is None or t.startswith(f"{domain}://"))
+
+    def create_topic(self, topic: TopicName) -> None:
+        self.get_namespace(topic.namespace_name)
+        if not self.metadata.create_topic(topic, self.clock.now_ms()):
+            raise AlreadyExists(f"Topic {topic} already exists")
+
+    def list_subscriptions(self, topic: TopicName) -> list[str]:
+        if str(topic) not in self.metadata.list_topics(topic.namespace_name):
+            raise NotFound(f"Topic {topic} not found")
+        return sorted(self.metadata.list_subscriptions(topic))

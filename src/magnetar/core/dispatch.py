@@ -1,0 +1,214 @@
+"""Dispatch: subscriptions, consumers, receive and acknowledge over durable cursors.
+
+Every step reads the cursor (with the seal and writer states, in one round trip), changes it in
+memory with the pure operations of `CursorState`, and writes it back with a conditional write on
+its version. Two Lambdas serving the same subscription never hand out the same entry: the loser
+of the race re-reads and tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+
+from magnetar.core.cursor import SUBSCRIPTION_TYPES, CursorState, Delivery
+from magnetar.core.entry import Entry
+from magnetar.core.errors import InvalidInput, NotAllowed, RetryableError, SubscriptionNotFound
+from magnetar.core.ledger import EntryReader, ensure_topic
+from magnetar.core.naming import TopicName, check_consumer_name, check_subscription
+from magnetar.core.ports import Clock, MetadataStore, SubscriptionView
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_MS = 30_000  # a consumer is attached while it renews this lease (SDK heartbeats)
+MAX_WAIT_MS = 20_000  # a long poll stays well inside API Gateway's 30 s integration timeout
+POLL_INTERVAL_S = 0.2
+MAX_ENTRIES_PER_RECEIVE = 100
+CONFLICT_RETRIES = 20
+
+
+@dataclass(frozen=True)
+class DeliveredEntry:
+    entry: Entry
+    redelivery_count: int
+
+
+class SubscriptionService:
+    def __init__(self, metadata: MetadataStore, reader: EntryReader, clock: Clock) -> None:
+        self.metadata = metadata
+        self.reader = reader
+        self.clock = clock
+
+    # --- subscribe / close ---------------------------------------------------------------
+    def subscribe(
+        self,
+        topic: TopicName,
+        subscription: str,
+        consumer: str,
+        subscription_type: str = "Exclusive",
+        initial_position: str = "Latest",
+        ack_timeout_ms: int = 0,
+        lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> CursorState:
+        check_subscription(subscription)
+        check_consumer_name(consumer)
+        if subscription_type not in SUBSCRIPTION_TYPES:
+            raise InvalidInput(f"Invalid subscription type {subscription_type!r}; one of {', '.join(SUBSCRIPTION_TYPES)}")
+        if subscription_type in ("Failover", "Key_Shared"):
+            raise InvalidInput(f"Subscription type {subscription_type} is not supported yet")
+        if initial_position not in ("Earliest", "Latest"):
+            raise InvalidInput(f"Invalid initial position {initial_position!r}; Earliest or Latest")
+        if ack_timeout_ms < 0 or lease_ms <= 0:
+            raise InvalidInput("Timeouts must be positive")
+
+        def change(state: CursorState, now: int) -> None:
+            state.expire(now)
+            state.attach(consumer, subscription_type, now, lease_ms, ack_timeout_ms)
+
+        view = self.metadata.get_subscription_view(topic, subscription)
+        if view.writer is None:
+            ensure_topic(self.metadata, topic, self.clock.now_ms())
+        return self._update(topic, subscription, change, create=(subscription_type, initial_position))
+
+    def close_consumer(self, topic: TopicName, subscription: str, consumer: str) -> None:
+        self._update(topic, subscription, lambda state, now: state.detach(consumer))
+
+    # --- receive ---------------------------------------------------------------------------
+    def receive(
+        self,
+        topic: TopicName,
+        subscription: str,
+        consumer: str,
+        max_messages: int = 1000,
+        wait_ms: int = 0,
+        request_id: str = "",
+    ) -> list[DeliveredEntry]:
+        """Long-poll: hand out up to `max_messages` (whole entries, at least one) to `consumer`."""
+        if max_messages <= 0:
+            raise InvalidInput("maxMessages must be positive")
+        deadline = self.clock.now_ms() + min(max(wait_ms, 0), MAX_WAIT_MS)
+        while True:
+            delivered = self._receive_once(topic, subscription, consumer, max_messages, request_id)
+            if delivered or self.clock.now_ms() >= deadline:
+                return delivered
+            self.clock.sleep(POLL_INTERVAL_S)
+
+    def _receive_once(
+        self, topic: TopicName, subscription: str, consumer: str, max_messages: int, request_id: str
+    ) -> list[DeliveredEntry]:
+        for _ in range(CONFLICT_RETRIES):
+            view = self.metadata.get_subscription_view(topic, subscription)
+            if view.cursor is None:
+                raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
+            now = self.clock.now_ms()
+            state = view.cursor
+            before = state.to_dict()
+            state.expire(now)
+            lease = state.consumers.get(consumer)
+            if lease is None:
+                raise SubscriptionNotFound(f"Consumer {consumer} is not attached to {subscription}; subscribe again")
+            if lease.expires_at - now < DEFAULT_LEASE_MS // 2:  # renew, but not on every poll
+                state.attach(consumer, state.subscription_type, now, DEFAULT_LEASE_MS, lease.ack_timeout_ms)
+            retried = state.deliveries_of_request(consumer, request_id)
+            if retried:  # the same receive again (a client retry after a lost response)
+                entries = self._fetch(topic, view, retried)
+                if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
+                    return entries
+                continue
+            delivered = self._claim(topic, view, state, consumer, max_messages, now, lease.ack_timeout_ms, request_id)
+            if not delivered and state.to_dict() == before:
+                return []  # nothing to hand out and nothing changed: no write
+            if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
+                return delivered
+            self.clock.sleep(random.uniform(0.0, 0.02))
+        raise RetryableError("Too much contention on the subscription; retry")
+
+    def _claim(
+        self,
+        topic: TopicName,
+        view: SubscriptionView,
+        state: CursorState,
+        consumer: str,
+        max_messages: int,
+        now: int,
+        ack_timeout_ms: int,
+        request_id: str,
+    ) -> list[DeliveredEntry]:
+        deadline = now + ack_timeout_ms if ack_timeout_ms > 0 else None
+        budget_entries = MAX_ENTRIES_PER_RECEIVE
+        out: list[DeliveredEntry] = []
+        redeliveries = state.claim_redeliveries(consumer, budget_entries, deadline, request_id)
+        if redeliveries:
+            out.extend(self._fetch(topic, view, redeliveries))
+        messages = sum(len(d.entry.messages) for d in out)
+        if messages >= max_messages or len(out) >= budget_entries:
+            return out
+        entries = self.reader.read(
+            topic, state.read_position, budget_entries - len(out), view.seal, view.writer
+        )
+        taken: list[Entry] = []
+        for entry in entries:
+            if taken and messages + len(entry.messages) > max_messages:
+                break
+            taken.append(entry)
+            messages += len(entry.messages)
+        if taken:
+            end = taken[-1].entry_id + 1
+            state.claim_new(consumer, end, deadline, request_id)
+            holes = [e.entry_id for e in taken if e.hole]
+            if holes:
+                state.acknowledge(holes)
+            out.extend(DeliveredEntry(e, 0) for e in taken if not e.hole)
+        return out
+
+    def _fetch(self, topic: TopicName, view: SubscriptionView, deliveries: list[Delivery]) -> list[DeliveredEntry]:
+        out: list[DeliveredEntry] = []
+        for d in sorted(deliveries, key=lambda x: x.start):
+            entries = self.reader.read(topic, d.start, d.end - d.start, view.seal, view.writer)
+            out.extend(DeliveredEntry(e, d.redelivery_count) for e in entries if not e.hole and e.entry_id < d.end)
+        return out
+
+    # --- acknowledge ---------------------------------------------------------------------
+    def acknowledge(
+        self,
+        topic: TopicName,
+        subscription: str,
+        entry_ids: list[int],
+        cumulative_entry: int | None = None,
+    ) -> CursorState:
+        def change(state: CursorState, now: int) -> None:
+            if cumulative_entry is not None:
+                if state.subscription_type in ("Shared", "Key_Shared"):
+                    raise NotAllowed(f"Cumulative acknowledgement is not allowed on a {state.subscription_type} subscription")
+                state.acknowledge_cumulative(cumulative_entry)
+            if entry_ids:
+                state.acknowledge(entry_ids)
+
+        return self._update(topic, subscription, change)
+
+    # --- plumbing ------------------------------------------------------------------------
+    def _update(self, topic, subscription, change, create=None):  # type: ignore[no-untyped-def]
+        """Read-modify-write of a cursor with optimistic concurrency; creates it if asked."""
+        for _ in range(CONFLICT_RETRIES):
+            view = self.metadata.get_subscription_view(topic, subscription)
+            now = self.clock.now_ms()
+            if view.cursor is None:
+                if create is None:
+                    raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
+                sub_type, initial = create
+                end = view.writer.next_entry if view.writer else 0
+                start = end if initial == "Latest" else first_available_entry(view)
+                state = CursorState(sub_type, mark_delete=start, read_position=start, created_at=now)
+            else:
+                state = view.cursor
+            change(state, now)
+            if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
+                return state
+            self.clock.sleep(random.uniform(0.0, 0.02))
+        raise RetryableError("Too much contention on the subscription; retry")
+
+
+def first_available_entry(view: SubscriptionView) -> int:
+    """The oldest entry still stored (0 until ledger trimming exists)."""
+    return 0

@@ -1,0 +1,60 @@
+"""Errors the core raises, each with the HTTP status the broker answers with.
+
+The shape of the body, `{"reason": "..."}`, is Pulsar admin's error shape.
+"""
+
+from __future__ import annotations
+
+
+class MagnetarError(Exception):
+    """Base class: a refusal the caller can understand and act on."""
+
+    status = 500
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class InvalidInput(MagnetarError):
+    status = 400
+
+
+class NotAllowed(MagnetarError):
+    """The request is well-formed but the subscription's configuration forbids it."""
+
+    status = 405
+
+
+class NotFound(MagnetarError):
+    status = 404
+
+
+class TopicNotFound(NotFound):
+    pass
+
+
+class SubscriptionNotFound(NotFound):
+    pass
+
+
+class Conflict(MagnetarError):
+    status = 409
+
+
+class ConsumerBusy(Conflict):
+    """Pulsar's ConsumerBusy: an exclusive subscription already has a consumer."""
+
+
+class AlreadyExists(Conflict):
+    pass
+
+
+class PayloadTooLarge(MagnetarError):
+    status = 413
+
+
+class RetryableError(MagnetarError):
+    """A transient refusal: nothing was acknowledged, the client retries."""
+
+    status = 503

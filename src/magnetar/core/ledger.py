@@ -1,0 +1,397 @@
+"""The managed ledger of one topic partition: append, seal, read.
+
+Pulsar lets one broker own a topic and write its ledger; here any Lambda may append to any
+topic at any moment, so the owner's job is split across AWS primitives:
+
+- **Ids** come from one conditional counter per topic partition (`MetadataStore.reserve_entry`):
+  entry ids are dense, and a reservation is valid for `WRITE_DEADLINE_MS` only. A writer that
+  is past its deadline before the journal write gives up (the client retries) and never writes.
+- **Durability** comes from the Kinesis journal: an append is acknowledged once its record is
+  stored; the partition key is the topic partition, so its records stay in one shard, in order.
+- **Sealing** (`Sealer`) moves journal records into immutable S3 segments in entry-id order and
+  commits the segment list and the seal state in one DynamoDB transaction. A reserved id whose
+  record never arrives (its writer died between the two steps) becomes a *hole*: once the
+  journal holds a later entry reserved more than `HOLE_GRACE_MS` ago, the writer of the missing
+  id is certainly past its deadline, and a tombstone takes the id (consumers skip it).
+- **Reading** (`EntryReader`) serves sealed entries from S3 ranged GETs and the rest from the
+  journal tail, only ever a contiguous run from the requested position, so no consumer sees an
+  entry before all earlier ones are settled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from urllib.parse import quote
+
+from magnetar.core.entry import Entry, Message, MessageIdData, decode_entry, encode_entry, hole_entry, peek_header
+from magnetar.core.errors import InvalidInput, PayloadTooLarge, RetryableError, TopicNotFound
+from magnetar.core.naming import TopicName
+from magnetar.core.ports import (
+    Clock,
+    Journal,
+    JournalRecord,
+    MetadataStore,
+    SealState,
+    SegmentMeta,
+    SegmentStore,
+    WriterState,
+)
+
+log = logging.getLogger(__name__)
+
+WRITE_DEADLINE_MS = 10_000  # a writer never writes a reservation older than this
+HOLE_GRACE_MS = 60_000  # a missing id is a hole once a later id's reservation is this old
+MAX_MESSAGES_PER_ENTRY = 10_000
+MAX_ENTRIES_PER_LEDGER = 50_000  # Pulsar's managedLedgerMaxEntriesPerLedger
+MAX_LEDGER_AGE_MS = 240 * 60_000  # Pulsar's managedLedgerMaxLedgerRolloverTimeMinutes
+MAX_SEGMENT_ENTRIES = 2_000
+MAX_SEGMENT_BYTES = 16 * 1024 * 1024
+_HEADER_PROBE = 2**62  # ids this large bound the encoded header size before the real ids exist
+
+
+def journal_key(topic: str) -> str:
+    """Kinesis partition key of a topic partition (keys are limited to 256 characters)."""
+    return topic if len(topic) <= 256 else "sha256:" + hashlib.sha256(topic.encode()).hexdigest()
+
+
+def segment_key(topic: TopicName, ledger_id: int, first: int, last: int) -> str:
+    return (
+        f"segments/{topic.tenant}/{topic.namespace}/{topic.domain}/{quote(topic.local_name, safe='')}"
+        f"/{ledger_id:016x}/{first:016x}-{last:016x}.seg"
+    )
+
+
+@dataclass(frozen=True)
+class AppendResult:
+    ledger_id: int
+    entry_id: int
+    message_ids: list[MessageIdData]
+
+
+class LedgerWriter:
+    def __init__(self, metadata: MetadataStore, journal: Journal, clock: Clock) -> None:
+        self.metadata = metadata
+        self.journal = journal
+        self.clock = clock
+
+    def append(
+        self,
+        topic: TopicName,
+        messages: list[Message],
+        producer_name: str,
+        sequence_id: int,
+        batched: bool,
+        create_topic: bool = True,
+    ) -> AppendResult:
+        if not messages:
+            raise InvalidInput("No messages to publish")
+        if len(messages) > MAX_MESSAGES_PER_ENTRY:
+            raise InvalidInput(f"Too many messages in one batch ({len(messages)} > {MAX_MESSAGES_PER_ENTRY})")
+        if any(not m.payload for m in messages):
+            raise InvalidInput("Empty payload")
+        now = self.clock.now_ms()
+        key = str(topic)
+        probe = Entry(key, _HEADER_PROBE, _HEADER_PROBE, now, now, producer_name, sequence_id, batched, tuple(messages))
+        if len(encode_entry(probe)) > self.journal.max_record_bytes:
+            raise PayloadTooLarge(
+                f"Entry of {probe.size} bytes exceeds the journal record limit of {self.journal.max_record_bytes} bytes"
+            )
+        reservation = self._reserve(topic, create_topic)
+        entry = Entry(
+            key, reservation.ledger_id, reservation.entry_id, now, self.clock.now_ms(),
+            producer_name, sequence_id, batched, tuple(messages),
+        )
+        data = encode_entry(entry)
+        # Crash point: id reserved, journal not written -> the sealer turns the id into a hole.
+        if self.clock.now_ms() - now > WRITE_DEADLINE_MS:
+            raise RetryableError("Reservation expired before the journal write; retry the publish")
+        self.journal.append(journal_key(key), data)
+        ledger_full = reservation.entry_id - reservation.ledger_first_entry + 1 >= MAX_ENTRIES_PER_LEDGER
+        ledger_old = entry.publish_time - reservation.ledger_opened_at >= MAX_LEDGER_AGE_MS
+        if ledger_full or ledger_old:
+            self.metadata.roll_ledger(topic, reservation.ledger_id, entry.publish_time)
+        partition = topic.partition_index
+        ids = [entry.message_id(partition, i) for i in range(len(messages))]
+        return AppendResult(entry.ledger_id, entry.entry_id, ids)
+
+    def _reserve(self, topic: TopicName, create_topic: bool):  # type: ignore[no-untyped-def]
+        try:
+            return self.metadata.reserve_entry(topic)
+        except TopicNotFound:
+            if not create_topic:
+                raise
+        ensure_topic(self.metadata, topic, self.clock.now_ms())
+        return self.metadata.reserve_entry(topic)
+
+
+def ensure_topic(metadata: MetadataStore, topic: TopicName, now_ms: int) -> bool:
+    """Create a topic on first use, as Pulsar's allowAutoTopicCreation does; False if it existed."""
+    from magnetar.core.errors import NotFound
+
+    if metadata.get_namespace(topic.namespace_name) is None:
+        raise NotFound(f"Namespace {topic.namespace_name} does not exist")
+    return metadata.create_topic(topic, now_ms)
+
+
+class EntryCache:
+    """The managed-ledger cache: decoded entries by (topic, entry id), bounded by bytes.
+
+    Entries are immutable once their id is taken, so a cached entry can never be stale.
+    A warm Lambda container keeps it between invocations; it is only ever a cache.
+    """
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, int], Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, topic: str, entry_id: int) -> Entry | None:
+        with self._lock:
+            entry = self._items.get((topic, entry_id))
+            if entry is not None:
+                self._items.move_to_end((topic, entry_id))
+            return entry
+
+    def put(self, entry: Entry) -> None:
+        key = (entry.topic, entry.entry_id)
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = entry
+            self._bytes += entry.size + 64
+            while self._bytes > self.max_bytes and self._items:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= old.size + 64
+
+
+class EntryReader:
+    """Reads a contiguous run of entries of a topic partition from segments and the journal tail."""
+
+    def __init__(
+        self, metadata: MetadataStore, segments: SegmentStore, journal: Journal, cache: EntryCache | None = None
+    ) -> None:
+        self.metadata = metadata
+        self.segments = segments
+        self.journal = journal
+        self.cache = cache or EntryCache()
+
+    def read(
+        self, topic: TopicName, start: int, max_entries: int, seal: SealState, writer: WriterState | None
+    ) -> list[Entry]:
+        key = str(topic)
+        out: list[Entry] = []
+        position = start
+        while len(out) < max_entries:
+            cached = self.cache.get(key, position)
+            if cached is None:
+                break
+            out.append(cached)
+            position += 1
+        if len(out) < max_entries and position < seal.next_entry:
+            for entry in self._read_sealed(topic, position, max_entries - len(out)):
+                if entry.entry_id != position:
+                    break
+                out.append(entry)
+                position += 1
+        end = writer.next_entry if writer else 0
+        if len(out) < max_entries and position >= seal.next_entry and position < end:
+            since = writer.created_at if writer else 0
+            out.extend(self._read_tail(topic, position, max_entries - len(out), seal, since))
+        return out
+
+    def _read_sealed(self, topic: TopicName, start: int, max_entries: int) -> list[Entry]:
+        out: list[Entry] = []
+        position = start
+        for seg in self.metadata.list_segments(topic, start, limit=4):
+            if seg.first_entry > position or len(out) >= max_entries:
+                break  # a gap: trimmed data, nothing more to read contiguously
+            first_index = position - seg.first_entry
+            last_index = min(seg.last_entry, position + max_entries - len(out) - 1) - seg.first_entry
+            lo, hi = seg.offsets[first_index], seg.offsets[last_index + 1]
+            blob = self.segments.get_range(seg.key, lo, hi)
+            for i in range(first_index, last_index + 1):
+                a, b = seg.offsets[i] - lo, seg.offsets[i + 1] - lo
+                entry = decode_entry(blob[a:b])
+                self.cache.put(entry)
+                out.append(entry)
+            position = seg.first_entry + last_index + 1
+        return out
+
+    def _read_tail(
+        self, topic: TopicName, start: int, max_entries: int, seal: SealState, since_ms: int
+    ) -> list[Entry]:
+        key = str(topic)
+        records = self.journal.read_after(journal_key(key), seal.last_position, since_ms - 5_000, 10_000)
+        found: dict[int, bytes] = {}
+        for record in records:
+            header = peek_header(record.data)
+            if header.topic == key and header.entry_id >= start and header.entry_id not in found:
+                found[header.entry_id] = record.data
+        out: list[Entry] = []
+        position = start
+        while position in found and len(out) < max_entries:
+            entry = decode_entry(found[position])
+            self.cache.put(entry)
+            out.append(entry)
+            position += 1
+        return out
+
+
+@dataclass
+class SealOutcome:
+    """What one sealer invocation did; `retry_from` is the journal record to resume from."""
+
+    sealed_entries: int = 0
+    segments_written: int = 0
+    holes: int = 0
+    late_after_hole: int = 0
+    retry_from: str | None = None
+
+
+class Sealer:
+    """Moves journal records into S3 segments (the journal consumer's logic).
+
+    Idempotent: the seal state says which entry comes next, so a replayed or retried batch
+    skips what is already sealed, and a segment key names its exact entry range, so a re-put
+    after a crash between the S3 write and the DynamoDB commit writes the same bytes again.
+    """
+
+    def __init__(self, metadata: MetadataStore, segments: SegmentStore, clock: Clock) -> None:
+        self.metadata = metadata
+        self.segments = segments
+        self.clock = clock
+
+    def seal(self, records: list[JournalRecord]) -> SealOutcome:
+        outcome = SealOutcome()
+        by_topic: dict[str, list[tuple[int, JournalRecord, int, int, int]]] = {}
+        for index, record in enumerate(records):
+            try:
+                header = peek_header(record.data)
+            except InvalidInput:
+                log.error("dropping undecodable journal record %s", record.position)
+                continue
+            by_topic.setdefault(header.topic, []).append(
+                (index, record, header.ledger_id, header.entry_id, header.reserved_at)
+            )
+        if not by_topic:
+            return outcome
+        states = self.metadata.get_seal_states(sorted(by_topic))
+        retry_index: int | None = None
+        for topic, items in by_topic.items():
+            blocked_at = self._seal_topic(TopicName.parse(topic), items, states.get(topic, SealState()), outcome)
+            if blocked_at is not None and (retry_index is None or blocked_at < retry_index):
+                retry_index = blocked_at
+        if retry_index is not None:
+            outcome.retry_from = records[retry_index].position.sequence
+        return outcome
+
+    def _seal_topic(
+        self,
+        topic: TopicName,
+        items: list[tuple[int, JournalRecord, int, int, int]],
+        state: SealState,
+        outcome: SealOutcome,
+    ) -> int | None:
+        """Seal what can be sealed for one topic; the index of the first record to retry, if any."""
+        waiting: dict[int, tuple[int, JournalRecord, int, int]] = {}
+        for index, record, ledger_id, entry_id, reserved_at in items:
+            if entry_id < state.next_entry:
+                if entry_id in state.recent_holes:
+                    outcome.late_after_hole += 1
+                    log.error("entry %s/%d arrived after its id was declared a hole", topic, entry_id)
+                continue  # already sealed: a replay
+            waiting.setdefault(entry_id, (index, record, ledger_id, reserved_at))
+        run: list[tuple[Entry | bytes, int, JournalRecord | None]] = []  # (entry or bytes, ledger, record)
+        position = state.next_entry
+        holes: list[int] = []
+        now = self.clock.now_ms()
+        blocked_at: int | None = None
+        while waiting:
+            if position in waiting:
+                _, record, ledger_id, _ = waiting.pop(position)
+                run.append((record.data, ledger_id, record))
+                position += 1
+                continue
+            later = min(waiting)
+            index, _, ledger_id, reserved_at = waiting[later]
+            if now - reserved_at >= HOLE_GRACE_MS:
+                holes.append(position)
+                run.append((hole_entry(str(topic), ledger_id, position, now), ledger_id, None))
+                position += 1
+                continue
+            blocked_at = min(i for i, _, _, _ in waiting.values())
+            break
+        if run:
+            self._write_segments(topic, run, state, holes, outcome)
+        return blocked_at
+
+    def _write_segments(
+        self,
+        topic: TopicName,
+        run: list[tuple[Entry | bytes, int, JournalRecord | None]],
+        state: SealState,
+        holes: list[int],
+        outcome: SealOutcome,
+    ) -> None:
+        first = state.next_entry
+        chunk: list[tuple[bytes, int, JournalRecord | None]] = []
+        chunk_bytes = 0
+        for item, ledger_id, record in run:
+            data = encode_entry(item) if isinstance(item, Entry) else item
+            starts_new = chunk and (
+                ledger_id != chunk[0][1] or len(chunk) >= MAX_SEGMENT_ENTRIES or chunk_bytes + len(data) > MAX_SEGMENT_BYTES
+            )
+            if starts_new:
+                state = self._commit(topic, first, chunk, state, holes, outcome)
+                first += len(chunk)
+                chunk, chunk_bytes = [], 0
+            chunk.append((data, ledger_id, record))
+            chunk_bytes += len(data)
+        if chunk:
+            self._commit(topic, first, chunk, state, holes, outcome)
+
+    def _commit(
+        self,
+        topic: TopicName,
+        first: int,
+        chunk: list[tuple[bytes, int, JournalRecord | None]],
+        state: SealState,
+        holes: list[int],
+        outcome: SealOutcome,
+    ) -> SealState:
+        last = first + len(chunk) - 1
+        ledger_id = chunk[0][1]
+        offsets = [0]
+        messages = 0
+        for data, _, _ in chunk:
+            offsets.append(offsets[-1] + len(data))
+        blob = b"".join(data for data, _, _ in chunk)
+        for data, _, record in chunk:
+            if record is not None:
+                messages += peek_header(data).message_count
+        key = segment_key(topic, ledger_id, first, last)
+        self.segments.put_if_absent(key, blob)
+        # Crash point: segment in S3, not yet in the metadata -> a replay writes the same key again.
+        last_position = next((r.position for _, _, r in reversed(chunk) if r is not None), state.last_position)
+        chunk_holes = tuple(h for h in holes if first <= h <= last)
+        new_state = SealState(
+            next_entry=last + 1,
+            last_position=last_position,
+            recent_holes=(state.recent_holes + chunk_holes)[-64:],
+            sealed_entries=state.sealed_entries + len(chunk) - len(chunk_holes),
+            sealed_messages=state.sealed_messages + messages,
+            sealed_bytes=state.sealed_bytes + len(blob),
+            segment_count=state.segment_count + 1,
+        )
+        meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, self.clock.now_ms())
+        if not self.metadata.commit_segment(meta, state.next_entry, new_state):
+            raise RetryableError(f"seal state of {topic} moved under us; the batch is retried")
+        outcome.sealed_entries += len(chunk)
+        outcome.segments_written += 1
+        outcome.holes += len(chunk_holes)
+        return replace(new_state)

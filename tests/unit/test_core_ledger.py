@@ -1,0 +1,159 @@
+"""The core on in-memory ports: ids, sealing, holes, cursors, dispatch."""
+
+from __future__ import annotations
+
+import pytest
+
+from magnetar.adapters.memory import ManualClock, memory_broker
+from magnetar.core.entry import Message
+from magnetar.core.errors import ConsumerBusy, InvalidInput, NotAllowed, NotFound, PayloadTooLarge
+from magnetar.core.ledger import HOLE_GRACE_MS
+from magnetar.core.naming import TopicName
+
+T = TopicName.parse("orders")
+
+
+def publish(broker, n: int, topic: TopicName = T, per_entry: int = 1):  # type: ignore[no-untyped-def]
+    ids = []
+    for i in range(n):
+        msgs = [Message(f"m{i}-{j}".encode(), key=f"k{i}") for j in range(per_entry)]
+        ids.append(broker.writer.append(topic, msgs, "p", i, batched=per_entry > 1))
+    return ids
+
+
+def seal_all(broker):  # type: ignore[no-untyped-def]
+    records = list(broker.journal.records)
+    return broker.sealer.seal(records)
+
+
+def test_entry_ids_are_dense_and_returned_at_append() -> None:
+    broker = memory_broker()
+    results = publish(broker, 5, per_entry=3)
+    assert [r.entry_id for r in results] == [0, 1, 2, 3, 4]
+    assert [str(m) for m in results[1].message_ids] == ["0:1:-1:0", "0:1:-1:1", "0:1:-1:2"]
+
+
+def test_seal_is_idempotent_under_replay() -> None:
+    broker = memory_broker()
+    publish(broker, 10)
+    first = seal_all(broker)
+    again = seal_all(broker)
+    assert first.sealed_entries == 10 and again.sealed_entries == 0
+    state = broker.metadata.get_seal_states([str(T)])[str(T)]
+    assert state.next_entry == 10 and state.sealed_messages == 10
+
+
+def test_out_of_order_journal_waits_then_holes_after_grace() -> None:
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    publish(broker, 2)
+    broker.metadata.reserve_entry(T)  # entry 2: a writer that died before its journal write
+    publish(broker, 2)  # entries 3, 4
+    outcome = seal_all(broker)
+    assert outcome.sealed_entries == 2 and outcome.retry_from is not None
+    clock.advance(HOLE_GRACE_MS + 1)
+    outcome = seal_all(broker)
+    assert outcome.holes == 1 and outcome.sealed_entries == 3 and outcome.retry_from is None
+    # consumers skip the hole
+    broker.subscriptions.subscribe(T, "s", "c1", "Exclusive", "Earliest")
+    got = broker.subscriptions.receive(T, "s", "c1", max_messages=100)
+    assert [d.entry.entry_id for d in got] == [0, 1, 3, 4]
+
+
+def test_receive_reads_sealed_and_tail_and_acks_move_mark_delete() -> None:
+    broker = memory_broker()
+    publish(broker, 3)
+    seal_all(broker)
+    publish(broker, 3)  # unsealed: served from the journal tail
+    broker.subscriptions.subscribe(T, "s", "c1", "Exclusive", "Earliest")
+    got = broker.subscriptions.receive(T, "s", "c1", max_messages=100)
+    assert [d.entry.entry_id for d in got] == [0, 1, 2, 3, 4, 5]
+    state = broker.subscriptions.acknowledge(T, "s", [0, 1, 3])
+    assert state.mark_delete == 2 and state.acked == [[3, 4]]
+    state = broker.subscriptions.acknowledge(T, "s", [], cumulative_entry=5)
+    assert state.mark_delete == 6 and state.deliveries == []
+
+
+def test_latest_subscription_skips_existing_messages() -> None:
+    broker = memory_broker()
+    publish(broker, 3)
+    broker.subscriptions.subscribe(T, "s", "c1", "Shared", "Latest")
+    publish(broker, 1)
+    got = broker.subscriptions.receive(T, "s", "c1", max_messages=100)
+    assert [d.entry.entry_id for d in got] == [3]
+
+
+def test_exclusive_refuses_second_consumer_and_shared_refuses_cumulative() -> None:
+    broker = memory_broker()
+    broker.subscriptions.subscribe(T, "ex", "c1", "Exclusive", "Earliest")
+    with pytest.raises(ConsumerBusy):
+        broker.subscriptions.subscribe(T, "ex", "c2", "Exclusive", "Earliest")
+    broker.subscriptions.subscribe(T, "sh", "c1", "Shared", "Earliest")
+    broker.subscriptions.subscribe(T, "sh", "c2", "Shared", "Earliest")
+    with pytest.raises(NotAllowed):
+        broker.subscriptions.acknowledge(T, "sh", [], cumulative_entry=0)
+
+
+def test_shared_consumers_split_entries_and_ack_timeout_redelivers() -> None:
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    broker.subscriptions.subscribe(T, "sh", "c1", "Shared", "Earliest", ack_timeout_ms=1000)
+    broker.subscriptions.subscribe(T, "sh", "c2", "Shared", "Earliest", ack_timeout_ms=1000)
+    publish(broker, 4)
+    a = broker.subscriptions.receive(T, "sh", "c1", max_messages=2)
+    b = broker.subscriptions.receive(T, "sh", "c2", max_messages=2)
+    assert [d.entry.entry_id for d in a] == [0, 1] and [d.entry.entry_id for d in b] == [2, 3]
+    broker.subscriptions.acknowledge(T, "sh", [0, 1])
+    clock.advance(1500)
+    again = broker.subscriptions.receive(T, "sh", "c1", max_messages=10)
+    assert [(d.entry.entry_id, d.redelivery_count) for d in again] == [(2, 1), (3, 1)]
+
+
+def test_closed_consumer_messages_go_to_the_next() -> None:
+    broker = memory_broker()
+    broker.subscriptions.subscribe(T, "sh", "c1", "Shared", "Earliest")
+    broker.subscriptions.subscribe(T, "sh", "c2", "Shared", "Earliest")
+    publish(broker, 2)
+    assert len(broker.subscriptions.receive(T, "sh", "c1", max_messages=10)) == 2
+    broker.subscriptions.close_consumer(T, "sh", "c1")
+    got = broker.subscriptions.receive(T, "sh", "c2", max_messages=10)
+    assert [d.entry.entry_id for d in got] == [0, 1]
+
+
+def test_retried_receive_returns_the_same_entries() -> None:
+    broker = memory_broker()
+    broker.subscriptions.subscribe(T, "sh", "c1", "Shared", "Earliest")
+    publish(broker, 3)
+    first = broker.subscriptions.receive(T, "sh", "c1", max_messages=10, request_id="r1")
+    second = broker.subscriptions.receive(T, "sh", "c1", max_messages=10, request_id="r1")
+    assert [d.entry.entry_id for d in first] == [d.entry.entry_id for d in second] == [0, 1, 2]
+
+
+def test_bad_input_is_refused_before_anything_is_written() -> None:
+    broker = memory_broker()
+    with pytest.raises(InvalidInput):
+        broker.writer.append(T, [], "p", 0, False)
+    with pytest.raises(InvalidInput):
+        broker.writer.append(T, [Message(b"")], "p", 0, False)
+    with pytest.raises(PayloadTooLarge):
+        broker.writer.append(T, [Message(b"x" * (2 * 1024 * 1024))], "p", 0, False)
+    with pytest.raises(NotFound):
+        broker.writer.append(TopicName.parse("persistent://nope/ns/t"), [Message(b"x")], "p", 0, False)
+    assert broker.journal.records == []
+    assert broker.metadata.topics == {}
+    with pytest.raises(InvalidInput):
+        TopicName.parse("persistent://a/b")
+    with pytest.raises(NotFound):
+        broker.subscriptions.receive(T, "missing", "c", max_messages=1)
+
+
+def test_ledger_rolls_over_and_segments_never_span_ledgers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import magnetar.core.ledger as ledger
+
+    monkeypatch.setattr(ledger, "MAX_ENTRIES_PER_LEDGER", 3)
+    broker = memory_broker()
+    results = publish(broker, 7)
+    assert [r.ledger_id for r in results] == [0, 0, 0, 1, 1, 1, 2]
+    seal_all(broker)
+    segs = broker.metadata.list_segments(T, 0, 10)
+    assert [(s.ledger_id, s.first_entry, s.last_entry) for s in segs] == [(0, 0, 2), (1, 3, 5), (2, 6, 6)]
