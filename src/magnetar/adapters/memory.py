@@ -154,6 +154,10 @@ class MemoryMetadataStore:
             return []
         return [t.segments[k] for k in sorted(t.segments) if k >= from_entry][:limit]
 
+    def get_topic_state(self, topic: TopicName) -> tuple[SealState, WriterState | None]:
+        t = self.topics.get(str(topic))
+        return (t.seal, t.writer) if t else (SealState(), None)
+
     def get_subscription_view(self, topic: TopicName, subscription: str) -> SubscriptionView:
         with self._lock:
             t = self.topics.get(str(topic))

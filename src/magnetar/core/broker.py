@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from magnetar.core.admin import AdminService
+from magnetar.core.entry import Entry
+from magnetar.core.errors import TopicNotFound
+from magnetar.core.naming import TopicName
 from magnetar.core.dispatch import SubscriptionService
 from magnetar.core.ledger import EntryCache, EntryReader, LedgerWriter, Sealer
 from magnetar.core.ports import Clock, Journal, MetadataStore, SegmentStore, SystemClock
@@ -28,3 +31,21 @@ class Broker:
         self.reader = EntryReader(self.metadata, self.segments, self.journal, self.cache)
         self.sealer = Sealer(self.metadata, self.segments, self.clock)
         self.subscriptions = SubscriptionService(self.metadata, self.reader, self.clock)
+
+    def read_entries(self, topic: TopicName, start: int, max_entries: int) -> list[Entry]:
+        """A non-durable read (readers, Spark): entries from `start`, no cursor involved."""
+        seal, writer = self.metadata.get_topic_state(topic)
+        if writer is None:
+            raise TopicNotFound(f"Topic {topic} not found")
+        return self.reader.read(topic, start, max_entries, seal, writer)
+
+    def last_entry(self, topic: TopicName) -> tuple[int, int]:
+        """(ledger id, entry id) of the last entry appended, (-1, -1) when there is none."""
+        _, writer = self.metadata.get_topic_state(topic)
+        if writer is None:
+            raise TopicNotFound(f"Topic {topic} not found")
+        last = writer.next_entry - 1
+        if last < 0:
+            return (-1, -1)
+        ledger = writer.ledger_id if last >= writer.ledger_first_entry else writer.ledger_id - 1
+        return (ledger, last)

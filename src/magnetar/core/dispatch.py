@@ -12,6 +12,7 @@ import logging
 import random
 from dataclasses import dataclass
 
+from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import SUBSCRIPTION_TYPES, CursorState, Delivery
 from magnetar.core.entry import Entry
 from magnetar.core.errors import InvalidInput, NotAllowed, RetryableError, SubscriptionNotFound
@@ -25,6 +26,7 @@ DEFAULT_LEASE_MS = 30_000  # a consumer is attached while it renews this lease (
 MAX_WAIT_MS = 20_000  # a long poll stays well inside API Gateway's 30 s integration timeout
 POLL_INTERVAL_S = 0.2
 MAX_ENTRIES_PER_RECEIVE = 100
+MAX_RECEIVE_BYTES = 4 * 1024 * 1024  # base64 in JSON must stay under Lambda's 6 MB response
 CONFLICT_RETRIES = 20
 
 
@@ -120,6 +122,7 @@ class SubscriptionService:
             if not delivered and state.to_dict() == before:
                 return []  # nothing to hand out and nothing changed: no write
             if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
+                crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
                 return delivered
             self.clock.sleep(random.uniform(0.0, 0.02))
         raise RetryableError("Too much contention on the subscription; retry")
@@ -148,11 +151,13 @@ class SubscriptionService:
             topic, state.read_position, budget_entries - len(out), view.seal, view.writer
         )
         taken: list[Entry] = []
+        size = sum(d.entry.size for d in out)
         for entry in entries:
-            if taken and messages + len(entry.messages) > max_messages:
+            if (out or taken) and (messages + len(entry.messages) > max_messages or size + entry.size > MAX_RECEIVE_BYTES):
                 break
             taken.append(entry)
             messages += len(entry.messages)
+            size += entry.size
         if taken:
             end = taken[-1].entry_id + 1
             state.claim_new(consumer, end, deadline, request_id)
@@ -204,6 +209,7 @@ class SubscriptionService:
                 state = view.cursor
             change(state, now)
             if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
+                crash_point("cursor.after_update")  # cursor moved, caller not told: retrying is harmless
                 return state
             self.clock.sleep(random.uniform(0.0, 0.02))
         raise RetryableError("Too much contention on the subscription; retry")

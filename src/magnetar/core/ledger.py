@@ -27,6 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from urllib.parse import quote
 
+from magnetar.core.crashpoints import crash_point
 from magnetar.core.entry import Entry, Message, MessageIdData, decode_entry, encode_entry, hole_entry, peek_header
 from magnetar.core.errors import InvalidInput, PayloadTooLarge, RetryableError, TopicNotFound
 from magnetar.core.naming import TopicName
@@ -106,10 +107,11 @@ class LedgerWriter:
             producer_name, sequence_id, batched, tuple(messages),
         )
         data = encode_entry(entry)
-        # Crash point: id reserved, journal not written -> the sealer turns the id into a hole.
+        crash_point("produce.after_reserve")  # id reserved, journal not written: a hole
         if self.clock.now_ms() - now > WRITE_DEADLINE_MS:
             raise RetryableError("Reservation expired before the journal write; retry the publish")
         self.journal.append(journal_key(key), data)
+        crash_point("produce.after_journal_write")  # durable but not acknowledged: the client retries
         ledger_full = reservation.entry_id - reservation.ledger_first_entry + 1 >= MAX_ENTRIES_PER_LEDGER
         ledger_old = entry.publish_time - reservation.ledger_opened_at >= MAX_LEDGER_AGE_MS
         if ledger_full or ledger_old:
@@ -376,7 +378,7 @@ class Sealer:
                 messages += peek_header(data).message_count
         key = segment_key(topic, ledger_id, first, last)
         self.segments.put_if_absent(key, blob)
-        # Crash point: segment in S3, not yet in the metadata -> a replay writes the same key again.
+        crash_point("seal.after_segment_put")  # object in S3, not in the metadata: a replay re-puts it
         last_position = next((r.position for _, _, r in reversed(chunk) if r is not None), state.last_position)
         chunk_holes = tuple(h for h in holes if first <= h <= last)
         new_state = SealState(
@@ -391,6 +393,7 @@ class Sealer:
         meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, self.clock.now_ms())
         if not self.metadata.commit_segment(meta, state.next_entry, new_state):
             raise RetryableError(f"seal state of {topic} moved under us; the batch is retried")
+        crash_point("seal.after_commit")  # committed, batch not checkpointed: a replay skips it
         outcome.sealed_entries += len(chunk)
         outcome.segments_written += 1
         outcome.holes += len(chunk_holes)

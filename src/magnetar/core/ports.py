@@ -161,6 +161,10 @@ class MetadataStore(Protocol):
         """Segments whose last entry is >= from_entry, in order."""
         ...
 
+    def get_topic_state(self, topic: TopicName) -> tuple[SealState, WriterState | None]:
+        """Seal and writer states of a topic partition (writer None: no such topic)."""
+        ...
+
     # --- cursors ----------------------------------------------------------------------------
     def get_subscription_view(self, topic: TopicName, subscription: str) -> SubscriptionView: ...
 

@@ -1,0 +1,47 @@
+"""The journal consumer Lambda: Kinesis event-source mapping -> sealed S3 segments.
+
+Not Powertools' BatchProcessor: that processes records one by one, while sealing needs the
+whole batch at once (entries of a topic are grouped into one segment per invocation). The
+partial-failure contract is the same: `batchItemFailures` names the first record to retry,
+and the event-source mapping resumes from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.data_classes import KinesisStreamEvent
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from magnetar.adapters.aws import build_broker
+from magnetar.core.ports import JournalPosition, JournalRecord
+
+logger = Logger()
+metrics = Metrics(namespace="Magnetar")
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    records = [
+        JournalRecord(
+            JournalPosition(r.event_id.split(":", 1)[0], r.kinesis.sequence_number),
+            r.kinesis.partition_key,
+            r.kinesis.data_as_bytes(),
+            int(r.kinesis.approximate_arrival_timestamp * 1000),
+        )
+        for r in KinesisStreamEvent(event).records
+    ]
+    outcome = build_broker().sealer.seal(records)
+    metrics.add_metric("SealedEntries", MetricUnit.Count, outcome.sealed_entries)
+    metrics.add_metric("SegmentsWritten", MetricUnit.Count, outcome.segments_written)
+    if outcome.holes:
+        metrics.add_metric("Holes", MetricUnit.Count, outcome.holes)
+    if outcome.late_after_hole:
+        metrics.add_metric("LateAfterHole", MetricUnit.Count, outcome.late_after_hole)
+    logger.info("sealed", extra={"outcome": outcome.__dict__, "records": len(records)})
+    if outcome.retry_from is not None:
+        return {"batchItemFailures": [{"itemIdentifier": outcome.retry_from}]}
+    return {"batchItemFailures": []}

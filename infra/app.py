@@ -1,0 +1,51 @@
+"""CDK entry point (`cdk.json`: `python infra/app.py`).
+
+Puts `<repo>/src` on sys.path so the app runs without installing magnetar, and builds the core
+layer with --no-deps when it is missing so `cdk synth` never fails on an absent asset directory
+(a deploy needs the full build: `python layers/build.py`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+for path in (REPO_ROOT / "src", Path(__file__).resolve().parent):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+import aws_cdk as cdk  # noqa: E402
+
+from magnetar_stack import MagnetarStack  # noqa: E402
+
+STACK_NAME = "Magnetar"
+
+
+def load_layer_builder() -> ModuleType:
+    """Import layers/build.py by path: `layers` is not a package and `build` is a PyPI name."""
+    spec = importlib.util.spec_from_file_location("magnetar_layer_build", REPO_ROOT / "layers" / "build.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> None:
+    layer_dir: Path = load_layer_builder().ensure_built()
+    app = cdk.App()
+    # No env: an environment-agnostic stack synthesizes offline and deploys to whatever account and
+    # region the CLI credentials select.
+    MagnetarStack(
+        app,
+        app.node.try_get_context("stackName") or STACK_NAME,
+        layer_dir=layer_dir,
+        description="Magnetar: Apache Pulsar's messaging model on Lambda, DynamoDB, S3 and Kinesis",
+    )
+    app.synth()
+
+
+if __name__ == "__main__":
+    main()

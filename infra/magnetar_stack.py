@@ -1,0 +1,240 @@
+"""The Magnetar stack: metadata table, segment bucket, journal stream, broker and journal consumer.
+
+Logical ids, environment variable names and the event-source settings come from
+`magnetar.config`, the module the handlers and the local emulator read too, so the deployed
+system and `magnetar local up` cannot drift apart. The ids are pinned as the CloudFormation
+logical ids (no hash suffix) so tooling can find the resources by the names in config.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import (
+    Annotations,
+    CfnOutput,
+    CfnResource,
+    Duration,
+    RemovalPolicy,
+    Stack,
+)
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_integrations as apigwv2_integrations
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_s3 as s3
+from aws_cdk import custom_resources as cr
+from constructs import Construct, IConstruct
+
+from magnetar.config import (
+    BOOTSTRAP_ITEMS,
+    BROKER_FUNCTION_ID,
+    CORE_LAYER_ID,
+    ENV_BUCKET,
+    ENV_STREAM,
+    ENV_TABLE,
+    HTTP_API_ID,
+    JOURNAL_BATCH_SIZE,
+    JOURNAL_CONSUMER_FUNCTION_ID,
+    JOURNAL_MAX_BATCHING_WINDOW_S,
+    JOURNAL_STREAM_ID,
+    METADATA_TABLE_ID,
+    SEGMENT_BUCKET_ID,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FUNCTIONS_DIR = REPO_ROOT / "functions"
+DEFAULT_LAYER_DIR = REPO_ROOT / "layers" / "core" / "build"
+
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+ARCHITECTURE = lambda_.Architecture.ARM_64
+METRICS_NAMESPACE = "Magnetar"
+# Kept out of asset hashes so a local test run does not force a new function version.
+ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "tests"]
+
+
+def _pin_logical_id(construct: IConstruct, logical_id: str) -> None:
+    """Give the construct's CloudFormation resource exactly `logical_id` instead of a hashed one."""
+    default_child = construct.node.default_child
+    assert isinstance(default_child, CfnResource), f"{construct.node.path} has no CfnResource"
+    default_child.override_logical_id(logical_id)
+
+
+class MagnetarStack(Stack):
+    """One Magnetar cluster. Environment-agnostic: synthesizes without AWS credentials."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        layer_dir: Path = DEFAULT_LAYER_DIR,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+
+        # Topic, subscription and cursor metadata. Data the cluster cannot rebuild: RETAIN + PITR.
+        self.table = dynamodb.Table(
+            self,
+            METADATA_TABLE_ID,
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            time_to_live_attribute="expiresAt",
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        _pin_logical_id(self.table, METADATA_TABLE_ID)
+
+        # Sealed ledger segments: the durable copy of every message once the journal is trimmed.
+        self.bucket = s3.Bucket(
+            self,
+            SEGMENT_BUCKET_ID,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        _pin_logical_id(self.bucket, SEGMENT_BUCKET_ID)
+
+        # Write-ahead journal; 24 h is ample since the consumer seals records into S3 within seconds.
+        self.stream = kinesis.Stream(
+            self,
+            JOURNAL_STREAM_ID,
+            stream_mode=kinesis.StreamMode.ON_DEMAND,
+            retention_period=Duration.hours(24),
+            encryption=kinesis.StreamEncryption.MANAGED,
+        )
+        _pin_logical_id(self.stream, JOURNAL_STREAM_ID)
+
+        self.layer = lambda_.LayerVersion(
+            self,
+            CORE_LAYER_ID,
+            code=lambda_.Code.from_asset(str(layer_dir), exclude=ASSET_EXCLUDES),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description="magnetar core package and its runtime dependencies",
+        )
+        _pin_logical_id(self.layer, CORE_LAYER_ID)
+        if not (layer_dir / "python" / "pydantic").is_dir():
+            Annotations.of(self.layer).add_warning_v2(
+                "magnetar:layerWithoutDependencies",
+                f"{layer_dir} has no pip dependencies (built with --no-deps); "
+                "run `python layers/build.py` before deploying.",
+            )
+
+        resource_env = {
+            ENV_TABLE: self.table.table_name,
+            ENV_BUCKET: self.bucket.bucket_name,
+            ENV_STREAM: self.stream.stream_name,
+        }
+
+        self.broker = self._function(
+            BROKER_FUNCTION_ID,
+            "broker",
+            # Just under API Gateway's 30 s integration limit, so the function ends first.
+            timeout=Duration.seconds(29),
+            environment={**resource_env, "POWERTOOLS_SERVICE_NAME": "magnetar-broker"},
+        )
+        self.table.grant_read_write_data(self.broker)
+        self.bucket.grant_read(self.broker)  # reads sealed segments; only the consumer writes them
+        self.stream.grant_read_write(self.broker)  # appends to the journal, tails its unsealed part
+
+        self.journal_consumer = self._function(
+            JOURNAL_CONSUMER_FUNCTION_ID,
+            "journal_consumer",
+            timeout=Duration.seconds(120),
+            environment={**resource_env, "POWERTOOLS_SERVICE_NAME": "magnetar-journal-consumer"},
+        )
+        self.table.grant_read_write_data(self.journal_consumer)
+        self.bucket.grant_read_write(self.journal_consumer)
+        self.stream.grant_read_write(self.journal_consumer)
+        self.journal_consumer.add_event_source(
+            event_sources.KinesisEventSource(
+                self.stream,
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=JOURNAL_BATCH_SIZE,
+                max_batching_window=Duration.seconds(JOURNAL_MAX_BATCHING_WINDOW_S),
+                # One batch in flight per shard keeps each shard's records sealed in order.
+                parallelization_factor=1,
+                # The handler reports the first record it could not seal; Lambda retries from there.
+                report_batch_item_failures=True,
+                bisect_batch_on_error=False,
+                # retry_attempts and max_record_age are deliberately left unset (unlimited): a sealer
+                # must never skip a record, or acknowledged messages would vanish from the ledger.
+                # A poison record blocks its shard until the handler is fixed, which the iterator-age
+                # metric makes visible; skipping would lose data silently.
+            )
+        )
+
+        self.http_api = apigwv2.HttpApi(
+            self,
+            HTTP_API_ID,
+            description="Magnetar broker (Pulsar admin and messaging REST API)",
+            default_integration=apigwv2_integrations.HttpLambdaIntegration(
+                "BrokerIntegration",
+                self.broker,
+                payload_format_version=apigwv2.PayloadFormatVersion.VERSION_2_0,
+            ),
+        )
+        _pin_logical_id(self.http_api, HTTP_API_ID)
+        CfnOutput(self, "HttpApiUrl", value=self.http_api.url or self.http_api.api_endpoint)
+
+        self._bootstrap_items()
+
+    def _function(
+        self,
+        construct_id: str,
+        asset: str,
+        *,
+        timeout: Duration,
+        environment: dict[str, str],
+    ) -> lambda_.Function:
+        """A handler function: thin code asset on top of the shared core layer."""
+        function = lambda_.Function(
+            self,
+            construct_id,
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / asset), exclude=ASSET_EXCLUDES),
+            handler="handler.handler",
+            memory_size=1024,
+            timeout=timeout,
+            layers=[self.layer],
+            environment={**environment, "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE},
+        )
+        _pin_logical_id(function, construct_id)
+        return function
+
+    def _bootstrap_items(self) -> None:
+        """Write BOOTSTRAP_ITEMS once; attribute_not_exists keeps later user changes intact."""
+        bootstrap = Construct(self, "Bootstrap")
+        policy = cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[self.table.table_arn])
+        for item in BOOTSTRAP_ITEMS:
+            key = f"{item['pk']['S']}/{item['sk']['S']}"
+            put_item = cr.AwsSdkCall(
+                service="DynamoDB",
+                action="putItem",
+                parameters={
+                    "TableName": self.table.table_name,
+                    "Item": item,
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                },
+                physical_resource_id=cr.PhysicalResourceId.of(f"magnetar-bootstrap:{key}"),
+                # The item already exists: a previous deploy or the user created it. Keep theirs.
+                ignore_error_codes_matching="ConditionalCheckFailedException",
+            )
+            cr.AwsCustomResource(
+                bootstrap,
+                re.sub(r"[^A-Za-z0-9]+", "-", key),
+                on_create=put_item,
+                on_update=put_item,
+                policy=policy,
+                install_latest_aws_sdk=False,
+            )

@@ -1,0 +1,19 @@
+"""The core's ports on AWS: DynamoDB (metadata, cursors), S3 (segments), Kinesis (journal)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from magnetar.config import ResourceNames
+from magnetar.core.broker import Broker
+
+
+@cache
+def build_broker() -> Broker:
+    """The broker of this process (one per warm Lambda container), wired from the environment."""
+    from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
+    from magnetar.adapters.aws.kinesis import KinesisJournal
+    from magnetar.adapters.aws.s3 import S3SegmentStore
+
+    names = ResourceNames.from_env()
+    return Broker(DynamoMetadataStore(names.table), S3SegmentStore(names.bucket), KinesisJournal(names.stream))

@@ -1,0 +1,65 @@
+"""boto3 clients, configured only by the standard AWS SDK configuration.
+
+Endpoints and credentials come from the environment, profiles and the default credential chain
+(`AWS_ENDPOINT_URL`, `AWS_ENDPOINT_URL_DYNAMODB`, `AWS_PROFILE`, ...): nothing here names an
+endpoint, so the same code talks to AWS, to the embedded emulator or to LocalStack.
+
+Every request is counted where it is made (a botocore `before-send` hook, once per HTTP
+attempt, i.e. per billed request) so benchmarks report measured, not estimated, AWS calls.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from functools import cache
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+_CONFIG = Config(
+    retries={"mode": "standard", "max_attempts": 4},
+    connect_timeout=3,
+    read_timeout=10,
+    max_pool_connections=64,
+    tcp_keepalive=True,
+)
+
+
+class RequestCounter:
+    """AWS requests made by this process, by (service, operation)."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[tuple[str, str]] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, event_name: str = "", **_: Any) -> None:
+        # event_name: "before-send.<service>.<Operation>"
+        _, service, operation = event_name.split(".", 2)
+        with self._lock:
+            self._counts[(service, operation)] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return {f"{s}.{o}": n for (s, o), n in sorted(self._counts.items())}
+
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+REQUESTS = RequestCounter()
+
+
+@cache
+def client(service: str) -> Any:
+    """One client per service per process (clients are thread-safe; sessions are not)."""
+    session = boto3.session.Session()
+    c = session.client(service, config=_CONFIG)  # type: ignore[call-overload]
+    c.meta.events.register("before-send", REQUESTS)
+    return c

@@ -1,0 +1,387 @@
+"""MetadataStore on one DynamoDB table (pk, sk).
+
+| item                 | pk                       | sk                 |
+|----------------------|--------------------------|--------------------|
+| tenant               | TENANTS                  | <tenant>           |
+| namespace            | NAMESPACES#<tenant>      | <namespace>        |
+| topic (listing)      | TOPICS#<tenant>/<ns>     | <topic>            |
+| writer counter       | TP#<topic>               | WRITER             |
+| seal state           | TP#<topic>               | SEAL               |
+| segment              | TP#<topic>               | SEG#<last entry>   |
+| cursor               | TP#<topic>               | SUB#<subscription> |
+
+Everything a dispatch step needs about one topic partition sits under one partition key, so it
+is read with one BatchGetItem; every change is a single-item conditional write or one
+transaction, so any Lambda may run any step and a crash leaves either all or nothing.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from magnetar.adapters.aws.clients import client
+from magnetar.core.cursor import CursorState
+from magnetar.core.errors import TopicNotFound
+from magnetar.core.naming import NamespaceName, TopicName
+from magnetar.core.ports import (
+    JournalPosition,
+    NamespaceInfo,
+    Reservation,
+    SealState,
+    SegmentMeta,
+    SubscriptionView,
+    TenantInfo,
+    WriterState,
+)
+
+_SEG_WIDTH = 20
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _int(item: dict[str, Any], name: str, default: int = 0) -> int:
+    return int(item[name]["N"]) if name in item else default
+
+
+def _tp(topic: TopicName | str) -> dict[str, str]:
+    return _s(f"TP#{topic}")
+
+
+def _seg_sk(last_entry: int) -> str:
+    return f"SEG#{last_entry:0{_SEG_WIDTH}d}"
+
+
+def _condition_failed(exc: ClientError) -> bool:
+    code = exc.response.get("Error", {}).get("Code", "")
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code == "TransactionCanceledException":
+        reasons = exc.response.get("CancellationReasons", [])
+        return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons) or not reasons
+    return False
+
+
+class DynamoMetadataStore:
+    def __init__(self, table: str, dynamodb: Any | None = None) -> None:
+        self.table = table
+        self.ddb = dynamodb or client("dynamodb")
+
+    # --- small helpers -------------------------------------------------------------------
+    def _put_new(self, item: dict[str, Any]) -> bool:
+        try:
+            self.ddb.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+            return True
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+
+    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self.ddb.get_item(
+            TableName=self.table, Key={"pk": _s(pk), "sk": _s(sk)}, ConsistentRead=True
+        ).get("Item")
+        return item
+
+    def _query_sks(self, pk: str, prefix: str = "") -> list[str]:
+        out: list[str] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk" + (" AND begins_with(sk, :p)" if prefix else ""),
+            "ExpressionAttributeValues": {":pk": _s(pk), **({":p": _s(prefix)} if prefix else {})},
+            "ProjectionExpression": "sk",
+        }
+        while True:
+            page = self.ddb.query(**kwargs)
+            out.extend(item["sk"]["S"][len(prefix):] for item in page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return out
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(keys), 100):
+            request: dict[str, Any] = {self.table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
+            while request:
+                page = self.ddb.batch_get_item(RequestItems=request)
+                found.extend(page["Responses"].get(self.table, []))
+                request = page.get("UnprocessedKeys") or {}
+        return found
+
+    # --- tenants, namespaces, topics -------------------------------------------------------
+    def create_tenant(self, tenant: TenantInfo) -> bool:
+        return self._put_new(
+            {
+                "pk": _s("TENANTS"),
+                "sk": _s(tenant.name),
+                "adminRoles": {"L": [_s(r) for r in tenant.admin_roles]},
+                "allowedClusters": {"L": [_s(c) for c in tenant.allowed_clusters]},
+            }
+        )
+
+    def get_tenant(self, name: str) -> TenantInfo | None:
+        item = self._get("TENANTS", name)
+        if item is None:
+            return None
+        roles = tuple(v["S"] for v in item.get("adminRoles", {}).get("L", []))
+        clusters = tuple(v["S"] for v in item.get("allowedClusters", {}).get("L", []))
+        return TenantInfo(name, roles, clusters)
+
+    def list_tenants(self) -> list[str]:
+        return self._query_sks("TENANTS")
+
+    def create_namespace(self, namespace: NamespaceInfo) -> bool:
+        return self._put_new(
+            {
+                "pk": _s(f"NAMESPACES#{namespace.name.tenant}"),
+                "sk": _s(namespace.name.namespace),
+                "policies": _s(json.dumps(namespace.policies)),
+            }
+        )
+
+    def get_namespace(self, name: NamespaceName) -> NamespaceInfo | None:
+        item = self._get(f"NAMESPACES#{name.tenant}", name.namespace)
+        if item is None:
+            return None
+        raw = item.get("policies", {})
+        policies = json.loads(raw["S"]) if "S" in raw else {}
+        return NamespaceInfo(name, policies)
+
+    def list_namespaces(self, tenant: str) -> list[str]:
+        return self._query_sks(f"NAMESPACES#{tenant}")
+
+    def create_topic(self, topic: TopicName, now_ms: int) -> bool:
+        try:
+            self.ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic)), "createdAt": _n(now_ms)},
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": {
+                                "pk": _tp(topic),
+                                "sk": _s("WRITER"),
+                                "next_entry": _n(0),
+                                "ledger_id": _n(0),
+                                "ledger_first_entry": _n(0),
+                                "ledger_opened_at": _n(now_ms),
+                                "created_at": _n(now_ms),
+                            },
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+            return True
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+
+    def list_topics(self, namespace: NamespaceName) -> list[str]:
+        return self._query_sks(f"TOPICS#{namespace}")
+
+    # --- writer ----------------------------------------------------------------------------
+    def reserve_entry(self, topic: TopicName) -> Reservation:
+        try:
+            old = self.ddb.update_item(
+                TableName=self.table,
+                Key={"pk": _tp(topic), "sk": _s("WRITER")},
+                UpdateExpression="SET next_entry = next_entry + :one",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":one": _n(1)},
+                ReturnValues="ALL_OLD",
+            )["Attributes"]
+        except ClientError as exc:
+            if _condition_failed(exc):
+                raise TopicNotFound(f"Topic {topic} not found") from None
+            raise
+        return Reservation(
+            _int(old, "ledger_id"), _int(old, "next_entry"), _int(old, "ledger_first_entry"), _int(old, "ledger_opened_at")
+        )
+
+    def roll_ledger(self, topic: TopicName, expected_ledger: int, now_ms: int) -> bool:
+        try:
+            self.ddb.update_item(
+                TableName=self.table,
+                Key={"pk": _tp(topic), "sk": _s("WRITER")},
+                UpdateExpression="SET ledger_id = ledger_id + :one, ledger_first_entry = next_entry, ledger_opened_at = :now",
+                ConditionExpression="ledger_id = :expected",
+                ExpressionAttributeValues={":one": _n(1), ":now": _n(now_ms), ":expected": _n(expected_ledger)},
+            )
+            return True
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+
+    # --- sealer ----------------------------------------------------------------------------
+    @staticmethod
+    def _seal_from_item(item: dict[str, Any] | None) -> SealState:
+        if not item:
+            return SealState()
+        position = None
+        if "last_shard" in item:
+            position = JournalPosition(item["last_shard"]["S"], item["last_seq"]["S"])
+        holes = tuple(int(v["N"]) for v in item.get("recent_holes", {}).get("L", []))
+        return SealState(
+            next_entry=_int(item, "next_entry"),
+            last_position=position,
+            recent_holes=holes,
+            sealed_entries=_int(item, "sealed_entries"),
+            sealed_messages=_int(item, "sealed_messages"),
+            sealed_bytes=_int(item, "sealed_bytes"),
+            segment_count=_int(item, "segment_count"),
+        )
+
+    def get_seal_states(self, topics: list[str]) -> dict[str, SealState]:
+        items = self._batch_get([{"pk": _tp(t), "sk": _s("SEAL")} for t in topics])
+        return {item["pk"]["S"][3:]: self._seal_from_item(item) for item in items}
+
+    def commit_segment(self, segment: SegmentMeta, expected_next_entry: int, new_state: SealState) -> bool:
+        seal_item: dict[str, Any] = {
+            "pk": _tp(segment.topic),
+            "sk": _s("SEAL"),
+            "next_entry": _n(new_state.next_entry),
+            "recent_holes": {"L": [_n(h) for h in new_state.recent_holes]},
+            "sealed_entries": _n(new_state.sealed_entries),
+            "sealed_messages": _n(new_state.sealed_messages),
+            "sealed_bytes": _n(new_state.sealed_bytes),
+            "segment_count": _n(new_state.segment_count),
+        }
+        if new_state.last_position is not None:
+            seal_item["last_shard"] = _s(new_state.last_position.shard_id)
+            seal_item["last_seq"] = _s(new_state.last_position.sequence)
+        condition = "next_entry = :expected"
+        if expected_next_entry == 0:
+            condition = "attribute_not_exists(pk) OR next_entry = :expected"
+        try:
+            self.ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": {
+                                "pk": _tp(segment.topic),
+                                "sk": _s(_seg_sk(segment.last_entry)),
+                                "ledger_id": _n(segment.ledger_id),
+                                "first_entry": _n(segment.first_entry),
+                                "last_entry": _n(segment.last_entry),
+                                "key": _s(segment.key),
+                                "offsets": {"B": array.array("Q", segment.offsets).tobytes()},
+                                "message_count": _n(segment.message_count),
+                                "created_at": _n(segment.created_at),
+                            },
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": seal_item,
+                            "ConditionExpression": condition,
+                            "ExpressionAttributeValues": {":expected": _n(expected_next_entry)},
+                        }
+                    },
+                ]
+            )
+            return True
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+
+    def list_segments(self, topic: TopicName, from_entry: int, limit: int) -> list[SegmentMeta]:
+        page = self.ddb.query(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+            ExpressionAttributeValues={":pk": _tp(topic), ":lo": _s(_seg_sk(max(from_entry, 0))), ":hi": _s("SEG#~")},
+            Limit=limit,
+            ConsistentRead=True,
+        )
+        out: list[SegmentMeta] = []
+        for item in page["Items"]:
+            offsets = array.array("Q")
+            offsets.frombytes(item["offsets"]["B"])
+            out.append(
+                SegmentMeta(
+                    str(topic),
+                    _int(item, "ledger_id"),
+                    _int(item, "first_entry"),
+                    _int(item, "last_entry"),
+                    item["key"]["S"],
+                    tuple(offsets),
+                    _int(item, "message_count"),
+                    _int(item, "created_at"),
+                )
+            )
+        return out
+
+    @staticmethod
+    def _writer_from_item(item: dict[str, Any] | None) -> WriterState | None:
+        if not item:
+            return None
+        return WriterState(
+            _int(item, "next_entry"),
+            _int(item, "ledger_id"),
+            _int(item, "ledger_first_entry"),
+            _int(item, "ledger_opened_at"),
+            _int(item, "created_at"),
+        )
+
+    def get_topic_state(self, topic: TopicName) -> tuple[SealState, WriterState | None]:
+        items = self._batch_get([{"pk": _tp(topic), "sk": _s("SEAL")}, {"pk": _tp(topic), "sk": _s("WRITER")}])
+        by_sk = {item["sk"]["S"]: item for item in items}
+        return self._seal_from_item(by_sk.get("SEAL")), self._writer_from_item(by_sk.get("WRITER"))
+
+    # --- cursors ---------------------------------------------------------------------------
+    def get_subscription_view(self, topic: TopicName, subscription: str) -> SubscriptionView:
+        items = self._batch_get(
+            [
+                {"pk": _tp(topic), "sk": _s(f"SUB#{subscription}")},
+                {"pk": _tp(topic), "sk": _s("SEAL")},
+                {"pk": _tp(topic), "sk": _s("WRITER")},
+            ]
+        )
+        by_sk = {item["sk"]["S"]: item for item in items}
+        cursor_item = by_sk.get(f"SUB#{subscription}")
+        cursor = CursorState.from_dict(json.loads(cursor_item["state"]["S"])) if cursor_item else None
+        version = _int(cursor_item, "version") if cursor_item else 0
+        seal = self._seal_from_item(by_sk.get("SEAL"))
+        return SubscriptionView(cursor, version, seal, self._writer_from_item(by_sk.get("WRITER")))
+
+    def put_cursor(self, topic: TopicName, subscription: str, state: CursorState, expected_version: int) -> bool:
+        item = {
+            "pk": _tp(topic),
+            "sk": _s(f"SUB#{subscription}"),
+            "state": _s(json.dumps(state.to_dict(), separators=(",", ":"))),
+            "version": _n(expected_version + 1),
+        }
+        kwargs: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        if expected_version:
+            kwargs = {"ConditionExpression": "version = :v", "ExpressionAttributeValues": {":v": _n(expected_version)}}
+        try:
+            self.ddb.put_item(TableName=self.table, Item=item, **kwargs)
+            return True
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+
+    def list_subscriptions(self, topic: TopicName) -> list[str]:
+        return self._query_sks(f"TP#{topic}", "SUB#")

@@ -1,0 +1,92 @@
+"""Journal on Kinesis Data Streams.
+
+A topic partition's records share one partition key, hence one shard, hence one order. Tail
+reads find the shard from the key's MD5 hash (Kinesis's own routing rule) and the shard list,
+cached per container.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from magnetar.adapters.aws.clients import client
+from magnetar.core.ports import JournalPosition, JournalRecord
+
+MAX_RECORD_BYTES = 1024 * 1024  # Kinesis default record limit (data + partition key)
+MAX_GET_RECORDS_CALLS = 3  # per tail read: GetRecords is limited to 5 calls/s per shard
+
+
+class KinesisJournal:
+    max_record_bytes = MAX_RECORD_BYTES - 300  # room for the partition key
+
+    def __init__(self, stream: str, kinesis: Any | None = None) -> None:
+        self.stream = stream
+        self.kinesis = kinesis or client("kinesis")
+        self._shards: list[tuple[int, int, str]] | None = None
+        self._lock = threading.Lock()
+
+    def append(self, partition_key: str, data: bytes) -> JournalPosition:
+        response = self.kinesis.put_record(StreamName=self.stream, Data=data, PartitionKey=partition_key)
+        return JournalPosition(response["ShardId"], response["SequenceNumber"])
+
+    def shard_for(self, partition_key: str) -> str:
+        value = int(hashlib.md5(partition_key.encode()).hexdigest(), 16)  # noqa: S324 - Kinesis's routing hash
+        for attempt in range(2):
+            for lo, hi, shard_id in self._open_shards(refresh=attempt > 0):
+                if lo <= value <= hi:
+                    return shard_id
+        raise LookupError(f"no open shard for partition key {partition_key!r}")
+
+    def _open_shards(self, refresh: bool = False) -> list[tuple[int, int, str]]:
+        with self._lock:
+            if self._shards is None or refresh:
+                shards: list[tuple[int, int, str]] = []
+                kwargs: dict[str, Any] = {"StreamName": self.stream}
+                while True:
+                    page = self.kinesis.list_shards(**kwargs)
+                    for s in page["Shards"]:
+                        if "EndingSequenceNumber" in s.get("SequenceNumberRange", {}):
+                            continue  # closed by a reshard
+                        r = s["HashKeyRange"]
+                        shards.append((int(r["StartingHashKey"]), int(r["EndingHashKey"]), s["ShardId"]))
+                    if not page.get("NextToken"):
+                        break
+                    kwargs = {"NextToken": page["NextToken"]}
+                self._shards = shards
+            return self._shards
+
+    def read_after(
+        self, partition_key: str, after: JournalPosition | None, since_ms: int, max_records: int
+    ) -> list[JournalRecord]:
+        if after is not None:
+            shard_id = after.shard_id
+            iterator = self.kinesis.get_shard_iterator(
+                StreamName=self.stream,
+                ShardId=shard_id,
+                ShardIteratorType="AFTER_SEQUENCE_NUMBER",
+                StartingSequenceNumber=after.sequence,
+            )["ShardIterator"]
+        else:
+            shard_id = self.shard_for(partition_key)
+            iterator = self.kinesis.get_shard_iterator(
+                StreamName=self.stream,
+                ShardId=shard_id,
+                ShardIteratorType="AT_TIMESTAMP",
+                Timestamp=datetime.fromtimestamp(max(since_ms, 0) / 1000, tz=UTC),
+            )["ShardIterator"]
+        out: list[JournalRecord] = []
+        for _ in range(MAX_GET_RECORDS_CALLS):
+            page = self.kinesis.get_records(ShardIterator=iterator, Limit=10_000)
+            for r in page["Records"]:
+                if r["PartitionKey"] == partition_key:
+                    arrival = int(r["ApproximateArrivalTimestamp"].timestamp() * 1000)
+                    out.append(
+                        JournalRecord(JournalPosition(shard_id, r["SequenceNumber"]), partition_key, r["Data"], arrival)
+                    )
+            iterator = page.get("NextShardIterator")
+            if not iterator or not page["Records"] or page.get("MillisBehindLatest", 0) == 0 or len(out) >= max_records:
+                break
+        return out[:max_records]

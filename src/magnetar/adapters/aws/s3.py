@@ -1,0 +1,33 @@
+"""SegmentStore on S3: write-once objects (If-None-Match: *) and ranged GETs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from magnetar.adapters.aws.clients import client
+from magnetar.core.errors import RetryableError
+
+
+class S3SegmentStore:
+    def __init__(self, bucket: str, s3: Any | None = None) -> None:
+        self.bucket = bucket
+        self.s3 = s3 or client("s3")
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        try:
+            self.s3.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+            return True
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            if code in ("PreconditionFailed", "412"):
+                return False
+            if code in ("ConditionalRequestConflict", "409"):
+                raise RetryableError(f"concurrent write of segment {key}") from exc
+            raise
+
+    def get_range(self, key: str, start: int, end: int) -> bytes:
+        response = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+        data: bytes = response["Body"].read()
+        return data

@@ -1,0 +1,100 @@
+"""Bodies of the broker's HTTP API.
+
+Produce follows Pulsar's REST producer (`POST /topics/{domain}/{tenant}/{ns}/{topic}`,
+`ProducerMessages` in, `messagePublishResults` out). Consume has no Pulsar REST equivalent; its
+message shape follows Pulsar's WebSocket API (`messageId`, `payload`, `properties`,
+`publishTime`, `redeliveryCount`, `key`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from magnetar.core.dispatch import MAX_WAIT_MS
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def decode_b64(value: str) -> bytes:
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("payload is not valid base64") from None
+
+
+class ProducerMessage(_Body):
+    payload: str
+    properties: dict[str, str] = Field(default_factory=dict)
+    key: str | None = None
+    eventTime: int = Field(default=0, ge=0)
+
+    @field_validator("payload")
+    @classmethod
+    def _valid_base64(cls, value: str) -> str:
+        if not decode_b64(value):
+            raise ValueError("payload is empty")
+        return value
+
+
+class ProduceRequest(_Body):
+    producerName: str = Field(default="rest-producer", min_length=1, max_length=255)
+    sequenceId: int = Field(default=-1, ge=-1)
+    batched: bool = True
+    messages: list[ProducerMessage] = Field(min_length=1)
+
+
+class PublishResult(BaseModel):
+    messageId: str
+    errorCode: int = 0
+    schemaVersion: int = 0
+
+
+class ProduceResponse(BaseModel):
+    messagePublishResults: list[PublishResult]
+    ledgerId: int
+    entryId: int
+
+
+class SubscribeRequest(_Body):
+    subscriptionType: Literal["Exclusive", "Shared", "Failover", "Key_Shared"] = "Exclusive"
+    initialPosition: Literal["Earliest", "Latest"] = "Latest"
+    ackTimeoutMs: int = Field(default=0, ge=0)
+
+
+class ReceiveRequest(_Body):
+    maxMessages: int = Field(default=100, ge=1, le=10_000)
+    waitMs: int = Field(default=0, ge=0, le=MAX_WAIT_MS)
+    requestId: str = Field(default="", max_length=128)
+
+
+class AckRequest(_Body):
+    messageIds: list[str] = Field(default_factory=list, max_length=100_000)
+    cumulative: str | None = None
+
+
+class ReadRequest(_Body):
+    startEntryId: int = Field(default=0, ge=0)
+    maxEntries: int = Field(default=100, ge=1, le=1000)
+
+
+class ConsumerMessage(BaseModel):
+    messageId: str
+    payload: str
+    properties: dict[str, str]
+    publishTime: int
+    eventTime: int
+    redeliveryCount: int
+    key: str | None
+    producerName: str
+    topic: str
+
+
+class MessagesResponse(BaseModel):
+    messages: list[ConsumerMessage]
+    nextEntryId: int | None = None

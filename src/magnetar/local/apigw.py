@@ -1,0 +1,92 @@
+"""API Gateway HTTP API emulation: HTTP requests -> payload v2 events -> the broker handler."""
+
+from __future__ import annotations
+
+import base64
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from magnetar.local.lambda_runtime import LocalFunction
+
+MAX_REQUEST_BYTES = 10 * 1024 * 1024  # HTTP API payload limit
+MAX_INVOKE_BYTES = 6 * 1024 * 1024  # Lambda synchronous invocation payload limit, each way
+_TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded")
+
+
+def http_api_event(request: Request, body: bytes) -> dict[str, Any]:
+    content_type = request.headers.get("content-type", "")
+    is_text = not body or any(content_type.startswith(t) for t in _TEXT_TYPES)
+    now = time.time()
+    headers: dict[str, str] = {}
+    for k, v in request.headers.items():  # repeated headers are comma-joined, as API Gateway does
+        headers[k.lower()] = f"{headers[k.lower()]},{v}" if k.lower() in headers else v
+    query: dict[str, str] = {}
+    for k, v in request.query_params.multi_items():
+        query[k] = f"{query[k]},{v}" if k in query else v
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": request.url.path,
+        "rawQueryString": request.url.query,
+        "headers": headers,
+        "requestContext": {
+            "accountId": "000000000000",
+            "apiId": "local",
+            "domainName": request.url.hostname or "127.0.0.1",
+            "domainPrefix": "local",
+            "http": {
+                "method": request.method,
+                "path": request.url.path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": request.client.host if request.client else "127.0.0.1",
+                "userAgent": request.headers.get("user-agent", ""),
+            },
+            "requestId": str(uuid.uuid4()),
+            "routeKey": "$default",
+            "stage": "$default",
+            "time": datetime.fromtimestamp(now, UTC).strftime("%d/%b/%Y:%H:%M:%S +0000"),
+            "timeEpoch": int(now * 1000),
+        },
+        "isBase64Encoded": not is_text,
+    }
+    if query:
+        event["queryStringParameters"] = query
+    if body:
+        event["body"] = body.decode("utf-8") if is_text else base64.b64encode(body).decode()
+    return event
+
+
+def build_app(function: LocalFunction) -> Starlette:
+    async def invoke(request: Request) -> Response:
+        body = await request.body()
+        if len(body) > MAX_REQUEST_BYTES:
+            return JSONResponse({"message": "Request Entity Too Large"}, status_code=413)
+        event = http_api_event(request, body)
+        if len(body) * 4 // 3 > MAX_INVOKE_BYTES:
+            return JSONResponse({"message": "Request too long"}, status_code=413)
+        try:
+            result = await run_in_threadpool(function.invoke, event)
+        except Exception:  # the function crashed: API Gateway answers 500 Internal Server Error
+            return JSONResponse({"message": "Internal Server Error"}, status_code=500)
+        except BaseException as exc:  # a simulated crash (crash points): the invocation died
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+            return JSONResponse({"message": "Internal Server Error"}, status_code=502)
+        raw = result.get("body") or ""
+        payload = base64.b64decode(raw) if result.get("isBase64Encoded") else raw.encode()
+        headers = {k: str(v) for k, v in (result.get("headers") or {}).items()}
+        for name, values in (result.get("multiValueHeaders") or {}).items():
+            headers[name] = ",".join(values)
+        headers.pop("content-length", None)
+        return Response(payload, status_code=int(result.get("statusCode", 200)), headers=headers)
+
+    methods = ["GET", "PUT", "POST", "DELETE", "PATCH", "HEAD", "OPTIONS"]
+    return Starlette(routes=[Route("/{path:path}", invoke, methods=methods)])

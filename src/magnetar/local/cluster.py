@@ -1,0 +1,139 @@
+"""`magnetar local up`: the emulator, the resources, the HTTP API and the event-source mapping."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+import uvicorn
+
+from magnetar.config import JOURNAL_BATCH_SIZE, JOURNAL_MAX_BATCHING_WINDOW_S, LOCAL_RESOURCES, ResourceNames
+from magnetar.local.apigw import build_app
+from magnetar.local.esm import KinesisEventSourceMapping
+from magnetar.local.lambda_runtime import BROKER, JOURNAL_CONSUMER
+
+log = logging.getLogger(__name__)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the AWS emulator exited with code {proc.returncode}")
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s}s")
+
+
+def _die_with_parent() -> None:
+    """Child processes end when `magnetar local up` ends, even on SIGKILL (Linux)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def start_emulator(host: str, port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "magnetar.local.emulator", "--host", host, "--port", str(port)],
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+    )
+    _wait_for_port(host, port, 30, proc)
+    return proc
+
+
+def configure_aws_environment(endpoint: str | None) -> None:
+    """Standard AWS SDK variables only: per-service AWS_ENDPOINT_URL_<SERVICE> still win."""
+    if endpoint:
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
+    os.environ.setdefault("AWS_DEFAULT_REGION", os.environ.get("AWS_REGION", "us-east-1"))
+    if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
+        os.environ["AWS_ACCESS_KEY_ID"] = "test"
+        os.environ["AWS_SECRET_ACCESS_KEY"] = "test"
+
+
+@dataclass
+class LocalCluster:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    aws_port: int = 4566
+    aws_endpoint: str | None = None  # an already running emulator (LocalStack...): moto is not started
+    names: ResourceNames = LOCAL_RESOURCES
+    poll_interval_s: float = 0.5
+    emulator: subprocess.Popen[bytes] | None = None
+    esm: KinesisEventSourceMapping | None = None
+    _server: uvicorn.Server | None = None
+    _thread: threading.Thread | None = None
+    _stopped: bool = field(default=False)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def endpoint(self) -> str:
+        return self.aws_endpoint or f"http://{self.host}:{self.aws_port}"
+
+    def start(self) -> LocalCluster:
+        if self.aws_endpoint is None:
+            self.emulator = start_emulator(self.host, self.aws_port)
+        configure_aws_environment(self.endpoint)
+        os.environ.update(self.names.as_env())
+        from magnetar.local.provision import provision
+
+        provision(self.names)
+        self.esm = KinesisEventSourceMapping(
+            JOURNAL_CONSUMER,
+            self.names.stream,
+            JOURNAL_BATCH_SIZE,
+            JOURNAL_MAX_BATCHING_WINDOW_S,
+            poll_interval_s=self.poll_interval_s,
+        )
+        self.esm.start()
+        config = uvicorn.Config(
+            build_app(BROKER), host=self.host, port=self.port, log_level="warning", timeout_keep_alive=30
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name="http-api", daemon=True)
+        self._thread.start()
+        _wait_for_port(self.host, self.port, 30)
+        return self
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._server is not None:
+            self._server.should_exit = True
+        if self.esm is not None:
+            self.esm.stop()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self.emulator is not None:
+            self.emulator.terminate()
+            try:
+                self.emulator.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.emulator.kill()
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

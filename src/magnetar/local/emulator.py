@@ -1,0 +1,53 @@
+"""The embedded AWS emulator: moto's server, in its own process.
+
+`python -m magnetar.local.emulator --port 4566` serves S3, DynamoDB, Kinesis, ... on one port,
+like LocalStack. One difference from `moto_server`: requests are applied one at a time. Moto's
+backends are not thread-safe (its Kinesis put_record says so; its DynamoDB conditional updates
+read and write in two steps), while AWS applies each write atomically per item and per shard —
+the very property Magnetar's coordination relies on. Serializing requests gives the emulator
+that atomicity; its throughput is GIL-bound anyway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any
+
+from moto.moto_server.threaded_moto_server import ThreadedMotoServer  # noqa: F401 - keeps moto's server deps loaded
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+from werkzeug.serving import WSGIRequestHandler, run_simple
+
+
+class SerializedApp:
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        # Buffer the response inside the lock: the iterable may still touch backend state.
+        with self.lock:
+            return list(self.app(environ, start_response))
+
+
+class _QuietHandler(WSGIRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: boto3 reuses connections
+
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Magnetar's embedded AWS emulator (moto server)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=4566)
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    app = DomainDispatcherApplication(create_backend_app)
+    run_simple(args.host, args.port, SerializedApp(app), threaded=True, request_handler=_QuietHandler)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,153 @@
+"""Kinesis event-source mapping emulation: per-shard ordered batches, retried as AWS retries.
+
+What it reproduces from the real mapping (see the CDK stack for the settings):
+- one poller per shard, records in shard order, at most `batch_size` per invocation, gathered
+  for up to `batching_window_s`; idle shards are polled every `poll_interval_s`;
+- a failed invocation (the handler raised or died) is retried with the same batch, forever
+  (MaximumRetryAttempts -1, no bisect);
+- `ReportBatchItemFailures`: the mapping resumes from the lowest failed sequence number.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import threading
+import time
+from typing import Any
+
+from magnetar.adapters.aws.clients import client
+from magnetar.local.lambda_runtime import LocalFunction
+
+log = logging.getLogger(__name__)
+REGION = "us-east-1"
+
+
+class KinesisEventSourceMapping:
+    def __init__(
+        self,
+        function: LocalFunction,
+        stream: str,
+        batch_size: int,
+        batching_window_s: float,
+        poll_interval_s: float = 0.5,
+        retry_backoff_s: float = 0.2,
+    ) -> None:
+        self.function = function
+        self.stream = stream
+        self.batch_size = batch_size
+        self.batching_window_s = batching_window_s
+        self.poll_interval_s = poll_interval_s
+        self.retry_backoff_s = retry_backoff_s
+        self.kinesis = client("kinesis")
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.invocations = 0
+        self.failed_invocations = 0
+        self.stream_arn = ""
+
+    def start(self) -> None:
+        summary = self.kinesis.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]
+        self.stream_arn = summary["StreamARN"]
+        shards = self.kinesis.list_shards(StreamName=self.stream)["Shards"]
+        for shard in shards:
+            t = threading.Thread(target=self._poll_shard, args=(shard["ShardId"],), name=f"esm-{shard['ShardId']}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def _iterator(self, shard_id: str, after: str | None, at: str | None = None) -> str:
+        kwargs: dict[str, Any] = {"StreamName": self.stream, "ShardId": shard_id}
+        if at is not None:
+            kwargs.update(ShardIteratorType="AT_SEQUENCE_NUMBER", StartingSequenceNumber=at)
+        elif after is not None:
+            kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", StartingSequenceNumber=after)
+        else:
+            kwargs.update(ShardIteratorType="TRIM_HORIZON")
+        iterator: str = self.kinesis.get_shard_iterator(**kwargs)["ShardIterator"]
+        return iterator
+
+    def _poll_shard(self, shard_id: str) -> None:
+        checkpoint: str | None = None  # last sequence number successfully processed
+        iterator = self._iterator(shard_id, None)
+        while not self._stop.is_set():
+            try:
+                batch, iterator = self._gather(iterator)
+            except Exception:
+                log.exception("GetRecords failed on %s", shard_id)
+                self._stop.wait(1.0)
+                iterator = self._iterator(shard_id, checkpoint)
+                continue
+            if not batch:
+                self._stop.wait(self.poll_interval_s)
+                continue
+            resume_at = self._invoke_until_done(shard_id, batch)
+            if resume_at is None:
+                checkpoint = batch[-1]["SequenceNumber"]
+            else:
+                index = next(i for i, r in enumerate(batch) if r["SequenceNumber"] == resume_at)
+                checkpoint = batch[index - 1]["SequenceNumber"] if index else checkpoint
+                self._stop.wait(self.retry_backoff_s)
+                iterator = self._iterator(shard_id, None, at=resume_at)
+
+    def _gather(self, iterator: str) -> tuple[list[dict[str, Any]], str]:
+        batch: list[dict[str, Any]] = []
+        started = time.monotonic()
+        while len(batch) < self.batch_size:
+            page = self.kinesis.get_records(ShardIterator=iterator, Limit=self.batch_size - len(batch))
+            iterator = page["NextShardIterator"]
+            batch.extend(page["Records"])
+            if not batch or time.monotonic() - started >= self.batching_window_s or self._stop.is_set():
+                break
+            if not page["Records"]:
+                self._stop.wait(min(self.poll_interval_s, self.batching_window_s))
+        return batch, iterator
+
+    def _event(self, shard_id: str, batch: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "Records": [
+                {
+                    "kinesis": {
+                        "kinesisSchemaVersion": "1.0",
+                        "partitionKey": r["PartitionKey"],
+                        "sequenceNumber": r["SequenceNumber"],
+                        "data": base64.b64encode(r["Data"]).decode(),
+                        "approximateArrivalTimestamp": r["ApproximateArrivalTimestamp"].timestamp(),
+                    },
+                    "eventSource": "aws:kinesis",
+                    "eventVersion": "1.0",
+                    "eventID": f"{shard_id}:{r['SequenceNumber']}",
+                    "eventName": "aws:kinesis:record",
+                    "invokeIdentityArn": "arn:aws:iam::000000000000:role/local",
+                    "awsRegion": REGION,
+                    "eventSourceARN": self.stream_arn,
+                }
+                for r in batch
+            ]
+        }
+
+    def _invoke_until_done(self, shard_id: str, batch: list[dict[str, Any]]) -> str | None:
+        """Invoke with the batch until an invocation succeeds; the sequence to resume at, if any."""
+        backoff = self.retry_backoff_s
+        event = self._event(shard_id, batch)
+        while not self._stop.is_set():
+            self.invocations += 1
+            try:
+                response = self.function.invoke(event) or {}
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # noqa: BLE001 - any death of the invocation, crash points included
+                self.failed_invocations += 1
+                log.warning("journal consumer failed on %s (%s); retrying the batch", shard_id, exc)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            failures = [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
+            if not failures:
+                return None
+            return min(failures, key=int)
+        return None

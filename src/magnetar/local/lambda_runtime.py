@@ -1,0 +1,66 @@
+"""Loads a function's handler from its code directory and invokes it as Lambda would."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+@dataclass
+class LambdaContext:
+    """The attributes of Lambda's context object that handlers and Powertools read."""
+
+    function_name: str
+    memory_limit_in_mb: int = 1024
+    timeout_s: int = 29
+    aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    invoked_function_arn: str = ""
+    log_group_name: str = ""
+    log_stream_name: str = "local"
+    function_version: str = "$LATEST"
+    _started: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.invoked_function_arn = f"arn:aws:lambda:us-east-1:000000000000:function:{self.function_name}"
+        self.log_group_name = f"/aws/lambda/{self.function_name}"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self.timeout_s - (time.monotonic() - self._started)) * 1000))
+
+
+@dataclass
+class LocalFunction:
+    """A function as CDK declares it: a code directory and `module.function`."""
+
+    name: str
+    code_dir: str
+    handler: str = "handler.handler"
+    timeout_s: int = 29
+    _fn: Handler | None = None
+
+    def load(self) -> Handler:
+        if self._fn is None:
+            module_name, func = self.handler.rsplit(".", 1)
+            path = REPO_ROOT / self.code_dir / f"{module_name}.py"
+            spec = importlib.util.spec_from_file_location(f"magnetar_fn_{self.name}", path)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {path}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            self._fn = getattr(module, func)
+        return self._fn
+
+    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        return self.load()(event, LambdaContext(self.name, timeout_s=self.timeout_s))
+
+
+BROKER = LocalFunction("magnetar-broker", "functions/broker", timeout_s=29)
+JOURNAL_CONSUMER = LocalFunction("magnetar-journal-consumer", "functions/journal_consumer", timeout_s=120)
