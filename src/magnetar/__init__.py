@@ -1,0 +1,49 @@
+"""Magnetar: Apache Pulsar's messaging model as a serverless AWS system.
+
+The SDK mirrors the official `pulsar-client` 3.x API, so porting is a change of import:
+
+    import magnetar
+    client = magnetar.Client("http://127.0.0.1:8080")
+    producer = client.create_producer("persistent://public/default/orders")
+    producer.send(b"payload", partition_key="k", properties={"a": "1"})
+
+The SDK is imported lazily: the Lambda layer ships `magnetar.core` without the SDK's HTTP client.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_SDK = {
+    "Client": "magnetar.client.client",
+    "Producer": "magnetar.client.producer",
+    "Consumer": "magnetar.client.consumer",
+    "Message": "magnetar.client.message",
+    "MessageId": "magnetar.client.message",
+    "ConsumerType": "magnetar.client.types",
+    "InitialPosition": "magnetar.client.types",
+    "Result": "magnetar.client.types",
+}
+
+if TYPE_CHECKING:
+    from magnetar.client import exceptions
+    from magnetar.client.client import Client
+    from magnetar.client.consumer import Consumer
+    from magnetar.client.message import Message, MessageId
+    from magnetar.client.producer import Producer
+    from magnetar.client.types import ConsumerType, InitialPosition, Result
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+
+    if name == "exceptions":
+        return importlib.import_module("magnetar.client.exceptions")
+    if name in _SDK:
+        return getattr(importlib.import_module(_SDK[name]), name)
+    raise AttributeError(f"module 'magnetar' has no attribute {name!r}")
+
+
+__all__ = [*_SDK, "exceptions"]

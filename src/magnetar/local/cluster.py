@@ -63,6 +63,9 @@ def configure_aws_environment(endpoint: str | None) -> None:
     if endpoint:
         os.environ["AWS_ENDPOINT_URL"] = endpoint
     os.environ.setdefault("AWS_DEFAULT_REGION", os.environ.get("AWS_REGION", "us-east-1"))
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # the functions log at INFO on AWS
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")  # no CloudWatch to ship EMF to
+    os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "magnetar")
     if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
         os.environ["AWS_ACCESS_KEY_ID"] = "test"
         os.environ["AWS_SECRET_ACCESS_KEY"] = "test"

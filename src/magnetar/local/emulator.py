@@ -11,6 +11,7 @@ that atomicity; its throughput is GIL-bound anyway.
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -45,6 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=4566)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no dev-server banner, no access log
     app = DomainDispatcherApplication(create_backend_app)
     run_simple(args.host, args.port, SerializedApp(app), threaded=True, request_handler=_QuietHandler)
 

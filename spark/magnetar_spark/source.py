@@ -1,0 +1,337 @@
+"""`spark.read.format("magnetar")`: a PySpark 4 Python data source over Magnetar's HTTP API.
+
+It reads one topic (or one partition of a partitioned topic, by its `-partition-<i>` name) as a
+batch, with the columns of the Pulsar Spark connector:
+
+    value                binary
+    __key                string
+    __topic              string
+    __messageId          binary   (32 bytes, see `message_id_bytes`)
+    __publishTime        timestamp
+    __eventTime          timestamp (null when the producer set none)
+    __messageProperties  map<string,string>
+
+Planning (on the driver) asks the broker for the topic's last entry id once
+(`GET /admin/v2/.../lastMessageId`) and splits the entry ids `[startingEntryId, last]` into
+`partitions` contiguous ranges; each Spark task then pages through its range with the
+non-durable reader endpoint (`POST /magnetar/v1/reader/.../read`). Because the end is fixed at
+planning, a query sees a consistent prefix of the topic, whatever is produced meanwhile.
+
+Options (case-insensitive):
+
+    service.url        the HTTP API, e.g. http://127.0.0.1:8080 (required)
+    topic              persistent://tenant/ns/name, tenant/ns/name, or a short name (required)
+    partitions         number of Spark input partitions (default 4)
+    startingEntryId    first entry id to read, inclusive (default 0)
+    endingEntryId      last entry id to read, inclusive (default: the last entry at planning)
+    pageSize           entries per read request, 1..1000 (default 1000)
+    requestTimeoutMs   timeout of one HTTP request (default 30000)
+    maxRetries         retries of a transient failure: connection error, 429, 5xx (default 5)
+    readTimeoutMs      how long a task waits for entries below the snapshot that are not
+                       readable yet before failing (default 30000)
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import quote
+
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import (
+    BinaryType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from magnetar.core.entry import MessageIdData
+from magnetar.core.errors import InvalidInput
+from magnetar.core.naming import TopicName
+
+SHORT_NAME = "magnetar"
+MAX_PAGE_SIZE = 1000  # the read endpoint's limit on maxEntries
+DEFAULT_PARTITIONS = 4
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MESSAGE_ID = struct.Struct(">qqqq")
+_TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+SCHEMA = StructType(
+    [
+        StructField("value", BinaryType(), True),
+        StructField("__key", StringType(), True),
+        StructField("__topic", StringType(), True),
+        StructField("__messageId", BinaryType(), True),
+        StructField("__publishTime", TimestampType(), True),
+        StructField("__eventTime", TimestampType(), True),
+        StructField("__messageProperties", MapType(StringType(), StringType(), True), True),
+    ]
+)
+
+
+class MagnetarSourceError(RuntimeError):
+    """The broker refused a request (its `reason` is in the message) or the read cannot go on."""
+
+    def __init__(self, message: str, status: int | None = None, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+# --- message ids -------------------------------------------------------------------------------
+def message_id_bytes(text: str) -> bytes:
+    """The `__messageId` column: a message id `"L:E:P:B"` as 32 bytes.
+
+    Layout: four big-endian signed 64-bit integers, in order ledger id, entry id, partition
+    index, batch index (-1 for "none", as in the text form). The SDK's `MessageId.serialize()`
+    writes the same layout, so `MessageId.deserialize(row["__messageId"])` gives the id back.
+    """
+    mid = MessageIdData.parse(text)
+    return _MESSAGE_ID.pack(mid.ledger_id, mid.entry_id, mid.partition, mid.batch_index)
+
+
+def message_id_from_bytes(data: bytes) -> str:
+    """The inverse of `message_id_bytes`: 32 bytes back to `"L:E:P:B"`."""
+    if len(data) != _MESSAGE_ID.size:
+        raise ValueError(f"a message id is {_MESSAGE_ID.size} bytes, got {len(data)}")
+    return str(MessageIdData(*_MESSAGE_ID.unpack(bytes(data))))
+
+
+def _timestamp(ms: int | None) -> datetime | None:
+    return None if not ms else _EPOCH + timedelta(milliseconds=int(ms))
+
+
+# --- options -----------------------------------------------------------------------------------
+def _int_option(options: Mapping[str, str], name: str, default: int, minimum: int, maximum: int | None = None) -> int:
+    raw = options.get(name)
+    if raw is None or str(raw).strip() == "":
+        return default
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"magnetar: option {name!r} must be an integer, got {raw!r}") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bounds = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
+        raise ValueError(f"magnetar: option {name!r} must be {bounds}, got {value}")
+    return value
+
+
+class _Settings:
+    """The validated options; plain attributes, so it pickles to the executors."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        url = options.get("service.url") or options.get("serviceUrl")
+        if not url:
+            raise ValueError("magnetar: option 'service.url' is required (e.g. http://127.0.0.1:8080)")
+        self.service_url = str(url).rstrip("/")
+        topic = options.get("topic")
+        if not topic:
+            raise ValueError("magnetar: option 'topic' is required (e.g. persistent://public/default/orders)")
+        try:
+            self.topic = TopicName.parse(str(topic).strip())
+        except InvalidInput as exc:
+            raise ValueError(f"magnetar: {exc.reason}") from None
+        self.partitions = _int_option(options, "partitions", DEFAULT_PARTITIONS, 1)
+        self.starting_entry_id = _int_option(options, "startingEntryId", 0, 0)
+        self.ending_entry_id = _int_option(options, "endingEntryId", -1, -1)  # -1: the last entry
+        self.page_size = _int_option(options, "pageSize", MAX_PAGE_SIZE, 1, MAX_PAGE_SIZE)
+        self.request_timeout_s = _int_option(options, "requestTimeoutMs", 30_000, 1) / 1000
+        self.max_retries = _int_option(options, "maxRetries", 5, 0)
+        self.read_timeout_s = _int_option(options, "readTimeoutMs", 30_000, 0) / 1000
+
+    @property
+    def topic_path(self) -> str:
+        t = self.topic
+        return "/".join(quote(part, safe="") for part in (t.domain.value, t.tenant, t.namespace, t.local_name))
+
+
+# --- HTTP ----------------------------------------------------------------------------------------
+class _Broker:
+    """The two calls the source makes, with retries of transient failures."""
+
+    def __init__(self, settings: _Settings) -> None:
+        import httpx  # on the executors too: imported where used
+
+        self._httpx = httpx
+        self.settings = settings
+        self.client = httpx.Client(
+            base_url=settings.service_url,
+            timeout=settings.request_timeout_s,
+            headers={"Accept": "application/json", "User-Agent": "magnetar-spark"},
+        )
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> _Broker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, what: str, body: dict[str, Any] | None = None) -> Any:
+        topic = self.settings.topic
+        attempt = 0
+        while True:
+            try:
+                response = self.client.request(method, path, json=body)
+            except self._httpx.TransportError as exc:
+                if attempt >= self.settings.max_retries:
+                    raise MagnetarSourceError(
+                        f"magnetar: {what} of {topic} failed: cannot reach {self.settings.service_url}: {exc}"
+                    ) from exc
+            else:
+                if response.status_code < 400:
+                    return response.json()
+                reason = _reason(response)
+                if response.status_code not in _TRANSIENT_STATUS or attempt >= self.settings.max_retries:
+                    raise MagnetarSourceError(
+                        f"magnetar: {what} of {topic} failed: HTTP {response.status_code}: {reason}",
+                        status=response.status_code,
+                        reason=reason,
+                    )
+            time.sleep(min(0.2 * 2**attempt, 5.0))
+            attempt += 1
+
+    def last_entry_id(self) -> int:
+        body = self._call("GET", f"/admin/v2/{self.settings.topic_path}/lastMessageId", "lastMessageId")
+        return int(body["entryId"])
+
+    def read(self, start: int, max_entries: int) -> tuple[list[dict[str, Any]], int]:
+        body = self._call(
+            "POST",
+            f"/magnetar/v1/reader/{self.settings.topic_path}/read",
+            "read",
+            {"startEntryId": start, "maxEntries": max_entries},
+        )
+        next_entry = body.get("nextEntryId")
+        return list(body.get("messages") or []), start if next_entry is None else int(next_entry)
+
+
+def _reason(response: Any) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("reason"):
+        return str(body["reason"])
+    text = (response.text or "").strip()
+    return text[:500] or response.reason_phrase or "no reason given"
+
+
+# --- planning and reading ----------------------------------------------------------------------
+class EntryRangePartition(InputPartition):
+    """Entry ids `start..end`, both inclusive; empty when `end < start`."""
+
+    def __init__(self, index: int, start: int, end: int) -> None:
+        super().__init__((start, end))
+        self.index = index
+        self.start = start
+        self.end = end
+
+    def __repr__(self) -> str:
+        return f"EntryRangePartition(index={self.index}, start={self.start}, end={self.end})"
+
+
+def split_range(start: int, end: int, parts: int) -> list[tuple[int, int]]:
+    """`[start, end]` (inclusive) as at most `parts` contiguous, nearly equal, non-empty ranges."""
+    count = end - start + 1
+    if count <= 0:
+        return []
+    parts = max(1, min(parts, count))
+    size, extra = divmod(count, parts)
+    out = []
+    lo = start
+    for i in range(parts):
+        hi = lo + size + (1 if i < extra else 0) - 1
+        out.append((lo, hi))
+        lo = hi + 1
+    return out
+
+
+def _row(message: dict[str, Any], decode: Any) -> tuple[Any, ...]:
+    payload = message.get("payload") or ""
+    return (
+        decode(payload),
+        message.get("key"),
+        message.get("topic"),
+        message_id_bytes(message["messageId"]),
+        _timestamp(message.get("publishTime")),
+        _timestamp(message.get("eventTime")),
+        dict(message.get("properties") or {}),
+    )
+
+
+class MagnetarReader(DataSourceReader):
+    def __init__(self, settings: _Settings) -> None:
+        self.settings = settings
+
+    def plan(self) -> list[tuple[int, int]]:
+        """The entry ranges of this read; takes the `lastMessageId` snapshot (driver side)."""
+        s = self.settings
+        with _Broker(s) as broker:
+            last = broker.last_entry_id()
+        end = last if s.ending_entry_id < 0 else min(s.ending_entry_id, last)
+        return split_range(s.starting_entry_id, end, s.partitions)
+
+    def partitions(self) -> list[InputPartition]:
+        ranges = self.plan()
+        if not ranges:  # an empty topic or range: one empty partition, an empty DataFrame
+            return [EntryRangePartition(0, 0, -1)]
+        return [EntryRangePartition(i, lo, hi) for i, (lo, hi) in enumerate(ranges)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        import base64
+
+        start = getattr(partition, "start", 0)
+        end = getattr(partition, "end", -1)
+        if end < start:
+            return
+        s = self.settings
+        decode = base64.b64decode
+        position = start
+        stalled_since: float | None = None
+        with _Broker(s) as broker:
+            while position <= end:
+                messages, next_entry = broker.read(position, min(s.page_size, end - position + 1))
+                for message in messages:
+                    entry_id = MessageIdData.parse(message["messageId"]).entry_id
+                    if position <= entry_id <= end:
+                        yield _row(message, decode)
+                if next_entry > position:
+                    position = next_entry
+                    stalled_since = None
+                    continue
+                # Nothing readable at `position` although it is below the snapshot: the entry is
+                # still on its way to the journal tail, or it was trimmed (retention).
+                now = time.monotonic()
+                stalled_since = stalled_since if stalled_since is not None else now
+                if now - stalled_since >= s.read_timeout_s:
+                    raise MagnetarSourceError(
+                        f"magnetar: read of {s.topic} stalled: no entry readable at id {position} "
+                        f"(range {start}..{end}) after {s.read_timeout_s:g}s; "
+                        "the entries may have been removed by retention"
+                    )
+                time.sleep(0.2)
+
+
+class MagnetarDataSource(DataSource):
+    """`spark.read.format("magnetar")`: see the module docstring for the options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SHORT_NAME
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        expected = [f.name for f in SCHEMA.fields]
+        if [f.name for f in schema.fields] != expected:
+            raise ValueError(f"magnetar: the schema is fixed: {SCHEMA.simpleString()}")
+        return MagnetarReader(_Settings(self.options))

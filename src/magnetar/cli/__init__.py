@@ -1,0 +1,1 @@
+"""The `magnetar` command line (typer + rich)."""

@@ -1,0 +1,193 @@
+"""`magnetar`: local cluster, produce/consume (pulsar-client's verbs), admin (pulsar-admin's)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from magnetar.core.errors import InvalidInput
+
+console = Console()
+err = Console(stderr=True)
+SERVICE_URL_ENV = "MAGNETAR_SERVICE_URL"
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+app = typer.Typer(help="Magnetar: Apache Pulsar's messaging model on AWS serverless.", no_args_is_help=True)
+local_app = typer.Typer(help="Run Magnetar on this machine.", no_args_is_help=True)
+admin_app = typer.Typer(help="Administer tenants, namespaces and topics.", no_args_is_help=True)
+tenants_app = typer.Typer(help="Tenants.", no_args_is_help=True)
+namespaces_app = typer.Typer(help="Namespaces.", no_args_is_help=True)
+topics_app = typer.Typer(help="Topics.", no_args_is_help=True)
+app.add_typer(local_app, name="local")
+app.add_typer(admin_app, name="admin")
+admin_app.add_typer(tenants_app, name="tenants")
+admin_app.add_typer(namespaces_app, name="namespaces")
+admin_app.add_typer(topics_app, name="topics")
+
+ServiceUrl = Annotated[str, typer.Option("--service-url", "-u", envvar=SERVICE_URL_ENV, help="Broker URL.")]
+
+
+def _fail(message: str) -> None:
+    err.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(1)
+
+
+def _call(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+    from magnetar.client import exceptions
+
+    try:
+        return fn(*args, **kwargs)
+    except (exceptions.PulsarException, InvalidInput) as exc:
+        _fail(exc.reason)
+
+
+@local_app.command("up")
+def local_up(
+    port: Annotated[int, typer.Option(help="Port of the HTTP API.")] = 8080,
+    aws_port: Annotated[int, typer.Option(help="Port of the embedded AWS emulator.")] = 4566,
+    aws_endpoint: Annotated[
+        str | None, typer.Option(help="Use this AWS endpoint (e.g. a running LocalStack) instead of starting moto.")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+) -> None:
+    """Start the AWS emulator, the resources, the HTTP API and the journal consumer; Ctrl-C stops all."""
+    from magnetar.local.cluster import LocalCluster
+
+    cluster = LocalCluster(host=host, port=port, aws_port=aws_port, aws_endpoint=aws_endpoint)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with console.status("starting the local cluster..."):
+            cluster.start()
+        console.print(f"[green]Magnetar is up[/green]  HTTP API [bold]{cluster.url}[/bold]  AWS endpoint {cluster.endpoint}")
+        console.print(f"  export {SERVICE_URL_ENV}={cluster.url}    (Ctrl-C to stop)")
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+        console.print("stopped")
+
+
+@app.command()
+def produce(
+    topic: str,
+    messages: Annotated[list[str], typer.Option("--messages", "-m", help="Message text (repeatable).")],
+    num_produce: Annotated[int, typer.Option("--num-produce", "-n", help="Times to send each message.")] = 1,
+    key: Annotated[str | None, typer.Option("--key", "-k", help="Partition key.")] = None,
+    service_url: ServiceUrl = DEFAULT_URL,
+) -> None:
+    """Produce messages to a topic (pulsar-client produce)."""
+    import magnetar
+
+    client = magnetar.Client(service_url)
+    try:
+        producer = _call(client.create_producer, topic)
+        sent = 0
+        for _ in range(num_produce):
+            for text in messages:
+                _call(producer.send_async, text.encode(), None, partition_key=key)
+                sent += 1
+        _call(producer.flush)
+        console.print(f"{sent} messages successfully produced")
+    finally:
+        client.close()
+
+
+@app.command()
+def consume(
+    topic: str,
+    subscription: Annotated[str, typer.Option("--subscription-name", "-s", help="Subscription name.")],
+    num_messages: Annotated[int, typer.Option("--num-messages", "-n", help="Messages to consume (0: forever).")] = 1,
+    subscription_type: Annotated[str, typer.Option("--subscription-type", "-t")] = "Exclusive",
+    position: Annotated[str, typer.Option("--subscription-position", "-p", help="Latest or Earliest.")] = "Latest",
+    timeout_s: Annotated[int, typer.Option("--timeout", help="Give up after this many seconds without a message.")] = 30,
+    service_url: ServiceUrl = DEFAULT_URL,
+) -> None:
+    """Consume messages from a topic (pulsar-client consume)."""
+    import magnetar
+
+    try:
+        ctype = {t.value: t for t in magnetar.ConsumerType}[subscription_type.replace("KeyShared", "Key_Shared")]
+        initial = magnetar.InitialPosition[position]
+    except KeyError:
+        _fail(f"unknown subscription type or position: {subscription_type}, {position}")
+    client = magnetar.Client(service_url)
+    try:
+        consumer = _call(client.subscribe, topic, subscription, consumer_type=ctype, initial_position=initial)
+        count = 0
+        while num_messages == 0 or count < num_messages:
+            try:
+                msg = consumer.receive(timeout_millis=timeout_s * 1000)
+            except magnetar.exceptions.Timeout:
+                _fail(f"no message within {timeout_s}s ({count} consumed)")
+            console.print(f"----- got message -----\nkey:[{msg.partition_key()}], properties:{msg.properties()}, "
+                          f"content:{msg.data().decode(errors='replace')}")
+            consumer.acknowledge(msg)
+            count += 1
+        console.print(f"{count} messages successfully consumed")
+    finally:
+        client.close()
+
+
+def _admin(service_url: str):  # type: ignore[no-untyped-def]
+    from magnetar.client.admin import AdminClient
+
+    return AdminClient(service_url)
+
+
+def _print_list(title: str, items: list[str]) -> None:
+    table = Table(title=title, show_header=False)
+    for item in items:
+        table.add_row(item)
+    console.print(table if items else f"(no {title.lower()})")
+
+
+@tenants_app.command("list")
+def tenants_list(service_url: ServiceUrl = DEFAULT_URL) -> None:
+    _print_list("Tenants", _call(_admin(service_url).tenants))
+
+
+@tenants_app.command("create")
+def tenants_create(
+    tenant: str,
+    admin_roles: Annotated[list[str] | None, typer.Option("--admin-roles", "-r")] = None,
+    allowed_clusters: Annotated[list[str] | None, typer.Option("--allowed-clusters", "-c")] = None,
+    service_url: ServiceUrl = DEFAULT_URL,
+) -> None:
+    _call(_admin(service_url).create_tenant, tenant, admin_roles, allowed_clusters)
+    console.print(f"created tenant {tenant}")
+
+
+@namespaces_app.command("list")
+def namespaces_list(tenant: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
+    _print_list("Namespaces", _call(_admin(service_url).namespaces, tenant))
+
+
+@namespaces_app.command("create")
+def namespaces_create(namespace: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
+    _call(_admin(service_url).create_namespace, namespace)
+    console.print(f"created namespace {namespace}")
+
+
+@topics_app.command("list")
+def topics_list(namespace: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
+    _print_list("Topics", _call(_admin(service_url).topics, namespace))
+
+
+@topics_app.command("create")
+def topics_create(topic: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
+    _call(_admin(service_url).create_topic, topic)
+    console.print(f"created topic {topic}")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    app()

@@ -1,0 +1,1 @@
+"""The Python SDK (see `magnetar.Client`)."""

@@ -1,0 +1,59 @@
+"""Exceptions of the SDK, named as the official pulsar-client's `pulsar.exceptions`."""
+
+from __future__ import annotations
+
+
+class PulsarException(Exception):
+    """Base class of every SDK error; `reason` is the broker's explanation."""
+
+    def __init__(self, reason: str, status: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.status = status
+
+
+class Timeout(PulsarException):
+    pass
+
+
+class InvalidConfiguration(PulsarException):
+    pass
+
+
+class TopicNotFound(PulsarException):
+    pass
+
+
+class SubscriptionNotFound(PulsarException):
+    pass
+
+
+class NotAllowedError(PulsarException):
+    pass
+
+
+class ConsumerBusy(PulsarException):
+    pass
+
+
+class MessageTooBig(PulsarException):
+    pass
+
+
+class AlreadyClosed(PulsarException):
+    pass
+
+
+class ServiceUnitNotReady(PulsarException):
+    """The broker asked for a retry (503) and the retries ran out."""
+
+
+class ConnectError(PulsarException):
+    pass
+
+
+def from_response(status: int, reason: str) -> PulsarException:
+    if status == 404:
+        return (SubscriptionNotFound if "ubscription" in reason or "onsumer" in reason else TopicNotFound)(reason, status)
+    kind = {400: InvalidConfiguration, 405: NotAllowedError, 409: ConsumerBusy, 413: MessageTooBig, 503: ServiceUnitNotReady}
+    return kind.get(status, PulsarException)(reason, status)

@@ -1,0 +1,139 @@
+"""MessageId and Message, with the official pulsar-client's method names."""
+
+from __future__ import annotations
+
+import base64
+import struct
+from dataclasses import dataclass, field
+from functools import total_ordering
+from typing import Any, ClassVar
+
+from magnetar.core.entry import MessageIdData
+
+_ID_FORMAT = ">qqqq"  # ledger, entry, partition, batch index: 32 bytes, big-endian
+
+
+@total_ordering
+class MessageId:
+    earliest: ClassVar[MessageId]
+    latest: ClassVar[MessageId]
+
+    def __init__(self, ledger_id: int = -1, entry_id: int = -1, partition: int = -1, batch_index: int = -1) -> None:
+        self._data = MessageIdData(ledger_id, entry_id, partition, batch_index)
+
+    def ledger_id(self) -> int:
+        return self._data.ledger_id
+
+    def entry_id(self) -> int:
+        return self._data.entry_id
+
+    def partition(self) -> int:
+        return self._data.partition
+
+    def batch_index(self) -> int:
+        return self._data.batch_index
+
+    def serialize(self) -> bytes:
+        d = self._data
+        return struct.pack(_ID_FORMAT, d.ledger_id, d.entry_id, d.partition, d.batch_index)
+
+    @staticmethod
+    def deserialize(data: bytes) -> MessageId:
+        if len(data) != struct.calcsize(_ID_FORMAT):
+            raise ValueError(f"a serialized MessageId is {struct.calcsize(_ID_FORMAT)} bytes, got {len(data)}")
+        return MessageId(*struct.unpack(_ID_FORMAT, data))
+
+    @staticmethod
+    def from_text(text: str) -> MessageId:
+        d = MessageIdData.parse(text)
+        return MessageId(d.ledger_id, d.entry_id, d.partition, d.batch_index)
+
+    def wire(self) -> str:
+        """The `ledger:entry:partition:batch` form of the HTTP API."""
+        return str(self._data)
+
+    def _key(self) -> tuple[int, int, int, int]:
+        d = self._data
+        return (d.partition, d.ledger_id, d.entry_id, d.batch_index)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MessageId) and self._data == other._data
+
+    def __lt__(self, other: MessageId) -> bool:
+        return self._key() < other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._data)
+
+    def __str__(self) -> str:
+        d = self._data
+        return f"({d.ledger_id},{d.entry_id},{d.partition},{d.batch_index})"
+
+    __repr__ = __str__
+
+
+MessageId.earliest = MessageId(-1, -1, -1, -1)
+MessageId.latest = MessageId(2**63 - 1, 2**63 - 1, -1, -1)
+
+
+@dataclass
+class Message:
+    _data: bytes
+    _message_id: MessageId
+    _topic: str
+    _properties: dict[str, str] = field(default_factory=dict)
+    _partition_key: str = ""
+    _publish_timestamp: int = 0
+    _event_timestamp: int = 0
+    _redelivery_count: int = 0
+    _producer_name: str = ""
+
+    @classmethod
+    def from_wire(cls, m: dict[str, Any]) -> Message:
+        return cls(
+            base64.b64decode(m["payload"]),
+            MessageId.from_text(m["messageId"]),
+            m["topic"],
+            m.get("properties") or {},
+            m.get("key") or "",
+            m.get("publishTime", 0),
+            m.get("eventTime", 0),
+            m.get("redeliveryCount", 0),
+            m.get("producerName", ""),
+        )
+
+    def data(self) -> bytes:
+        return self._data
+
+    def value(self) -> bytes:
+        return self._data
+
+    def message_id(self) -> MessageId:
+        return self._message_id
+
+    def topic_name(self) -> str:
+        return self._topic
+
+    def properties(self) -> dict[str, str]:
+        return dict(self._properties)
+
+    def partition_key(self) -> str:
+        return self._partition_key
+
+    def ordering_key(self) -> str:
+        return self._partition_key
+
+    def publish_timestamp(self) -> int:
+        return self._publish_timestamp
+
+    def event_timestamp(self) -> int:
+        return self._event_timestamp
+
+    def redelivery_count(self) -> int:
+        return self._redelivery_count
+
+    def producer_name(self) -> str:
+        return self._producer_name
+
+    def __repr__(self) -> str:
+        return f"Message(id={self._message_id}, topic={self._topic!r}, {len(self._data)} bytes)"

@@ -1,0 +1,48 @@
+"""Enums of the official pulsar-client API."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from magnetar.client import exceptions
+
+
+class ConsumerType(Enum):
+    Exclusive = "Exclusive"
+    Shared = "Shared"
+    Failover = "Failover"
+    KeyShared = "Key_Shared"
+
+
+class InitialPosition(Enum):
+    Latest = "Latest"
+    Earliest = "Earliest"
+
+
+class Result(Enum):
+    Ok = 0
+    UnknownError = 1
+    InvalidConfiguration = 2
+    Timeout = 3
+    TopicNotFound = 4
+    ConsumerBusy = 5
+    MessageTooBig = 6
+    NotAllowedError = 7
+    ConnectError = 8
+    AlreadyClosed = 9
+
+    @staticmethod
+    def from_exception(exc: Exception) -> Result:
+        for cls, result in (
+            (exceptions.Timeout, Result.Timeout),
+            (exceptions.InvalidConfiguration, Result.InvalidConfiguration),
+            (exceptions.TopicNotFound, Result.TopicNotFound),
+            (exceptions.ConsumerBusy, Result.ConsumerBusy),
+            (exceptions.MessageTooBig, Result.MessageTooBig),
+            (exceptions.NotAllowedError, Result.NotAllowedError),
+            (exceptions.ConnectError, Result.ConnectError),
+            (exceptions.AlreadyClosed, Result.AlreadyClosed),
+        ):
+            if isinstance(exc, cls):
+                return result
+        return Result.UnknownError

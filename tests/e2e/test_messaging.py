@@ -1,0 +1,145 @@
+"""Produce and consume end to end: SDK -> HTTP API -> broker Lambda -> Kinesis/DynamoDB/S3."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import magnetar
+from magnetar.client import exceptions
+
+
+def test_health_and_default_tenant_and_namespace(cluster) -> None:  # type: ignore[no-untyped-def]
+    import httpx
+
+    response = httpx.get(f"{cluster.url}/admin/v2/brokers/health")
+    assert response.status_code == 200 and response.text == "ok"
+    assert "public" in httpx.get(f"{cluster.url}/admin/v2/tenants").json()
+    assert "public/default" in httpx.get(f"{cluster.url}/admin/v2/namespaces/public").json()
+
+
+def test_short_topic_name_means_public_default(client: magnetar.Client) -> None:
+    producer = client.create_producer("short-name-topic")
+    assert producer.topic() == "persistent://public/default/short-name-topic"
+    producer.send(b"x")
+    consumer = client.subscribe("persistent://public/default/short-name-topic", "s", initial_position=magnetar.InitialPosition.Earliest)
+    assert consumer.receive(timeout_millis=5000).data() == b"x"
+
+
+def test_10k_messages_from_2_producers_reach_2_shared_consumers_exactly_once(
+    client: magnetar.Client, topic: str
+) -> None:
+    consumers = [
+        client.subscribe(topic, "shared", consumer_type=magnetar.ConsumerType.Shared, consumer_name=f"c{i}",
+                         initial_position=magnetar.InitialPosition.Earliest)
+        for i in range(2)
+    ]
+    sent: dict[str, bytes] = {}
+    lock = threading.Lock()
+
+    def produce(p: int) -> None:
+        producer = client.create_producer(topic, producer_name=f"p{p}", batching_max_messages=100)
+        for i in range(5000):
+            payload = f"p{p}-{i}".encode()
+
+            def done(result, message_id, payload=payload):  # type: ignore[no-untyped-def]
+                assert result == magnetar.Result.Ok
+                with lock:
+                    sent[str(message_id)] = payload
+
+            producer.send_async(payload, done)
+        producer.flush()
+
+    received: list[tuple[str, bytes, str]] = []
+
+    def consume(consumer) -> None:  # type: ignore[no-untyped-def]
+        while True:
+            try:
+                msg = consumer.receive(timeout_millis=8000)
+            except exceptions.Timeout:
+                return
+            with lock:
+                received.append((str(msg.message_id()), msg.data(), consumer.consumer_name()))
+            consumer.acknowledge(msg)
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(2)]
+    threads += [threading.Thread(target=consume, args=(c,)) for c in consumers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=240)
+    assert len(sent) == 10_000
+    ids = [r[0] for r in received]
+    assert len(ids) == len(set(ids)) == 10_000, "every message exactly once"
+    assert {r[0]: r[1] for r in received} == sent, "consumers see the ids the producers got back"
+    assert {r[2] for r in received} == {"c0", "c1"}, "both shared consumers got work"
+
+
+def test_exclusive_order_and_ids_match_producer(client: magnetar.Client, topic: str) -> None:
+    producer = client.create_producer(topic, batching_max_messages=7)
+    ids = []
+    for i in range(50):
+        producer.send_async(f"{i}".encode(), lambda r, m: ids.append(m))
+    producer.flush()
+    consumer = client.subscribe(topic, "ex", initial_position=magnetar.InitialPosition.Earliest)
+    got = [consumer.receive(timeout_millis=5000) for _ in range(50)]
+    assert [m.data() for m in got] == [f"{i}".encode() for i in range(50)]
+    assert [m.message_id() for m in got] == ids
+    assert [m.message_id() for m in got] == sorted(m.message_id() for m in got)
+    for m in got:
+        consumer.acknowledge_cumulative(m)
+
+
+def test_exclusive_subscription_refuses_a_second_consumer(client: magnetar.Client, topic: str) -> None:
+    client.subscribe(topic, "only-one", consumer_type=magnetar.ConsumerType.Exclusive)
+    with pytest.raises(exceptions.ConsumerBusy) as info:
+        client.subscribe(topic, "only-one", consumer_type=magnetar.ConsumerType.Exclusive)
+    assert "Exclusive consumer is already connected" in info.value.reason
+
+
+def test_unacked_messages_come_back_after_the_ack_timeout(client: magnetar.Client, topic: str) -> None:
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "redeliver", consumer_type=magnetar.ConsumerType.Shared,
+                                unacked_messages_timeout_ms=1000, receiver_queue_size=1)
+    producer.send(b"first")
+    msg = consumer.receive(timeout_millis=5000)
+    assert msg.data() == b"first" and msg.redelivery_count() == 0
+    started = time.monotonic()
+    again = consumer.receive(timeout_millis=10_000)
+    assert again.data() == b"first" and again.message_id() == msg.message_id()
+    assert again.redelivery_count() == 1
+    assert time.monotonic() - started >= 0.5
+    consumer.acknowledge(again)
+    with pytest.raises(exceptions.Timeout):
+        consumer.receive(timeout_millis=2000)
+
+
+def test_a_closed_consumers_unacked_messages_go_to_another(client: magnetar.Client, topic: str) -> None:
+    producer = client.create_producer(topic)
+    first = client.subscribe(topic, "handover", consumer_type=magnetar.ConsumerType.Shared, consumer_name="a")
+    second = client.subscribe(topic, "handover", consumer_type=magnetar.ConsumerType.Shared, consumer_name="b",
+                              receiver_queue_size=10)
+    producer.send(b"m")
+    msg = first.receive(timeout_millis=5000)
+    first.close()
+    again = second.receive(timeout_millis=5000)
+    assert again.message_id() == msg.message_id() and again.redelivery_count() == 1
+
+
+def test_message_fields_round_trip(client: magnetar.Client, topic: str) -> None:
+    producer = client.create_producer(topic)
+    consumer = client.subscribe(topic, "fields")
+    before = int(time.time() * 1000)
+    producer.send(b"\x00\xffbinary", partition_key="key-1", properties={"a": "1", "b": "2"}, event_timestamp=1234)
+    msg = consumer.receive(timeout_millis=5000)
+    assert msg.data() == b"\x00\xffbinary"
+    assert msg.partition_key() == "key-1"
+    assert msg.properties() == {"a": "1", "b": "2"}
+    assert msg.event_timestamp() == 1234
+    assert msg.topic_name() == topic
+    assert before - 5000 <= msg.publish_timestamp() <= int(time.time() * 1000) + 5000
+    mid = msg.message_id()
+    assert magnetar.MessageId.deserialize(mid.serialize()) == mid
+    assert (mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index()) == (0, 0, -1, 0)
