@@ -27,6 +27,7 @@ from magnetar.api.models import (
     ReadRequest,
     ReceiveRequest,
     SubscribeRequest,
+    TenantRequest,
     decode_b64,
 )
 from magnetar.core.dispatch import DeliveredEntry
@@ -60,7 +61,7 @@ def _json(body: Any, status: int = 200) -> Response:
 def _body(model: type[M]) -> M:
     raw = app.current_event.body or "{}"
     if app.current_event.is_base64_encoded:
-        raw = base64.b64decode(raw).decode("utf-8", errors="replace")
+        raw = base64.b64decode(raw).decode("utf-8", errors="replace") or "{}"
     try:
         json.loads(raw)
     except ValueError:
@@ -113,13 +114,8 @@ def get_tenant(tenant: str) -> Response:
 
 @app.put("/admin/v2/tenants/<tenant>")
 def create_tenant(tenant: str) -> Response:
-    body = json.loads(app.current_event.body or "{}") if (app.current_event.body or "").strip() else {}
-    if not isinstance(body, dict):
-        raise InvalidInput("Tenant info must be a JSON object")
-    roles, clusters = body.get("adminRoles", []), body.get("allowedClusters", ["standalone"])
-    if not all(isinstance(x, str) for x in [*roles, *clusters]):
-        raise InvalidInput("adminRoles and allowedClusters must be lists of strings")
-    build_broker().admin.create_tenant(unquote(tenant), roles, clusters)
+    request = _body(TenantRequest)
+    build_broker().admin.create_tenant(unquote(tenant), request.adminRoles, request.allowedClusters)
     return Response(status_code=204)
 
 

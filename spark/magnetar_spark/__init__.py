@@ -1,11 +1,11 @@
 """Spark integration for Magnetar: `spark.read.format("magnetar")` (a PySpark 4 Python data source).
 
-    from magnetar_spark import MagnetarDataSource
-    spark.dataSource.register(MagnetarDataSource)
-    df = (spark.read.format("magnetar")
-          .option("service.url", "http://127.0.0.1:8080")
-          .option("topic", "persistent://public/default/orders")
-          .load())
+from magnetar_spark import MagnetarDataSource
+spark.dataSource.register(MagnetarDataSource)
+df = (spark.read.format("magnetar")
+      .option("service.url", "http://127.0.0.1:8080")
+      .option("topic", "persistent://public/default/orders")
+      .load())
 """
 
 from magnetar_spark.source import (

@@ -107,7 +107,9 @@ def _timestamp(ms: int | None) -> datetime | None:
 
 
 # --- options -----------------------------------------------------------------------------------
-def _int_option(options: Mapping[str, str], name: str, default: int, minimum: int, maximum: int | None = None) -> int:
+def _int_option(
+    options: Mapping[str, str], name: str, default: int, minimum: int, maximum: int | None = None
+) -> int:
     raw = options.get(name)
     if raw is None or str(raw).strip() == "":
         return default
@@ -147,7 +149,9 @@ class _Settings:
     @property
     def topic_path(self) -> str:
         t = self.topic
-        return "/".join(quote(part, safe="") for part in (t.domain.value, t.tenant, t.namespace, t.local_name))
+        return "/".join(
+            quote(part, safe="") for part in (t.domain.value, t.tenant, t.namespace, t.local_name)
+        )
 
 
 # --- HTTP ----------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 import shutil
 import sys
@@ -31,7 +32,9 @@ PER_ENTRY = 5
 
 def _java_available() -> bool:
     home = os.environ.get("JAVA_HOME")
-    return bool(home and os.path.exists(os.path.join(home, "bin", "java"))) or shutil.which("java") is not None
+    return (
+        bool(home and os.path.exists(os.path.join(home, "bin", "java"))) or shutil.which("java") is not None
+    )
 
 
 needs_jvm = pytest.mark.skipif(not _java_available(), reason="no JVM (set JAVA_HOME or put java on PATH)")
@@ -56,7 +59,7 @@ def test_split_range() -> None:
     assert split_range(10, 5, 2) == []
     ranges = split_range(3, 1002, 7)
     assert ranges[0][0] == 3 and ranges[-1][1] == 1002
-    assert all(b[0] == a[1] + 1 for a, b in zip(ranges, ranges[1:], strict=False))
+    assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(ranges))
 
 
 # --- fixtures ----------------------------------------------------------------------------------
@@ -89,7 +92,9 @@ def produced(cluster: Any) -> list[dict[str, Any]]:
                 if n % 2 == 0:
                     message["eventTime"] = 1_700_000_000_000 + n
                 messages.append(message)
-            response = http.post("/topics/persistent/public/default/spark-orders", json={"messages": messages})
+            response = http.post(
+                "/topics/persistent/public/default/spark-orders", json={"messages": messages}
+            )
             assert response.status_code == 200, response.text
             ids = [r["messageId"] for r in response.json()["messagePublishResults"]]
             assert len(ids) == PER_ENTRY
@@ -212,7 +217,9 @@ def test_partitions_short_name_and_bounds(cluster: Any, produced: list[dict[str,
     assert sorted(key(r) for r in _rows(three)) == whole
 
     # entries 10..19 inclusive; a small page size makes each task page several times
-    bounded = _rows(_load(spark, cluster.url, TOPIC, startingEntryId=10, endingEntryId=19, pageSize=3, partitions=2))
+    bounded = _rows(
+        _load(spark, cluster.url, TOPIC, startingEntryId=10, endingEntryId=19, pageSize=3, partitions=2)
+    )
     entries = {int(message_id_from_bytes(bytes(r["__messageId"])).split(":")[1]) for r in bounded}
     assert len(bounded) == 10 * PER_ENTRY
     assert entries == set(range(10, 20))
@@ -243,7 +250,7 @@ def test_missing_topic_reports_the_reason(cluster: Any, spark: Any) -> None:
 @pytest.mark.spark
 @needs_jvm
 def test_missing_options_are_refused(cluster: Any, spark: Any) -> None:
-    with pytest.raises(Exception, match="service.url"):
+    with pytest.raises(Exception, match=r"service\.url"):
         spark.read.format("magnetar").option("topic", TOPIC).load().collect()
     with pytest.raises(Exception, match="partitions"):
         _load(spark, cluster.url, TOPIC, partitions=0).collect()

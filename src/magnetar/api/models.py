@@ -61,6 +61,11 @@ class ProduceResponse(BaseModel):
     entryId: int
 
 
+class TenantRequest(_Body):
+    adminRoles: list[str] = Field(default_factory=list)
+    allowedClusters: list[str] = Field(default_factory=lambda: ["standalone"])
+
+
 class SubscribeRequest(_Body):
     subscriptionType: Literal["Exclusive", "Shared", "Failover", "Key_Shared"] = "Exclusive"
     initialPosition: Literal["Earliest", "Latest"] = "Latest"
