@@ -43,18 +43,18 @@ M = TypeVar("M", bound=BaseModel)
 
 # --- errors: Pulsar's {"reason": ...} with the right status, never a 500 for bad input ---------
 @app.exception_handler(MagnetarError)
-def _refused(exc: MagnetarError) -> Response:
+def _refused(exc: MagnetarError) -> Response[str]:
     return _json({"reason": exc.reason}, exc.status)
 
 
 @app.exception_handler(ValidationError)
-def _invalid(exc: ValidationError) -> Response:
+def _invalid(exc: ValidationError) -> Response[str]:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first.get("loc", ())) or "body"
     return _json({"reason": f"Invalid request body: {where}: {first.get('msg')}"}, 400)
 
 
-def _json(body: Any, status: int = 200) -> Response:
+def _json(body: Any, status: int = 200) -> Response[str]:
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
 
 
@@ -97,41 +97,41 @@ def _entry_messages(topic: TopicName, entry: Entry, redelivery_count: int) -> li
 
 # --- admin v2 ---------------------------------------------------------------------------------
 @app.get("/admin/v2/brokers/health")
-def health() -> Response:
+def health() -> Response[str]:
     return Response(status_code=200, content_type=content_types.TEXT_PLAIN, body="ok")
 
 
 @app.get("/admin/v2/tenants")
-def list_tenants() -> Response:
+def list_tenants() -> Response[str]:
     return _json(build_broker().admin.list_tenants())
 
 
 @app.get("/admin/v2/tenants/<tenant>")
-def get_tenant(tenant: str) -> Response:
+def get_tenant(tenant: str) -> Response[str]:
     info = build_broker().admin.get_tenant(unquote(tenant))
     return _json({"adminRoles": list(info.admin_roles), "allowedClusters": list(info.allowed_clusters)})
 
 
 @app.put("/admin/v2/tenants/<tenant>")
-def create_tenant(tenant: str) -> Response:
+def create_tenant(tenant: str) -> Response[str]:
     request = _body(TenantRequest)
     build_broker().admin.create_tenant(unquote(tenant), request.adminRoles, request.allowedClusters)
     return Response(status_code=204)
 
 
 @app.get("/admin/v2/namespaces/<tenant>")
-def list_namespaces(tenant: str) -> Response:
+def list_namespaces(tenant: str) -> Response[str]:
     return _json(build_broker().admin.list_namespaces(unquote(tenant)))
 
 
 @app.put("/admin/v2/namespaces/<tenant>/<namespace>")
-def create_namespace(tenant: str, namespace: str) -> Response:
+def create_namespace(tenant: str, namespace: str) -> Response[str]:
     build_broker().admin.create_namespace(NamespaceName.of(unquote(tenant), unquote(namespace)))
     return Response(status_code=204)
 
 
 @app.get("/admin/v2/namespaces/<tenant>/<namespace>")
-def get_namespace(tenant: str, namespace: str) -> Response:
+def get_namespace(tenant: str, namespace: str) -> Response[str]:
     info = build_broker().admin.get_namespace(NamespaceName.of(unquote(tenant), unquote(namespace)))
     return _json(info.policies)
 
@@ -140,22 +140,22 @@ for _domain in DOMAINS:
 
     def _bind(domain: str) -> None:
         @app.get(f"/admin/v2/{domain}/<tenant>/<namespace>")
-        def list_topics(tenant: str, namespace: str) -> Response:
+        def list_topics(tenant: str, namespace: str) -> Response[str]:
             ns = NamespaceName.of(unquote(tenant), unquote(namespace))
             return _json(build_broker().admin.list_topics(ns, domain))
 
         @app.put(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>")
-        def create_topic(tenant: str, namespace: str, topic: str) -> Response:
+        def create_topic(tenant: str, namespace: str, topic: str) -> Response[str]:
             build_broker().admin.create_topic(_topic(domain, tenant, namespace, topic))
             return Response(status_code=204)
 
         @app.get(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/subscriptions")
-        def list_subscriptions(tenant: str, namespace: str, topic: str) -> Response:
+        def list_subscriptions(tenant: str, namespace: str, topic: str) -> Response[str]:
             return _json(build_broker().admin.list_subscriptions(_topic(domain, tenant, namespace, topic)))
 
         # --- produce (Pulsar's REST producer) ----------------------------------------------
         @app.post(f"/topics/{domain}/<tenant>/<namespace>/<topic>")
-        def produce(tenant: str, namespace: str, topic: str) -> Response:
+        def produce(tenant: str, namespace: str, topic: str) -> Response[str]:
             name = _topic(domain, tenant, namespace, topic)
             request = _body(ProduceRequest)
             messages = [Message(decode_b64(m.payload), m.key, m.properties, m.eventTime) for m in request.messages]
@@ -173,7 +173,7 @@ for _domain in DOMAINS:
         base = f"/magnetar/v1/consumer/{domain}/<tenant>/<namespace>/<topic>/<subscription>"
 
         @app.put(f"{base}/<consumer>")
-        def subscribe(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response:
+        def subscribe(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
             request = _body(SubscribeRequest)
             state = build_broker().subscriptions.subscribe(
                 _topic(domain, tenant, namespace, topic),
@@ -186,14 +186,14 @@ for _domain in DOMAINS:
             return _json({"subscriptionType": state.subscription_type, "consumers": sorted(state.consumers)})
 
         @app.delete(f"{base}/<consumer>")
-        def close_consumer(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response:
+        def close_consumer(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
             build_broker().subscriptions.close_consumer(
                 _topic(domain, tenant, namespace, topic), unquote(subscription), unquote(consumer)
             )
             return Response(status_code=204)
 
         @app.post(f"{base}/<consumer>/receive")
-        def receive(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response:
+        def receive(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
             name = _topic(domain, tenant, namespace, topic)
             request = _body(ReceiveRequest)
             delivered = build_broker().subscriptions.receive(
@@ -207,7 +207,7 @@ for _domain in DOMAINS:
             return _json({"messages": _messages(name, delivered)})
 
         @app.post(f"{base}/ack")
-        def acknowledge(tenant: str, namespace: str, topic: str, subscription: str) -> Response:
+        def acknowledge(tenant: str, namespace: str, topic: str, subscription: str) -> Response[str]:
             request = _body(AckRequest)
             entries = sorted({MessageIdData.parse(m).entry_id for m in request.messageIds})
             cumulative = MessageIdData.parse(request.cumulative).entry_id if request.cumulative else None
@@ -218,7 +218,7 @@ for _domain in DOMAINS:
 
         # --- non-durable reads (readers, Spark) ----------------------------------------------
         @app.post(f"/magnetar/v1/reader/{domain}/<tenant>/<namespace>/<topic>/read")
-        def read(tenant: str, namespace: str, topic: str) -> Response:
+        def read(tenant: str, namespace: str, topic: str) -> Response[str]:
             name = _topic(domain, tenant, namespace, topic)
             request = _body(ReadRequest)
             entries = build_broker().read_entries(name, request.startEntryId, request.maxEntries)
@@ -227,7 +227,7 @@ for _domain in DOMAINS:
             return _json(MessagesResponse.model_validate({"messages": messages, "nextEntryId": next_entry}).model_dump())
 
         @app.get(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/lastMessageId")
-        def last_message_id(tenant: str, namespace: str, topic: str) -> Response:
+        def last_message_id(tenant: str, namespace: str, topic: str) -> Response[str]:
             last = build_broker().last_entry(_topic(domain, tenant, namespace, topic))
             return _json({"ledgerId": last[0], "entryId": last[1], "partitionIndex": -1})
 

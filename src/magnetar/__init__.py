@@ -46,4 +46,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'magnetar' has no attribute {name!r}")
 
 
-__all__ = [*_SDK, "exceptions"]
+__all__ = [
+    "Client",
+    "Consumer",
+    "ConsumerType",
+    "InitialPosition",
+    "Message",
+    "MessageId",
+    "Producer",
+    "Result",
+    "exceptions",
+]

@@ -5,16 +5,19 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from magnetar.client.admin import AdminClient
 from magnetar.core.errors import InvalidInput
 
 console = Console()
 err = Console(stderr=True)
+T = TypeVar("T")
 SERVICE_URL_ENV = "MAGNETAR_SERVICE_URL"
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -38,13 +41,15 @@ def _fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def _call(fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run an SDK call; a refusal becomes a one-line error and exit code 1."""
     from magnetar.client import exceptions
 
     try:
         return fn(*args, **kwargs)
     except (exceptions.PulsarException, InvalidInput) as exc:
-        _fail(exc.reason)
+        err.print(f"[red]error:[/red] {exc.reason}")
+        raise typer.Exit(1) from None
 
 
 @local_app.command("up")
@@ -137,8 +142,7 @@ def consume(
         client.close()
 
 
-def _admin(service_url: str):  # type: ignore[no-untyped-def]
-    from magnetar.client.admin import AdminClient
+def _admin(service_url: str) -> AdminClient:
 
     return AdminClient(service_url)
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
 import uuid
@@ -127,10 +128,8 @@ class Consumer:
         self._flush_acks()
         self._closed.set()
         self._background.join(timeout=2)
-        try:
+        with contextlib.suppress(exceptions.PulsarException):  # if it fails, the lease expires on its own
             self._transport.call("DELETE", self._consumer_path, deadline_s=5)
-        except exceptions.PulsarException:
-            pass  # the lease expires on its own
 
     def is_connected(self) -> bool:
         return not self._closed.is_set()

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from magnetar.core.admin import AdminService
+from magnetar.core.dispatch import SubscriptionService
 from magnetar.core.entry import Entry
 from magnetar.core.errors import TopicNotFound
-from magnetar.core.naming import TopicName
-from magnetar.core.dispatch import SubscriptionService
 from magnetar.core.ledger import EntryCache, EntryReader, LedgerWriter, Sealer
+from magnetar.core.naming import TopicName
 from magnetar.core.ports import Clock, Journal, MetadataStore, SegmentStore, SystemClock
 
 
@@ -24,6 +24,11 @@ class Broker:
     journal: Journal
     clock: Clock = field(default_factory=SystemClock)
     cache: EntryCache = field(default_factory=EntryCache)
+    admin: AdminService = field(init=False)
+    writer: LedgerWriter = field(init=False)
+    reader: EntryReader = field(init=False)
+    sealer: Sealer = field(init=False)
+    subscriptions: SubscriptionService = field(init=False)
 
     def __post_init__(self) -> None:
         self.admin = AdminService(self.metadata, self.clock)

@@ -16,7 +16,7 @@ _armed: dict[str, int] = {}
 fired: Counter[str] = Counter()
 
 
-class SimulatedCrash(BaseException):  # noqa: N818 - it is not an error to handle, it is a death
+class SimulatedCrash(BaseException):
     """The invocation dies here."""
 
 

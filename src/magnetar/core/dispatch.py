@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from magnetar.core.crashpoints import crash_point
@@ -193,7 +194,13 @@ class SubscriptionService:
         return self._update(topic, subscription, change)
 
     # --- plumbing ------------------------------------------------------------------------
-    def _update(self, topic, subscription, change, create=None):  # type: ignore[no-untyped-def]
+    def _update(
+        self,
+        topic: TopicName,
+        subscription: str,
+        change: Callable[[CursorState, int], None],
+        create: tuple[str, str] | None = None,
+    ) -> CursorState:
         """Read-modify-write of a cursor with optimistic concurrency; creates it if asked."""
         for _ in range(CONFLICT_RETRIES):
             view = self.metadata.get_subscription_view(topic, subscription)

@@ -28,7 +28,15 @@ from dataclasses import dataclass, replace
 from urllib.parse import quote
 
 from magnetar.core.crashpoints import crash_point
-from magnetar.core.entry import Entry, Message, MessageIdData, decode_entry, encode_entry, hole_entry, peek_header
+from magnetar.core.entry import (
+    Entry,
+    Message,
+    MessageIdData,
+    decode_entry,
+    encode_entry,
+    hole_entry,
+    peek_header,
+)
 from magnetar.core.errors import InvalidInput, PayloadTooLarge, RetryableError, TopicNotFound
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import (
@@ -36,6 +44,7 @@ from magnetar.core.ports import (
     Journal,
     JournalRecord,
     MetadataStore,
+    Reservation,
     SealState,
     SegmentMeta,
     SegmentStore,
@@ -120,7 +129,7 @@ class LedgerWriter:
         ids = [entry.message_id(partition, i) for i in range(len(messages))]
         return AppendResult(entry.ledger_id, entry.entry_id, ids)
 
-    def _reserve(self, topic: TopicName, create_topic: bool):  # type: ignore[no-untyped-def]
+    def _reserve(self, topic: TopicName, create_topic: bool) -> Reservation:
         try:
             return self.metadata.reserve_entry(topic)
         except TopicNotFound:

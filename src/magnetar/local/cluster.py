@@ -52,7 +52,7 @@ def _die_with_parent() -> None:
 def start_emulator(host: str, port: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "magnetar.local.emulator", "--host", host, "--port", str(port)],
-        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,  # noqa: PLW1509
+        preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
     )
     _wait_for_port(host, port, 30, proc)
     return proc

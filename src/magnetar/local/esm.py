@@ -140,14 +140,12 @@ class KinesisEventSourceMapping:
                 response = self.function.invoke(event) or {}
             except (KeyboardInterrupt, SystemExit):
                 raise
-            except BaseException as exc:  # noqa: BLE001 - any death of the invocation, crash points included
+            except BaseException as exc:
                 self.failed_invocations += 1
                 log.warning("journal consumer failed on %s (%s); retrying the batch", shard_id, exc)
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
-            failures = [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
-            if not failures:
-                return None
-            return min(failures, key=int)
+            failures: list[str] = [str(f["itemIdentifier"]) for f in response.get("batchItemFailures", [])]
+            return min(failures, key=int) if failures else None
         return None

@@ -34,9 +34,9 @@ class RequestCounter:
         self._counts: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
 
-    def __call__(self, event_name: str = "", **_: Any) -> None:
+    def __call__(self, event_name: str = "", **kwargs: Any) -> None:
         # event_name: "before-send.<service>.<Operation>"
-        _, service, operation = event_name.split(".", 2)
+        _event, service, operation = event_name.split(".", 2)
         with self._lock:
             self._counts[(service, operation)] += 1
 
