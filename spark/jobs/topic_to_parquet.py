@@ -38,12 +38,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="add a `publishDate` column (UTC date of __publishTime) and partition the output by it",
     )
-    parser.add_argument("--files", type=int, default=None, help="coalesce to this many output files per date")
+    parser.add_argument(
+        "--files",
+        type=int,
+        default=None,
+        help="coalesce to at most this many output files (per date with --partition-by-date)",
+    )
     return parser.parse_args(argv)
 
 
-def run(spark, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
-    """Reads the topic and writes it; returns the number of messages written."""
+def run(spark, args: argparse.Namespace) -> int | None:  # type: ignore[no-untyped-def]
+    """Reads the topic and writes it; returns how many messages the output holds (None on append)."""
     from pyspark.sql import functions as F
 
     from magnetar_spark import MagnetarDataSource
@@ -57,19 +62,22 @@ def run(spark, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
     if args.ending_entry_id is not None:
         reader = reader.option("endingEntryId", str(args.ending_entry_id))
 
-    # Read once: the snapshot is taken at planning, so count and write must see the same rows.
-    df = reader.load().cache()
-    count = df.count()
+    # One action only: each action plans again, with a new lastMessageId snapshot.
+    df = reader.load()
     if args.files is not None:
         df = df.coalesce(max(1, args.files))
-    writer_df = df
+    writer = df
     if args.partition_by_date:
-        writer_df = df.withColumn("publishDate", F.to_date(F.from_utc_timestamp("__publishTime", "UTC")))
-    writer = writer_df.write.mode(args.mode)
+        session_tz = spark.conf.get("spark.sql.session.timeZone")
+        writer = df.withColumn("publishDate", F.to_date(F.to_utc_timestamp("__publishTime", session_tz)))
+    out = writer.write.mode(args.mode)
     if args.partition_by_date:
-        writer = writer.partitionBy("publishDate")
-    writer.parquet(args.output)
-    df.unpersist()
+        out = out.partitionBy("publishDate")
+    out.parquet(args.output)
+    if args.mode not in ("overwrite", "errorifexists"):
+        log.info("wrote %s to %s (%s)", args.topic, args.output, args.mode)
+        return None
+    count: int = spark.read.parquet(args.output).count()  # from the Parquet footers: cheap
     log.info("wrote %d messages of %s to %s", count, args.topic, args.output)
     return count
 
@@ -79,12 +87,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.builder.appName(f"magnetar-topic-to-parquet:{args.topic}").getOrCreate()
+    spark = (
+        SparkSession.builder.appName(f"magnetar-topic-to-parquet:{args.topic}")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
     try:
         count = run(spark, args)
     finally:
         spark.stop()
-    print(f"wrote {count} messages of {args.topic} to {args.output}")
+    what = args.topic if count is None else f"{count} messages of {args.topic}"
+    print(f"wrote {what} to {args.output}")
     return 0
 
 

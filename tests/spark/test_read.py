@@ -2,42 +2,20 @@
 
 from __future__ import annotations
 
-import base64
 import itertools
-import os
-import shutil
-import sys
-from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from magnetar_spark import (
     SCHEMA,
-    MagnetarDataSource,
     message_id_bytes,
     message_id_from_bytes,
     split_range,
 )
 
-pyspark = pytest.importorskip("pyspark")
-
-TOPIC = "persistent://public/default/spark-orders"
-SHORT_TOPIC = "spark-orders"
-EMPTY_TOPIC = "persistent://public/default/spark-empty"
-ENTRIES = 60
-PER_ENTRY = 5
-
-
-def _java_available() -> bool:
-    home = os.environ.get("JAVA_HOME")
-    return (
-        bool(home and os.path.exists(os.path.join(home, "bin", "java"))) or shutil.which("java") is not None
-    )
-
-
-needs_jvm = pytest.mark.skipif(not _java_available(), reason="no JVM (set JAVA_HOME or put java on PATH)")
+SHORT_TOPIC = "spark-orders"  # = persistent://public/default/spark-orders, the `orders` fixture's topic
+PER_ENTRY = 5  # messages per entry in the `orders` fixture
 
 
 # --- helpers without Spark ---------------------------------------------------------------------
@@ -60,88 +38,6 @@ def test_split_range() -> None:
     ranges = split_range(3, 1002, 7)
     assert ranges[0][0] == 3 and ranges[-1][1] == 1002
     assert all(b[0] == a[1] + 1 for a, b in itertools.pairwise(ranges))
-
-
-# --- fixtures ----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    from magnetar.local.cluster import LocalCluster, free_port
-
-    c = LocalCluster(port=free_port(), aws_port=free_port()).start()
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
-@pytest.fixture(scope="module")
-def produced(cluster: Any) -> list[dict[str, Any]]:
-    """60 entries of 5 messages; what each message is and the id the broker gave it."""
-    out: list[dict[str, Any]] = []
-    with httpx.Client(base_url=cluster.url, timeout=30) as http:
-        for e in range(ENTRIES):
-            messages = []
-            for b in range(PER_ENTRY):
-                n = e * PER_ENTRY + b
-                message: dict[str, Any] = {
-                    "payload": base64.b64encode(f"order-{n}".encode() + bytes([n % 256])).decode(),
-                    "properties": {"n": str(n), "entry": str(e)},
-                }
-                if n % 3:
-                    message["key"] = f"k{n % 7}"
-                if n % 2 == 0:
-                    message["eventTime"] = 1_700_000_000_000 + n
-                messages.append(message)
-            response = http.post(
-                "/topics/persistent/public/default/spark-orders", json={"messages": messages}
-            )
-            assert response.status_code == 200, response.text
-            ids = [r["messageId"] for r in response.json()["messagePublishResults"]]
-            assert len(ids) == PER_ENTRY
-            for message, mid in zip(messages, ids, strict=True):
-                out.append(
-                    {
-                        "value": base64.b64decode(message["payload"]),
-                        "key": message.get("key"),
-                        "properties": message["properties"],
-                        "eventTime": message.get("eventTime"),
-                        "messageId": mid,
-                    }
-                )
-        response = http.put("/admin/v2/persistent/public/default/spark-empty")
-        assert response.status_code in (204, 409), response.text
-    return out
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    if not _java_available():
-        pytest.skip("no JVM (set JAVA_HOME or put java on PATH)")
-    # The Python workers must be this interpreter (the venv with magnetar and magnetar_spark).
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("magnetar-spark-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.python.worker.reuse", "true")
-        .config("spark.sql.adaptive.enabled", "false")
-        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(MagnetarDataSource)
-    try:
-        yield session
-    finally:
-        session.stop()
 
 
 def _load(spark: Any, url: str, topic: str, **options: Any) -> Any:
@@ -168,9 +64,8 @@ def _rows(df: Any) -> list[dict[str, Any]]:
 
 # --- reads -------------------------------------------------------------------------------------
 @pytest.mark.spark
-@needs_jvm
-def test_read_whole_topic(cluster: Any, produced: list[dict[str, Any]], spark: Any) -> None:
-    df = _load(spark, cluster.url, TOPIC)
+def test_read_whole_topic(cluster: Any, orders: dict[str, Any], spark: Any) -> None:
+    df = _load(spark, cluster.url, orders["topic"])
 
     assert [(f.name, f.dataType.simpleString()) for f in df.schema.fields] == [
         ("value", "binary"),
@@ -185,10 +80,10 @@ def test_read_whole_topic(cluster: Any, produced: list[dict[str, Any]], spark: A
     assert df.rdd.getNumPartitions() == 4  # the default `partitions`
 
     rows = _rows(df)
-    assert len(rows) == ENTRIES * PER_ENTRY == 300
-    assert {bytes(r["value"]) for r in rows} == {p["value"] for p in produced}
+    assert len(rows) == 300  # 60 entries of 5 messages
+    assert {bytes(r["value"]) for r in rows} == {m["value"] for m in orders["messages"]}
 
-    by_id = {p["messageId"]: p for p in produced}
+    by_id = {m["messageId"]: m for m in orders["messages"]}
     seen = set()
     for row in rows:
         mid = message_id_from_bytes(bytes(row["__messageId"]))
@@ -199,18 +94,19 @@ def test_read_whole_topic(cluster: Any, produced: list[dict[str, Any]], spark: A
         assert row["__key"] == expected["key"]
         assert row["__messageProperties"] == expected["properties"]
         assert row["eventMs"] == expected["eventTime"]  # None where the producer set none
-        assert row["__topic"] == TOPIC
+        assert row["__topic"] == orders["topic"]
         assert row["publishMs"] is not None and row["publishMs"] > 1_600_000_000_000
     assert seen == set(by_id)
 
 
 @pytest.mark.spark
-@needs_jvm
-def test_partitions_short_name_and_bounds(cluster: Any, produced: list[dict[str, Any]], spark: Any) -> None:
+def test_partitions_short_name_and_bounds(cluster: Any, orders: dict[str, Any], spark: Any) -> None:
+    topic = orders["topic"]
+
     def key(r: dict[str, Any]) -> tuple[bytes, bytes]:
         return bytes(r["__messageId"]), bytes(r["value"])
 
-    whole = sorted(key(r) for r in _rows(_load(spark, cluster.url, TOPIC)))
+    whole = sorted(key(r) for r in _rows(_load(spark, cluster.url, topic)))
 
     three = _load(spark, cluster.url, SHORT_TOPIC, partitions=3)
     assert three.rdd.getNumPartitions() == 3
@@ -218,27 +114,25 @@ def test_partitions_short_name_and_bounds(cluster: Any, produced: list[dict[str,
 
     # entries 10..19 inclusive; a small page size makes each task page several times
     bounded = _rows(
-        _load(spark, cluster.url, TOPIC, startingEntryId=10, endingEntryId=19, pageSize=3, partitions=2)
+        _load(spark, cluster.url, topic, startingEntryId=10, endingEntryId=19, pageSize=3, partitions=2)
     )
     entries = {int(message_id_from_bytes(bytes(r["__messageId"])).split(":")[1]) for r in bounded}
     assert len(bounded) == 10 * PER_ENTRY
     assert entries == set(range(10, 20))
 
     # an ending id past the end is capped at the snapshot; a start past the end reads nothing
-    assert _load(spark, cluster.url, TOPIC, startingEntryId=55, endingEntryId=10_000).count() == 5 * PER_ENTRY
-    assert _load(spark, cluster.url, TOPIC, startingEntryId=1_000).count() == 0
+    assert _load(spark, cluster.url, topic, startingEntryId=55, endingEntryId=10_000).count() == 5 * PER_ENTRY
+    assert _load(spark, cluster.url, topic, startingEntryId=1_000).count() == 0
 
 
 @pytest.mark.spark
-@needs_jvm
-def test_empty_topic(cluster: Any, produced: list[dict[str, Any]], spark: Any) -> None:
-    df = _load(spark, cluster.url, EMPTY_TOPIC)
+def test_empty_topic(cluster: Any, orders: dict[str, Any], spark: Any) -> None:
+    df = _load(spark, cluster.url, orders["empty_topic"])
     assert df.count() == 0
     assert df.schema == SCHEMA
 
 
 @pytest.mark.spark
-@needs_jvm
 def test_missing_topic_reports_the_reason(cluster: Any, spark: Any) -> None:
     with pytest.raises(Exception) as failure:
         _load(spark, cluster.url, "persistent://public/default/does-not-exist").collect()
@@ -248,9 +142,10 @@ def test_missing_topic_reports_the_reason(cluster: Any, spark: Any) -> None:
 
 
 @pytest.mark.spark
-@needs_jvm
-def test_missing_options_are_refused(cluster: Any, spark: Any) -> None:
+def test_bad_options_are_refused(cluster: Any, spark: Any) -> None:
     with pytest.raises(Exception, match=r"service\.url"):
-        spark.read.format("magnetar").option("topic", TOPIC).load().collect()
-    with pytest.raises(Exception, match="partitions"):
-        _load(spark, cluster.url, TOPIC, partitions=0).collect()
+        spark.read.format("magnetar").option("topic", SHORT_TOPIC).load().collect()
+    with pytest.raises(Exception, match="'partitions' must be >= 1"):
+        _load(spark, cluster.url, SHORT_TOPIC, partitions=0).collect()
+    with pytest.raises(Exception, match="Invalid topic"):
+        _load(spark, cluster.url, "persistent://public/default/a/b").collect()

@@ -35,6 +35,8 @@ class Transport:
         deadline = time.monotonic() + (deadline_s if deadline_s is not None else self.timeout_s)
         backoff = 0.05
         while True:
+            if self.http.is_closed:
+                raise exceptions.AlreadyClosed("Client already closed")
             try:
                 response = self.http.request(method, path, json=body)
             except httpx.TransportError as exc:

@@ -88,5 +88,19 @@ def build_app(function: LocalFunction) -> Starlette:
         headers.pop("content-length", None)
         return Response(payload, status_code=int(result.get("statusCode", 200)), headers=headers)
 
+    async def aws_requests(request: Request) -> Response:
+        """The local runtime's own counters (like LocalStack's /_localstack paths): AWS requests
+        made by the emulated functions, by service and operation; DELETE resets them."""
+        from magnetar.adapters.aws.clients import REQUESTS
+
+        if request.method == "DELETE":
+            REQUESTS.reset()
+        return JSONResponse(REQUESTS.snapshot())
+
     methods = ["GET", "PUT", "POST", "DELETE", "PATCH", "HEAD", "OPTIONS"]
-    return Starlette(routes=[Route("/{path:path}", invoke, methods=methods)])
+    return Starlette(
+        routes=[
+            Route("/_magnetar/local/aws-requests", aws_requests, methods=["GET", "DELETE"]),
+            Route("/{path:path}", invoke, methods=methods),
+        ]
+    )
