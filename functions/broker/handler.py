@@ -30,7 +30,7 @@ from magnetar.api.models import (
     TenantRequest,
     decode_b64,
 )
-from magnetar.core.dispatch import DeliveredEntry
+from magnetar.core.dispatch import NO_ACKS, Acks, DeliveredEntry
 from magnetar.core.entry import Entry, Message, MessageIdData
 from magnetar.core.errors import InvalidInput, MagnetarError
 from magnetar.core.naming import NamespaceName, TopicName
@@ -71,6 +71,12 @@ def _body(model: type[M]) -> M:
 
 def _topic(domain: str, tenant: str, namespace: str, topic: str) -> TopicName:
     return TopicName.of(domain, unquote(tenant), unquote(namespace), unquote(topic))
+
+
+def _acks(request: AckRequest) -> Acks:
+    entries = tuple(sorted({MessageIdData.parse(m).entry_id for m in request.messageIds}))
+    cumulative = MessageIdData.parse(request.cumulative).entry_id if request.cumulative else None
+    return Acks(entries, cumulative)
 
 
 def _messages(topic: TopicName, delivered: list[DeliveredEntry]) -> list[dict[str, Any]]:
@@ -203,16 +209,15 @@ for _domain in DOMAINS:
                 request.maxMessages,
                 request.waitMs,
                 request.requestId or str(uuid.uuid4()),
+                _acks(request.acks) if request.acks else NO_ACKS,
             )
             return _json({"messages": _messages(name, delivered)})
 
         @app.post(f"{base}/ack")
         def acknowledge(tenant: str, namespace: str, topic: str, subscription: str) -> Response[str]:
-            request = _body(AckRequest)
-            entries = sorted({MessageIdData.parse(m).entry_id for m in request.messageIds})
-            cumulative = MessageIdData.parse(request.cumulative).entry_id if request.cumulative else None
+            acks = _acks(_body(AckRequest))
             state = build_broker().subscriptions.acknowledge(
-                _topic(domain, tenant, namespace, topic), unquote(subscription), entries, cumulative
+                _topic(domain, tenant, namespace, topic), unquote(subscription), list(acks.entries), acks.cumulative
             )
             return _json({"markDeleteEntryId": state.mark_delete - 1})
 

@@ -60,6 +60,8 @@ DEFAULT_PARTITIONS = 4
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MESSAGE_ID = struct.Struct(">qqqq")
 _TRANSIENT_STATUS = frozenset({408, 425, 429, 500, 502, 503, 504})
+# What a response too large for Lambda (6 MB) or API Gateway looks like: retried with a smaller page.
+_TOO_LARGE_STATUS = frozenset({413, 500, 502})
 
 SCHEMA = StructType(
     [
@@ -158,7 +160,7 @@ class _Settings:
 class _Broker:
     """The two calls the source makes, with retries of transient failures."""
 
-    def __init__(self, settings: _Settings) -> None:
+    def __init__(self, settings: _Settings, transport: Any = None) -> None:
         import httpx  # on the executors too: imported where used
 
         self._httpx = httpx
@@ -167,6 +169,7 @@ class _Broker:
             base_url=settings.service_url,
             timeout=settings.request_timeout_s,
             headers={"Accept": "application/json", "User-Agent": "magnetar-spark"},
+            transport=transport,
         )
 
     def close(self) -> None:
@@ -178,7 +181,15 @@ class _Broker:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, what: str, body: dict[str, Any] | None = None) -> Any:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        what: str,
+        body: dict[str, Any] | None = None,
+        fail_fast: frozenset[int] = frozenset(),
+    ) -> Any:
+        """The JSON answer; retries transient failures except the statuses in `fail_fast`."""
         topic = self.settings.topic
         attempt = 0
         while True:
@@ -191,9 +202,20 @@ class _Broker:
                     ) from exc
             else:
                 if response.status_code < 400:
-                    return response.json()
+                    try:
+                        return response.json()
+                    except ValueError:
+                        raise MagnetarSourceError(
+                            f"magnetar: {what} of {topic} failed: the answer is not JSON: {response.text[:200]!r}",
+                            status=response.status_code,
+                        ) from None
                 reason = _reason(response)
-                if response.status_code not in _TRANSIENT_STATUS or attempt >= self.settings.max_retries:
+                status = response.status_code
+                if (
+                    status not in _TRANSIENT_STATUS
+                    or status in fail_fast
+                    or attempt >= self.settings.max_retries
+                ):
                     raise MagnetarSourceError(
                         f"magnetar: {what} of {topic} failed: HTTP {response.status_code}: {reason}",
                         status=response.status_code,
@@ -207,11 +229,18 @@ class _Broker:
         return int(body["entryId"])
 
     def read(self, start: int, max_entries: int) -> tuple[list[dict[str, Any]], int]:
+        """Messages of the entries from `start` (at most `max_entries`) and where to continue.
+
+        A page that fails the way an oversized response fails (413, or the 500/502 API Gateway
+        answers when the Lambda response exceeds 6 MB) is not retried here: the reader asks again
+        for half as many entries.
+        """
         body = self._call(
             "POST",
             f"/magnetar/v1/reader/{self.settings.topic_path}/read",
             "read",
             {"startEntryId": start, "maxEntries": max_entries},
+            fail_fast=_TOO_LARGE_STATUS if max_entries > 1 else frozenset(),
         )
         next_entry = body.get("nextEntryId")
         return list(body.get("messages") or []), start if next_entry is None else int(next_entry)
@@ -274,11 +303,12 @@ def _row(message: dict[str, Any], decode: Any) -> tuple[Any, ...]:
 class MagnetarReader(DataSourceReader):
     def __init__(self, settings: _Settings) -> None:
         self.settings = settings
+        self.transport: Any = None  # an httpx transport, for tests (must pickle when used in Spark)
 
     def plan(self) -> list[tuple[int, int]]:
         """The entry ranges of this read; takes the `lastMessageId` snapshot (driver side)."""
         s = self.settings
-        with _Broker(s) as broker:
+        with _Broker(s, self.transport) as broker:
             last = broker.last_entry_id()
         end = last if s.ending_entry_id < 0 else min(s.ending_entry_id, last)
         return split_range(s.starting_entry_id, end, s.partitions)
@@ -299,10 +329,22 @@ class MagnetarReader(DataSourceReader):
         s = self.settings
         decode = base64.b64decode
         position = start
+        page = s.page_size  # halved on responses too large, doubled again after a few successes
+        successes = 0
         stalled_since: float | None = None
-        with _Broker(s) as broker:
+        with _Broker(s, self.transport) as broker:
             while position <= end:
-                messages, next_entry = broker.read(position, min(s.page_size, end - position + 1))
+                want = min(page, end - position + 1)
+                try:
+                    messages, next_entry = broker.read(position, want)
+                except MagnetarSourceError as exc:
+                    if exc.status in _TOO_LARGE_STATUS and want > 1:
+                        page, successes = max(1, want // 2), 0
+                        continue
+                    raise
+                successes += 1
+                if successes >= 4 and page < s.page_size:
+                    page, successes = min(s.page_size, page * 2), 0
                 for message in messages:
                     entry_id = MessageIdData.parse(message["messageId"]).entry_id
                     if position <= entry_id <= end:

@@ -18,6 +18,13 @@ ENTRIES = 60
 PER_ENTRY = 5
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # pyspark 4.x warns about pandas 3 when a session starts: not ours to fix.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:PySpark does not yet fully support pandas:FutureWarning"
+    )
+
+
 def java_available() -> bool:
     home = os.environ.get("JAVA_HOME")
     if home and os.path.exists(os.path.join(home, "bin", "java")):

@@ -72,15 +72,16 @@ class SubscribeRequest(_Body):
     ackTimeoutMs: int = Field(default=0, ge=0)
 
 
+class AckRequest(_Body):
+    messageIds: list[str] = Field(default_factory=list, max_length=100_000)
+    cumulative: str | None = None
+
+
 class ReceiveRequest(_Body):
     maxMessages: int = Field(default=100, ge=1, le=10_000)
     waitMs: int = Field(default=0, ge=0, le=MAX_WAIT_MS)
     requestId: str = Field(default="", max_length=128)
-
-
-class AckRequest(_Body):
-    messageIds: list[str] = Field(default_factory=list, max_length=100_000)
-    cumulative: str | None = None
+    acks: AckRequest | None = None  # acknowledgements riding along with the poll
 
 
 class ReadRequest(_Body):

@@ -24,6 +24,7 @@ from magnetar.client.types import ConsumerType, InitialPosition
 from magnetar.core.naming import TopicName
 
 ACK_GROUP_S = 0.1
+ACK_MAX_DELAY_S = 1.0
 HEARTBEAT_S = 10.0
 MAX_POLL_MS = 20_000
 
@@ -59,6 +60,7 @@ class Consumer:
         self._pending_batch: dict[int, set[int]] = {}  # entry id -> batch indexes not yet acked
         self._acks: set[int] = set()
         self._cumulative: MessageId | None = None
+        self._acks_since = 0.0  # when the oldest grouped ack was made (0: none pending)
         self._ack_lock = threading.Lock()
         self._closed = threading.Event()
         self._transport.call("PUT", self._consumer_path, self._subscribe_body)
@@ -101,6 +103,7 @@ class Consumer:
                     return
             self._pending_batch.pop(entry, None)
             self._acks.add(entry)
+            self._acks_since = self._acks_since or time.monotonic()
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         if self._type in (ConsumerType.Shared, ConsumerType.KeyShared):
@@ -140,13 +143,21 @@ class Consumer:
             raise exceptions.AlreadyClosed("Consumer already closed")
 
     def _poll(self, wait_ms: int) -> None:
-        body = {"maxMessages": self._queue_size, "waitMs": wait_ms, "requestId": uuid.uuid4().hex}
+        body: dict[str, Any] = {"maxMessages": self._queue_size, "waitMs": wait_ms, "requestId": uuid.uuid4().hex}
+        acks = self._take_acks()
+        if acks:
+            body["acks"] = acks
         try:
             response = self._transport.call("POST", f"{self._consumer_path}/receive", body, deadline_s=30 + wait_ms / 1000)
         except exceptions.SubscriptionNotFound:
             # our lease lapsed (e.g. a long pause): attach again, as a reconnecting Pulsar client does
             self._transport.call("PUT", self._consumer_path, self._subscribe_body)
+            if acks:
+                self._transport.call("POST", self._ack_path, acks)
             return
+        except exceptions.PulsarException:
+            self._restore_acks(acks)
+            raise
         messages = [Message.from_wire(m) for m in response["messages"]]
         with self._ack_lock:
             for m in messages:
@@ -155,22 +166,48 @@ class Consumer:
                     self._pending_batch.setdefault(mid.entry_id(), set()).add(mid.batch_index())
         self._queue.extend(messages)
 
-    def _flush_acks(self) -> None:
+    def _take_acks(self) -> dict[str, Any] | None:
+        """The grouped acknowledgements as an ack body (entry ids only matter to the broker)."""
         with self._ack_lock:
             acks, self._acks = sorted(self._acks), set()
             cumulative, self._cumulative = self._cumulative, None
+            self._acks_since = 0.0
         if not acks and cumulative is None:
-            return
+            return None
         body: dict[str, Any] = {"messageIds": [f"0:{e}" for e in acks]}
         if cumulative is not None:
             body["cumulative"] = cumulative.wire()
-        self._transport.call("POST", self._ack_path, body)
+        return body
+
+    def _restore_acks(self, body: dict[str, Any] | None) -> None:
+        if not body:
+            return
+        with self._ack_lock:
+            self._acks_since = self._acks_since or time.monotonic()
+            self._acks.update(MessageId.from_text(m).entry_id() for m in body["messageIds"])
+            if "cumulative" in body:
+                cumulative = MessageId.from_text(body["cumulative"])
+                if self._cumulative is None or self._cumulative < cumulative:
+                    self._cumulative = cumulative
+
+    def _flush_acks(self) -> None:
+        body = self._take_acks()
+        if body is None:
+            return
+        try:
+            self._transport.call("POST", self._ack_path, body)
+        except exceptions.PulsarException:
+            self._restore_acks(body)
+            raise
 
     def _run(self) -> None:
         last_beat = time.monotonic()
         while not self._closed.wait(ACK_GROUP_S):
             try:
-                self._flush_acks()
+                # acks ride on the next poll; flush them alone when no poll is coming soon
+                waited = time.monotonic() - self._acks_since if self._acks_since else 0.0
+                if waited and (not self._receive_lock.locked() or waited >= ACK_MAX_DELAY_S):
+                    self._flush_acks()
                 if time.monotonic() - last_beat >= HEARTBEAT_S:
                     self._transport.call("PUT", self._consumer_path, self._subscribe_body)
                     last_beat = time.monotonic()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from magnetar.core.admin import AdminService
-from magnetar.core.dispatch import SubscriptionService
+from magnetar.core.dispatch import MAX_RECEIVE_BYTES, SubscriptionService
 from magnetar.core.entry import Entry
 from magnetar.core.errors import TopicNotFound
 from magnetar.core.ledger import EntryCache, EntryReader, LedgerWriter, Sealer
@@ -42,7 +42,14 @@ class Broker:
         seal, writer = self.metadata.get_topic_state(topic)
         if writer is None:
             raise TopicNotFound(f"Topic {topic} not found")
-        return self.reader.read(topic, start, max_entries, seal, writer)
+        entries = self.reader.read(topic, start, max_entries, seal, writer)
+        size, kept = 0, list[Entry]()
+        for entry in entries:  # stay under Lambda's 6 MB response once base64-encoded
+            if kept and size + entry.size > MAX_RECEIVE_BYTES:
+                break
+            kept.append(entry)
+            size += entry.size
+        return kept
 
     def last_entry(self, topic: TopicName) -> tuple[int, int]:
         """(ledger id, entry id) of the last entry appended, (-1, -1) when there is none."""

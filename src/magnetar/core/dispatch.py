@@ -32,6 +32,28 @@ CONFLICT_RETRIES = 20
 
 
 @dataclass(frozen=True)
+class Acks:
+    """Acknowledgements: entry ids, and everything up to and including `cumulative`."""
+
+    entries: tuple[int, ...] = ()
+    cumulative: int | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.entries) or self.cumulative is not None
+
+    def apply(self, state: CursorState) -> None:
+        if self.cumulative is not None:
+            if state.subscription_type in ("Shared", "Key_Shared"):
+                raise NotAllowed(f"Cumulative acknowledgement is not allowed on a {state.subscription_type} subscription")
+            state.acknowledge_cumulative(self.cumulative)
+        if self.entries:
+            state.acknowledge(list(self.entries))
+
+
+NO_ACKS = Acks()
+
+
+@dataclass(frozen=True)
 class DeliveredEntry:
     entry: Entry
     redelivery_count: int
@@ -86,19 +108,25 @@ class SubscriptionService:
         max_messages: int = 1000,
         wait_ms: int = 0,
         request_id: str = "",
+        acks: Acks = NO_ACKS,
     ) -> list[DeliveredEntry]:
-        """Long-poll: hand out up to `max_messages` (whole entries, at least one) to `consumer`."""
+        """Long-poll: hand out up to `max_messages` (whole entries, at least one) to `consumer`.
+
+        `acks` ride along (Pulsar's grouped acks): they are applied in the same cursor write as
+        the claim, so an active consumer's acknowledgements cost no request of their own.
+        """
         if max_messages <= 0:
             raise InvalidInput("maxMessages must be positive")
         deadline = self.clock.now_ms() + min(max(wait_ms, 0), MAX_WAIT_MS)
         while True:
-            delivered = self._receive_once(topic, subscription, consumer, max_messages, request_id)
+            delivered = self._receive_once(topic, subscription, consumer, max_messages, request_id, acks)
+            acks = NO_ACKS  # applied (the write succeeded or raised)
             if delivered or self.clock.now_ms() >= deadline:
                 return delivered
             self.clock.sleep(POLL_INTERVAL_S)
 
     def _receive_once(
-        self, topic: TopicName, subscription: str, consumer: str, max_messages: int, request_id: str
+        self, topic: TopicName, subscription: str, consumer: str, max_messages: int, request_id: str, acks: Acks
     ) -> list[DeliveredEntry]:
         for _ in range(CONFLICT_RETRIES):
             view = self.metadata.get_subscription_view(topic, subscription)
@@ -107,6 +135,7 @@ class SubscriptionService:
             now = self.clock.now_ms()
             state = view.cursor
             before = state.to_dict()
+            acks.apply(state)
             state.expire(now)
             lease = state.consumers.get(consumer)
             if lease is None:
@@ -183,15 +212,8 @@ class SubscriptionService:
         entry_ids: list[int],
         cumulative_entry: int | None = None,
     ) -> CursorState:
-        def change(state: CursorState, now: int) -> None:
-            if cumulative_entry is not None:
-                if state.subscription_type in ("Shared", "Key_Shared"):
-                    raise NotAllowed(f"Cumulative acknowledgement is not allowed on a {state.subscription_type} subscription")
-                state.acknowledge_cumulative(cumulative_entry)
-            if entry_ids:
-                state.acknowledge(entry_ids)
-
-        return self._update(topic, subscription, change)
+        acks = Acks(tuple(entry_ids), cumulative_entry)
+        return self._update(topic, subscription, lambda state, now: acks.apply(state))
 
     # --- plumbing ------------------------------------------------------------------------
     def _update(

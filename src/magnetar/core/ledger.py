@@ -42,6 +42,7 @@ from magnetar.core.naming import TopicName
 from magnetar.core.ports import (
     Clock,
     Journal,
+    JournalPosition,
     JournalRecord,
     MetadataStore,
     Reservation,
@@ -190,6 +191,8 @@ class EntryReader:
         self.segments = segments
         self.journal = journal
         self.cache = cache or EntryCache()
+        # topic -> (last entry id read from the journal tail, its journal position): a warm cache
+        self._tail_positions: dict[str, tuple[int, JournalPosition]] = {}
 
     def read(
         self, topic: TopicName, start: int, max_entries: int, seal: SealState, writer: WriterState | None
@@ -237,19 +240,27 @@ class EntryReader:
         self, topic: TopicName, start: int, max_entries: int, seal: SealState, since_ms: int
     ) -> list[Entry]:
         key = str(topic)
-        records = self.journal.read_after(journal_key(key), seal.last_position, since_ms - 5_000, 10_000)
-        found: dict[int, bytes] = {}
+        after = seal.last_position
+        known = self._tail_positions.get(key)
+        if known is not None and known[0] == start - 1 and start > seal.next_entry:
+            # This container already read the tail up to start - 1: read only what came after it.
+            # (An earlier id landing before that record is found by the sealer; we only lose latency.)
+            after = known[1]
+        records = self.journal.read_after(journal_key(key), after, since_ms - 5_000, 10_000)
+        found: dict[int, JournalRecord] = {}
         for record in records:
             header = peek_header(record.data)
             if header.topic == key and header.entry_id >= start and header.entry_id not in found:
-                found[header.entry_id] = record.data
+                found[header.entry_id] = record
         out: list[Entry] = []
         position = start
         while position in found and len(out) < max_entries:
-            entry = decode_entry(found[position])
+            entry = decode_entry(found[position].data)
             self.cache.put(entry)
             out.append(entry)
             position += 1
+        if out:
+            self._tail_positions[key] = (position - 1, found[position - 1].position)
         return out
 
 

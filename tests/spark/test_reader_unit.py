@@ -1,0 +1,171 @@
+"""The reader's planning and paging against a fake broker (httpx.MockTransport): no JVM, no cluster."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from magnetar_spark import EntryRangePartition, MagnetarReader, MagnetarSourceError, message_id_from_bytes
+from magnetar_spark.source import _Settings
+
+BASE = "/magnetar/v1/reader/persistent/public/default/t%23x/read"
+
+
+class FakeBroker:
+    """A topic of `entries` entries with `per_entry` messages each; `fail` decides per request."""
+
+    def __init__(self, entries: int, per_entry: int = 2) -> None:
+        self.entries = entries
+        self.per_entry = per_entry
+        self.requests: list[tuple[int, int]] = []
+        self.fail: Any = None  # (start, max) -> httpx.Response | None
+        self.readable_after = 0  # reads before entries become readable (journal lag)
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/lastMessageId"):
+            assert request.url.raw_path.decode().startswith("/admin/v2/persistent/public/default/t%23x/")
+            return httpx.Response(
+                200, json={"ledgerId": 0, "entryId": self.entries - 1, "partitionIndex": -1}
+            )
+        assert request.url.raw_path.decode() == BASE
+        body = json.loads(request.content)
+        start, max_entries = body["startEntryId"], body["maxEntries"]
+        assert 1 <= max_entries <= 1000
+        self.requests.append((start, max_entries))
+        if self.fail is not None and (answer := self.fail(start, max_entries)) is not None:
+            return answer
+        if self.readable_after > 0:
+            self.readable_after -= 1
+            return httpx.Response(200, json={"messages": [], "nextEntryId": start})
+        stop = min(self.entries, start + max_entries)
+        messages = [
+            {
+                "messageId": f"3:{e}:-1:{b}",
+                "payload": base64.b64encode(f"{e}/{b}".encode()).decode(),
+                "properties": {"e": str(e)},
+                "publishTime": 1_700_000_000_000 + e,
+                "eventTime": 0,
+                "redeliveryCount": 0,
+                "key": None,
+                "producerName": "p",
+                "topic": "persistent://public/default/t#x",
+            }
+            for e in range(start, stop)
+            for b in range(self.per_entry)
+        ]
+        return httpx.Response(200, json={"messages": messages, "nextEntryId": max(start, stop)})
+
+
+def _reader(broker: FakeBroker, **options: str) -> MagnetarReader:
+    reader = MagnetarReader(_Settings({"service.url": "http://broker.test/", "topic": "t#x", **options}))
+    reader.transport = httpx.MockTransport(broker.handler)
+    return reader
+
+
+def _read_all(reader: MagnetarReader) -> list[tuple[Any, ...]]:
+    return [row for p in reader.partitions() for row in reader.read(p)]
+
+
+def test_plans_contiguous_ranges_from_the_snapshot() -> None:
+    reader = _reader(FakeBroker(10), partitions="3")
+    parts = reader.partitions()
+    assert [(p.start, p.end) for p in parts] == [(0, 3), (4, 6), (7, 9)]
+    assert all(isinstance(p, EntryRangePartition) for p in parts)
+
+    bounded = _reader(FakeBroker(10), partitions="8", startingEntryId="7", endingEntryId="100")
+    assert [(p.start, p.end) for p in bounded.partitions()] == [(7, 7), (8, 8), (9, 9)]
+
+    empty = _reader(FakeBroker(0)).partitions()
+    assert [(p.start, p.end) for p in empty] == [(0, -1)]
+    assert list(_reader(FakeBroker(0)).read(empty[0])) == []
+
+
+def test_rows_and_paging() -> None:
+    broker = FakeBroker(25)
+    rows = _read_all(_reader(broker, partitions="2", pageSize="4"))
+    assert len(rows) == 50
+    value, key, topic, mid, publish, event, props = rows[0]
+    assert (value, key, topic, event, props) == (
+        b"0/0",
+        None,
+        "persistent://public/default/t#x",
+        None,
+        {"e": "0"},
+    )
+    assert message_id_from_bytes(mid) == "3:0:-1:0"
+    assert int(publish.timestamp() * 1000) == 1_700_000_000_000
+    # each request stays inside its partition's range and pages by at most 4
+    assert broker.requests == [(0, 4), (4, 4), (8, 4), (12, 1), (13, 4), (17, 4), (21, 4)]
+
+
+def test_a_page_too_large_is_read_in_halves() -> None:
+    broker = FakeBroker(40)
+    broker.fail = lambda start, n: (
+        httpx.Response(502, json={"message": "Internal Server Error"}) if n > 5 else None
+    )
+    rows = _read_all(_reader(broker, partitions="1", pageSize="40"))
+    assert [message_id_from_bytes(r[3]) for r in rows] == [
+        f"3:{e}:-1:{b}" for e in range(40) for b in range(2)
+    ]
+    assert broker.requests[:4] == [(0, 40), (0, 20), (0, 10), (0, 5)]
+
+
+def test_transient_errors_are_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("magnetar_spark.source.time.sleep", lambda s: None)
+    broker = FakeBroker(3)
+    failures = iter([503, 429])
+    broker.fail = lambda start, n: (
+        httpx.Response(s, json={"reason": "busy"}) if (s := next(failures, 0)) else None
+    )
+    assert len(_read_all(_reader(broker, partitions="1"))) == 6
+
+
+def test_broker_refusal_carries_the_reason() -> None:
+    broker = FakeBroker(3)
+    broker.fail = lambda start, n: httpx.Response(400, json={"reason": "Invalid request body: maxEntries"})
+    with pytest.raises(MagnetarSourceError, match="HTTP 400: Invalid request body: maxEntries") as failure:
+        _read_all(_reader(broker))
+    assert failure.value.status == 400 and failure.value.reason == "Invalid request body: maxEntries"
+
+
+def test_waits_for_entries_on_their_way_then_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("magnetar_spark.source.time.sleep", lambda s: None)
+    broker = FakeBroker(3)
+    broker.readable_after = 2
+    assert len(_read_all(_reader(broker, partitions="1"))) == 6
+
+    stuck = FakeBroker(3)
+    stuck.readable_after = 10**9
+    with pytest.raises(MagnetarSourceError, match="stalled: no entry readable at id 0"):
+        _read_all(_reader(stuck, partitions="1", readTimeoutMs="0"))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"topic": "t"}, "'service.url' is required"),
+        ({"service.url": "http://x"}, "'topic' is required"),
+        ({"service.url": "http://x", "topic": "a/b/c/d"}, "Invalid topic"),
+        (
+            {"service.url": "http://x", "topic": "t", "pageSize": "1001"},
+            "'pageSize' must be between 1 and 1000",
+        ),
+        ({"service.url": "http://x", "topic": "t", "partitions": "many"}, "'partitions' must be an integer"),
+    ],
+)
+def test_bad_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _Settings(options)
+
+
+def test_short_and_full_topic_names() -> None:
+    assert (
+        _Settings({"service.url": "http://x", "topic": "orders"}).topic_path
+        == "persistent/public/default/orders"
+    )
+    full = _Settings({"service.url": "http://x", "topic": "non-persistent://t1/ns1/a?b"})
+    assert full.topic_path == "non-persistent/t1/ns1/a%3Fb"
