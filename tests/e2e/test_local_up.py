@@ -1,0 +1,93 @@
+"""`magnetar local up` as a user runs it: its own emulator, or an already running endpoint; Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+import magnetar
+from magnetar.local.cluster import free_port
+
+BIN = Path(sys.executable).parent / "magnetar"
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else "exited"
+        try:
+            if httpx.get(f"{url}/admin/v2/brokers/health", timeout=1).text == "ok":
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError("local up did not become healthy")
+
+
+def port_open(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_ENDPOINT_URL", "MAGNETAR_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def round_trip(url: str) -> None:
+    client = magnetar.Client(url)
+    try:
+        client.create_producer("local-up-check").send(b"ping")
+        consumer = client.subscribe("local-up-check", "s", initial_position=magnetar.InitialPosition.Earliest)
+        assert consumer.receive(timeout_millis=10_000).data() == b"ping"
+    finally:
+        client.close()
+
+
+def test_local_up_starts_its_emulator_and_ctrl_c_stops_everything() -> None:
+    port, aws_port = free_port(), free_port()
+    proc = subprocess.Popen([str(BIN), "local", "up", "--port", str(port), "--aws-port", str(aws_port)],
+                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
+        assert port_open(aws_port), "the embedded emulator listens on --aws-port"
+        round_trip(f"http://127.0.0.1:{port}")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+        time.sleep(0.5)
+        assert not port_open(aws_port) and not port_open(port), "Ctrl-C stopped every process"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_local_up_uses_an_already_running_endpoint() -> None:
+    aws_port, port = free_port(), free_port()
+    emulator = subprocess.Popen([sys.executable, "-m", "magnetar.local.emulator", "--port", str(aws_port)],
+                                env=clean_env())
+    proc = None
+    try:
+        deadline = time.monotonic() + 30
+        while not port_open(aws_port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc = subprocess.Popen(
+            [str(BIN), "local", "up", "--port", str(port), "--aws-endpoint", f"http://127.0.0.1:{aws_port}"],
+            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
+        round_trip(f"http://127.0.0.1:{port}")
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+        assert emulator.poll() is None, "an endpoint we did not start is left running"
+    finally:
+        for p in (proc, emulator):
+            if p is not None and p.poll() is None:
+                p.terminate()
+                p.wait(timeout=10)
