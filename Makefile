@@ -46,7 +46,7 @@ deploy: layer
 	PATH=$(CURDIR)/$(BIN):$$PATH npx cdk deploy
 
 bench: install
-	$(BIN)/python bench/e2e_throughput.py
+	$(BIN)/magnetar perf e2e --duration 20 --json bench/results/perf-e2e-latest.json
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out layers/core/build .pytest_cache .mypy_cache .ruff_cache

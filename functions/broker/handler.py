@@ -210,6 +210,7 @@ for _domain in DOMAINS:
                 request.waitMs,
                 request.requestId or str(uuid.uuid4()),
                 _acks(request.acks) if request.acks else NO_ACKS,
+                request.minMessages,
             )
             return _json({"messages": _messages(name, delivered)})
 

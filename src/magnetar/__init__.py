@@ -23,6 +23,7 @@ _SDK = {
     "Message": "magnetar.client.message",
     "MessageId": "magnetar.client.message",
     "ConsumerType": "magnetar.client.types",
+    "ConsumerBatchReceivePolicy": "magnetar.client.types",
     "InitialPosition": "magnetar.client.types",
     "Result": "magnetar.client.types",
 }
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     from magnetar.client.consumer import Consumer
     from magnetar.client.message import Message, MessageId
     from magnetar.client.producer import Producer
-    from magnetar.client.types import ConsumerType, InitialPosition, Result
+    from magnetar.client.types import ConsumerBatchReceivePolicy, ConsumerType, InitialPosition, Result
 
 
 def __getattr__(name: str) -> Any:
@@ -49,6 +50,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Client",
     "Consumer",
+    "ConsumerBatchReceivePolicy",
     "ConsumerType",
     "InitialPosition",
     "Message",

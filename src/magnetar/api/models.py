@@ -79,6 +79,7 @@ class AckRequest(_Body):
 
 class ReceiveRequest(_Body):
     maxMessages: int = Field(default=100, ge=1, le=10_000)
+    minMessages: int = Field(default=1, ge=1, le=10_000)  # return early once this many are ready
     waitMs: int = Field(default=0, ge=0, le=MAX_WAIT_MS)
     requestId: str = Field(default="", max_length=128)
     acks: AckRequest | None = None  # acknowledgements riding along with the poll

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from magnetar.cli.perf import perf_app
 from magnetar.client.admin import AdminClient
 from magnetar.core.errors import InvalidInput
 
@@ -29,6 +30,7 @@ namespaces_app = typer.Typer(help="Namespaces.", no_args_is_help=True)
 topics_app = typer.Typer(help="Topics.", no_args_is_help=True)
 app.add_typer(local_app, name="local")
 app.add_typer(admin_app, name="admin")
+app.add_typer(perf_app, name="perf")
 admin_app.add_typer(tenants_app, name="tenants")
 admin_app.add_typer(namespaces_app, name="namespaces")
 admin_app.add_typer(topics_app, name="topics")
@@ -195,3 +197,7 @@ def topics_create(topic: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
 def main() -> None:  # pragma: no cover - console entry point
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from magnetar.client.consumer import Consumer
 from magnetar.client.producer import Producer
 from magnetar.client.transport import Transport
-from magnetar.client.types import ConsumerType, InitialPosition
+from magnetar.client.types import ConsumerBatchReceivePolicy, ConsumerType, InitialPosition
 from magnetar.core.naming import TopicName, check_subscription
 
 
@@ -57,6 +57,7 @@ class Client:
         initial_position: InitialPosition = InitialPosition.Latest,
         unacked_messages_timeout_ms: int | None = None,
         receiver_queue_size: int = 1000,
+        batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
     ) -> Consumer:
         from magnetar.client import exceptions
         from magnetar.core.errors import InvalidInput
@@ -74,6 +75,7 @@ class Client:
             initial_position,
             unacked_messages_timeout_ms,
             receiver_queue_size,
+            batch_receive_policy,
         )
         self._consumers.append(consumer)
         return consumer

@@ -20,7 +20,7 @@ from typing import Any
 from magnetar.client import exceptions
 from magnetar.client.message import Message, MessageId
 from magnetar.client.transport import Transport, topic_path
-from magnetar.client.types import ConsumerType, InitialPosition
+from magnetar.client.types import ConsumerBatchReceivePolicy, ConsumerType, InitialPosition
 from magnetar.core.naming import TopicName
 
 ACK_GROUP_S = 0.1
@@ -40,6 +40,7 @@ class Consumer:
         initial_position: InitialPosition,
         unacked_messages_timeout_ms: int | None,
         receiver_queue_size: int,
+        batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -47,6 +48,7 @@ class Consumer:
         self._name = consumer_name or f"consumer-{uuid.uuid4().hex[:12]}"
         self._type = consumer_type
         self._queue_size = max(1, receiver_queue_size)
+        self._batch_policy = batch_receive_policy or ConsumerBatchReceivePolicy()
         base = f"/magnetar/v1/consumer/{topic_path(topic)}/{subscription_name}"
         self._consumer_path = f"{base}/{self._name}"
         self._ack_path = f"{base}/ack"
@@ -91,6 +93,29 @@ class Consumer:
                 self._poll(max(0, min(remaining_ms, MAX_POLL_MS)))
                 if not self._queue and deadline is not None and time.monotonic() >= deadline:
                     raise exceptions.Timeout("No message received within the timeout")
+
+    def batch_receive(self) -> list[Message]:
+        """Up to the batch-receive policy's count and bytes, waiting at most its timeout.
+
+        The broker holds the poll until that many messages are ready or the timeout passes,
+        so a busy consumer makes few, full requests.
+        """
+        policy = self._batch_policy
+        limit = policy.max_num_message if policy.max_num_message > 0 else self._queue_size
+        with self._receive_lock:
+            self._check_open()
+            if len(self._queue) < limit:
+                want = limit - len(self._queue)
+                self._poll(max(0, policy.timeout_ms), min_messages=want, max_messages=max(want, 1))
+            out: list[Message] = []
+            size = 0
+            while self._queue and len(out) < limit:
+                if out and policy.max_num_bytes > 0 and size + len(self._queue[0].data()) > policy.max_num_bytes:
+                    break
+                message = self._queue.popleft()
+                size += len(message.data())
+                out.append(message)
+            return out
 
     def acknowledge(self, message: Message | MessageId) -> None:
         message_id = message.message_id() if isinstance(message, Message) else message
@@ -142,8 +167,13 @@ class Consumer:
         if self._closed.is_set():
             raise exceptions.AlreadyClosed("Consumer already closed")
 
-    def _poll(self, wait_ms: int) -> None:
-        body: dict[str, Any] = {"maxMessages": self._queue_size, "waitMs": wait_ms, "requestId": uuid.uuid4().hex}
+    def _poll(self, wait_ms: int, min_messages: int = 1, max_messages: int | None = None) -> None:
+        body: dict[str, Any] = {
+            "maxMessages": max_messages or self._queue_size,
+            "minMessages": min_messages,
+            "waitMs": wait_ms,
+            "requestId": uuid.uuid4().hex,
+        }
         acks = self._take_acks()
         if acks:
             body["acks"] = acks

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import Enum
 
 from magnetar.client import exceptions
@@ -46,3 +47,13 @@ class Result(Enum):
             if isinstance(exc, cls):
                 return result
         return Result.UnknownError
+
+
+@dataclass(frozen=True)
+class ConsumerBatchReceivePolicy:
+    """pulsar-client's batch-receive policy: `batch_receive()` returns when `max_num_message`
+    messages (or `max_num_bytes`) are ready, or after `timeout_ms` with what there is."""
+
+    max_num_message: int = -1
+    max_num_bytes: int = 10 * 1024 * 1024
+    timeout_ms: int = 100

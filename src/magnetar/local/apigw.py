@@ -88,19 +88,24 @@ def build_app(function: LocalFunction) -> Starlette:
         headers.pop("content-length", None)
         return Response(payload, status_code=int(result.get("statusCode", 200)), headers=headers)
 
-    async def aws_requests(request: Request) -> Response:
+    async def local_stats(request: Request) -> Response:
         """The local runtime's own counters (like LocalStack's /_localstack paths): AWS requests
-        made by the emulated functions, by service and operation; DELETE resets them."""
+        made by the emulated functions, by service and operation, and each function's
+        invocations and billed duration. DELETE resets them."""
         from magnetar.adapters.aws.clients import REQUESTS
+        from magnetar.local.lambda_runtime import BROKER, JOURNAL_CONSUMER
 
+        functions = (BROKER, JOURNAL_CONSUMER)
         if request.method == "DELETE":
             REQUESTS.reset()
-        return JSONResponse(REQUESTS.snapshot())
+            for f in functions:
+                f.reset_stats()
+        return JSONResponse({"aws_requests": REQUESTS.snapshot(), "lambda": {f.name: f.stats() for f in functions}})
 
     methods = ["GET", "PUT", "POST", "DELETE", "PATCH", "HEAD", "OPTIONS"]
     return Starlette(
         routes=[
-            Route("/_magnetar/local/aws-requests", aws_requests, methods=["GET", "DELETE"]),
+            Route("/_magnetar/local/stats", local_stats, methods=["GET", "DELETE"]),
             Route("/{path:path}", invoke, methods=methods),
         ]
     )

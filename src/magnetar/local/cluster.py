@@ -140,3 +140,33 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class LocalUpProcess:
+    """`magnetar local up` in a process of its own, on free ports (benchmarks, tests, perf)."""
+
+    def __init__(self, poll_interval_s: float | None = None) -> None:
+        self.port, self.aws_port = free_port(), free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.aws_endpoint = f"http://127.0.0.1:{self.aws_port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> LocalUpProcess:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "magnetar.cli.main", "local", "up", "--port", str(self.port),
+             "--aws-port", str(self.aws_port)],
+            stdout=subprocess.DEVNULL,
+            env=env,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        )
+        _wait_for_port("127.0.0.1", self.port, 60)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()

@@ -58,8 +58,27 @@ class LocalFunction:
             self._fn = getattr(module, func)
         return self._fn
 
+    invocations: int = 0
+    errors: int = 0
+    duration_ms_total: float = 0.0
+
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
-        return self.load()(event, LambdaContext(self.name, timeout_s=self.timeout_s))
+        started = time.perf_counter()
+        try:
+            return self.load()(event, LambdaContext(self.name, timeout_s=self.timeout_s))
+        except BaseException:
+            self.errors += 1
+            raise
+        finally:  # billed duration: what Lambda would charge GB-seconds for (counters are approximate
+            # under threads: += on floats is not atomic, a lost update only skews a benchmark figure)
+            self.invocations += 1
+            self.duration_ms_total += (time.perf_counter() - started) * 1000
+
+    def stats(self) -> dict[str, float]:
+        return {"invocations": self.invocations, "errors": self.errors, "duration_ms_total": self.duration_ms_total}
+
+    def reset_stats(self) -> None:
+        self.invocations, self.errors, self.duration_ms_total = 0, 0, 0.0
 
 
 BROKER = LocalFunction("magnetar-broker", "functions/broker", timeout_s=29)

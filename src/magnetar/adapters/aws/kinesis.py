@@ -27,6 +27,10 @@ class KinesisJournal:
         self.kinesis = kinesis or client("kinesis")
         self._shards: list[tuple[int, int, str]] | None = None
         self._lock = threading.Lock()
+        # partition key -> (sequence of the last record read for it, the iterator that follows):
+        # a tailing reader continues with one GetRecords instead of GetShardIterator + GetRecords.
+        # Iterators live 5 minutes; an expired one falls back to a new iterator.
+        self._next_iterators: dict[str, tuple[str, str]] = {}
 
     def append(self, partition_key: str, data: bytes) -> JournalPosition:
         response = self.kinesis.put_record(StreamName=self.stream, Data=data, PartitionKey=partition_key)
@@ -61,6 +65,13 @@ class KinesisJournal:
     def read_after(
         self, partition_key: str, after: JournalPosition | None, since_ms: int, max_records: int
     ) -> list[JournalRecord]:
+        cached = self._next_iterators.pop(partition_key, None)
+        if after is not None and cached is not None and cached[0] == after.sequence:
+            shard_id, iterator = after.shard_id, cached[1]
+            try:
+                return self._read_pages(partition_key, shard_id, iterator, max_records)
+            except self.kinesis.exceptions.ExpiredIteratorException:
+                pass
         if after is not None:
             shard_id = after.shard_id
             iterator = self.kinesis.get_shard_iterator(
@@ -77,6 +88,9 @@ class KinesisJournal:
                 ShardIteratorType="AT_TIMESTAMP",
                 Timestamp=datetime.fromtimestamp(max(since_ms, 0) / 1000, tz=UTC),
             )["ShardIterator"]
+        return self._read_pages(partition_key, shard_id, iterator, max_records)
+
+    def _read_pages(self, partition_key: str, shard_id: str, iterator: str, max_records: int) -> list[JournalRecord]:
         out: list[JournalRecord] = []
         for _ in range(MAX_GET_RECORDS_CALLS):
             page = self.kinesis.get_records(ShardIterator=iterator, Limit=10_000)
@@ -89,4 +103,6 @@ class KinesisJournal:
             iterator = page.get("NextShardIterator")
             if not iterator or not page["Records"] or page.get("MillisBehindLatest", 0) == 0 or len(out) >= max_records:
                 break
+        if iterator and out and len(out) <= max_records:
+            self._next_iterators[partition_key] = (out[-1].position.sequence, iterator)
         return out[:max_records]

@@ -1,0 +1,179 @@
+"""`magnetar perf produce|consume|e2e` (modeled on pulsar-perf)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+console = Console()
+perf_app = typer.Typer(help="Measure throughput, latency and AWS cost (like pulsar-perf).", no_args_is_help=True)
+
+ServiceUrl = Annotated[
+    str | None, typer.Option("--service-url", "-u", help="Broker URL; without it, perf starts its own local cluster.")
+]
+Topic = Annotated[str, typer.Option("--topic", "-t", help="Topic (default: a new one).")]
+Partitions = Annotated[int, typer.Option("--partitions", "-p", help="Partitions of the topic.")]
+Producers = Annotated[int, typer.Option("--producers", help="Producers.")]
+Consumers = Annotated[int, typer.Option("--consumers", help="Consumers.")]
+SubType = Annotated[str, typer.Option("--subscription-type", help="Exclusive, Shared, Failover or Key_Shared.")]
+Rate = Annotated[float, typer.Option("--rate", "-r", help="Messages/s over all producers; 0 = as fast as possible.")]
+Size = Annotated[int, typer.Option("--size", "-s", help="Message size in bytes.")]
+BatchMax = Annotated[int, typer.Option("--batch-max-messages", help="Messages per batch (one entry).")]
+BatchDelay = Annotated[int, typer.Option("--batch-max-delay-ms", help="Longest a message waits for its batch.")]
+Compression = Annotated[str, typer.Option("--compression", help="NONE (codecs arrive with the messaging-model work).")]
+Duration = Annotated[float, typer.Option("--duration", "-d", help="Seconds to produce (or consume).")]
+JsonOut = Annotated[Path | None, typer.Option("--json", help="Write the full result to this file.")]
+AwsEndpoint = Annotated[
+    str | None, typer.Option("--aws-endpoint", help="Endpoint whose raw limits to measure (default: the local one).")
+]
+NoLimits = Annotated[bool, typer.Option("--no-limits", help="Skip measuring the emulator's raw limits.")]
+ReceiveBatch = Annotated[int, typer.Option("--receive-batch", help="Consumer batch_receive size.")]
+ReceiveWait = Annotated[int, typer.Option("--receive-wait-ms", help="Consumer batch_receive timeout.")]
+
+
+@contextlib.contextmanager
+def _service(service_url: str | None, aws_endpoint: str | None) -> Iterator[tuple[str, str | None]]:
+    if service_url:
+        yield service_url, aws_endpoint or os.environ.get("AWS_ENDPOINT_URL")
+        return
+    from magnetar.local.cluster import LocalUpProcess
+
+    console.print("starting a local cluster for the run (magnetar local up)...")
+    with LocalUpProcess() as local:
+        yield local.url, local.aws_endpoint
+
+
+def _run(mode: str, **options: Any) -> None:
+    from magnetar.perf.runner import PerfConfig, PerfRun
+
+    partitions, compression = options.pop("partitions"), options.pop("compression")
+    json_out, aws_endpoint, no_limits = options.pop("json_out"), options.pop("aws_endpoint"), options.pop("no_limits")
+    if partitions != 1:
+        raise typer.BadParameter("partitioned topics are not available yet", param_hint="--partitions")
+    if compression.upper() != "NONE":
+        raise typer.BadParameter("only NONE is available yet", param_hint="--compression")
+    with _service(options.pop("service_url"), aws_endpoint) as (url, endpoint):
+        config = PerfConfig(mode=mode, service_url=url, **options)
+        with Live(console=console, refresh_per_second=2, transient=True) as live:
+
+            def tick(s: dict[str, float]) -> None:
+                live.update(
+                    f"[bold]{mode}[/bold] {s['elapsed']:5.0f}s  sent {s['sent']:,}  acked {s['acked']:,}  "
+                    f"received {s['received']:,}  [green]{s['rate']:,.0f} msg/s[/green]  {s['mb_per_s']:.2f} MB/s  "
+                    f"p99 publish {s['publish_p99']:.0f} ms  e2e {s['e2e_p99']:.0f} ms"
+                )
+
+            result = PerfRun(config, tick).run()
+        result["config"] = dict(vars(config))
+        if endpoint and not no_limits:
+            from magnetar.perf.limits import measure_all
+
+            with console.status("measuring the emulator's raw limits..."):
+                segment_bytes = config.batch_max_messages * config.size * 10
+                result["limit"] = measure_all(endpoint, config.size, max(result["messages"], 1000) * config.size,
+                                              segment_bytes)
+            result["ratio_to_limit"] = result["msgs_per_s"] / result["limit"]["kinesis_put_records"]["per_s"]
+        result["cost_usd_per_million_msgs"] = _cost(result, config)
+        result["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    _summary(result)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2, default=str))
+        console.print(f"wrote {json_out}")
+
+
+def _cost(result: dict[str, Any], config: Any) -> dict[str, Any] | None:
+    try:
+        from magnetar.cost import cost_of_measured_run
+    except ImportError:
+        return None
+    lambdas = result.get("lambda", {})
+    return dict(cost_of_measured_run(
+        aws_requests=result["aws_requests"],
+        messages=result["messages"],
+        message_bytes=config.size,
+        lambda_invocations={k: int(v["invocations"]) for k, v in lambdas.items()},
+        lambda_ms={k: (v["duration_ms_total"] / v["invocations"] if v["invocations"] else 0.0) for k, v in lambdas.items()},
+        seconds=result["seconds"],
+    ))
+
+
+def _summary(r: dict[str, Any]) -> None:
+    table = Table(title=f"magnetar perf {r['mode']}: {r['topic']}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    table.add_row("messages", f"{r['messages']:,} (sent {r['sent']:,}, acked {r['acked']:,}, failed {r['failed']:,})")
+    table.add_row("throughput", f"{r['msgs_per_s']:,.0f} msg/s   {r['mb_per_s']:.2f} MB/s")
+    for name in ("publish_latency_ms", "e2e_latency_ms"):
+        q = r[name]
+        if q.get("count"):
+            table.add_row(name.replace("_ms", " (ms)"),
+                          " / ".join(f"{k} {q[k]:.1f}" for k in ("p50", "p95", "p99", "p999", "max")))
+    if r.get("aws_requests_per_1000_msgs") is not None:
+        table.add_row("AWS requests / 1,000 msgs", f"{r['aws_requests_per_1000_msgs']:.1f}")
+    if "limit" in r:
+        k = r["limit"]["kinesis_put_records"]
+        table.add_row("raw limit (Kinesis PutRecords)", f"{k['per_s']:,.0f} msg/s   {k['mb_per_s']:.2f} MB/s")
+        table.add_row("ratio to limit", f"{r['ratio_to_limit']:.2f}")
+    cost = r.get("cost_usd_per_million_msgs")
+    if cost:
+        for variant, value in cost.items():
+            if isinstance(value, int | float):
+                table.add_row(f"USD / million msgs ({variant})", f"{value:.4f}")
+    console.print(table)
+    if r.get("aws_requests"):
+        ops = Table(title="AWS requests by operation")
+        ops.add_column("operation")
+        ops.add_column("requests", justify="right")
+        ops.add_column("per 1,000 msgs", justify="right")
+        for op, n in sorted(r["aws_requests"].items(), key=lambda kv: -kv[1]):
+            ops.add_row(op, f"{n:,}", f"{n / max(r['messages'], 1) * 1000:.2f}")
+        console.print(ops)
+
+
+def _command(mode: str):  # type: ignore[no-untyped-def]
+    def command(
+        service_url: ServiceUrl = None,
+        topic: Topic = "",
+        partitions: Partitions = 1,
+        producers: Producers = 1,
+        consumers: Consumers = 1,
+        subscription_type: SubType = "Shared",
+        rate: Rate = 0.0,
+        size: Size = 1024,
+        batch_max_messages: BatchMax = 100,
+        batch_max_delay_ms: BatchDelay = 10,
+        compression: Compression = "NONE",
+        duration: Duration = 10.0,
+        json_out: JsonOut = None,
+        aws_endpoint: AwsEndpoint = None,
+        no_limits: NoLimits = False,
+        receive_batch: ReceiveBatch = 1000,
+        receive_wait_ms: ReceiveWait = 100,
+    ) -> None:
+        _run(mode, service_url=service_url, topic=topic, partitions=partitions, producers=producers,
+             consumers=consumers if mode != "produce" else 0, subscription_type=subscription_type, rate=rate,
+             size=size, batch_max_messages=batch_max_messages, batch_max_delay_ms=batch_max_delay_ms,
+             compression=compression, duration_s=duration, json_out=json_out, aws_endpoint=aws_endpoint,
+             no_limits=no_limits, receive_batch=receive_batch, receive_wait_ms=receive_wait_ms)
+
+    command.__doc__ = {
+        "produce": "Produce at a rate (or flat out) and measure publish latency.",
+        "consume": "Consume a topic and measure throughput and end-to-end latency.",
+        "e2e": "Produce and consume together: throughput, latencies, AWS requests and cost.",
+    }[mode]
+    return command
+
+
+for _mode in ("produce", "consume", "e2e"):
+    perf_app.command(_mode)(_command(_mode))

@@ -1,0 +1,244 @@
+"""The load generator behind `magnetar perf produce|consume|e2e`.
+
+Producers send fixed-size random payloads through the SDK (client batching, one entry per
+batch) at a target rate or as fast as possible; consumers use `batch_receive` and acknowledge
+everything. Latencies go into HDR histograms (publish: send_async -> callback; end to end:
+publish timestamp -> receipt). AWS requests and Lambda invocations are read from the local
+runtime's counters, so they are measured where they are made.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from hdrh.histogram import HdrHistogram
+
+import magnetar
+from magnetar.client import exceptions
+
+MODES = ("produce", "consume", "e2e")
+
+
+@dataclass
+class PerfConfig:
+    mode: str
+    service_url: str
+    topic: str = ""
+    producers: int = 1
+    consumers: int = 1
+    subscription: str = "perf"
+    subscription_type: str = "Shared"
+    rate: float = 0.0  # messages/s over all producers; 0 = as fast as possible
+    size: int = 1024
+    batch_max_messages: int = 100
+    batch_max_delay_ms: int = 10
+    duration_s: float = 10.0
+    receive_batch: int = 1000
+    receive_wait_ms: int = 100
+    drain_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}")
+        if self.size <= 0 or self.producers < 0 or self.consumers < 0 or self.duration_s <= 0:
+            raise ValueError("size, duration must be positive; producers, consumers not negative")
+        self.topic = self.topic or f"persistent://public/default/perf-{uuid.uuid4().hex[:8]}"
+
+
+class Latency:
+    """A thread-safe HDR histogram of milliseconds (microsecond resolution, up to 1 hour)."""
+
+    def __init__(self) -> None:
+        self._h = HdrHistogram(1, 3_600_000_000, 3)
+        self._lock = threading.Lock()
+
+    def record_ms(self, value_ms: float) -> None:
+        with self._lock:
+            self._h.record_value(max(1, int(value_ms * 1000)))
+
+    def percentiles(self) -> dict[str, float]:
+        with self._lock:
+            if self._h.get_total_count() == 0:
+                return {"p50": 0.0, "p95": 0.0, "p99": 0.0, "p999": 0.0, "max": 0.0, "count": 0}
+            q = {k: self._h.get_value_at_percentile(p) / 1000 for k, p in
+                 (("p50", 50), ("p95", 95), ("p99", 99), ("p999", 99.9))}
+            return q | {"max": self._h.get_max_value() / 1000, "count": self._h.get_total_count()}
+
+    def p99(self) -> float:
+        with self._lock:
+            return self._h.get_value_at_percentile(99) / 1000 if self._h.get_total_count() else 0.0
+
+
+@dataclass
+class Counters:
+    sent: int = 0
+    acked: int = 0
+    failed: int = 0
+    received: int = 0
+    first_send: float = 0.0
+    last_ack: float = 0.0
+    last_receive: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class PerfRun:
+    def __init__(self, config: PerfConfig, on_tick: Callable[[dict[str, float]], None] | None = None) -> None:
+        self.config = config
+        self.on_tick = on_tick
+        self.publish = Latency()
+        self.e2e = Latency()
+        self.c = Counters()
+        self.stop_producing = threading.Event()
+        self.stop_consuming = threading.Event()
+        self.payload = os.urandom(config.size)
+
+    # --- the local runtime's counters --------------------------------------------------------
+    def _stats(self, method: str = "GET") -> dict[str, Any]:
+        try:
+            response = httpx.request(method, f"{self.config.service_url}/_magnetar/local/stats", timeout=10)
+            return dict(response.json()) if response.status_code == 200 else {}
+        except httpx.HTTPError:
+            return {}
+
+    # --- workers -----------------------------------------------------------------------------
+    def _produce(self, client: magnetar.Client, index: int) -> None:
+        cfg = self.config
+        producer = client.create_producer(
+            cfg.topic,
+            producer_name=f"perf-{index}-{uuid.uuid4().hex[:6]}",
+            batching_max_messages=cfg.batch_max_messages,
+            batching_max_allowed_size_in_bytes=max(cfg.batch_max_messages * cfg.size + 1024, 128 * 1024),
+            batching_max_publish_delay_ms=cfg.batch_max_delay_ms,
+        )
+        interval = cfg.producers / cfg.rate if cfg.rate > 0 else 0.0
+        next_at = time.perf_counter()
+        while not self.stop_producing.is_set():
+            if interval:
+                next_at += interval
+                delay = next_at - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+            sent_at = time.perf_counter()
+
+            def done(result: magnetar.Result, message_id: Any, sent_at: float = sent_at) -> None:
+                now = time.perf_counter()
+                with self.c.lock:
+                    if result == magnetar.Result.Ok:
+                        self.c.acked += 1
+                        self.c.last_ack = now
+                    else:
+                        self.c.failed += 1
+                if result == magnetar.Result.Ok:
+                    self.publish.record_ms((now - sent_at) * 1000)
+
+            producer.send_async(self.payload, done)
+            with self.c.lock:
+                self.c.sent += 1
+        producer.flush()
+
+    def _consume(self, consumer: magnetar.Consumer) -> None:
+        while not self.stop_consuming.is_set():
+            try:
+                messages = consumer.batch_receive()
+            except exceptions.AlreadyClosed:
+                return
+            now_wall = time.time() * 1000
+            for msg in messages:
+                self.e2e.record_ms(max(0.0, now_wall - msg.publish_timestamp()))
+                consumer.acknowledge(msg)
+            if messages:
+                with self.c.lock:
+                    self.c.received += len(messages)
+                    self.c.last_receive = time.perf_counter()
+
+    # --- the run ------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        cfg = self.config
+        client = magnetar.Client(cfg.service_url)
+        consumers: list[magnetar.Consumer] = []
+        threads: list[threading.Thread] = []
+        if cfg.mode in ("consume", "e2e"):
+            policy = magnetar.ConsumerBatchReceivePolicy(max_num_message=cfg.receive_batch, timeout_ms=cfg.receive_wait_ms)
+            ctype = {t.value: t for t in magnetar.ConsumerType}[cfg.subscription_type]
+            for i in range(cfg.consumers):
+                consumers.append(client.subscribe(
+                    cfg.topic, cfg.subscription, consumer_type=ctype, consumer_name=f"perf-c{i}",
+                    initial_position=magnetar.InitialPosition.Earliest, receiver_queue_size=cfg.receive_batch,
+                    batch_receive_policy=policy))
+        self._stats("DELETE")
+        started = time.perf_counter()
+        self.c.first_send = started
+        consumer_threads = [threading.Thread(target=self._consume, args=(c,), daemon=True) for c in consumers]
+        producer_threads = []
+        if cfg.mode in ("produce", "e2e"):
+            producer_threads = [threading.Thread(target=self._produce, args=(client, i), daemon=True)
+                                for i in range(cfg.producers)]
+        threads = consumer_threads + producer_threads
+        for t in threads:
+            t.start()
+        self._tick_until(started + cfg.duration_s)
+        self.stop_producing.set()
+        for t in producer_threads:
+            t.join(timeout=60)
+        if cfg.mode == "e2e":  # drain: everything acknowledged to a producer must arrive
+            deadline = time.perf_counter() + cfg.drain_timeout_s
+            while self.c.received < self.c.acked and time.perf_counter() < deadline:
+                self._tick_until(min(deadline, time.perf_counter() + 0.5))
+        self.stop_consuming.set()
+        for t in consumer_threads:
+            t.join(timeout=10)
+        client.close()
+        time.sleep(1.5)  # the journal consumer seals the tail: its requests belong to the run
+        return self._result(started, self._stats())
+
+    def _tick_until(self, until: float) -> None:
+        while time.perf_counter() < until:
+            time.sleep(min(1.0, max(0.0, until - time.perf_counter())))
+            if self.on_tick:
+                elapsed = max(time.perf_counter() - self.c.first_send, 1e-9)
+                count = self.c.received if self.config.mode != "produce" else self.c.acked
+                self.on_tick({
+                    "elapsed": elapsed,
+                    "sent": self.c.sent,
+                    "acked": self.c.acked,
+                    "received": self.c.received,
+                    "rate": count / elapsed,
+                    "mb_per_s": count * self.config.size / elapsed / 1e6,
+                    "publish_p99": self.publish.p99(),
+                    "e2e_p99": self.e2e.p99(),
+                })
+
+    def _result(self, started: float, stats: dict[str, Any]) -> dict[str, Any]:
+        cfg = self.config
+        if cfg.mode == "produce":
+            count, end = self.c.acked, self.c.last_ack
+        else:
+            count, end = self.c.received, self.c.last_receive
+        seconds = max((end or time.perf_counter()) - started, 1e-9)
+        requests: dict[str, int] = stats.get("aws_requests", {})
+        total = sum(requests.values())
+        return {
+            "mode": cfg.mode,
+            "topic": cfg.topic,
+            "messages": count,
+            "sent": self.c.sent,
+            "acked": self.c.acked,
+            "failed": self.c.failed,
+            "received": self.c.received,
+            "seconds": seconds,
+            "msgs_per_s": count / seconds,
+            "mb_per_s": count * cfg.size / seconds / 1e6,
+            "publish_latency_ms": self.publish.percentiles(),
+            "e2e_latency_ms": self.e2e.percentiles(),
+            "aws_requests": requests,
+            "aws_requests_total": total,
+            "aws_requests_per_1000_msgs": total / count * 1000 if count else None,
+            "lambda": stats.get("lambda", {}),
+        }
