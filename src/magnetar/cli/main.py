@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from magnetar.cli.perf import perf_app
+from magnetar.cli.verify import verify_command
 from magnetar.client.admin import AdminClient
 from magnetar.core.errors import InvalidInput
 
@@ -31,6 +32,7 @@ topics_app = typer.Typer(help="Topics.", no_args_is_help=True)
 app.add_typer(local_app, name="local")
 app.add_typer(admin_app, name="admin")
 app.add_typer(perf_app, name="perf")
+app.command("verify")(verify_command)
 admin_app.add_typer(tenants_app, name="tenants")
 admin_app.add_typer(namespaces_app, name="namespaces")
 admin_app.add_typer(topics_app, name="topics")

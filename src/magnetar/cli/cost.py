@@ -1,0 +1,178 @@
+"""`magnetar cost --workload bench/workloads/X.yaml`: the modeled monthly AWS bill of a workload.
+
+Prints Magnetar's bill by component and by step for both Kinesis capacity modes, the same workload
+on SQS, Kinesis directly and Pulsar on EC2, and the headline: USD per million messages end to end
+(produce, keep for the retention window, consume once per subscription). `--json PATH` also
+writes everything as JSON (`--json -` prints only the JSON). Runs standalone too:
+`python -m magnetar.cli.cost --workload bench/workloads/baseline-1kb-batch100.yaml`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from magnetar.cost import (
+    COMPONENTS,
+    PRICES_AS_OF,
+    Comparison,
+    CostReport,
+    WorkloadError,
+    compare,
+    load_workload,
+    monthly_cost,
+    price_table,
+)
+
+console = Console()
+err = Console(stderr=True)
+
+STEPS = ("produce", "seal", "consume", "storage", "fixed")
+
+
+def _usd(value: float) -> str:
+    return f"{value:,.2f}"
+
+
+def _per_million(value: float) -> str:
+    return f"{value:,.4f}"
+
+
+def headline_text(report: CostReport, comparison: Comparison) -> str:
+    w = report.workload
+    sqs = comparison.row("SQS standard, batched").usd_per_million_messages
+    prov = report.provisioned.usd_per_million_messages
+    od = report.on_demand.usd_per_million_messages
+
+    def verdict(x: float) -> str:
+        return "below" if x < sqs else "above"
+
+    return (
+        f"USD per million messages ({w.message_bytes:,} B, batch {w.batch_size}, produce + keep {w.retention_hours:g} h + "
+        f"consume x{w.subscriptions}): Magnetar {prov:.4f} with provisioned Kinesis ({verdict(prov)} batched SQS), "
+        f"{od:.4f} with on-demand Kinesis ({verdict(od)} batched SQS); batched SQS {sqs:.4f}"
+    )
+
+
+def result_dict(report: CostReport, comparison: Comparison) -> dict[str, Any]:
+    return {
+        "headline": {
+            "text": headline_text(report, comparison),
+            "usd_per_million_messages": {
+                "magnetar_provisioned_kinesis": report.provisioned.usd_per_million_messages,
+                "magnetar_on_demand_kinesis": report.on_demand.usd_per_million_messages,
+                "sqs_batched": comparison.row("SQS standard, batched").usd_per_million_messages,
+            },
+        },
+        "report": report.to_dict(),
+        "comparison": comparison.to_dict()["rows"],
+        "prices": price_table(),
+    }
+
+
+def render(report: CostReport, comparison: Comparison, out: Console) -> None:
+    w = report.workload
+    out.print(
+        f"[bold]{w.name}[/bold]: {w.description or ''}\n"
+        f"{w.produce_rate_msgs_per_s:,.0f} msg/s x {w.message_bytes:,} B, batch {w.batch_size}, "
+        f"{w.topic_partitions} partition(s), {w.subscriptions} subscription(s), {w.retention_hours:g} h retention, "
+        f"{report.messages_per_month / 1e9:,.2f} billion messages/month; us-east-1 list prices as of {PRICES_AS_OF}"
+    )
+
+    table = Table(title="Magnetar: monthly bill by component (USD/month)")
+    table.add_column("component")
+    table.add_column("on-demand Kinesis", justify="right")
+    table.add_column("provisioned Kinesis", justify="right")
+    for component in COMPONENTS:
+        table.add_row(component, _usd(report.on_demand.components[component]), _usd(report.provisioned.components[component]))
+    table.add_section()
+    table.add_row("[bold]total[/bold]", f"[bold]{_usd(report.on_demand.monthly_usd)}[/bold]", f"[bold]{_usd(report.provisioned.monthly_usd)}[/bold]")
+    table.add_row(
+        "[bold]USD per million messages[/bold]",
+        f"[bold]{_per_million(report.on_demand.usd_per_million_messages)}[/bold]",
+        f"[bold]{_per_million(report.provisioned.usd_per_million_messages)}[/bold]",
+    )
+    table.add_row("Kinesis shards", str(report.on_demand.kinesis_shards), str(report.provisioned.kinesis_shards))
+    if w.idle_consumer_hours_per_month:
+        table.add_row(
+            f"idle consumers ({w.idle_consumer_hours_per_month:,.0f} h), not in the total",
+            _usd(report.on_demand.idle_usd), _usd(report.provisioned.idle_usd),
+        )
+    out.print(table)
+
+    steps = Table(title="Magnetar: by step (USD/month)")
+    steps.add_column("step")
+    steps.add_column("on-demand Kinesis", justify="right")
+    steps.add_column("provisioned Kinesis", justify="right")
+    for step in STEPS:
+        steps.add_row(step, _usd(sum(report.on_demand.by_step[step].values())), _usd(sum(report.provisioned.by_step[step].values())))
+    out.print(steps)
+
+    rows = Table(title="The same workload elsewhere")
+    rows.add_column("system")
+    rows.add_column("USD/month", justify="right")
+    rows.add_column("USD per million messages", justify="right")
+    rows.add_column("assumptions", overflow="fold")
+    for row in comparison.rows:
+        rows.add_row(row.name, _usd(row.monthly_usd), _per_million(row.usd_per_million_messages), row.assumptions)
+    out.print(rows)
+
+    out.print(
+        f"Idle consumer long-polling: {report.idle_usd_per_consumer_hour:.4f} USD per consumer-hour "
+        f"({report.idle_usd_per_consumer_hour * 730:,.2f} per consumer-month); a WebSocket connection would cost "
+        f"{report.websocket_idle_usd_per_consumer_hour:.6f} per hour"
+    )
+    for note in report.notes:
+        out.print(f"[dim]note:[/dim] {note}")
+    for warning in report.warnings:
+        out.print(f"[yellow]warning:[/yellow] {warning}")
+    out.print(f"[bold green]{headline_text(report, comparison)}[/bold green]")
+
+
+def render_prices(out: Console) -> None:
+    table = Table(title=f"Price table: us-east-1 list prices as of {PRICES_AS_OF}")
+    for column in ("key", "price", "source", "checked"):
+        table.add_column(column, overflow="fold")
+    for row in price_table():
+        table.add_row(row["key"], row["price"], row["source"], row["checked"])
+    out.print(table)
+
+
+def cost_command(
+    workload: Annotated[Path, typer.Option("--workload", "-w", help="Workload YAML file (see bench/workloads/).")],
+    json_path: Annotated[
+        Path | None, typer.Option("--json", help="Also write the whole result as JSON to this file ('-': print only JSON).")
+    ] = None,
+    prices: Annotated[bool, typer.Option("--prices", help="Also print the price table with its sources.")] = False,
+) -> None:
+    """Model the monthly AWS bill of a workload and compare it with SQS, Kinesis and Pulsar on EC2."""
+    try:
+        loaded = load_workload(workload)
+    except WorkloadError as exc:
+        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        raise typer.Exit(1) from None
+    report = monthly_cost(loaded)
+    comparison = compare(loaded, report)
+    result = result_dict(report, comparison)
+    if json_path is not None and str(json_path) == "-":
+        typer.echo(json.dumps(result, indent=2))
+        return
+    render(report, comparison, console)
+    if prices:
+        render_prices(console)
+    if json_path is not None:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        console.print(f"JSON written to {json_path}")
+
+
+app = typer.Typer(add_completion=False, help="Magnetar's modeled AWS bill for a workload.")
+app.command()(cost_command)
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,1 @@
+"""`magnetar verify`: randomized workloads under injected crashes, checked Jepsen-style."""

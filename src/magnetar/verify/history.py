@@ -1,0 +1,115 @@
+"""What a verification run saw, and the checks over it (pure: unit-testable without a cluster)."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Send:
+    producer: str
+    index: int  # the producer's send order
+    payload: str
+    message_id: tuple[int, int, int, int] | None  # None: the send failed (not acknowledged)
+    topic: str
+
+
+@dataclass(frozen=True)
+class Delivery:
+    subscription: str  # "<topic>|<subscription>"
+    consumer: str
+    message_id: tuple[int, int, int, int]
+    payload: str
+    redelivery_count: int
+    key: str
+
+
+@dataclass
+class History:
+    sends: list[Send] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    exclusive_subscriptions: set[str] = field(default_factory=set)
+    cursor_positions: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    subscriptions_by_topic: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    missing_objects: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def send(self, s: Send) -> None:
+        with self.lock:
+            self.sends.append(s)
+
+    def deliver(self, d: Delivery) -> None:
+        with self.lock:
+            self.deliveries.append(d)
+
+
+@dataclass
+class Verdict:
+    acked: int = 0
+    delivered: int = 0
+    lost: list[str] = field(default_factory=list)
+    duplicated: list[str] = field(default_factory=list)  # fresh (redelivery 0) deliveries of one id twice
+    stored_twice: int = 0  # a retried send stored under two ids (allowed without deduplication)
+    order_violations: list[str] = field(default_factory=list)
+    cursor_backwards: list[str] = field(default_factory=list)
+    missing_objects: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.order_violations or self.cursor_backwards
+                    or self.missing_objects)
+
+
+def check(history: History) -> Verdict:
+    v = Verdict()
+    acked = [s for s in history.sends if s.message_id is not None]
+    v.acked = len(acked)
+    v.delivered = len(history.deliveries)
+    # 1. no acknowledged message lost: every subscription of its topic received it
+    delivered_payloads: dict[str, set[str]] = defaultdict(set)
+    for d in history.deliveries:
+        delivered_payloads[d.subscription].add(d.payload)
+    for s in acked:
+        for sub in history.subscriptions_by_topic.get(s.topic, []):
+            if s.payload not in delivered_payloads[sub]:
+                v.lost.append(f"{s.payload} ({s.message_id}) never reached {sub}")
+    # 2. duplicates: an id handed out fresh twice to one subscription
+    fresh: dict[tuple[str, tuple[int, int, int, int]], int] = defaultdict(int)
+    for d in history.deliveries:
+        if d.redelivery_count == 0:
+            fresh[(d.subscription, d.message_id)] += 1
+    v.duplicated = [f"{mid} delivered fresh {n} times to {sub}" for (sub, mid), n in fresh.items() if n > 1]
+    ids_by_payload: dict[str, set[tuple[int, int, int, int]]] = defaultdict(set)
+    for s in acked:
+        ids_by_payload[s.payload].add(s.message_id)  # type: ignore[arg-type]
+    for d in history.deliveries:
+        ids_by_payload[d.payload].add(d.message_id)
+    v.stored_twice = sum(1 for ids in ids_by_payload.values() if len(ids) > 1)
+    # 3. a producer's order: ids increase with its send order
+    by_producer: dict[str, list[Send]] = defaultdict(list)
+    for s in acked:
+        by_producer[s.producer].append(s)
+    for producer, sends in by_producer.items():
+        sends.sort(key=lambda s: s.index)
+        for a, b in itertools.pairwise(sends):
+            if a.topic == b.topic and not (a.message_id < b.message_id):  # type: ignore[operator]
+                v.order_violations.append(f"{producer}: send {a.index} got {a.message_id}, send {b.index} got {b.message_id}")
+    # ... and an exclusive consumer sees fresh messages in id order
+    last_fresh: dict[tuple[str, str], tuple[int, int, int, int]] = {}
+    for d in history.deliveries:
+        if d.subscription in history.exclusive_subscriptions and d.redelivery_count == 0:
+            key = (d.subscription, d.consumer)
+            if key in last_fresh and d.message_id <= last_fresh[key]:
+                v.order_violations.append(f"{d.subscription}/{d.consumer}: {d.message_id} after {last_fresh[key]}")
+            last_fresh[key] = d.message_id
+    # 4. a cursor never moves backwards
+    for sub, positions in history.cursor_positions.items():
+        for before, after in itertools.pairwise(positions):
+            if after < before:
+                v.cursor_backwards.append(f"{sub}: mark-delete {before} -> {after}")
+    # 5. every S3 object the metadata references exists
+    v.missing_objects = list(history.missing_objects)
+    return v

@@ -1,0 +1,265 @@
+"""Randomized workloads against an in-process local cluster, with crash points firing.
+
+The cluster runs in this process so that crash points (`magnetar.core.crashpoints`) can be armed
+inside the very handlers that serve the workload; the emulated AWS then retries as AWS would
+(the event-source mapping re-invokes a failed batch, the SDK retries a failed request).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import magnetar
+from magnetar.client import exceptions
+from magnetar.core import crashpoints
+from magnetar.verify.history import Delivery, History, Send, Verdict, check
+
+CRASH_POINTS = (
+    "produce.after_reserve",
+    "produce.after_journal_write",
+    "seal.after_segment_put",
+    "seal.after_commit",
+    "dispatch.after_claim",
+    "cursor.after_update",
+)
+
+
+@dataclass
+class RunPlan:
+    topic: str
+    producers: list[tuple[str, int, int]]  # (name, messages, batch size)
+    subscriptions: list[tuple[str, str, int, int]]  # (name, type, consumers, ack timeout ms)
+    crash_points: dict[str, int]
+    no_ack_probability: float
+    close_probability: float
+
+    @classmethod
+    def random(cls, rng: random.Random, run: int, allowed: tuple[str, ...]) -> RunPlan:
+        topic = f"persistent://public/default/verify-{run}-{uuid.uuid4().hex[:8]}"
+        producers = [(f"p{i}-{uuid.uuid4().hex[:4]}", rng.randint(20, 120), rng.choice([1, 5, 20, 50]))
+                     for i in range(rng.randint(1, 3))]
+        subscriptions = []
+        for i in range(rng.randint(1, 2)):
+            sub_type = rng.choice(["Exclusive", "Shared"])
+            consumers = 1 if sub_type == "Exclusive" else rng.randint(1, 3)
+            subscriptions.append((f"s{i}", sub_type, consumers, rng.choice([0, 1000])))
+        chosen = rng.sample(list(allowed), k=rng.randint(1, min(3, len(allowed)))) if allowed else []
+        return cls(topic, producers, subscriptions, {p: rng.randint(1, 2) for p in chosen},
+                   rng.choice([0.0, 0.05]), rng.choice([0.0, 0.02]))
+
+
+@dataclass
+class Summary:
+    runs: int = 0
+    fired: Counter[str] = field(default_factory=Counter)
+    acked: int = 0
+    delivered: int = 0
+    lost: int = 0
+    duplicated: int = 0
+    stored_twice: int = 0
+    order_violations: int = 0
+    cursor_backwards: int = 0
+    missing_objects: int = 0
+    errors: list[str] = field(default_factory=list)
+    failures: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def violations(self) -> int:
+        return self.lost + self.duplicated + self.order_violations + self.cursor_backwards + self.missing_objects
+
+    def add(self, run: int, plan: RunPlan, verdict: Verdict) -> None:
+        self.runs += 1
+        self.acked += verdict.acked
+        self.delivered += verdict.delivered
+        self.lost += len(verdict.lost)
+        self.duplicated += len(verdict.duplicated)
+        self.stored_twice += verdict.stored_twice
+        self.order_violations += len(verdict.order_violations)
+        self.cursor_backwards += len(verdict.cursor_backwards)
+        self.missing_objects += len(verdict.missing_objects)
+        if not verdict.ok:
+            self.failures.append({
+                "run": run, "topic": plan.topic, "crash_points": plan.crash_points,
+                "lost": verdict.lost[:10], "duplicated": verdict.duplicated[:10],
+                "order_violations": verdict.order_violations[:10], "cursor_backwards": verdict.cursor_backwards[:10],
+                "missing_objects": verdict.missing_objects[:10],
+            })
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs, "crash_points_fired": dict(self.fired), "acked": self.acked,
+            "delivered": self.delivered, "lost": self.lost, "duplicated": self.duplicated,
+            "stored_twice_after_retry": self.stored_twice, "order_violations": self.order_violations,
+            "cursor_backwards": self.cursor_backwards, "missing_objects": self.missing_objects,
+            "violations": self.violations, "errors": self.errors[:20], "failures": self.failures[:20],
+        }
+
+
+class Verifier:
+    def __init__(self, service_url: str, drain_timeout_s: float = 30.0) -> None:
+        self.url = service_url
+        self.drain_timeout_s = drain_timeout_s
+
+    def run_all(self, runs: int, seed: int, allowed: tuple[str, ...],
+                on_run: Callable[[int, Summary], None] | None = None) -> Summary:
+        import magnetar.core.ledger as ledger
+
+        # Short hole timing so a writer killed after reserving an id costs seconds, not a minute;
+        # the rule is the same (deadline < grace), only the numbers shrink.
+        ledger.WRITE_DEADLINE_MS, ledger.HOLE_GRACE_MS = 500, 1500
+        rng = random.Random(seed)
+        summary = Summary()
+        for run in range(runs):
+            plan = RunPlan.random(rng, run, allowed)
+            before = Counter(crashpoints.fired)
+            history = History()
+            try:
+                self._execute(plan, history, random.Random(rng.random()))
+            except Exception as exc:  # a workload that could not finish is reported, not hidden
+                summary.errors.append(f"run {run}: {type(exc).__name__}: {exc}")
+            finally:
+                crashpoints.disable_all()
+            summary.fired.update(Counter(crashpoints.fired) - before)
+            summary.add(run, plan, check(history))
+            if on_run:
+                on_run(run, summary)
+        return summary
+
+    # --- one run ---------------------------------------------------------------------------
+    def _execute(self, plan: RunPlan, history: History, rng: random.Random) -> None:
+        client = magnetar.Client(self.url)
+        stop = threading.Event()
+        try:
+            consumers = self._subscribe(client, plan, history)
+            for name, count in plan.crash_points.items():
+                crashpoints.enable(name, times=count)
+            sampler = threading.Thread(target=self._sample_cursors, args=(plan, history, stop), daemon=True)
+            sampler.start()
+            workers = [threading.Thread(target=self._consume, args=(client, plan, history, sub, c, stop, rng), daemon=True)
+                       for sub, c in consumers]
+            for w in workers:
+                w.start()
+            senders = [threading.Thread(target=self._produce, args=(client, plan.topic, p, history), daemon=True)
+                       for p in plan.producers]
+            for s in senders:
+                s.start()
+            for s in senders:
+                s.join(timeout=120)
+            crashpoints.disable_all()  # let the tail settle without new deaths
+            self._wait_delivered(plan, history)
+            stop.set()
+            for w in workers:
+                w.join(timeout=10)
+            sampler.join(timeout=5)
+            self._check_objects(plan, history)
+        finally:
+            stop.set()
+            with contextlib.suppress(Exception):
+                client.close()
+
+    def _subscribe(self, client: magnetar.Client, plan: RunPlan, history: History) -> list[tuple[Any, Any]]:
+        out = []
+        for name, sub_type, count, ack_timeout in plan.subscriptions:
+            key = f"{plan.topic}|{name}"
+            history.subscriptions_by_topic[plan.topic].append(key)
+            if sub_type == "Exclusive":
+                history.exclusive_subscriptions.add(key)
+            for i in range(count):
+                consumer = client.subscribe(
+                    plan.topic, name, consumer_type=magnetar.ConsumerType(sub_type), consumer_name=f"c{i}",
+                    initial_position=magnetar.InitialPosition.Earliest,
+                    unacked_messages_timeout_ms=ack_timeout or None, receiver_queue_size=50)
+                out.append(((name, sub_type, ack_timeout, key), consumer))
+        return out
+
+    def _produce(self, client: magnetar.Client, topic: str, spec: tuple[str, int, int], history: History) -> None:
+        name, count, batch = spec
+        producer = client.create_producer(topic, producer_name=name, batching_max_messages=batch,
+                                          send_timeout_millis=20_000)
+        for i in range(count):
+            payload = f"{name}-{i}"
+
+            def done(result: magnetar.Result, message_id: Any, i: int = i, payload: str = payload) -> None:
+                mid = None
+                if result == magnetar.Result.Ok:
+                    mid = (message_id.ledger_id(), message_id.entry_id(), message_id.partition(), message_id.batch_index())
+                history.send(Send(name, i, payload, mid, topic))
+
+            producer.send_async(payload.encode(), done, partition_key=f"k{i % 7}")
+        producer.flush()
+
+    def _consume(self, client: magnetar.Client, plan: RunPlan, history: History, sub: tuple[str, str, int, str],
+                 consumer: Any, stop: threading.Event, rng: random.Random) -> None:
+        name, sub_type, ack_timeout, key = sub
+        while not stop.is_set():
+            try:
+                msg = consumer.receive(timeout_millis=300)
+            except exceptions.Timeout:
+                continue
+            except exceptions.PulsarException:
+                if stop.is_set():
+                    return
+                time.sleep(0.1)
+                continue
+            mid = msg.message_id()
+            history.deliver(Delivery(key, consumer.consumer_name(), (mid.ledger_id(), mid.entry_id(), mid.partition(),
+                                     mid.batch_index()), msg.data().decode(), msg.redelivery_count(), msg.partition_key()))
+            if ack_timeout and rng.random() < plan.no_ack_probability:
+                continue  # left unacknowledged: the ack timeout brings it back
+            consumer.acknowledge(msg)
+            if sub_type == "Shared" and rng.random() < plan.close_probability:
+                consumer.close()  # its unacknowledged messages go to the others, or to its successor
+                consumer = client.subscribe(plan.topic, name, consumer_type=magnetar.ConsumerType.Shared,
+                                            consumer_name=f"{consumer.consumer_name()}-r",
+                                            initial_position=magnetar.InitialPosition.Earliest,
+                                            unacked_messages_timeout_ms=ack_timeout or None, receiver_queue_size=50)
+
+    def _wait_delivered(self, plan: RunPlan, history: History) -> None:
+        deadline = time.monotonic() + self.drain_timeout_s
+        while time.monotonic() < deadline:
+            with history.lock:
+                acked = {s.payload for s in history.sends if s.message_id is not None}
+                got: dict[str, set[str]] = {}
+                for d in history.deliveries:
+                    got.setdefault(d.subscription, set()).add(d.payload)
+            if all(acked <= got.get(sub, set()) for sub in history.subscriptions_by_topic[plan.topic]):
+                time.sleep(0.5)  # late duplicates would show up now
+                return
+            time.sleep(0.2)
+
+    def _sample_cursors(self, plan: RunPlan, history: History, stop: threading.Event) -> None:
+        from magnetar.adapters.aws import build_broker
+        from magnetar.core.naming import TopicName
+
+        metadata = build_broker().metadata
+        topic = TopicName.parse(plan.topic)
+        while not stop.wait(0.1):
+            for name, *_ in plan.subscriptions:
+                with contextlib.suppress(Exception):
+                    view = metadata.get_subscription_view(topic, name)
+                    if view.cursor is not None:
+                        history.cursor_positions[f"{plan.topic}|{name}"].append(view.cursor.mark_delete)
+
+    def _check_objects(self, plan: RunPlan, history: History) -> None:
+        from botocore.exceptions import ClientError
+
+        from magnetar.adapters.aws import build_broker
+        from magnetar.adapters.aws.clients import client
+        from magnetar.config import ResourceNames
+        from magnetar.core.naming import TopicName
+
+        s3 = client("s3")
+        bucket = ResourceNames.from_env().bucket
+        for segment in build_broker().metadata.list_segments(TopicName.parse(plan.topic), 0, 10_000):
+            try:
+                s3.head_object(Bucket=bucket, Key=segment.key)
+            except ClientError:
+                history.missing_objects.append(segment.key)
