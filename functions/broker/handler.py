@@ -19,19 +19,18 @@ from pydantic import BaseModel, ValidationError
 from magnetar.adapters.aws import build_broker
 from magnetar.api.models import (
     AckRequest,
-    ConsumerMessage,
-    MessagesResponse,
     ProduceRequest,
     ProduceResponse,
     PublishResult,
     ReadRequest,
     ReceiveRequest,
+    SeekRequest,
     SubscribeRequest,
     TenantRequest,
-    decode_b64,
 )
-from magnetar.core.dispatch import NO_ACKS, Acks, DeliveredEntry
-from magnetar.core.entry import Entry, Message, MessageIdData
+from magnetar.api.wire import acks_from_request, batch_from_request, entry_messages, entry_to_wire
+from magnetar.core.dispatch import NO_ACKS
+from magnetar.core.entry import MessageIdData
 from magnetar.core.errors import InvalidInput, MagnetarError
 from magnetar.core.naming import NamespaceName, TopicName
 
@@ -54,6 +53,12 @@ def _invalid(exc: ValidationError) -> Response[str]:
     return _json({"reason": f"Invalid request body: {where}: {first.get('msg')}"}, 400)
 
 
+@app.not_found
+def _no_route(exc: Exception) -> Response[str]:
+    event = app.current_event
+    return _json({"reason": f"No such endpoint: {event.http_method} {event.path}"}, 404)
+
+
 def _json(body: Any, status: int = 200) -> Response[str]:
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
 
@@ -69,36 +74,22 @@ def _body(model: type[M]) -> M:
     return model.model_validate_json(raw)
 
 
+def _int_body() -> int:
+    """Pulsar's admin API sends a bare JSON number (e.g. the partition count)."""
+    raw = (app.current_event.body or "").strip()
+    if app.current_event.is_base64_encoded:
+        raw = base64.b64decode(raw).decode("utf-8", errors="replace").strip()
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise InvalidInput("Request body must be a JSON number") from None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidInput("Request body must be a JSON integer")
+    return value
+
+
 def _topic(domain: str, tenant: str, namespace: str, topic: str) -> TopicName:
     return TopicName.of(domain, unquote(tenant), unquote(namespace), unquote(topic))
-
-
-def _acks(request: AckRequest) -> Acks:
-    entries = tuple(sorted({MessageIdData.parse(m).entry_id for m in request.messageIds}))
-    cumulative = MessageIdData.parse(request.cumulative).entry_id if request.cumulative else None
-    return Acks(entries, cumulative)
-
-
-def _messages(topic: TopicName, delivered: list[DeliveredEntry]) -> list[dict[str, Any]]:
-    return [m.model_dump() for d in delivered for m in _entry_messages(topic, d.entry, d.redelivery_count)]
-
-
-def _entry_messages(topic: TopicName, entry: Entry, redelivery_count: int) -> list[ConsumerMessage]:
-    partition = topic.partition_index
-    return [
-        ConsumerMessage(
-            messageId=str(entry.message_id(partition, i)),
-            payload=base64.b64encode(m.payload).decode(),
-            properties=m.properties,
-            publishTime=entry.publish_time,
-            eventTime=m.event_time,
-            redeliveryCount=redelivery_count,
-            key=m.key,
-            producerName=entry.producer_name,
-            topic=str(topic),
-        )
-        for i, m in enumerate(entry.messages)
-    ]
 
 
 # --- admin v2 ---------------------------------------------------------------------------------
@@ -155,6 +146,25 @@ for _domain in DOMAINS:
             build_broker().admin.create_topic(_topic(domain, tenant, namespace, topic))
             return Response(status_code=204)
 
+        @app.get(f"/admin/v2/{domain}/<tenant>/<namespace>/partitioned")
+        def list_partitioned(tenant: str, namespace: str) -> Response[str]:
+            ns = NamespaceName.of(unquote(tenant), unquote(namespace))
+            return _json(build_broker().admin.list_partitioned_topics(ns))
+
+        @app.put(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/partitions")
+        def create_partitioned(tenant: str, namespace: str, topic: str) -> Response[str]:
+            build_broker().admin.create_partitioned_topic(_topic(domain, tenant, namespace, topic), _int_body())
+            return Response(status_code=204)
+
+        @app.post(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/partitions")
+        def update_partitioned(tenant: str, namespace: str, topic: str) -> Response[str]:
+            build_broker().admin.update_partitioned_topic(_topic(domain, tenant, namespace, topic), _int_body())
+            return Response(status_code=204)
+
+        @app.get(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/partitions")
+        def partition_metadata(tenant: str, namespace: str, topic: str) -> Response[str]:
+            return _json({"partitions": build_broker().admin.partitions(_topic(domain, tenant, namespace, topic))})
+
         @app.get(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/subscriptions")
         def list_subscriptions(tenant: str, namespace: str, topic: str) -> Response[str]:
             return _json(build_broker().admin.list_subscriptions(_topic(domain, tenant, namespace, topic)))
@@ -164,10 +174,7 @@ for _domain in DOMAINS:
         def produce(tenant: str, namespace: str, topic: str) -> Response[str]:
             name = _topic(domain, tenant, namespace, topic)
             request = _body(ProduceRequest)
-            messages = [Message(decode_b64(m.payload), m.key, m.properties, m.eventTime) for m in request.messages]
-            result = build_broker().writer.append(
-                name, messages, request.producerName, request.sequenceId, request.batched
-            )
+            result = build_broker().writer.append(name, batch_from_request(request), request.producerName)
             response = ProduceResponse(
                 messagePublishResults=[PublishResult(messageId=str(i)) for i in result.message_ids],
                 ledgerId=result.ledger_id,
@@ -189,7 +196,8 @@ for _domain in DOMAINS:
                 request.initialPosition,
                 request.ackTimeoutMs,
             )
-            return _json({"subscriptionType": state.subscription_type, "consumers": sorted(state.consumers)})
+            return _json({"subscriptionType": state.subscription_type, "consumers": sorted(state.consumers),
+                          "epoch": state.epoch})
 
         @app.delete(f"{base}/<consumer>")
         def close_consumer(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
@@ -202,25 +210,50 @@ for _domain in DOMAINS:
         def receive(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
             name = _topic(domain, tenant, namespace, topic)
             request = _body(ReceiveRequest)
-            delivered = build_broker().subscriptions.receive(
+            result = build_broker().subscriptions.receive(
                 name,
                 unquote(subscription),
                 unquote(consumer),
                 request.maxMessages,
                 request.waitMs,
                 request.requestId or str(uuid.uuid4()),
-                _acks(request.acks) if request.acks else NO_ACKS,
+                acks_from_request(request.acks, unquote(consumer)) if request.acks else NO_ACKS,
                 request.minMessages,
             )
-            return _json({"messages": _messages(name, delivered)})
+            partition = name.partition_index
+            entries = [entry_to_wire(d.entry, partition, d.redelivery_count, d.acked_indexes) for d in result.entries]
+            return _json({"entries": entries, "epoch": result.epoch})
 
-        @app.post(f"{base}/ack")
-        def acknowledge(tenant: str, namespace: str, topic: str, subscription: str) -> Response[str]:
-            acks = _acks(_body(AckRequest))
+        @app.post(f"{base}/<consumer>/ack")
+        def acknowledge(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+            acks = acks_from_request(_body(AckRequest), unquote(consumer))
             state = build_broker().subscriptions.acknowledge(
-                _topic(domain, tenant, namespace, topic), unquote(subscription), list(acks.entries), acks.cumulative
+                _topic(domain, tenant, namespace, topic), unquote(subscription), acks
             )
-            return _json({"markDeleteEntryId": state.mark_delete - 1})
+            return _json({"markDeleteEntryId": state.mark_delete - 1, "epoch": state.epoch})
+
+        @app.post(f"{base}/<consumer>/redeliver")
+        def redeliver(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+            build_broker().subscriptions.redeliver_unacknowledged(
+                _topic(domain, tenant, namespace, topic), unquote(subscription), unquote(consumer)
+            )
+            return Response(status_code=204)
+
+        @app.delete(f"{base}/<consumer>/subscription")
+        def unsubscribe(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+            build_broker().subscriptions.unsubscribe(
+                _topic(domain, tenant, namespace, topic), unquote(subscription), unquote(consumer)
+            )
+            return Response(status_code=204)
+
+        @app.post(f"{base}/seek")
+        def seek(tenant: str, namespace: str, topic: str, subscription: str) -> Response[str]:
+            request = _body(SeekRequest)
+            entry_id = MessageIdData.parse(request.messageId).entry_id if request.messageId else None
+            state = build_broker().subscriptions.seek(
+                _topic(domain, tenant, namespace, topic), unquote(subscription), entry_id, request.timestamp
+            )
+            return _json({"position": state.read_position, "epoch": state.epoch})
 
         # --- non-durable reads (readers, Spark) ----------------------------------------------
         @app.post(f"/magnetar/v1/reader/{domain}/<tenant>/<namespace>/<topic>/read")
@@ -228,9 +261,22 @@ for _domain in DOMAINS:
             name = _topic(domain, tenant, namespace, topic)
             request = _body(ReadRequest)
             entries = build_broker().read_entries(name, request.startEntryId, request.maxEntries)
-            messages = [m.model_dump() for e in entries if not e.hole for m in _entry_messages(name, e, 0)]
             next_entry = entries[-1].entry_id + 1 if entries else request.startEntryId
-            return _json(MessagesResponse.model_validate({"messages": messages, "nextEntryId": next_entry}).model_dump())
+            live = [e for e in entries if not e.hole]
+            body: dict[str, Any] = {"nextEntryId": next_entry}
+            if request.format == "entries":
+                body["entries"] = [entry_to_wire(e, name.partition_index, 0, []) for e in live]
+            else:
+                body["messages"] = [m for e in live for m in entry_messages(str(name), name.partition_index, e)]
+            return _json(body)
+
+        @app.get(f"/magnetar/v1/reader/{domain}/<tenant>/<namespace>/<topic>/position")
+        def position_at(tenant: str, namespace: str, topic: str) -> Response[str]:
+            timestamp = app.current_event.get_query_string_value("timestamp")
+            if timestamp is None or not timestamp.isdigit():
+                raise InvalidInput("Query parameter timestamp (ms) is required")
+            entry_id = build_broker().entry_at_time(_topic(domain, tenant, namespace, topic), int(timestamp))
+            return _json({"entryId": entry_id})
 
         @app.get(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/lastMessageId")
         def last_message_id(tenant: str, namespace: str, topic: str) -> Response[str]:

@@ -23,6 +23,11 @@ _SDK = {
     "Message": "magnetar.client.message",
     "MessageId": "magnetar.client.message",
     "ConsumerType": "magnetar.client.types",
+    "CompressionType": "magnetar.client.types",
+    "PartitionsRoutingMode": "magnetar.client.types",
+    "ProducerAccessMode": "magnetar.client.types",
+    "ConsumerDeadLetterPolicy": "magnetar.client.types",
+    "Reader": "magnetar.client.reader",
     "ConsumerBatchReceivePolicy": "magnetar.client.types",
     "InitialPosition": "magnetar.client.types",
     "Result": "magnetar.client.types",
@@ -34,7 +39,17 @@ if TYPE_CHECKING:
     from magnetar.client.consumer import Consumer
     from magnetar.client.message import Message, MessageId
     from magnetar.client.producer import Producer
-    from magnetar.client.types import ConsumerBatchReceivePolicy, ConsumerType, InitialPosition, Result
+    from magnetar.client.reader import Reader
+    from magnetar.client.types import (
+        CompressionType,
+        ConsumerBatchReceivePolicy,
+        ConsumerDeadLetterPolicy,
+        ConsumerType,
+        InitialPosition,
+        PartitionsRoutingMode,
+        ProducerAccessMode,
+        Result,
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -49,13 +64,18 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Client",
+    "CompressionType",
     "Consumer",
     "ConsumerBatchReceivePolicy",
+    "ConsumerDeadLetterPolicy",
     "ConsumerType",
     "InitialPosition",
     "Message",
     "MessageId",
+    "PartitionsRoutingMode",
     "Producer",
+    "ProducerAccessMode",
+    "Reader",
     "Result",
     "exceptions",
 ]

@@ -20,6 +20,7 @@ us-east-1 list prices, on-demand, as of `PRICES_AS_OF`.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
@@ -79,10 +80,14 @@ class Price:
     @property
     def display(self) -> str:
         per = {1.0: "", 1_000.0: "1,000 ", 1_000_000.0: "1M "}.get(self.per, f"{self.per:g} ")
-        text = f"${self.usd:g} per {per}{self.unit}"
+        text = f"${_money(self.usd)} per {per}{self.unit}"
         if self.tiers and len(self.tiers) > 1:
-            text += " (tiered: " + ", ".join(f"${usd:g}" + (f" to {up:,.0f}" if up != INF else " above") for up, usd in self.tiers) + ")"
+            text += " (tiered: " + ", ".join(f"${_money(usd)}" + (f" to {up:,.0f}" if up != INF else " above") for up, usd in self.tiers) + ")"
         return text
+
+
+def _money(usd: float) -> str:
+    return f"{usd:.10f}".rstrip("0").rstrip(".") if usd < 0.01 else f"{usd:.4f}".rstrip("0").rstrip(".")
 
 
 _APIGW = "https://aws.amazon.com/api-gateway/pricing/"
@@ -97,7 +102,7 @@ _EC2 = "https://aws.amazon.com/ec2/pricing/on-demand/"
 _EBS = "https://aws.amazon.com/ebs/pricing/"
 _CW = "https://aws.amazon.com/cloudwatch/pricing/"
 
-_NOT_CONFIRMED = "not confirmed (the stored pricing page shows no figure), from the AWS price list as last known"
+_NOT_CONFIRMED = "not confirmed: no stored page showed this figure; value recalled from the AWS on-demand price list, verify before relying on it"
 
 _PRICE_LIST = (
     Price(
@@ -247,7 +252,8 @@ class Parameters:
 
     # --- what an entry weighs (measured with magnetar.core.entry.encode_entry on 2026-11-22) ---
     per_message_overhead_bytes: float = 8.0  # msgpack framing of one message in an entry (16 with an event time)
-    per_entry_overhead_bytes: float = 90.0  # entry header: version, topic name, ids, times, producer, flags
+    per_entry_overhead_bytes: float = 100.0  # entry header: topic, ids, times, producer, flags (90 B before the batch format)
+    compression_ratio: float = 1.0  # compressed / raw batch payload (LZ4, ZSTD…); 1 = no compression
     produce_json_bytes_per_message: float = 60.0  # {"payload": …, "properties": {}, "key": null, "eventTime": 0}
     consume_json_bytes_per_message: float = 230.0  # messageId, properties, times, key, producerName, topic
     http_envelope_bytes: float = 300.0  # JSON envelope of a request or a response
@@ -283,6 +289,7 @@ class Parameters:
     backlog_queries_per_receive: float = 1.0  # DynamoDB Query of segment items per backlog receive
     backlog_gets_per_receive: float = 1.0  # S3 ranged GET per backlog receive (one segment)
     ack_flushes_per_receive: float = 0.0  # separate acknowledgement requests; 0 while busy (acks ride on receives)
+    entry_cache_hit_fraction: float = 0.0  # receives answered from a warm broker container's entry cache (no read)
 
     # --- idle consumers (long polls with nothing to deliver) -------------------------------------
     idle_poll_wait_s: float = 20.0  # MAX_WAIT_MS
@@ -350,7 +357,11 @@ class Workload(BaseModel):
     def _known_parameters(cls, value: dict[str, float]) -> dict[str, float]:
         unknown = sorted(set(value) - PARAMETER_NAMES)
         if unknown:
-            raise ValueError(f"unknown parameter(s) {', '.join(unknown)}; known: {', '.join(sorted(PARAMETER_NAMES))}")
+            hints = []
+            for name in unknown:
+                close = difflib.get_close_matches(name, PARAMETER_NAMES, n=1)
+                hints.append(f"{name} (did you mean {close[0]}?)" if close else name)
+            raise ValueError(f"unknown parameter(s) {', '.join(hints)}; the names are the fields of magnetar.cost.Parameters")
         negative = sorted(k for k, v in value.items() if v < 0)
         if negative:
             raise ValueError(f"parameter(s) must not be negative: {', '.join(negative)}")
@@ -359,7 +370,7 @@ class Workload(BaseModel):
     @model_validator(mode="after")
     def _entry_fits_a_record(self) -> Workload:
         p = self.params()
-        record = self.batch_size * (self.message_bytes + p.per_message_overhead_bytes) + p.per_entry_overhead_bytes
+        record = batch_payload_bytes(self.batch_size, self.message_bytes, p) + p.per_entry_overhead_bytes
         if record > KINESIS_MAX_RECORD_BYTES:
             raise ValueError(
                 f"an entry of {self.batch_size} x {self.message_bytes} bytes is {record:,.0f} bytes encoded, over the "
@@ -441,6 +452,11 @@ def sqs_chunks(payload_bytes: float) -> int:
 
 def base64_bytes(n: float) -> float:
     return 4 * math.ceil(n / 3)
+
+
+def batch_payload_bytes(batch_size: float, message_bytes: float, p: Parameters) -> float:
+    """The encoded (and possibly compressed) messages of one entry, without the entry header."""
+    return batch_size * (message_bytes + p.per_message_overhead_bytes) * p.compression_ratio
 
 
 # ----------------------------------------------------------------------------------------------
@@ -633,7 +649,7 @@ def _kinesis_shards(w: Workload, p: Parameters, mode: Mode, record_bytes: float)
     shards = 1
     for _ in range(20):  # read volume depends on amplification, which depends on shards: iterate to a fixed point
         amp = _amplification(w, p, shards)
-        read_bps = write_bps * (1 + w.subscriptions * p.tail_read_fraction * amp)
+        read_bps = write_bps * (1 + w.subscriptions * _tail_share(p) * amp)
         needed = max(1, math.ceil(write_bps / (MiB * u)), math.ceil(e / (1000 * u)), math.ceil(read_bps / (2 * MiB * u)))
         # a topic partition's records all go to one shard: shards beyond the partition count stay idle
         needed = min(needed, w.topic_partitions)
@@ -641,6 +657,11 @@ def _kinesis_shards(w: Workload, p: Parameters, mode: Mode, record_bytes: float)
             break
         shards = needed
     return shards, _amplification(w, p, shards)
+
+
+def _tail_share(p: Parameters) -> float:
+    """Share of receives that read the Kinesis tail."""
+    return p.tail_read_fraction * (1 - min(p.entry_cache_hit_fraction, 1.0))
 
 
 def _amplification(w: Workload, p: Parameters, shards: int) -> float:
@@ -655,7 +676,7 @@ def _amplification(w: Workload, p: Parameters, shards: int) -> float:
 def _shape(w: Workload, p: Parameters, mode: Mode) -> Shape:
     e = w.entries_per_s
     b, m = w.batch_size, w.message_bytes
-    record = b * (m + p.per_message_overhead_bytes) + p.per_entry_overhead_bytes
+    record = batch_payload_bytes(b, m, p) + p.per_entry_overhead_bytes
     shards, amp = _kinesis_shards(w, p, mode, record)
     busy = min(w.topic_partitions, shards)
     pps = w.topic_partitions / busy
@@ -699,7 +720,7 @@ def _magnetar_usage(w: Workload, p: Parameters, mode: Mode) -> tuple[Shape, dict
     logs = p.log_bytes_per_invocation / GiB
 
     # produce: per entry
-    produce_body = b * (base64_bytes(m) + p.produce_json_bytes_per_message) + p.http_envelope_bytes
+    produce_body = b * (base64_bytes(m * p.compression_ratio) + p.produce_json_bytes_per_message) + p.http_envelope_bytes
     produce = Usage(
         apigw_requests=e * apigw_units(produce_body),
         lambda_requests=e,
@@ -726,7 +747,8 @@ def _magnetar_usage(w: Workload, p: Parameters, mode: Mode) -> tuple[Shape, dict
 
     # consume: per receive, per subscription
     r = s.receives_per_s
-    tail, backlog = r * p.tail_read_fraction, r * (1 - p.tail_read_fraction)
+    reads = r * (1 - min(p.entry_cache_hit_fraction, 1.0))  # receives that read the journal or a segment
+    tail, backlog = reads * p.tail_read_fraction, reads * (1 - p.tail_read_fraction)
     metered = max(p.http_envelope_bytes, s.response_bytes if p.apigw_meter_response else 0.0)
     receive_rru = rru(p.cursor_item_bytes) + rru(p.seal_item_bytes) + rru(p.writer_item_bytes)
     flushes = r * p.ack_flushes_per_receive
@@ -738,7 +760,7 @@ def _magnetar_usage(w: Workload, p: Parameters, mode: Mode) -> tuple[Shape, dict
         + backlog * p.backlog_queries_per_receive * rru(segment_item),
         dynamodb_wru=(r * p.cursor_puts_per_receive + flushes) * wru(p.cursor_item_bytes),
         s3_get_requests=backlog * p.backlog_gets_per_receive,
-        kinesis_od_retrieval_gb=w.subscriptions * e * p.tail_read_fraction * s.record_bytes * s.tail_amplification / GiB,
+        kinesis_od_retrieval_gb=w.subscriptions * e * (tail / r if r else 0.0) * s.record_bytes * s.tail_amplification / GiB,
         logs_gb=(r + flushes) * logs,
     )
 
@@ -817,7 +839,7 @@ def _warnings(w: Workload, p: Parameters, s: Shape, requests: Mapping[str, float
             "(~1,000 writes/s per partition key): add topic partitions or batch more"
         )
     tail_reads_per_shard = (
-        s.partitions_per_shard * (s.receives_per_s / w.topic_partitions) * p.tail_read_fraction * p.getrecords_per_tail_read
+        s.partitions_per_shard * (s.receives_per_s / w.topic_partitions) * _tail_share(p) * p.getrecords_per_tail_read
         if w.subscriptions
         else 0.0
     )
@@ -829,7 +851,7 @@ def _warnings(w: Workload, p: Parameters, s: Shape, requests: Mapping[str, float
             "(add topic partitions, read sealed segments from S3, or use enhanced fan-out)"
         )
     read_bps = (s.record_bytes * s.entries_per_s / s.busy_shards) * (
-        1 + w.subscriptions * p.tail_read_fraction * s.tail_amplification
+        1 + w.subscriptions * _tail_share(p) * s.tail_amplification
     )
     if read_bps > 2 * MiB:
         out.append(
@@ -873,7 +895,7 @@ def monthly_cost(workload: Workload) -> CostReport:
         mode_warnings[mode] = _warnings(w, p, shape, req)
     both = [t for t in mode_warnings["on_demand"] if t in mode_warnings["provisioned"]]
     warnings = both + [
-        f"[{mode.replace('_', '-')} Kinesis only] {t}" for mode in MODES for t in mode_warnings[mode] if t not in both
+        f"{mode.replace('_', '-')} Kinesis only: {t}" for mode in MODES for t in mode_warnings[mode] if t not in both
     ]
 
     od_shape = _shape(w, p, "on_demand")
@@ -961,8 +983,9 @@ def _sqs(w: Workload, p: Parameters, variant: Literal["unbatched", "batched", "p
             f"{per_send:g} of them per SendMessageBatch"
         )
     sqs_msgs = r / per_sqs_msg  # SQS messages per second
-    sends = sqs_msgs / per_send * sqs_chunks(per_send * per_sqs_msg * m)
-    receives = sqs_msgs / per_receive * sqs_chunks(per_receive * per_sqs_msg * m)
+    sqs_bytes = per_sqs_msg * m * (p.compression_ratio if variant == "packed" else 1.0)  # packed batches compress
+    sends = sqs_msgs / per_send * sqs_chunks(per_send * sqs_bytes)
+    receives = sqs_msgs / per_receive * sqs_chunks(per_receive * sqs_bytes)
     deletes = sqs_msgs / per_receive  # DeleteMessage(Batch) of what one receive returned
     lines: dict[str, float] = {}
     if fanout:
@@ -988,7 +1011,9 @@ def _kinesis_direct(w: Workload, p: Parameters, mode: Mode) -> Alternative:
     month_s = month_h * SECONDS_PER_HOUR
     b, m, subs = w.batch_size, w.message_bytes, w.subscriptions
     records = w.produce_rate_msgs_per_s / b  # KPL aggregation of the workload's batch into one record
-    record = b * (m + (p.per_message_overhead_bytes if b > 1 else 0)) + (p.kinesis_direct_record_overhead_bytes if b > 1 else 0)
+    record = (
+        batch_payload_bytes(b, m, p) + p.kinesis_direct_record_overhead_bytes if b > 1 else float(m)
+    )  # KPL-aggregated (and compressed) batch, or the bare message
     write_bps = records * record
     lines: dict[str, float] = {}
     if mode == "on_demand":
@@ -1040,7 +1065,7 @@ def pulsar_sizing(w: Workload, p: Parameters | None = None) -> PulsarSizing:
     deployment (deployment/terraform-ansible/aws/terraform.tfvars: zookeeper t3.small, bookie i3.xlarge,
     broker c5.2xlarge); bookies grow within the i3 family, then in number, to hold the retention."""
     p = p or w.params()
-    payload_bps = w.produce_rate_msgs_per_s * (w.message_bytes + p.per_message_overhead_bytes)
+    payload_bps = w.entries_per_s * batch_payload_bytes(w.batch_size, w.message_bytes, p)  # Pulsar batches compress too
     stored_gb = payload_bps * w.retention_hours * SECONDS_PER_HOUR * p.pulsar_write_quorum / GiB
     bookies = 3
     while stored_gb / bookies / p.pulsar_disk_fill > _I3[-1][1]:
@@ -1072,7 +1097,7 @@ def _pulsar(w: Workload, p: Parameters) -> Alternative:
         "Pulsar on EC2 (3 ZK + 3 brokers + 3 bookies)", w, lines,
         f"{z.zookeepers} x {z.zookeeper_type} ZooKeeper, {z.brokers} x {z.broker_type} brokers, {z.bookies} x {z.bookie_type} "
         f"bookies (journal and ledgers on instance NVMe, {z.stored_gb:,.0f} GB stored at write quorum "
-        f"{p.pulsar_write_quorum:g}), {z.ebs_gb:,.0f} GB gp3 root volumes, on-demand, one instance per AZ role-wise; "
+        f"{p.pulsar_write_quorum:g}), {z.ebs_gb:,.0f} GB gp3 root volumes, on-demand, one of each role per AZ; "
         f"{z.cross_az_gb_per_month:,.0f} GB/month cross-AZ (clients and replicas spread over 3 AZs). "
         "Fixed monthly cost: the cost per message falls as the rate rises. Operations staff, monitoring, load balancer "
         "and reserved-instance discounts not included.",
@@ -1152,6 +1177,7 @@ def cost_of_measured_run(
     item_bytes: Mapping[str, float] | None = None,
     units_per_request: Mapping[str, float] | None = None,
     maintenance_lambda_ms: float = 500.0,
+    compression_ratio: float = 1.0,
 ) -> dict[str, Any]:
     """Cost per million messages of a measured run, by component, for both Kinesis modes.
 
@@ -1159,17 +1185,20 @@ def cost_of_measured_run(
       {"dynamodb.UpdateItem": 200, "kinesis.PutRecord": 200, "s3.PutObject": 5, ...};
     - `messages`: messages produced (each consumed once per subscription); `message_bytes`: payload size;
     - `lambda_invocations` / `lambda_ms`: invocations and MEAN billed duration (ms) per function
-      (keys such as "broker", "journal_consumer"); every broker invocation is one API Gateway request
-      unless `apigw_requests` (metered 512 KB units) is given;
+      (keys such as "magnetar-broker", "magnetar-journal-consumer"); every invocation of a function whose
+      name contains "broker" is one API Gateway request unless `apigw_requests` (metered 512 KB units)
+      is given;
     - `seconds`: the run's wall time, used to pro-rate hourly charges (stream-hours, shard-hours, the
       maintenance schedule) as if the run's rate were sustained;
     - sizes: `kinesis_bytes_in` / `kinesis_bytes_out` (journal bytes written / retrieved) default to an
       estimate from the record size (and 1 ESM read + `subscriptions` tail reads); `item_bytes` may give
       "writer", "cursor", "seal", "segment" item sizes for DynamoDB units; `units_per_request` overrides
       units per request outright (e.g. {"dynamodb.BatchGetItem": 2.5}). Default units per request are
-      `DEFAULT_UNITS_PER_REQUEST`.
+      `DEFAULT_UNITS_PER_REQUEST`; `compression_ratio` scales the estimated record size.
 
-    Prices are first-tier (volume tiers are a monthly notion). Returns a JSON-ready dict.
+    Prices are first-tier (volume tiers are a monthly notion). Returns a JSON-ready dict whose only
+    top-level numbers are the totals "on_demand_kinesis" and "provisioned_kinesis" (USD per million
+    messages); "by_mode" holds the components, the run's cost and its monthly extrapolation.
     """
     if messages <= 0 or seconds <= 0:
         raise ValueError("messages and seconds must be positive")
@@ -1195,7 +1224,8 @@ def cost_of_measured_run(
     req = dict(aws_requests)
     puts = req.get("kinesis.PutRecord", 0) + req.get("kinesis.PutRecords", 0)
     per_entry = batch_size or (messages / puts if puts else 1)
-    record = per_entry * (message_bytes + p.per_message_overhead_bytes) + p.per_entry_overhead_bytes
+    p = replace(p, compression_ratio=compression_ratio)
+    record = batch_payload_bytes(per_entry, message_bytes, p) + p.per_entry_overhead_bytes
     bytes_in = kinesis_bytes_in if kinesis_bytes_in is not None else puts * record
     od_ingest = (
         kinesis_bytes_in if kinesis_bytes_in is not None else puts * kinesis_ondemand_ingest_bytes(record)
@@ -1214,7 +1244,10 @@ def cost_of_measured_run(
     u = p.provisioned_target_utilization
     shards = max(1, math.ceil(write_bps / (MiB * u)), math.ceil(records_ps / (1000 * u)), math.ceil(read_bps / (2 * MiB * u)))
     maint = seconds / p.maintenance_interval_s
-    broker_calls = lambda_invocations.get("broker", invocations)
+    # every invocation of the broker ("broker", "magnetar-broker", …) answered one API Gateway request
+    broker_calls = sum(n for fn, n in lambda_invocations.items() if "broker" in fn.lower())
+    if not any("broker" in fn.lower() for fn in lambda_invocations):
+        broker_calls = sum(n for fn, n in lambda_invocations.items() if "journal" not in fn.lower())
     usage = Usage(
         apigw_requests=float(apigw_requests if apigw_requests is not None else broker_calls),
         lambda_requests=invocations + maint,
@@ -1228,23 +1261,28 @@ def cost_of_measured_run(
         kinesis_ppu=puts * kinesis_put_payload_units(mean_record),
         s3_put_requests=float(req.get("s3.PutObject", 0)),
         s3_get_requests=float(req.get("s3.GetObject", 0)),
-        s3_gb_month=messages * (message_bytes + p.per_message_overhead_bytes + p.per_entry_overhead_bytes / per_entry)
-        * retention_hours / HOURS_PER_MONTH / GiB,
+        s3_gb_month=messages / per_entry * record * retention_hours / HOURS_PER_MONTH / GiB,
         eventbridge_invocations=maint,
         logs_gb=(invocations + maint) * p.log_bytes_per_invocation / GiB,
     )
-    out: dict[str, Any] = {"prices_as_of": PRICES_AS_OF, "messages": messages, "seconds": seconds}
+    # Top-level numbers are only the two headline figures (USD per million messages); details nest.
+    out: dict[str, Any] = {}
+    by_mode: dict[str, Any] = {}
     scale = 1e6 / messages
     for mode in MODES:
         comp = price_usage({"run": usage}, mode, lambda_architecture, tiered=False)["run"]
         per_million = {k: v * scale for k, v in comp.items()}
         per_million["total"] = sum(per_million.values())
-        out[mode] = {
+        out[f"{mode}_kinesis"] = per_million["total"]
+        by_mode[mode] = {
             "usd_per_million_messages": per_million,
             "usd_run": sum(comp.values()),
             "usd_per_month_at_this_rate": sum(comp.values()) * HOURS_PER_MONTH * SECONDS_PER_HOUR / seconds,
             "kinesis_shards": shards if mode == "provisioned" else None,
         }
+    out["by_mode"] = by_mode
+    out["run"] = {"messages": messages, "seconds": seconds, "messages_per_s": messages / seconds}
+    out["prices_as_of"] = PRICES_AS_OF
     out["assumptions"] = {
         "messages_per_entry": per_entry,
         "record_bytes": mean_record,

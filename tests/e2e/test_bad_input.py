@@ -67,8 +67,9 @@ def test_unknown_subscription_and_consumer_are_404(cluster, topic: str) -> None:
     _post(cluster, f"/topics/persistent/{name}", json={"messages": [{"payload": B64}]})
     response = _post(cluster, f"/magnetar/v1/consumer/persistent/{name}/nobody/c1/receive", json={})
     _assert_refused(response, 404, "Subscription nobody not found")
-    response = _post(cluster, f"/magnetar/v1/consumer/persistent/{name}/nobody/ack", json={"messageIds": ["0:0"]})
+    response = _post(cluster, f"/magnetar/v1/consumer/persistent/{name}/nobody/c1/ack", json={"messageIds": ["0:0"]})
     _assert_refused(response, 404, "not found")
+    _assert_refused(_post(cluster, "/no/such/path", json={}), 404, "No such endpoint: POST /no/such/path")
 
 
 def test_bad_subscribe_and_ack_bodies(cluster, topic: str) -> None:  # type: ignore[no-untyped-def]
@@ -78,9 +79,9 @@ def test_bad_subscribe_and_ack_bodies(cluster, topic: str) -> None:  # type: ign
     _assert_refused(r, 400, "subscriptionType")
     r = httpx.put(f"{base}/c1", json={"subscriptionType": "Shared", "initialPosition": "Earliest"})
     assert r.status_code == 200
-    _assert_refused(_post(cluster, f"/magnetar/v1/consumer/persistent/{name}/s/ack", json={"messageIds": ["x:y"]}),
+    _assert_refused(_post(cluster, f"/magnetar/v1/consumer/persistent/{name}/s/c1/ack", json={"messageIds": ["x:y"]}),
                     400, "Invalid message id")
-    _assert_refused(_post(cluster, f"/magnetar/v1/consumer/persistent/{name}/s/ack", json={"cumulative": "0:0"}),
+    _assert_refused(_post(cluster, f"/magnetar/v1/consumer/persistent/{name}/s/c1/ack", json={"cumulative": "0:0"}),
                     405, "Cumulative acknowledgement is not allowed")
     _assert_refused(_post(cluster, f"/magnetar/v1/consumer/persistent/{name}/s/c1/receive", json={"waitMs": 99_999}),
                     400, "waitMs")

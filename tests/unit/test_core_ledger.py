@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from magnetar.adapters.memory import ManualClock, memory_broker
-from magnetar.core.entry import Message
+from magnetar.core.dispatch import Acks
+from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import ConsumerBusy, InvalidInput, NotAllowed, NotFound, PayloadTooLarge
 from magnetar.core.ledger import HOLE_GRACE_MS
 from magnetar.core.naming import TopicName
@@ -17,7 +18,7 @@ def publish(broker, n: int, topic: TopicName = T, per_entry: int = 1):  # type: 
     ids = []
     for i in range(n):
         msgs = [Message(f"m{i}-{j}".encode(), key=f"k{i}") for j in range(per_entry)]
-        ids.append(broker.writer.append(topic, msgs, "p", i, batched=per_entry > 1))
+        ids.append(broker.writer.append(topic, Batch.of(msgs, batched=per_entry > 1, sequence_id=i), "p"))
     return ids
 
 
@@ -56,7 +57,7 @@ def test_out_of_order_journal_waits_then_holes_after_grace() -> None:
     assert outcome.holes == 1 and outcome.sealed_entries == 3 and outcome.retry_from is None
     # consumers skip the hole
     broker.subscriptions.subscribe(T, "s", "c1", "Exclusive", "Earliest")
-    got = broker.subscriptions.receive(T, "s", "c1", max_messages=100)
+    got = broker.subscriptions.receive(T, "s", "c1", max_messages=100).entries
     assert [d.entry.entry_id for d in got] == [0, 1, 3, 4]
 
 
@@ -66,11 +67,11 @@ def test_receive_reads_sealed_and_tail_and_acks_move_mark_delete() -> None:
     seal_all(broker)
     publish(broker, 3)  # unsealed: served from the journal tail
     broker.subscriptions.subscribe(T, "s", "c1", "Exclusive", "Earliest")
-    got = broker.subscriptions.receive(T, "s", "c1", max_messages=100)
+    got = broker.subscriptions.receive(T, "s", "c1", max_messages=100).entries
     assert [d.entry.entry_id for d in got] == [0, 1, 2, 3, 4, 5]
-    state = broker.subscriptions.acknowledge(T, "s", [0, 1, 3])
+    state = broker.subscriptions.acknowledge(T, "s", Acks((0, 1, 3)))
     assert state.mark_delete == 2 and state.acked == [[3, 4]]
-    state = broker.subscriptions.acknowledge(T, "s", [], cumulative_entry=5)
+    state = broker.subscriptions.acknowledge(T, "s", Acks(cumulative=(5, 1, -1)))
     assert state.mark_delete == 6 and state.deliveries == []
 
 
@@ -79,7 +80,7 @@ def test_latest_subscription_skips_existing_messages() -> None:
     publish(broker, 3)
     broker.subscriptions.subscribe(T, "s", "c1", "Shared", "Latest")
     publish(broker, 1)
-    got = broker.subscriptions.receive(T, "s", "c1", max_messages=100)
+    got = broker.subscriptions.receive(T, "s", "c1", max_messages=100).entries
     assert [d.entry.entry_id for d in got] == [3]
 
 
@@ -91,7 +92,7 @@ def test_exclusive_refuses_second_consumer_and_shared_refuses_cumulative() -> No
     broker.subscriptions.subscribe(T, "sh", "c1", "Shared", "Earliest")
     broker.subscriptions.subscribe(T, "sh", "c2", "Shared", "Earliest")
     with pytest.raises(NotAllowed):
-        broker.subscriptions.acknowledge(T, "sh", [], cumulative_entry=0)
+        broker.subscriptions.acknowledge(T, "sh", Acks(cumulative=(0, 1, -1)))
 
 
 def test_shared_consumers_split_entries_and_ack_timeout_redelivers() -> None:
@@ -100,12 +101,12 @@ def test_shared_consumers_split_entries_and_ack_timeout_redelivers() -> None:
     broker.subscriptions.subscribe(T, "sh", "c1", "Shared", "Earliest", ack_timeout_ms=1000)
     broker.subscriptions.subscribe(T, "sh", "c2", "Shared", "Earliest", ack_timeout_ms=1000)
     publish(broker, 4)
-    a = broker.subscriptions.receive(T, "sh", "c1", max_messages=2)
-    b = broker.subscriptions.receive(T, "sh", "c2", max_messages=2)
+    a = broker.subscriptions.receive(T, "sh", "c1", max_messages=2).entries
+    b = broker.subscriptions.receive(T, "sh", "c2", max_messages=2).entries
     assert [d.entry.entry_id for d in a] == [0, 1] and [d.entry.entry_id for d in b] == [2, 3]
-    broker.subscriptions.acknowledge(T, "sh", [0, 1])
+    broker.subscriptions.acknowledge(T, "sh", Acks((0, 1)))
     clock.advance(1500)
-    again = broker.subscriptions.receive(T, "sh", "c1", max_messages=10)
+    again = broker.subscriptions.receive(T, "sh", "c1", max_messages=10).entries
     assert [(d.entry.entry_id, d.redelivery_count) for d in again] == [(2, 1), (3, 1)]
 
 
@@ -114,9 +115,9 @@ def test_closed_consumer_messages_go_to_the_next() -> None:
     broker.subscriptions.subscribe(T, "sh", "c1", "Shared", "Earliest")
     broker.subscriptions.subscribe(T, "sh", "c2", "Shared", "Earliest")
     publish(broker, 2)
-    assert len(broker.subscriptions.receive(T, "sh", "c1", max_messages=10)) == 2
+    assert len(broker.subscriptions.receive(T, "sh", "c1", max_messages=10).entries) == 2
     broker.subscriptions.close_consumer(T, "sh", "c1")
-    got = broker.subscriptions.receive(T, "sh", "c2", max_messages=10)
+    got = broker.subscriptions.receive(T, "sh", "c2", max_messages=10).entries
     assert [d.entry.entry_id for d in got] == [0, 1]
 
 
@@ -124,21 +125,21 @@ def test_retried_receive_returns_the_same_entries() -> None:
     broker = memory_broker()
     broker.subscriptions.subscribe(T, "sh", "c1", "Shared", "Earliest")
     publish(broker, 3)
-    first = broker.subscriptions.receive(T, "sh", "c1", max_messages=10, request_id="r1")
-    second = broker.subscriptions.receive(T, "sh", "c1", max_messages=10, request_id="r1")
+    first = broker.subscriptions.receive(T, "sh", "c1", max_messages=10, request_id="r1").entries
+    second = broker.subscriptions.receive(T, "sh", "c1", max_messages=10, request_id="r1").entries
     assert [d.entry.entry_id for d in first] == [d.entry.entry_id for d in second] == [0, 1, 2]
 
 
 def test_bad_input_is_refused_before_anything_is_written() -> None:
     broker = memory_broker()
     with pytest.raises(InvalidInput):
-        broker.writer.append(T, [], "p", 0, False)
+        Batch.of([Message(b"")]).validated()
     with pytest.raises(InvalidInput):
-        broker.writer.append(T, [Message(b"")], "p", 0, False)
+        Batch(b"garbage", 1, uncompressed_size=7).validated()
     with pytest.raises(PayloadTooLarge):
-        broker.writer.append(T, [Message(b"x" * (2 * 1024 * 1024))], "p", 0, False)
+        broker.writer.append(T, Batch.of([Message(b"x" * (2 * 1024 * 1024))]), "p")
     with pytest.raises(NotFound):
-        broker.writer.append(TopicName.parse("persistent://nope/ns/t"), [Message(b"x")], "p", 0, False)
+        broker.writer.append(TopicName.parse("persistent://nope/ns/t"), Batch.of([Message(b"x")]), "p")
     assert broker.journal.records == []
     assert broker.metadata.topics == {}
     with pytest.raises(InvalidInput):

@@ -86,6 +86,7 @@ class MemoryMetadataStore:
         self.tenants: dict[str, TenantInfo] = {}
         self.namespaces: dict[NamespaceName, NamespaceInfo] = {}
         self.topics: dict[str, _Topic] = {}
+        self.partitioned: dict[str, int] = {}
         self._lock = threading.RLock()
 
     def create_tenant(self, tenant: TenantInfo) -> bool:
@@ -117,6 +118,26 @@ class MemoryMetadataStore:
 
     def list_topics(self, namespace: NamespaceName) -> list[str]:
         return [t for t in self.topics if TopicName.parse(t).namespace_name == namespace]
+
+    def create_partitioned_topic(self, topic: TopicName, partitions: int) -> bool:
+        with self._lock:
+            if str(topic) in self.partitioned or str(topic) in self.topics:
+                return False
+            self.partitioned[str(topic)] = partitions
+            return True
+
+    def get_partitions(self, topic: TopicName) -> int | None:
+        return self.partitioned.get(str(topic))
+
+    def update_partitions(self, topic: TopicName, partitions: int) -> bool:
+        with self._lock:
+            if self.partitioned.get(str(topic), partitions) >= partitions:
+                return False
+            self.partitioned[str(topic)] = partitions
+            return True
+
+    def list_partitioned_topics(self, namespace: NamespaceName) -> list[str]:
+        return [t for t in self.partitioned if TopicName.parse(t).namespace_name == namespace]
 
     def reserve_entry(self, topic: TopicName) -> Reservation:
         with self._lock:
@@ -174,6 +195,14 @@ class MemoryMetadataStore:
             if version != expected_version:
                 return False
             t.cursors[subscription] = (copy.deepcopy(state.to_dict()), version + 1)
+            return True
+
+    def delete_cursor(self, topic: TopicName, subscription: str, expected_version: int) -> bool:
+        with self._lock:
+            t = self.topics[str(topic)]
+            if t.cursors.get(subscription, ({}, 0))[1] != expected_version:
+                return False
+            t.cursors.pop(subscription, None)
             return True
 
     def list_subscriptions(self, topic: TopicName) -> list[str]:

@@ -12,7 +12,7 @@ import base64
 import binascii
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from magnetar.core.dispatch import MAX_WAIT_MS
 
@@ -42,11 +42,47 @@ class ProducerMessage(_Body):
         return value
 
 
+class ChunkModel(_Body):
+    uuid: str = Field(min_length=1, max_length=128)
+    chunkId: int = Field(ge=0)
+    numChunks: int = Field(ge=1, le=100_000)
+    totalSize: int = Field(ge=0)
+
+
+class BatchModel(_Body):
+    """A batch the SDK encoded (msgpack messages, compressed): stored as it comes."""
+
+    payload: str
+    numMessages: int = Field(ge=1, le=10_000)
+    compression: str = "NONE"
+    uncompressedSize: int = Field(ge=0)
+    key: str | None = None
+    batched: bool = True
+    deliverAt: int = Field(default=0, ge=0)
+    chunk: ChunkModel | None = None
+
+    @field_validator("payload")
+    @classmethod
+    def _valid_base64(cls, value: str) -> str:
+        decode_b64(value)
+        return value
+
+
 class ProduceRequest(_Body):
+    """Pulsar's REST producer body (`messages`), or one SDK-encoded `batch`."""
+
     producerName: str = Field(default="rest-producer", min_length=1, max_length=255)
     sequenceId: int = Field(default=-1, ge=-1)
+    highestSequenceId: int = Field(default=-1, ge=-1)
     batched: bool = True
-    messages: list[ProducerMessage] = Field(min_length=1)
+    messages: list[ProducerMessage] | None = Field(default=None, min_length=1)
+    batch: BatchModel | None = None
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> ProduceRequest:
+        if (self.messages is None) == (self.batch is None):
+            raise ValueError("give either messages or batch")
+        return self
 
 
 class PublishResult(BaseModel):
@@ -73,8 +109,15 @@ class SubscribeRequest(_Body):
 
 
 class AckRequest(_Body):
+    """Message ids `ledger:entry:partition:batchIndex`; `batchSizes` (entry id -> messages in it)
+    lets the broker track batch-index acknowledgements; `epoch` ignores acks from before a seek."""
+
     messageIds: list[str] = Field(default_factory=list, max_length=100_000)
+    batchSizes: dict[str, int] = Field(default_factory=dict)
     cumulative: str | None = None
+    nacks: list[str] = Field(default_factory=list, max_length=100_000)
+    nackDelayMs: int = Field(default=60_000, ge=0, le=7 * 24 * 3600 * 1000)
+    epoch: int | None = None
 
 
 class ReceiveRequest(_Body):
@@ -88,6 +131,18 @@ class ReceiveRequest(_Body):
 class ReadRequest(_Body):
     startEntryId: int = Field(default=0, ge=0)
     maxEntries: int = Field(default=100, ge=1, le=1000)
+    format: Literal["messages", "entries"] = "messages"
+
+
+class SeekRequest(_Body):
+    messageId: str | None = None
+    timestamp: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> SeekRequest:
+        if (self.messageId is None) == (self.timestamp is None):
+            raise ValueError("give either messageId or timestamp")
+        return self
 
 
 class ConsumerMessage(BaseModel):

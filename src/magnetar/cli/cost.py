@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from magnetar.cost import (
@@ -78,7 +79,7 @@ def result_dict(report: CostReport, comparison: Comparison) -> dict[str, Any]:
 def render(report: CostReport, comparison: Comparison, out: Console) -> None:
     w = report.workload
     out.print(
-        f"[bold]{w.name}[/bold]: {w.description or ''}\n"
+        f"[bold]{escape(w.name)}[/bold]: {escape(w.description)}\n"
         f"{w.produce_rate_msgs_per_s:,.0f} msg/s x {w.message_bytes:,} B, batch {w.batch_size}, "
         f"{w.topic_partitions} partition(s), {w.subscriptions} subscription(s), {w.retention_hours:g} h retention, "
         f"{report.messages_per_month / 1e9:,.2f} billion messages/month; us-east-1 list prices as of {PRICES_AS_OF}"
@@ -114,13 +115,14 @@ def render(report: CostReport, comparison: Comparison, out: Console) -> None:
     out.print(steps)
 
     rows = Table(title="The same workload elsewhere")
-    rows.add_column("system")
-    rows.add_column("USD/month", justify="right")
+    rows.add_column("system", no_wrap=True)
+    rows.add_column("USD/month", justify="right", no_wrap=True)
     rows.add_column("USD per million messages", justify="right")
-    rows.add_column("assumptions", overflow="fold")
     for row in comparison.rows:
-        rows.add_row(row.name, _usd(row.monthly_usd), _per_million(row.usd_per_million_messages), row.assumptions)
+        rows.add_row(row.name, _usd(row.monthly_usd), _per_million(row.usd_per_million_messages))
     out.print(rows)
+    for row in comparison.rows:
+        out.print(f"[dim]{escape(row.name)}:[/dim] {escape(row.assumptions)}", highlight=False)
 
     out.print(
         f"Idle consumer long-polling: {report.idle_usd_per_consumer_hour:.4f} USD per consumer-hour "
@@ -128,10 +130,10 @@ def render(report: CostReport, comparison: Comparison, out: Console) -> None:
         f"{report.websocket_idle_usd_per_consumer_hour:.6f} per hour"
     )
     for note in report.notes:
-        out.print(f"[dim]note:[/dim] {note}")
+        out.print(f"[dim]note:[/dim] {escape(note)}")
     for warning in report.warnings:
-        out.print(f"[yellow]warning:[/yellow] {warning}")
-    out.print(f"[bold green]{headline_text(report, comparison)}[/bold green]")
+        out.print(f"[yellow]warning:[/yellow] {escape(warning)}")
+    out.print(f"[bold green]{escape(headline_text(report, comparison))}[/bold green]")
 
 
 def render_prices(out: Console) -> None:
@@ -154,7 +156,7 @@ def cost_command(
     try:
         loaded = load_workload(workload)
     except WorkloadError as exc:
-        err.print(f"[red]error:[/red] {exc}", markup=True, highlight=False)
+        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
     report = monthly_cost(loaded)
     comparison = compare(loaded, report)

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from magnetar.cli.cost import cost_command
 from magnetar.cli.perf import perf_app
 from magnetar.cli.verify import verify_command
 from magnetar.client.admin import AdminClient
@@ -33,6 +34,7 @@ app.add_typer(local_app, name="local")
 app.add_typer(admin_app, name="admin")
 app.add_typer(perf_app, name="perf")
 app.command("verify")(verify_command)
+app.command("cost")(cost_command)
 admin_app.add_typer(tenants_app, name="tenants")
 admin_app.add_typer(namespaces_app, name="namespaces")
 admin_app.add_typer(topics_app, name="topics")

@@ -2,17 +2,32 @@
 
 from __future__ import annotations
 
+import contextlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+from magnetar.client import exceptions
 from magnetar.client.consumer import Consumer
+from magnetar.client.message import Message, MessageId
+from magnetar.client.partitioned import MultiTopicsConsumer, PartitionedProducer, matching
 from magnetar.client.producer import Producer
-from magnetar.client.transport import Transport
-from magnetar.client.types import ConsumerBatchReceivePolicy, ConsumerType, InitialPosition
-from magnetar.core.naming import TopicName, check_subscription
+from magnetar.client.reader import Reader
+from magnetar.client.transport import Transport, topic_path
+from magnetar.client.types import (
+    CompressionType,
+    ConsumerBatchReceivePolicy,
+    ConsumerDeadLetterPolicy,
+    ConsumerType,
+    InitialPosition,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+)
+from magnetar.core.errors import InvalidInput
+from magnetar.core.naming import NamespaceName, TopicName, check_subscription
 
 
 def _topic(name: str) -> TopicName:
-    from magnetar.client import exceptions
-    from magnetar.core.errors import InvalidInput
-
     try:
         return TopicName.parse(name)
     except InvalidInput as exc:
@@ -22,35 +37,63 @@ def _topic(name: str) -> TopicName:
 class Client:
     def __init__(self, service_url: str, operation_timeout_seconds: int = 30) -> None:
         self._transport = Transport(service_url, float(operation_timeout_seconds))
-        self._producers: list[Producer] = []
-        self._consumers: list[Consumer] = []
+        self._closeables: list[Any] = []
 
+    # --- topics ------------------------------------------------------------------------------
+    def _partitions(self, topic: TopicName) -> int:
+        if topic.partition_index >= 0:
+            return 0
+        result = self._transport.call("GET", f"/admin/v2/{topic_path(topic)}/partitions")
+        return int(result.get("partitions", 0))
+
+    def get_topic_partitions(self, topic: str) -> list[str]:
+        name = _topic(topic)
+        n = self._partitions(name)
+        return [str(name.partition(i)) for i in range(n)] if n else [str(name)]
+
+    # --- producers -----------------------------------------------------------------------------
     def create_producer(
         self,
         topic: str,
         producer_name: str | None = None,
         send_timeout_millis: int = 30_000,
+        compression_type: CompressionType = CompressionType.NONE,
         batching_enabled: bool = True,
         batching_max_messages: int = 1000,
         batching_max_allowed_size_in_bytes: int = 128 * 1024,
         batching_max_publish_delay_ms: int = 10,
-    ) -> Producer:
-        producer = Producer(
-            self._transport,
-            _topic(topic),
-            producer_name,
-            batching_enabled,
-            batching_max_messages,
-            batching_max_allowed_size_in_bytes,
-            batching_max_publish_delay_ms,
-            send_timeout_millis,
-        )
-        self._producers.append(producer)
+        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
+        message_router: Callable[[Message, int], int] | None = None,
+        chunking_enabled: bool = False,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+    ) -> Producer | PartitionedProducer:
+        name = _topic(topic)
+        if access_mode is not ProducerAccessMode.Shared:
+            raise exceptions.NotAllowedError(f"Producer access mode {access_mode.name} is not supported yet")
+        options: dict[str, Any] = {
+            "batching_enabled": batching_enabled, "batching_max_messages": batching_max_messages,
+            "batching_max_allowed_size_in_bytes": batching_max_allowed_size_in_bytes,
+            "batching_max_publish_delay_ms": batching_max_publish_delay_ms,
+            "send_timeout_millis": send_timeout_millis, "compression_type": compression_type,
+            "chunking_enabled": chunking_enabled,
+        }
+        partitions = self._partitions(name)
+        producer: Producer | PartitionedProducer
+        if partitions:
+            base = producer_name
+            producers = [Producer(self._transport, name.partition(i), f"{base}-p{i}" if base else None, **options)
+                         for i in range(partitions)]
+            producer = PartitionedProducer(str(name), producers, message_routing_mode, message_router,
+                                           batching_max_messages if batching_enabled else 1)
+        else:
+            producer = Producer(self._transport, name, producer_name, **options)
+        self._closeables.append(producer)
         return producer
 
+    # --- consumers -----------------------------------------------------------------------------
     def subscribe(
         self,
-        topic: str,
+        topic: str | list[str] | re.Pattern[str] | None,
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
         consumer_name: str | None = None,
@@ -58,31 +101,85 @@ class Client:
         unacked_messages_timeout_ms: int | None = None,
         receiver_queue_size: int = 1000,
         batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
-    ) -> Consumer:
-        from magnetar.client import exceptions
-        from magnetar.core.errors import InvalidInput
-
+        negative_ack_redelivery_delay_ms: int = 60_000,
+        dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
+        message_listener: Callable[[Any, Message], None] | None = None,
+        pattern: str | re.Pattern[str] | None = None,
+        pattern_auto_discovery_period: int = 60,
+    ) -> Consumer | MultiTopicsConsumer:
         try:
             check_subscription(subscription_name)
         except InvalidInput as exc:
             raise exceptions.InvalidConfiguration(exc.reason) from None
-        consumer = Consumer(
-            self._transport,
-            _topic(topic),
-            subscription_name,
-            consumer_type,
-            consumer_name,
-            initial_position,
-            unacked_messages_timeout_ms,
-            receiver_queue_size,
-            batch_receive_policy,
-        )
-        self._consumers.append(consumer)
+        if pattern is not None:
+            topic = re.compile(pattern) if isinstance(pattern, str) else pattern
+        discover: Callable[[], list[str]] | None = None
+        if isinstance(topic, re.Pattern):
+            regex: re.Pattern[str] = topic
+            namespace = self._pattern_namespace(regex)
+
+            def discover_topics() -> list[str]:
+                return self._expand(matching(regex, self._namespace_topics(namespace)))
+
+            discover = discover_topics
+            topics = discover_topics()
+        elif isinstance(topic, list):
+            topics = self._expand(topic)
+        elif isinstance(topic, str):
+            topics = self._expand([topic])
+        else:
+            raise exceptions.InvalidConfiguration("Give a topic, a list of topics or a pattern")
+
+        def make(partition_topic: str) -> Consumer:
+            return Consumer(
+                self._transport, _topic(partition_topic), subscription_name, consumer_type, consumer_name,
+                initial_position, unacked_messages_timeout_ms, receiver_queue_size, batch_receive_policy,
+                negative_ack_redelivery_delay_ms, dead_letter_policy, None if len(topics) > 1 or discover is not None else message_listener,
+                lambda t: self.create_producer(t, batching_enabled=False),
+            )
+
+        consumer: Consumer | MultiTopicsConsumer
+        if len(topics) == 1 and discover is None:
+            consumer = make(topics[0])
+        else:
+            consumer = MultiTopicsConsumer(subscription_name, make, topics, receiver_queue_size,
+                                           batch_receive_policy, message_listener, discover,
+                                           float(pattern_auto_discovery_period))
+        self._closeables.append(consumer)
         return consumer
 
+    def _expand(self, topics: list[str]) -> list[str]:
+        out: list[str] = []
+        for t in topics:
+            out.extend(self.get_topic_partitions(t))
+        return out
+
+    @staticmethod
+    def _pattern_namespace(regex: re.Pattern[str]) -> NamespaceName:
+        text = regex.pattern.split("://", 1)[-1]
+        parts = text.split("/")
+        if len(parts) < 3:
+            return NamespaceName("public", "default")
+        return NamespaceName.parse("/".join(parts[:2]))
+
+    def _namespace_topics(self, namespace: NamespaceName) -> list[str]:
+        plain: list[str] = self._transport.call("GET", f"/admin/v2/persistent/{namespace}")
+        partitioned: list[str] = self._transport.call("GET", f"/admin/v2/persistent/{namespace}/partitioned")
+        bases = set(partitioned)
+        return sorted(bases | {t for t in plain if TopicName.parse(t).partitioned_topic.__str__() not in bases})
+
+    # --- readers -------------------------------------------------------------------------------
+    def create_reader(self, topic: str, start_message_id: MessageId, receiver_queue_size: int = 1000,
+                      start_message_id_inclusive: bool = False) -> Reader:
+        name = _topic(topic)
+        if self._partitions(name):
+            raise exceptions.InvalidConfiguration("Create one reader per partition of a partitioned topic")
+        reader = Reader(self._transport, name, start_message_id, start_message_id_inclusive, receiver_queue_size)
+        self._closeables.append(reader)
+        return reader
+
     def close(self) -> None:
-        for producer in self._producers:
-            producer.close()
-        for consumer in self._consumers:
-            consumer.close()
+        for item in reversed(self._closeables):
+            with contextlib.suppress(exceptions.PulsarException):
+                item.close()
         self._transport.close()

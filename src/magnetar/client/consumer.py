@@ -1,9 +1,11 @@
-"""Consumer: long-poll receive with a prefetch queue, grouped acknowledgements, a lease heartbeat.
+"""Consumer of one topic partition: long-poll receive with a prefetch queue, grouped
+acknowledgements, negative acks, seek, dead letters, chunk reassembly, a lease heartbeat.
 
 - `receive()` serves from the local queue (`receiver_queue_size`), refilled by long polls that
   carry a request id: a poll retried after a lost response gets the same messages back.
-- Acknowledgements are grouped (Pulsar's acknowledgmentGroupTime, 100 ms) and sent per entry:
-  a batch entry is acknowledged once every message in it is.
+- Acknowledgements are grouped (Pulsar's acknowledgmentGroupTime) and ride on the next poll;
+  messages of a batch entry are acknowledged one by one (batch-index acknowledgement: the
+  broker remembers them, a redelivered batch comes back without them).
 - A heartbeat renews the consumer's lease while the application is busy between receives; a
   consumer that stops renewing is detached and its unacknowledged messages are redelivered.
 """
@@ -12,21 +14,41 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
+from magnetar.api.wire import entry_from_wire
 from magnetar.client import exceptions
 from magnetar.client.message import Message, MessageId
 from magnetar.client.transport import Transport, topic_path
-from magnetar.client.types import ConsumerBatchReceivePolicy, ConsumerType, InitialPosition
+from magnetar.client.types import (
+    ConsumerBatchReceivePolicy,
+    ConsumerDeadLetterPolicy,
+    ConsumerType,
+    InitialPosition,
+)
+from magnetar.core.compression import decompress
+from magnetar.core.entry import Entry, decode_messages
 from magnetar.core.naming import TopicName
 
+log = logging.getLogger(__name__)
 ACK_GROUP_S = 0.1
 ACK_MAX_DELAY_S = 1.0
 HEARTBEAT_S = 10.0
 MAX_POLL_MS = 20_000
+INCOMPLETE_CHUNK_EXPIRY_S = 60.0  # Pulsar's expireTimeOfIncompleteChunkedMessage
+
+
+@dataclass
+class _Chunks:
+    parts: dict[int, bytes] = field(default_factory=dict)
+    ids: list[MessageId] = field(default_factory=list)
+    first_seen: float = field(default_factory=time.monotonic)
 
 
 class Consumer:
@@ -35,12 +57,16 @@ class Consumer:
         transport: Transport,
         topic: TopicName,
         subscription_name: str,
-        consumer_type: ConsumerType,
-        consumer_name: str | None,
-        initial_position: InitialPosition,
-        unacked_messages_timeout_ms: int | None,
-        receiver_queue_size: int,
+        consumer_type: ConsumerType = ConsumerType.Exclusive,
+        consumer_name: str | None = None,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        unacked_messages_timeout_ms: int | None = None,
+        receiver_queue_size: int = 1000,
         batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
+        negative_ack_redelivery_delay_ms: int = 60_000,
+        dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
+        message_listener: Callable[[Consumer, Message], None] | None = None,
+        dead_letter_producer: Callable[[str], Any] | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -49,25 +75,36 @@ class Consumer:
         self._type = consumer_type
         self._queue_size = max(1, receiver_queue_size)
         self._batch_policy = batch_receive_policy or ConsumerBatchReceivePolicy()
+        self._nack_delay_ms = max(0, negative_ack_redelivery_delay_ms)
+        self._dlq = dead_letter_policy
+        self._dlq_topic = (dead_letter_policy.dead_letter_topic if dead_letter_policy else None) or (
+            f"{topic.partitioned_topic}-{subscription_name}-DLQ")
+        self._dlq_producer_factory = dead_letter_producer
+        self._dlq_producer: Any = None
         base = f"/magnetar/v1/consumer/{topic_path(topic)}/{subscription_name}"
         self._consumer_path = f"{base}/{self._name}"
-        self._ack_path = f"{base}/ack"
+        self._seek_path = f"{base}/seek"
         self._subscribe_body = {
             "subscriptionType": consumer_type.value,
             "initialPosition": initial_position.value,
             "ackTimeoutMs": int(unacked_messages_timeout_ms or 0),
         }
         self._queue: collections.deque[Message] = collections.deque()
+        self._chunks: dict[str, _Chunks] = {}
         self._receive_lock = threading.Lock()
-        self._pending_batch: dict[int, set[int]] = {}  # entry id -> batch indexes not yet acked
-        self._acks: set[int] = set()
+        self._acks: dict[str, int] = {}  # message id text -> messages in its entry
+        self._nacks: set[str] = set()
         self._cumulative: MessageId | None = None
         self._acks_since = 0.0  # when the oldest grouped ack was made (0: none pending)
         self._ack_lock = threading.Lock()
         self._closed = threading.Event()
-        self._transport.call("PUT", self._consumer_path, self._subscribe_body)
+        response = self._transport.call("PUT", self._consumer_path, self._subscribe_body)
+        self._epoch = int(response.get("epoch", 0)) if isinstance(response, dict) else 0
         self._background = threading.Thread(target=self._run, name=f"consumer-{self._name}", daemon=True)
         self._background.start()
+        self._listener = message_listener
+        if message_listener is not None:
+            threading.Thread(target=self._listen, name=f"listener-{self._name}", daemon=True).start()
 
     # --- pulsar-client API -----------------------------------------------------------------
     def topic(self) -> str:
@@ -119,45 +156,65 @@ class Consumer:
 
     def acknowledge(self, message: Message | MessageId) -> None:
         message_id = message.message_id() if isinstance(message, Message) else message
-        entry = message_id.entry_id()
         with self._ack_lock:
-            left = self._pending_batch.get(entry)
-            if left is not None and message_id.batch_index() >= 0:
-                left.discard(message_id.batch_index())
-                if left:
-                    return
-            self._pending_batch.pop(entry, None)
-            self._acks.add(entry)
+            for mid in message_id._chunks or (message_id,):
+                self._acks[mid.wire()] = mid._batch_size
             self._acks_since = self._acks_since or time.monotonic()
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         if self._type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise exceptions.InvalidConfiguration("Cumulative acknowledgement is not allowed on a Shared subscription")
         message_id = message.message_id() if isinstance(message, Message) else message
-        entry = message_id.entry_id()
         with self._ack_lock:
-            left = self._pending_batch.get(entry)
-            if left is not None and message_id.batch_index() >= 0:
-                left.difference_update(range(message_id.batch_index() + 1))
-            if left:  # part of the last batch is still unacknowledged: ack up to the entry before
-                target = MessageId(message_id.ledger_id(), entry - 1, message_id.partition(), -1)
-            else:
-                self._pending_batch.pop(entry, None)
-                target = message_id
-            for e in [e for e in self._pending_batch if e < entry]:
-                del self._pending_batch[e]
-            if target.entry_id() >= 0 and (self._cumulative is None or self._cumulative < target):
-                self._cumulative = target
+            if self._cumulative is None or self._cumulative < message_id:
+                self._cumulative = message_id
+            self._acks_since = self._acks_since or time.monotonic()
         self._flush_acks()
+
+    def negative_acknowledge(self, message: Message | MessageId) -> None:
+        """Redeliver this message after `negative_ack_redelivery_delay_ms` (its whole batch, minus
+        the messages already acknowledged)."""
+        message_id = message.message_id() if isinstance(message, Message) else message
+        with self._ack_lock:
+            self._nacks.update(mid.wire() for mid in (message_id._chunks or (message_id,)))
+            self._acks_since = self._acks_since or time.monotonic()
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        with self._receive_lock:
+            self._flush_acks()
+            self._queue.clear()
+            self._transport.call("POST", f"{self._consumer_path}/redeliver", {})
+
+    def seek(self, message_id: MessageId | int) -> None:
+        """Reset the subscription to a message id, or to a publish time (ms), for all its consumers."""
+        body: dict[str, Any] = {"timestamp": int(message_id)} if isinstance(message_id, int) else {
+            "messageId": message_id.wire()}
+        with self._receive_lock:
+            with self._ack_lock:
+                self._acks.clear()
+                self._nacks.clear()
+                self._cumulative, self._acks_since = None, 0.0
+            response = self._transport.call("POST", self._seek_path, body)
+            self._epoch = int(response.get("epoch", self._epoch + 1))
+            self._queue.clear()
+            self._chunks.clear()
+
+    def unsubscribe(self) -> None:
+        self._flush_acks()
+        self._transport.call("DELETE", f"{self._consumer_path}/subscription")
+        self._closed.set()
 
     def close(self) -> None:
         if self._closed.is_set():
             return
-        self._flush_acks()
+        with contextlib.suppress(exceptions.PulsarException):
+            self._flush_acks()
         self._closed.set()
         self._background.join(timeout=2)
         with contextlib.suppress(exceptions.PulsarException):  # if it fails, the lease expires on its own
             self._transport.call("DELETE", self._consumer_path, deadline_s=5)
+        if self._dlq_producer is not None:
+            self._dlq_producer.close()
 
     def is_connected(self) -> bool:
         return not self._closed.is_set()
@@ -183,40 +240,99 @@ class Consumer:
             # our lease lapsed (e.g. a long pause): attach again, as a reconnecting Pulsar client does
             self._transport.call("PUT", self._consumer_path, self._subscribe_body)
             if acks:
-                self._transport.call("POST", self._ack_path, acks)
+                self._transport.call("POST", f"{self._consumer_path}/ack", acks)
             return
         except exceptions.PulsarException:
             self._restore_acks(acks)
             raise
-        messages = [Message.from_wire(m) for m in response["messages"]]
-        with self._ack_lock:
-            for m in messages:
-                mid = m.message_id()
-                if mid.batch_index() >= 0:
-                    self._pending_batch.setdefault(mid.entry_id(), set()).add(mid.batch_index())
-        self._queue.extend(messages)
+        epoch = int(response.get("epoch", self._epoch))
+        if epoch != self._epoch:  # another consumer sought: what we prefetched is stale
+            self._epoch = epoch
+            self._queue.clear()
+            self._chunks.clear()
+        partition = self._topic.partition_index
+        for wire in response["entries"]:
+            entry = entry_from_wire(wire, str(self._topic))
+            redelivery = int(wire.get("redeliveryCount", 0))
+            if entry.chunk is not None:
+                self._add_chunk(entry, partition, redelivery)
+                continue
+            for message in Message.from_entry(entry, partition, redelivery, set(wire.get("ackedIndexes", ()))):
+                self._deliver(message)
+        self._expire_chunks()
+
+    def _deliver(self, message: Message) -> None:
+        if self._dlq and message.redelivery_count() > self._dlq.max_redeliver_count and self._dlq_producer_factory:
+            if self._dlq_producer is None:
+                self._dlq_producer = self._dlq_producer_factory(self._dlq_topic)
+            properties = message.properties() | {"REAL_TOPIC": message.topic_name(),
+                                                 "ORIGIN_MESSAGE_ID": str(message.message_id())}
+            self._dlq_producer.send(message.data(), properties=properties,
+                                    partition_key=message.partition_key() or None)
+            self.acknowledge(message)
+            return
+        self._queue.append(message)
+
+    def _add_chunk(self, entry: Entry, partition: int, redelivery: int) -> None:
+        chunk = entry.chunk
+        assert chunk is not None
+        state = self._chunks.setdefault(chunk.uuid, _Chunks())
+        mid = MessageId(entry.ledger_id, entry.entry_id, partition, -1, entry.topic)
+        if chunk.chunk_id in state.parts:
+            return
+        state.parts[chunk.chunk_id] = entry.payload
+        state.ids.append(mid)
+        if len(state.parts) < chunk.num_chunks:
+            return
+        del self._chunks[chunk.uuid]
+        blob = b"".join(state.parts[i] for i in range(chunk.num_chunks))
+        message = decode_messages(decompress(entry.compression, blob, entry.uncompressed_size))[0]
+        full_id = MessageId(entry.ledger_id, entry.entry_id, partition, -1, entry.topic)
+        full_id._chunks = tuple(state.ids)
+        self._deliver(Message(message.payload, full_id, entry.topic, message.properties, message.key or "",
+                              entry.publish_time, message.event_time, redelivery, entry.producer_name,
+                              message.ordering_key or ""))
+
+    def _expire_chunks(self) -> None:
+        """Chunks of a message whose producer died never complete: acknowledge and drop them."""
+        now = time.monotonic()
+        for key in [k for k, c in self._chunks.items() if now - c.first_seen > INCOMPLETE_CHUNK_EXPIRY_S]:
+            for mid in self._chunks.pop(key).ids:
+                self.acknowledge(mid)
 
     def _take_acks(self) -> dict[str, Any] | None:
-        """The grouped acknowledgements as an ack body (entry ids only matter to the broker)."""
         with self._ack_lock:
-            acks, self._acks = sorted(self._acks), set()
+            acks, self._acks = self._acks, {}
+            nacks, self._nacks = self._nacks, set()
             cumulative, self._cumulative = self._cumulative, None
             self._acks_since = 0.0
-        if not acks and cumulative is None:
+        if not acks and not nacks and cumulative is None:
             return None
-        body: dict[str, Any] = {"messageIds": [f"0:{e}" for e in acks]}
+        sizes = {MessageId.from_text(m).entry_id(): n for m, n in acks.items() if n > 1}
+        body: dict[str, Any] = {"messageIds": sorted(acks), "epoch": self._epoch}
         if cumulative is not None:
             body["cumulative"] = cumulative.wire()
+            if cumulative._batch_size > 1:
+                sizes[cumulative.entry_id()] = cumulative._batch_size
+        if sizes:
+            body["batchSizes"] = {str(e): n for e, n in sizes.items()}
+        if nacks:
+            body["nacks"] = sorted(nacks)
+            body["nackDelayMs"] = self._nack_delay_ms
         return body
 
     def _restore_acks(self, body: dict[str, Any] | None) -> None:
         if not body:
             return
+        sizes = body.get("batchSizes", {})
         with self._ack_lock:
             self._acks_since = self._acks_since or time.monotonic()
-            self._acks.update(MessageId.from_text(m).entry_id() for m in body["messageIds"])
+            for m in body["messageIds"]:
+                self._acks[m] = sizes.get(str(MessageId.from_text(m).entry_id()), 0)
+            self._nacks.update(body.get("nacks", ()))
             if "cumulative" in body:
                 cumulative = MessageId.from_text(body["cumulative"])
+                cumulative._batch_size = sizes.get(str(cumulative.entry_id()), 0)
                 if self._cumulative is None or self._cumulative < cumulative:
                     self._cumulative = cumulative
 
@@ -225,7 +341,7 @@ class Consumer:
         if body is None:
             return
         try:
-            self._transport.call("POST", self._ack_path, body)
+            self._transport.call("POST", f"{self._consumer_path}/ack", body)
         except exceptions.PulsarException:
             self._restore_acks(body)
             raise
@@ -242,6 +358,18 @@ class Consumer:
                     self._transport.call("PUT", self._consumer_path, self._subscribe_body)
                     last_beat = time.monotonic()
             except exceptions.PulsarException:
-                import logging
+                log.warning("consumer background call failed", exc_info=True)
 
-                logging.getLogger(__name__).warning("consumer background call failed", exc_info=True)
+    def _listen(self) -> None:
+        assert self._listener is not None
+        while not self._closed.is_set():
+            try:
+                message = self.receive(timeout_millis=1000)
+            except exceptions.Timeout:
+                continue
+            except exceptions.AlreadyClosed:
+                return
+            try:
+                self._listener(self, message)
+            except Exception:  # the application's listener must not kill the consumer
+                log.exception("message listener raised")

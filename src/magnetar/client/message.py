@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import total_ordering
 from typing import Any, ClassVar
 
-from magnetar.core.entry import MessageIdData
+from magnetar.core.entry import Entry, MessageIdData
 
 _ID_FORMAT = ">qqqq"  # ledger, entry, partition, batch index: 32 bytes, big-endian
 
@@ -18,8 +18,12 @@ class MessageId:
     earliest: ClassVar[MessageId]
     latest: ClassVar[MessageId]
 
-    def __init__(self, ledger_id: int = -1, entry_id: int = -1, partition: int = -1, batch_index: int = -1) -> None:
+    def __init__(self, ledger_id: int = -1, entry_id: int = -1, partition: int = -1, batch_index: int = -1,
+                 topic: str = "", batch_size: int = 0) -> None:
         self._data = MessageIdData(ledger_id, entry_id, partition, batch_index)
+        self._topic = topic  # which topic partition: acknowledgements of multi-topic consumers route by it
+        self._batch_size = batch_size  # messages in the entry (batch-index acknowledgement)
+        self._chunks: tuple[MessageId, ...] = ()  # a chunked message: the ids of all its chunks
 
     def ledger_id(self) -> int:
         return self._data.ledger_id
@@ -44,9 +48,12 @@ class MessageId:
         return MessageId(*struct.unpack(_ID_FORMAT, data))
 
     @staticmethod
-    def from_text(text: str) -> MessageId:
+    def from_text(text: str, topic: str = "") -> MessageId:
         d = MessageIdData.parse(text)
-        return MessageId(d.ledger_id, d.entry_id, d.partition, d.batch_index)
+        return MessageId(d.ledger_id, d.entry_id, d.partition, d.batch_index, topic)
+
+    def topic_name(self) -> str:
+        return self._topic
 
     def wire(self) -> str:
         """The `ledger:entry:partition:batch` form of the HTTP API."""
@@ -88,11 +95,14 @@ class Message:
     _redelivery_count: int = 0
     _producer_name: str = ""
 
+    _ordering_key: str = ""
+
     @classmethod
     def from_wire(cls, m: dict[str, Any]) -> Message:
+        """A message in Pulsar's WebSocket/REST shape."""
         return cls(
             base64.b64decode(m["payload"]),
-            MessageId.from_text(m["messageId"]),
+            MessageId.from_text(m["messageId"], m["topic"]),
             m["topic"],
             m.get("properties") or {},
             m.get("key") or "",
@@ -101,6 +111,19 @@ class Message:
             m.get("redeliveryCount", 0),
             m.get("producerName", ""),
         )
+
+    @classmethod
+    def from_entry(cls, entry: Entry, partition: int, redelivery_count: int, skip: set[int] | None = None) -> list[Message]:
+        """The messages of a received entry (the SDK decompresses), minus those already acked."""
+        out = []
+        for i, m in enumerate(entry.messages):
+            if skip and i in skip:
+                continue
+            mid = MessageId(entry.ledger_id, entry.entry_id, partition, i if entry.batched else -1, entry.topic,
+                            entry.num_messages if entry.batched else 0)
+            out.append(cls(m.payload, mid, entry.topic, m.properties, m.key or "", entry.publish_time, m.event_time,
+                           redelivery_count, entry.producer_name, m.ordering_key or ""))
+        return out
 
     def data(self) -> bytes:
         return self._data
@@ -121,7 +144,7 @@ class Message:
         return self._partition_key
 
     def ordering_key(self) -> str:
-        return self._partition_key
+        return self._ordering_key or self._partition_key
 
     def publish_timestamp(self) -> int:
         return self._publish_timestamp

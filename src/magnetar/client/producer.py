@@ -1,37 +1,47 @@
-"""Producer: client-side batching (one batch = one entry = one request), order kept.
+"""Producer of one topic partition: client-side batching (one batch = one entry = one request),
+compression, chunking, sequence ids; order kept.
 
 Messages wait in the current batch until it holds `batching_max_messages` messages or
 `batching_max_allowed_size_in_bytes` bytes, or `batching_max_publish_delay_ms` has passed, or
 `send()`/`flush()` asks for it. One batch is in flight at a time, so a producer's messages keep
-their order; a failed batch is retried until `send_timeout_millis`.
+their order; a failed batch is retried until `send_timeout_millis`. A message with a delivery
+time, or one larger than the journal's record limit (chunked), travels alone.
 """
 
 from __future__ import annotations
 
 import base64
+import logging
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.client import exceptions
 from magnetar.client.message import MessageId
 from magnetar.client.transport import Transport, topic_path
-from magnetar.client.types import Result
+from magnetar.client.types import CompressionType, Result
+from magnetar.core.compression import Codec, compress
+from magnetar.core.entry import Message, encode_messages
 from magnetar.core.naming import TopicName
 
 SendCallback = Callable[[Result, MessageId | None], None]
+log = logging.getLogger(__name__)
+MAX_ENTRY_BYTES = 900 * 1024  # under Kinesis' 1 MiB record, with room for the entry's metadata
 
 
 @dataclass
 class _Pending:
-    wire: dict[str, Any]
+    message: Message
     size: int
     future: Future[MessageId]
     callback: SendCallback | None
+    sequence_id: int
+    deliver_at: int = 0
+    chunks: list[tuple[bytes, int, int]] = field(default_factory=list)  # (chunk, codec size, uncompressed)
 
 
 class Producer:
@@ -40,27 +50,34 @@ class Producer:
         transport: Transport,
         topic: TopicName,
         producer_name: str | None,
-        batching_enabled: bool,
-        batching_max_messages: int,
-        batching_max_allowed_size_in_bytes: int,
-        batching_max_publish_delay_ms: int,
-        send_timeout_millis: int,
+        batching_enabled: bool = True,
+        batching_max_messages: int = 1000,
+        batching_max_allowed_size_in_bytes: int = 128 * 1024,
+        batching_max_publish_delay_ms: int = 10,
+        send_timeout_millis: int = 30_000,
+        compression_type: CompressionType = CompressionType.NONE,
+        chunking_enabled: bool = False,
+        initial_sequence_id: int = -1,
     ) -> None:
         self._transport = transport
         self._topic = topic
         self._name = producer_name or f"magnetar-{uuid.uuid4().hex[:12]}"
         self._path = f"/topics/{topic_path(topic)}"
         self._batching = batching_enabled
-        self._max_messages = batching_max_messages if batching_enabled else 1
-        self._max_bytes = batching_max_allowed_size_in_bytes
+        self._max_messages = max(1, batching_max_messages) if batching_enabled else 1
+        self._max_bytes = min(batching_max_allowed_size_in_bytes, MAX_ENTRY_BYTES)
         self._delay_s = batching_max_publish_delay_ms / 1000
         self._send_timeout_s = send_timeout_millis / 1000 if send_timeout_millis > 0 else 3600.0
+        self._codec = Codec.parse(compression_type.value)
+        self._chunking = chunking_enabled
         self._batch: list[_Pending] = []
+        self._solo: list[_Pending] = []  # delayed or chunked messages: each its own entry
         self._batch_bytes = 0
         self._batch_started = 0.0
         self._flush_requested = False
         self._closed = False
-        self._sequence_id = -1
+        self._next_sequence_id = initial_sequence_id + 1
+        self._last_sequence_id = initial_sequence_id
         self._cond = threading.Condition()
         self._inflight = 0
         self._sender = threading.Thread(target=self._run, name=f"producer-{self._name}", daemon=True)
@@ -74,35 +91,29 @@ class Producer:
         return self._name
 
     def last_sequence_id(self) -> int:
-        return self._sequence_id
+        return self._last_sequence_id
 
-    def send(
-        self,
-        content: bytes,
-        properties: dict[str, str] | None = None,
-        partition_key: str | None = None,
-        event_timestamp: int | None = None,
-    ) -> MessageId:
-        future = self._enqueue(content, properties, partition_key, event_timestamp, None)
+    def send(self, content: bytes, properties: dict[str, str] | None = None, partition_key: str | None = None,
+             ordering_key: str | None = None, sequence_id: int | None = None, event_timestamp: int | None = None,
+             deliver_at: int | None = None, deliver_after: int | None = None) -> MessageId:
+        future = self._enqueue(content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
+                               deliver_at, deliver_after, None)
         self.flush()
         return future.result()
 
-    def send_async(
-        self,
-        content: bytes,
-        callback: SendCallback | None,
-        properties: dict[str, str] | None = None,
-        partition_key: str | None = None,
-        event_timestamp: int | None = None,
-    ) -> None:
-        self._enqueue(content, properties, partition_key, event_timestamp, callback)
+    def send_async(self, content: bytes, callback: SendCallback | None, properties: dict[str, str] | None = None,
+                   partition_key: str | None = None, ordering_key: str | None = None, sequence_id: int | None = None,
+                   event_timestamp: int | None = None, deliver_at: int | None = None,
+                   deliver_after: int | None = None) -> None:
+        self._enqueue(content, properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at,
+                      deliver_after, callback)
 
     def flush(self) -> None:
         """Send everything queued so far and wait until it is acknowledged (or failed)."""
         with self._cond:
             self._flush_requested = True
             self._cond.notify_all()
-            while (self._batch or self._inflight) and not self._closed:
+            while (self._batch or self._solo or self._inflight) and not self._closed:
                 self._cond.wait(0.05)
 
     def close(self) -> None:
@@ -118,32 +129,36 @@ class Producer:
         return not self._closed
 
     # --- batching ----------------------------------------------------------------------------
-    def _enqueue(
-        self,
-        content: bytes,
-        properties: dict[str, str] | None,
-        partition_key: str | None,
-        event_timestamp: int | None,
-        callback: SendCallback | None,
-    ) -> Future[MessageId]:
+    def _enqueue(self, content: bytes, properties: dict[str, str] | None, partition_key: str | None,
+                 ordering_key: str | None, sequence_id: int | None, event_timestamp: int | None,
+                 deliver_at: int | None, deliver_after: int | None, callback: SendCallback | None) -> Future[MessageId]:
         if self._closed:
             raise exceptions.AlreadyClosed("Producer already closed")
         if not isinstance(content, bytes | bytearray | memoryview):
             raise TypeError("content must be bytes")
         if not content:
             raise exceptions.InvalidConfiguration("Empty payload")
-        wire: dict[str, Any] = {"payload": base64.b64encode(bytes(content)).decode()}
-        if properties:
-            wire["properties"] = {str(k): str(v) for k, v in properties.items()}
-        if partition_key is not None:
-            wire["key"] = partition_key
-        if event_timestamp:
-            wire["eventTime"] = int(event_timestamp)
-        pending = _Pending(wire, len(content), Future(), callback)
+        at = int(deliver_at or 0)
+        if deliver_after:
+            at = int(time.time() * 1000) + int(deliver_after)
+        message = Message(bytes(content), partition_key, {str(k): str(v) for k, v in (properties or {}).items()},
+                          int(event_timestamp or 0), ordering_key)
         with self._cond:
-            if self._batch and (
-                len(self._batch) >= self._max_messages or self._batch_bytes + pending.size > self._max_bytes
-            ):
+            seq = self._next_sequence_id if sequence_id is None else int(sequence_id)
+            self._next_sequence_id = max(self._next_sequence_id, seq) + 1
+            pending = _Pending(message, len(content), Future(), callback, seq, at)
+            if pending.size > MAX_ENTRY_BYTES:
+                if not self._chunking:
+                    raise exceptions.MessageTooBig(
+                        f"Message of {pending.size} bytes exceeds {MAX_ENTRY_BYTES}; enable chunking_enabled")
+                pending.chunks = self._chunk(message)
+            if at or pending.chunks:
+                self._solo.append(pending)
+                self._flush_requested = True
+                self._cond.notify_all()
+                return pending.future
+            if self._batch and (len(self._batch) >= self._max_messages
+                                or self._batch_bytes + pending.size > self._max_bytes):
                 self._flush_requested = True
                 self._cond.notify_all()
                 while self._batch and not self._closed:  # back-pressure: one batch waiting at most
@@ -157,10 +172,18 @@ class Producer:
             self._cond.notify_all()
         return pending.future
 
+    def _chunk(self, message: Message) -> list[tuple[bytes, int, int]]:
+        """Compress then split, as Pulsar does: each chunk is one entry, reassembled by consumers."""
+        raw = encode_messages([message])
+        packed = compress(self._codec, raw)
+        return [(packed[i:i + MAX_ENTRY_BYTES], len(packed), len(raw)) for i in range(0, len(packed), MAX_ENTRY_BYTES)]
+
     def _run(self) -> None:
         while True:
             with self._cond:
                 while True:
+                    if self._solo and (self._flush_requested or self._closed or not self._batch):
+                        break
                     if self._batch:
                         due = self._batch_started + self._delay_s
                         if self._flush_requested or time.monotonic() >= due or self._closed:
@@ -171,43 +194,87 @@ class Producer:
                     else:
                         self._flush_requested = False
                         self._cond.wait(0.5)
-                batch, self._batch, self._batch_bytes = self._batch, [], 0
-                self._inflight = len(batch)
-                self._flush_requested = False
+                # in arrival order: a solo message waits for the batch queued before it
+                if self._batch and (not self._solo or self._batch[0].sequence_id < self._solo[0].sequence_id):
+                    work, self._batch, self._batch_bytes = self._batch, [], 0
+                else:
+                    work = [self._solo.pop(0)]
+                self._inflight = len(work)
+                if not self._batch and not self._solo:
+                    self._flush_requested = False
                 self._cond.notify_all()
-            self._publish(batch)
+            if work[0].chunks:
+                self._publish_chunks(work[0])
+            else:
+                self._publish(work)
             with self._cond:
                 self._inflight = 0
                 self._cond.notify_all()
 
+    def _post(self, body: dict[str, Any]) -> list[MessageId]:
+        response = self._transport.call("POST", self._path, body, deadline_s=self._send_timeout_s)
+        return [MessageId.from_text(r["messageId"], str(self._topic)) for r in response["messagePublishResults"]]
+
     def _publish(self, batch: list[_Pending]) -> None:
-        first_sequence_id = self._sequence_id + 1
+        messages = [p.message for p in batch]
+        raw = encode_messages(messages)
+        key = next((m.ordering_key or m.key for m in messages if (m.ordering_key or m.key)), None)
         body = {
             "producerName": self._name,
-            "sequenceId": first_sequence_id,
-            "batched": self._batching,
-            "messages": [p.wire for p in batch],
+            "sequenceId": batch[0].sequence_id,
+            "highestSequenceId": batch[-1].sequence_id,
+            "batch": {
+                "payload": base64.b64encode(compress(self._codec, raw)).decode(),
+                "numMessages": len(batch), "compression": self._codec.value, "uncompressedSize": len(raw),
+                "key": key, "batched": self._batching, "deliverAt": batch[0].deliver_at,
+            },
         }
         try:
-            response = self._transport.call("POST", self._path, body, deadline_s=self._send_timeout_s)
-            ids = [MessageId.from_text(r["messageId"]) for r in response["messagePublishResults"]]
+            ids = self._post(body)
         except exceptions.PulsarException as exc:
-            for p in batch:
-                p.future.set_exception(exc)
-                if p.callback:
-                    _safe(p.callback, Result.from_exception(exc), None)
+            self._fail(batch, exc)
             return
-        self._sequence_id = first_sequence_id + len(batch) - 1
+        self._last_sequence_id = max(self._last_sequence_id, batch[-1].sequence_id)
         for p, message_id in zip(batch, ids, strict=True):
-            p.future.set_result(message_id)
+            self._succeed(p, message_id)
+
+    def _publish_chunks(self, pending: _Pending) -> None:
+        chunk_uuid = f"{self._name}-{pending.sequence_id}-{uuid.uuid4().hex[:8]}"
+        key = pending.message.ordering_key or pending.message.key
+        message_id: MessageId | None = None
+        for index, (piece, total, uncompressed) in enumerate(pending.chunks):
+            body = {
+                "producerName": self._name, "sequenceId": pending.sequence_id, "highestSequenceId": pending.sequence_id,
+                "batch": {
+                    "payload": base64.b64encode(piece).decode(), "numMessages": 1, "compression": self._codec.value,
+                    "uncompressedSize": uncompressed, "key": key, "batched": False,
+                    "chunk": {"uuid": chunk_uuid, "chunkId": index, "numChunks": len(pending.chunks),
+                              "totalSize": total},
+                },
+            }
+            try:
+                message_id = self._post(body)[0]
+            except exceptions.PulsarException as exc:
+                self._fail([pending], exc)
+                return
+        self._last_sequence_id = max(self._last_sequence_id, pending.sequence_id)
+        assert message_id is not None
+        self._succeed(pending, message_id)
+
+    def _succeed(self, p: _Pending, message_id: MessageId) -> None:
+        p.future.set_result(message_id)
+        if p.callback:
+            _safe(p.callback, Result.Ok, message_id)
+
+    def _fail(self, batch: list[_Pending], exc: exceptions.PulsarException) -> None:
+        for p in batch:
+            p.future.set_exception(exc)
             if p.callback:
-                _safe(p.callback, Result.Ok, message_id)
+                _safe(p.callback, Result.from_exception(exc), None)
 
 
 def _safe(callback: SendCallback, result: Result, message_id: MessageId | None) -> None:
     try:
         callback(result, message_id)
     except Exception:  # a user callback must not kill the sender thread
-        import logging
-
-        logging.getLogger(__name__).exception("send callback raised")
+        log.exception("send callback raised")

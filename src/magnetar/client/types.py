@@ -57,3 +57,33 @@ class ConsumerBatchReceivePolicy:
     max_num_message: int = -1
     max_num_bytes: int = 10 * 1024 * 1024
     timeout_ms: int = 100
+
+
+class CompressionType(Enum):
+    NONE = "NONE"
+    LZ4 = "LZ4"
+    ZLib = "ZLIB"
+    ZSTD = "ZSTD"
+    SNAPPY = "SNAPPY"
+
+
+class PartitionsRoutingMode(Enum):
+    RoundRobinDistribution = 0
+    UseSinglePartition = 1
+    CustomPartition = 2
+
+
+class ProducerAccessMode(Enum):
+    Shared = "Shared"
+    Exclusive = "Exclusive"
+    WaitForExclusive = "WaitForExclusive"
+
+
+@dataclass(frozen=True)
+class ConsumerDeadLetterPolicy:
+    """After `max_redeliver_count` redeliveries a message goes to `dead_letter_topic`
+    (default `<topic>-<subscription>-DLQ`) instead of the application."""
+
+    max_redeliver_count: int
+    dead_letter_topic: str | None = None
+    initial_subscription_name: str | None = None

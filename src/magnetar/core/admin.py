@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from magnetar.core.errors import AlreadyExists, NotFound
+from magnetar.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from magnetar.core.naming import NamespaceName, TopicName, check_entity
 from magnetar.core.ports import Clock, MetadataStore, NamespaceInfo, TenantInfo
+
+MAX_PARTITIONS = 1024
 
 
 class AdminService:
@@ -50,6 +52,32 @@ class AdminService:
         self.get_namespace(topic.namespace_name)
         if not self.metadata.create_topic(topic, self.clock.now_ms()):
             raise AlreadyExists(f"Topic {topic} already exists")
+
+    def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        if topic.partition_index >= 0:
+            raise InvalidInput(f"{topic} names a partition; give the partitioned topic's name")
+        if not 1 <= partitions <= MAX_PARTITIONS:
+            raise InvalidInput(f"Number of partitions must be between 1 and {MAX_PARTITIONS}")
+        self.get_namespace(topic.namespace_name)
+        if not self.metadata.create_partitioned_topic(topic, partitions):
+            raise AlreadyExists(f"Topic {topic} already exists")
+
+    def update_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        current = self.metadata.get_partitions(topic)
+        if current is None:
+            raise NotFound(f"Partitioned topic {topic} does not exist")
+        if not current < partitions <= MAX_PARTITIONS:
+            raise InvalidInput(f"Partitions can only grow: {topic} has {current}, asked for {partitions}")
+        if not self.metadata.update_partitions(topic, partitions):
+            raise Conflict(f"Partitions of {topic} changed meanwhile; retry")
+
+    def partitions(self, topic: TopicName) -> int:
+        """Pulsar's partitioned-topic metadata: 0 for a topic that is not partitioned."""
+        return self.metadata.get_partitions(topic) or 0
+
+    def list_partitioned_topics(self, namespace: NamespaceName) -> list[str]:
+        self.get_namespace(namespace)
+        return sorted(self.metadata.list_partitioned_topics(namespace))
 
     def list_subscriptions(self, topic: TopicName) -> list[str]:
         if str(topic) not in self.metadata.list_topics(topic.namespace_name):

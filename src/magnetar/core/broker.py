@@ -61,3 +61,10 @@ class Broker:
             return (-1, -1)
         ledger = writer.ledger_id if last >= writer.ledger_first_entry else writer.ledger_id - 1
         return (ledger, last)
+
+    def entry_at_time(self, topic: TopicName, timestamp_ms: int) -> int:
+        """The first entry published at or after `timestamp_ms` (readers' seek by time)."""
+        seal, writer = self.metadata.get_topic_state(topic)
+        if writer is None:
+            raise TopicNotFound(f"Topic {topic} not found")
+        return self.reader.find_by_time(topic, timestamp_ms, seal, writer)

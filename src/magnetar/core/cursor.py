@@ -3,11 +3,14 @@
 Entry ids are dense integers within a topic partition, so positions are plain ints:
 - `mark_delete`: every entry below it is acknowledged (Pulsar's mark-delete position + 1);
 - `acked`: individually acknowledged ranges above it (Pulsar's individualDeletedMessages);
+- `batch_acks`: acknowledged batch indexes of partly acknowledged batch entries;
 - `read_position`: the next entry never dispatched;
-- `deliveries`: dispatched, unacknowledged ranges, each owned by a consumer or by nobody
-  (waiting for redelivery), with the redelivery count Pulsar reports;
-- `consumers`: the attached consumers and their leases (a stateless broker sees no TCP close,
-  so a consumer is attached while its lease is renewed).
+- `deliveries`: dispatched, unacknowledged ranges, each sent to a consumer, assigned to one and
+  not yet sent (Key_Shared), or released (owner None) until `not_before` (negative-ack delay,
+  delayed delivery), with the redelivery count Pulsar reports;
+- `consumers`: attached consumers and their leases (a stateless broker sees no TCP close, so a
+  consumer is attached while its lease is renewed);
+- `epoch`: bumped by a seek, so acknowledgements made before it are ignored.
 
 All operations are pure changes of this state; the dispatcher persists it with a conditional
 write, so any Lambda may change any cursor and concurrent changes never interleave.
@@ -15,12 +18,20 @@ write, so any Lambda may change any cursor and concurrent changes never interlea
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
+
+import mmh3
 
 from magnetar.core.errors import ConsumerBusy, InvalidInput
 
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+HASH_RANGE = 65536  # Pulsar's Key_Shared hash range
+
+
+def key_hash(key: str | None) -> int:
+    """Pulsar's sticky-key hash: Murmur3 32-bit of the key, modulo the hash range."""
+    return mmh3.hash(key or "", signed=False) % HASH_RANGE
 
 
 class RangeSet:
@@ -68,10 +79,28 @@ class Delivery:
 
     start: int
     end: int
-    consumer: str | None  # None: waiting to be redelivered
-    deadline: int | None  # ack timeout: redeliverable after this instant (ms)
-    redelivery_count: int = 0
+    consumer: str | None  # None: released, waiting to be (re)delivered
+    deadline: int | None = None  # ack timeout: released after this instant (ms)
+    redelivery_count: int = 0  # what the next delivery of these entries reports
     request_id: str = ""
+    not_before: int = 0  # not handed out before this instant (negative-ack delay, delayed delivery)
+    sent: bool = True  # False: assigned to `consumer` but not handed out yet (Key_Shared)
+    key_hash: int | None = None  # Key_Shared: one entry per delivery, routed by this hash
+
+    def to_list(self) -> list[Any]:
+        return [self.start, self.end, self.consumer, self.deadline, self.redelivery_count, self.request_id,
+                self.not_before, self.sent, self.key_hash]
+
+    @classmethod
+    def from_list(cls, v: list[Any]) -> Delivery:
+        return cls(*v)
+
+    def release(self, not_before: int = 0) -> None:
+        """Back to the pool; a delivery the consumer had seen counts one more redelivery."""
+        if self.sent and self.consumer is not None:
+            self.redelivery_count += 1
+        self.consumer, self.deadline, self.sent, self.request_id = None, None, False, ""
+        self.not_before = max(self.not_before, not_before)
 
 
 @dataclass
@@ -87,24 +116,28 @@ class CursorState:
     mark_delete: int
     read_position: int
     acked: list[list[int]] = field(default_factory=list)
+    batch_acks: dict[str, list[int]] = field(default_factory=dict)  # entry -> [size, acked indexes...]
     deliveries: list[Delivery] = field(default_factory=list)
     consumers: dict[str, ConsumerLease] = field(default_factory=dict)
+    epoch: int = 0
     created_at: int = 0
 
-    # --- persistence ---------------------------------------------------------------------
+    # --- persistence: compact, the item is limited to 400 KB ------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {
+            "t": self.subscription_type, "md": self.mark_delete, "rp": self.read_position, "a": self.acked,
+            "ba": self.batch_acks, "d": [d.to_list() for d in self.deliveries],
+            "c": {k: [v.expires_at, v.ack_timeout_ms, v.attached_at] for k, v in self.consumers.items()},
+            "e": self.epoch, "ca": self.created_at,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CursorState:
         return cls(
-            subscription_type=data["subscription_type"],
-            mark_delete=data["mark_delete"],
-            read_position=data["read_position"],
-            acked=data.get("acked", []),
-            deliveries=[Delivery(**d) for d in data.get("deliveries", [])],
-            consumers={k: ConsumerLease(**v) for k, v in data.get("consumers", {}).items()},
-            created_at=data.get("created_at", 0),
+            subscription_type=data["t"], mark_delete=data["md"], read_position=data["rp"], acked=data.get("a", []),
+            batch_acks=data.get("ba", {}), deliveries=[Delivery.from_list(d) for d in data.get("d", [])],
+            consumers={k: ConsumerLease(*v) for k, v in data.get("c", {}).items()},
+            epoch=data.get("e", 0), created_at=data.get("ca", 0),
         )
 
     # --- consumers -----------------------------------------------------------------------
@@ -131,58 +164,114 @@ class CursorState:
         self.consumers.pop(consumer, None)
         for d in self.deliveries:
             if d.consumer == consumer:
-                d.consumer = None
+                d.release()
 
     def expire(self, now: int) -> None:
         """Release deliveries of consumers whose lease ran out, and those past their ack timeout."""
         for name in [n for n, lease in self.consumers.items() if lease.expires_at <= now]:
             self.detach(name)
         for d in self.deliveries:
-            if d.consumer is not None and d.deadline is not None and d.deadline <= now:
-                d.consumer = None
+            if d.consumer is not None and d.sent and d.deadline is not None and d.deadline <= now:
+                d.release()
+
+    def active_consumer(self, now: int, partition: int) -> str | None:
+        """Failover: consumers sorted by name; partition i goes to consumer i mod n (Pulsar's rule)."""
+        live = self.live_consumers(now)
+        return live[max(partition, 0) % len(live)] if live else None
+
+    def key_owner(self, hash_value: int, now: int) -> str | None:
+        """Key_Shared: the live consumers, sorted by name, split the hash range evenly."""
+        live = self.live_consumers(now)
+        return live[hash_value * len(live) // HASH_RANGE] if live else None
 
     # --- dispatch ------------------------------------------------------------------------
     def deliveries_of_request(self, consumer: str, request_id: str) -> list[Delivery]:
-        return [d for d in self.deliveries if request_id and d.request_id == request_id and d.consumer == consumer]
+        return [d for d in self.deliveries if request_id and d.request_id == request_id and d.consumer == consumer
+                and d.sent]
 
-    def claim_redeliveries(
-        self, consumer: str, max_entries: int, deadline: int | None, request_id: str
-    ) -> list[Delivery]:
-        """Give unowned deliveries, oldest first, to `consumer` (each counts one more redelivery)."""
-        claimed: list[Delivery] = []
-        budget = max_entries
-        kept: list[Delivery] = []
+    def _split(self, d: Delivery, count: int) -> Delivery:
+        """Cut the first `count` entries off `d` into a delivery of their own."""
+        if d.end - d.start <= count:
+            return d
+        head = Delivery(d.start, d.start + count, d.consumer, d.deadline, d.redelivery_count, d.request_id,
+                        d.not_before, d.sent, d.key_hash)
+        d.start += count
+        self.deliveries.append(head)
+        return head
+
+    def ready_for(self, consumer: str, now: int) -> list[Delivery]:
+        """What may be handed to `consumer` now, oldest first: entries assigned to it and not yet
+        sent, and released entries that are due. Key_Shared keeps each key on one consumer at a
+        time: a key still held (sent, unacknowledged) by another consumer waits until it is acked
+        (Pulsar's "draining hashes"), and no entry of a key overtakes an older one that waits."""
+        key_shared = self.subscription_type == "Key_Shared"
+        held_elsewhere = {d.key_hash for d in self.deliveries if key_shared and d.sent and d.consumer not in (None, consumer)}
+        blocked: set[int | None] = set()
+        out: list[Delivery] = []
         for d in sorted(self.deliveries, key=lambda x: x.start):
-            if d.consumer is None and budget > 0:
-                take_end = min(d.end, d.start + budget)
-                got = Delivery(d.start, take_end, consumer, deadline, d.redelivery_count + 1, request_id)
-                claimed.append(got)
-                kept.append(got)
-                budget -= take_end - d.start
-                if take_end < d.end:
-                    kept.append(Delivery(take_end, d.end, None, None, d.redelivery_count, d.request_id))
-            else:
-                kept.append(d)
-        self.deliveries = kept
-        return claimed
+            if d.sent:
+                continue
+            if d.not_before > now:
+                blocked.add(d.key_hash)
+                continue
+            if key_shared:
+                owner = self.key_owner(d.key_hash or 0, now)
+                d.consumer = owner  # not sent yet, so it may move when consumers come and go
+                if owner != consumer or d.key_hash in held_elsewhere or d.key_hash in blocked:
+                    blocked.add(d.key_hash)
+                    continue
+            elif d.consumer not in (None, consumer):
+                continue
+            out.append(d)
+        return out
 
-    def claim_new(self, consumer: str, end: int, deadline: int | None, request_id: str) -> Delivery | None:
-        if end <= self.read_position:
-            return None
-        delivery = Delivery(self.read_position, end, consumer, deadline, 0, request_id)
+    def hand_out(self, d: Delivery, count: int, consumer: str, deadline: int | None, request_id: str) -> Delivery:
+        """Mark the first `count` entries of `d` sent to `consumer`."""
+        part = self._split(d, count)
+        part.consumer, part.sent, part.deadline, part.request_id = consumer, True, deadline, request_id
+        return part
+
+    def add_new(self, start: int, end: int, consumer: str | None, sent: bool, deadline: int | None,
+                request_id: str, not_before: int = 0, key_hash: int | None = None) -> Delivery:
+        delivery = Delivery(start, end, consumer, deadline if sent else None, 0, request_id if sent else "",
+                            not_before, sent, key_hash)
         self.deliveries.append(delivery)
-        self.read_position = end
+        self.read_position = max(self.read_position, end)
         return delivery
 
+    def compact(self) -> None:
+        """Merge adjacent deliveries with the same attributes (keeps the item small)."""
+        merged: list[Delivery] = []
+        for d in sorted(self.deliveries, key=lambda x: x.start):
+            last = merged[-1] if merged else None
+            if (last is not None and last.end == d.start and last.key_hash is None and d.key_hash is None
+                    and last.to_list()[2:] == d.to_list()[2:]):
+                last.end = d.end
+            else:
+                merged.append(d)
+        self.deliveries = merged
+
     # --- acknowledgement -----------------------------------------------------------------
-    def acknowledge(self, entry_ids: list[int]) -> None:
+    def acknowledge(self, entry_ids: list[int], batch_indexes: dict[int, tuple[int, list[int]]] | None = None) -> None:
+        """Acknowledge whole entries, and single messages of batch entries ((size, indexes) by entry)."""
+        whole = list(entry_ids)
+        for entry, (size, indexes) in (batch_indexes or {}).items():
+            if not (self.mark_delete <= entry < self.read_position):
+                continue
+            done = set(self.batch_acks.get(str(entry), [size])[1:]) | {i for i in indexes if 0 <= i < size}
+            if len(done) >= size:
+                whole.append(entry)
+                self.batch_acks.pop(str(entry), None)
+            else:
+                self.batch_acks[str(entry)] = [size, *sorted(done)]
         acked = RangeSet(self.acked)
-        for entry in entry_ids:
+        for entry in whole:
             if entry < 0:
                 raise InvalidInput(f"Invalid entry id {entry}")
             if self.mark_delete <= entry < self.read_position:
                 acked.add(entry, entry + 1)
                 self._remove_from_deliveries(entry, entry + 1)
+                self.batch_acks.pop(str(entry), None)
         self.acked = acked.ranges
         self._advance_mark_delete()
 
@@ -196,7 +285,32 @@ class CursorState:
         acked = RangeSet(self.acked)
         acked.drop_below(upto)
         self.acked = acked.ranges
+        self.batch_acks = {k: v for k, v in self.batch_acks.items() if int(k) >= upto}
         self._advance_mark_delete()
+
+    def negative_acknowledge(self, consumer: str, entry_ids: list[int], not_before: int) -> None:
+        for entry in entry_ids:
+            for d in list(self.deliveries):
+                if d.start <= entry < d.end and d.consumer == consumer and d.sent:
+                    self._isolate(d, entry).release(not_before)
+
+    def redeliver_unacknowledged(self, consumer: str) -> None:
+        for d in self.deliveries:
+            if d.consumer == consumer and d.sent:
+                d.release()
+
+    def seek(self, position: int) -> None:
+        """Reset the subscription to `position` for every consumer (Pulsar's seek)."""
+        position = max(0, position)
+        self.mark_delete = self.read_position = position
+        self.acked, self.batch_acks, self.deliveries = [], {}, []
+        self.epoch += 1
+
+    def _isolate(self, d: Delivery, entry: int) -> Delivery:
+        """The single-entry delivery for `entry`, split out of `d`."""
+        if d.start < entry:
+            self._split(d, entry - d.start)
+        return self._split(d, 1)
 
     def _remove_from_deliveries(self, start: int, end: int) -> None:
         kept: list[Delivery] = []
@@ -205,9 +319,9 @@ class CursorState:
                 kept.append(d)
                 continue
             if d.start < start:
-                kept.append(Delivery(d.start, start, d.consumer, d.deadline, d.redelivery_count, d.request_id))
+                kept.append(Delivery(d.start, start, *d.to_list()[2:]))
             if d.end > end:
-                kept.append(Delivery(end, d.end, d.consumer, d.deadline, d.redelivery_count, d.request_id))
+                kept.append(Delivery(end, d.end, *d.to_list()[2:]))
         self.deliveries = kept
 
     def _advance_mark_delete(self) -> None:
@@ -223,4 +337,7 @@ class CursorState:
         return max(0, end - self.mark_delete - RangeSet(self.acked).count())
 
     def unacked_entries(self) -> int:
-        return sum(d.end - d.start for d in self.deliveries)
+        return sum(d.end - d.start for d in self.deliveries if d.sent)
+
+    def acked_indexes(self, entry: int) -> list[int]:
+        return self.batch_acks.get(str(entry), [0])[1:]

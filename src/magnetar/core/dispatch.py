@@ -12,12 +12,12 @@ import copy
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from magnetar.core.crashpoints import crash_point
-from magnetar.core.cursor import SUBSCRIPTION_TYPES, CursorState, Delivery
+from magnetar.core.cursor import SUBSCRIPTION_TYPES, CursorState, Delivery, key_hash
 from magnetar.core.entry import Entry
-from magnetar.core.errors import InvalidInput, NotAllowed, RetryableError, SubscriptionNotFound
+from magnetar.core.errors import Conflict, InvalidInput, NotAllowed, RetryableError, SubscriptionNotFound
 from magnetar.core.ledger import EntryReader, ensure_topic
 from magnetar.core.naming import TopicName, check_consumer_name, check_subscription
 from magnetar.core.ports import Clock, MetadataStore, SubscriptionView
@@ -36,30 +36,53 @@ UNKNOWN_END = 2**62  # "the writer may be anywhere": the journal tail read finds
 
 @dataclass(frozen=True)
 class Acks:
-    """Acknowledgements: entry ids, and everything up to and including `cumulative`."""
+    """Acknowledgements from one consumer: whole entries, messages of batch entries
+    ((entry, batch size, indexes)), everything up to `cumulative` (entry, batch size, index),
+    and negative acknowledgements (redelivered after `nack_delay_ms`)."""
 
     entries: tuple[int, ...] = ()
-    cumulative: int | None = None
+    batch: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
+    cumulative: tuple[int, int, int] | None = None
+    nacks: tuple[int, ...] = ()
+    nack_delay_ms: int = 0
+    epoch: int | None = None  # acks made before a seek (another epoch) are dropped
+    consumer: str = ""
 
     def __bool__(self) -> bool:
-        return bool(self.entries) or self.cumulative is not None
+        return bool(self.entries or self.batch or self.nacks) or self.cumulative is not None
 
-    def apply(self, state: CursorState) -> None:
+    def apply(self, state: CursorState, now: int) -> None:
+        if self.epoch is not None and self.epoch != state.epoch:
+            return
         if self.cumulative is not None:
             if state.subscription_type in ("Shared", "Key_Shared"):
                 raise NotAllowed(f"Cumulative acknowledgement is not allowed on a {state.subscription_type} subscription")
-            state.acknowledge_cumulative(self.cumulative)
-        if self.entries:
-            state.acknowledge(list(self.entries))
+            entry, size, index = self.cumulative
+            if 0 <= index < size - 1:  # up to a message inside a batch: that batch stays partly acked
+                state.acknowledge_cumulative(entry - 1)
+                state.acknowledge([], {entry: (size, list(range(index + 1)))})
+            else:
+                state.acknowledge_cumulative(entry)
+        if self.entries or self.batch:
+            state.acknowledge(list(self.entries), {e: (n, list(ix)) for e, n, ix in self.batch})
+        if self.nacks:
+            state.negative_acknowledge(self.consumer, list(self.nacks), now + self.nack_delay_ms)
 
 
 NO_ACKS = Acks()
 
 
 @dataclass(frozen=True)
+class Received:
+    entries: list[DeliveredEntry]
+    epoch: int  # the cursor's epoch: acknowledgements must carry it (a seek bumps it)
+
+
+@dataclass(frozen=True)
 class DeliveredEntry:
     entry: Entry
     redelivery_count: int
+    acked_indexes: list[int] = field(default_factory=list)  # batch messages already acknowledged
 
 
 class SubscriptionService:
@@ -83,8 +106,6 @@ class SubscriptionService:
         check_consumer_name(consumer)
         if subscription_type not in SUBSCRIPTION_TYPES:
             raise InvalidInput(f"Invalid subscription type {subscription_type!r}; one of {', '.join(SUBSCRIPTION_TYPES)}")
-        if subscription_type in ("Failover", "Key_Shared"):
-            raise InvalidInput(f"Subscription type {subscription_type} is not supported yet")
         if initial_position not in ("Earliest", "Latest"):
             raise InvalidInput(f"Invalid initial position {initial_position!r}; Earliest or Latest")
         if ack_timeout_ms < 0 or lease_ms <= 0:
@@ -102,6 +123,33 @@ class SubscriptionService:
     def close_consumer(self, topic: TopicName, subscription: str, consumer: str) -> None:
         self._update(topic, subscription, lambda state, now: state.detach(consumer))
 
+    def redeliver_unacknowledged(self, topic: TopicName, subscription: str, consumer: str) -> None:
+        self._update(topic, subscription, lambda state, now: state.redeliver_unacknowledged(consumer))
+
+    def seek(self, topic: TopicName, subscription: str, entry_id: int | None = None,
+             timestamp_ms: int | None = None) -> CursorState:
+        """Reset the subscription for all its consumers: to an entry, or to a publish time."""
+        if (entry_id is None) == (timestamp_ms is None):
+            raise InvalidInput("Seek to a message id or to a timestamp")
+        if timestamp_ms is not None:
+            seal, writer = self.metadata.get_topic_state(topic)
+            entry_id = self.reader.find_by_time(topic, timestamp_ms, seal, writer)
+        position = entry_id if entry_id is not None else 0
+        return self._update(topic, subscription, lambda state, now: state.seek(position))
+
+    def unsubscribe(self, topic: TopicName, subscription: str, consumer: str) -> None:
+        """Delete the subscription (its cursor); refused while other consumers are attached."""
+        for _ in range(CONFLICT_RETRIES):
+            view = self.metadata.get_subscription_view(topic, subscription)
+            if view.cursor is None:
+                raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
+            others = [c for c in view.cursor.live_consumers(self.clock.now_ms()) if c != consumer]
+            if others:
+                raise Conflict(f"Subscription {subscription} has other connected consumers: {', '.join(others)}")
+            if self.metadata.delete_cursor(topic, subscription, view.cursor_version):
+                return
+        raise RetryableError("Too much contention on the subscription; retry")
+
     # --- receive ---------------------------------------------------------------------------
     def receive(
         self,
@@ -113,7 +161,7 @@ class SubscriptionService:
         request_id: str = "",
         acks: Acks = NO_ACKS,
         min_messages: int = 1,
-    ) -> list[DeliveredEntry]:
+    ) -> Received:
         """Long-poll: hand out up to `max_messages` (whole entries, at least one) to `consumer`.
 
         The poll returns as soon as `min_messages` are available, or when `wait_ms` has passed
@@ -129,13 +177,13 @@ class SubscriptionService:
         refill: SubscriptionView | None = None
         while True:
             final = self.clock.now_ms() >= deadline
-            delivered, refill = self._receive_once(
+            delivered, refill, epoch = self._receive_once(
                 topic, subscription, consumer, max_messages, request_id, acks, 1 if final else min_messages, refill
             )
             if delivered is not None:
                 acks = NO_ACKS  # written with the cursor
                 if delivered or final:
-                    return delivered
+                    return Received(delivered, epoch)
                 self.clock.sleep(POLL_INTERVAL_S)
             else:  # some ready, not enough: wait half the time left (at least FILL_POLL_INTERVAL_S)
                 left_s = (deadline - self.clock.now_ms()) / 1000
@@ -151,7 +199,7 @@ class SubscriptionService:
         acks: Acks,
         min_messages: int,
         refill: SubscriptionView | None,
-    ) -> tuple[list[DeliveredEntry] | None, SubscriptionView | None]:
+    ) -> tuple[list[DeliveredEntry] | None, SubscriptionView | None, int]:
         """One dispatch step; (None, view) when fewer than `min_messages` are ready (nothing written).
 
         The view returned with None lets the next step of the same poll skip re-reading the
@@ -169,7 +217,7 @@ class SubscriptionService:
             now = self.clock.now_ms()
             state = view.cursor
             before = state.to_dict()
-            acks.apply(state)
+            acks.apply(state, now)
             state.expire(now)
             lease = state.consumers.get(consumer)
             if lease is None:
@@ -180,16 +228,16 @@ class SubscriptionService:
             if retried:  # the same receive again (a client retry after a lost response)
                 entries = self._fetch(topic, view, retried)
                 if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
-                    return entries, None
+                    return entries, None, state.epoch
                 continue
             delivered = self._claim(topic, view, state, consumer, max_messages, now, lease.ack_timeout_ms, request_id)
-            if sum(len(d.entry.messages) for d in delivered) < min_messages and delivered:
-                return None, _unbounded_tail(pristine)  # not enough yet: keep waiting, write nothing
+            if sum(d.entry.num_messages for d in delivered) < min_messages and delivered:
+                return None, _unbounded_tail(pristine), state.epoch  # not enough yet: wait, write nothing
             if not delivered and state.to_dict() == before:
-                return [], None  # nothing to hand out and nothing changed: no write
+                return [], None, state.epoch  # nothing to hand out and nothing changed: no write
             if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
                 crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
-                return delivered, None
+                return delivered, None, state.epoch
             self.clock.sleep(random.uniform(0.0, 0.02))
         raise RetryableError("Too much contention on the subscription; retry")
 
@@ -204,52 +252,65 @@ class SubscriptionService:
         ack_timeout_ms: int,
         request_id: str,
     ) -> list[DeliveredEntry]:
+        """Move new entries into the cursor, then hand `consumer` what is ready for it, in order."""
+        sub_type = state.subscription_type
+        if sub_type == "Failover" and state.active_consumer(now, topic.partition_index) != consumer:
+            return []  # a standby: it gets messages when the active consumer goes away
+        self._admit_new_entries(topic, view, state, now, max_messages)
         deadline = now + ack_timeout_ms if ack_timeout_ms > 0 else None
-        budget_entries = MAX_ENTRIES_PER_RECEIVE
         out: list[DeliveredEntry] = []
-        redeliveries = state.claim_redeliveries(consumer, budget_entries, deadline, request_id)
-        if redeliveries:
-            out.extend(self._fetch(topic, view, redeliveries))
-        messages = sum(len(d.entry.messages) for d in out)
-        if messages >= max_messages or len(out) >= budget_entries:
-            return out
-        entries = self.reader.read(
-            topic, state.read_position, budget_entries - len(out), view.seal, view.writer
-        )
-        taken: list[Entry] = []
-        size = sum(d.entry.size for d in out)
-        for entry in entries:
-            if (out or taken) and (messages + len(entry.messages) > max_messages or size + entry.size > MAX_RECEIVE_BYTES):
-                break
-            taken.append(entry)
-            messages += len(entry.messages)
-            size += entry.size
-        if taken:
-            end = taken[-1].entry_id + 1
-            state.claim_new(consumer, end, deadline, request_id)
-            holes = [e.entry_id for e in taken if e.hole]
-            if holes:
-                state.acknowledge(holes)
-            out.extend(DeliveredEntry(e, 0) for e in taken if not e.hole)
+        messages = size = 0
+        for d in state.ready_for(consumer, now):
+            length = d.end - d.start
+            entries = self.reader.read(topic, d.start, length, view.seal, view.writer)
+            taken = 0
+            for entry in entries:
+                if out and (messages + entry.num_messages > max_messages or size + entry.size > MAX_RECEIVE_BYTES):
+                    break
+                out.append(DeliveredEntry(entry, d.redelivery_count, state.acked_indexes(entry.entry_id)))
+                messages += entry.num_messages
+                size += entry.size
+                taken += 1
+            if taken:
+                state.hand_out(d, taken, consumer, deadline, request_id)
+            if taken < length or len(out) >= MAX_ENTRIES_PER_RECEIVE:
+                break  # what is left must wait: nothing after it may overtake it
+        state.compact()
         return out
+
+    def _admit_new_entries(
+        self, topic: TopicName, view: SubscriptionView, state: CursorState, now: int, max_messages: int
+    ) -> None:
+        """Entries past the read position join the cursor as waiting deliveries (holes are acked)."""
+        waiting = sum(d.end - d.start for d in state.deliveries if not d.sent)
+        if waiting >= MAX_ENTRIES_PER_RECEIVE:
+            return  # enough is already waiting: do not read further ahead
+        entries = self.reader.read(topic, state.read_position, MAX_ENTRIES_PER_RECEIVE, view.seal, view.writer)
+        key_shared = state.subscription_type == "Key_Shared"
+        delays = state.subscription_type in ("Shared", "Key_Shared")  # as Pulsar: others ignore deliver_at
+        messages = 0
+        for entry in entries:
+            e = entry.entry_id
+            if entry.hole:
+                state.read_position = e + 1
+                state.acknowledge([e])
+                continue
+            if messages >= max_messages and not key_shared:
+                break
+            not_before = entry.deliver_at if delays and entry.deliver_at > now else 0
+            state.add_new(e, e + 1, None, False, None, "", not_before, key_hash(entry.key) if key_shared else None)
+            messages += entry.num_messages
+
+    # --- acknowledge ---------------------------------------------------------------------
+    def acknowledge(self, topic: TopicName, subscription: str, acks: Acks) -> CursorState:
+        return self._update(topic, subscription, acks.apply)
 
     def _fetch(self, topic: TopicName, view: SubscriptionView, deliveries: list[Delivery]) -> list[DeliveredEntry]:
         out: list[DeliveredEntry] = []
         for d in sorted(deliveries, key=lambda x: x.start):
-            entries = self.reader.read(topic, d.start, d.end - d.start, view.seal, view.writer)
-            out.extend(DeliveredEntry(e, d.redelivery_count) for e in entries if not e.hole and e.entry_id < d.end)
+            for entry in self.reader.read(topic, d.start, d.end - d.start, view.seal, view.writer):
+                out.append(DeliveredEntry(entry, d.redelivery_count))
         return out
-
-    # --- acknowledge ---------------------------------------------------------------------
-    def acknowledge(
-        self,
-        topic: TopicName,
-        subscription: str,
-        entry_ids: list[int],
-        cumulative_entry: int | None = None,
-    ) -> CursorState:
-        acks = Acks(tuple(entry_ids), cumulative_entry)
-        return self._update(topic, subscription, lambda state, now: acks.apply(state))
 
     # --- plumbing ------------------------------------------------------------------------
     def _update(

@@ -6,19 +6,25 @@ are the Kinesis journal record and a slice of an S3 segment object, so sealing c
 never re-encodes.
 
 Format: a msgpack array (msgpack: compact, fast, schema-free, well maintained — no need for a
-hand-written framing). Field order is the format; `FORMAT_VERSION` guards changes.
+hand-written framing). The metadata fields come first and are readable without touching the
+payload (`peek_header`); the payload is the batch's messages, msgpack-encoded then compressed
+with the entry's codec, as Pulsar compresses a batch and keeps its metadata in the clear.
+`FORMAT_VERSION` guards changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import msgpack
 
+from magnetar.core.compression import Codec, compress, decompress
 from magnetar.core.errors import InvalidInput
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+_HEADER_FIELDS = 17  # everything before the payload
 
 
 @dataclass(frozen=True, order=True)
@@ -58,6 +64,37 @@ class Message:
     key: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     event_time: int = 0
+    ordering_key: str | None = None
+
+
+@dataclass(frozen=True)
+class ChunkInfo:
+    """One chunk of a message too large for one entry (Pulsar's chunking)."""
+
+    uuid: str
+    chunk_id: int
+    num_chunks: int
+    total_size: int
+
+
+def encode_messages(messages: list[Message] | tuple[Message, ...]) -> bytes:
+    data: bytes = msgpack.packb(
+        [[m.payload, m.key, m.properties or None, m.event_time, m.ordering_key] for m in messages], use_bin_type=True
+    )
+    return data
+
+
+def decode_messages(data: bytes) -> tuple[Message, ...]:
+    try:
+        items: list[Any] = msgpack.unpackb(data, raw=False)
+        return tuple(
+            Message(bytes(m[0]), m[1], {str(k): str(v) for k, v in (m[2] or {}).items()}, int(m[3] or 0), m[4])
+            for m in items
+        )
+    except InvalidInput:
+        raise
+    except Exception as exc:  # malformed bytes raise several types
+        raise InvalidInput(f"Undecodable batch: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -69,74 +106,121 @@ class Entry:
     publish_time: int
     producer_name: str
     sequence_id: int
+    highest_sequence_id: int
     batched: bool
-    messages: tuple[Message, ...]
-    hole: bool = False
+    hole: bool
+    num_messages: int
+    compression: Codec
+    uncompressed_size: int
+    key: str | None  # the batch's key: what Key_Shared dispatch routes on
+    deliver_at: int  # 0: at once; else not before this instant (ms), on Shared/Key_Shared
+    chunk: ChunkInfo | None
+    payload: bytes  # codec(msgpack(messages))
 
     @property
     def size(self) -> int:
-        return sum(len(m.payload) for m in self.messages)
+        return len(self.payload)
+
+    @cached_property
+    def messages(self) -> tuple[Message, ...]:
+        return decode_messages(decompress(self.compression, self.payload, self.uncompressed_size))
 
     def message_id(self, partition: int, index: int) -> MessageIdData:
         return MessageIdData(self.ledger_id, self.entry_id, partition, index if self.batched else -1)
 
 
+@dataclass(frozen=True)
+class Batch:
+    """What a producer hands to the ledger: an encoded, maybe compressed, batch and its metadata."""
+
+    payload: bytes
+    num_messages: int
+    compression: Codec = Codec.NONE
+    uncompressed_size: int = 0
+    key: str | None = None
+    batched: bool = True
+    sequence_id: int = -1
+    highest_sequence_id: int = -1
+    deliver_at: int = 0
+    chunk: ChunkInfo | None = None
+
+    @classmethod
+    def of(cls, messages: list[Message], codec: Codec = Codec.NONE, **metadata: Any) -> Batch:
+        raw = encode_messages(messages)
+        key = next((m.ordering_key or m.key for m in messages if (m.ordering_key or m.key)), None)
+        return cls(compress(codec, raw), len(messages), codec, len(raw), metadata.pop("key", key), **metadata)
+
+    def validated(self) -> Batch:
+        """Decompress and decode once: a batch that would poison consumers is refused here.
+        (A chunk is a slice of a compressed message: consumers check it once reassembled.)"""
+        if self.chunk is not None:
+            if self.num_messages != 1 or not self.payload or not 0 <= self.chunk.chunk_id < self.chunk.num_chunks:
+                raise InvalidInput("Invalid chunk")
+            return self
+        messages = decode_messages(decompress(self.compression, self.payload, self.uncompressed_size))
+        if len(messages) != self.num_messages or not messages:
+            raise InvalidInput(f"Batch holds {len(messages)} messages, declared {self.num_messages}")
+        if any(not m.payload for m in messages) and self.chunk is None:
+            raise InvalidInput("Empty payload")
+        return self
+
+
 def hole_entry(topic: str, ledger_id: int, entry_id: int, now_ms: int) -> Entry:
     """The tombstone written in place of an entry whose writer died after reserving its id."""
-    return Entry(topic, ledger_id, entry_id, now_ms, now_ms, "", -1, False, (), hole=True)
+    return Entry(topic, ledger_id, entry_id, now_ms, now_ms, "", -1, -1, False, True, 0, Codec.NONE, 0, None, 0,
+                 None, b"")
+
+
+def make_entry(topic: str, ledger_id: int, entry_id: int, reserved_at: int, publish_time: int,
+               producer_name: str, batch: Batch) -> Entry:
+    return Entry(topic, ledger_id, entry_id, reserved_at, publish_time, producer_name, batch.sequence_id,
+                 batch.highest_sequence_id, batch.batched, False, batch.num_messages, batch.compression,
+                 batch.uncompressed_size, batch.key, batch.deliver_at, batch.chunk, batch.payload)
 
 
 def encode_entry(entry: Entry) -> bytes:
-    messages = [[m.payload, m.key, m.properties or None, m.event_time] for m in entry.messages]
+    chunk = None
+    if entry.chunk is not None:
+        chunk = [entry.chunk.uuid, entry.chunk.chunk_id, entry.chunk.num_chunks, entry.chunk.total_size]
     body = [
-        FORMAT_VERSION,
-        entry.topic,
-        entry.ledger_id,
-        entry.entry_id,
-        entry.reserved_at,
-        entry.publish_time,
-        entry.producer_name,
-        entry.sequence_id,
-        entry.batched,
-        entry.hole,
-        len(messages),
-        messages,
+        FORMAT_VERSION, entry.topic, entry.ledger_id, entry.entry_id, entry.reserved_at, entry.publish_time,
+        entry.producer_name, entry.sequence_id, entry.highest_sequence_id, entry.batched, entry.hole,
+        entry.num_messages, entry.compression.value, entry.uncompressed_size, entry.key, entry.deliver_at, chunk,
+        entry.payload,
     ]
     data: bytes = msgpack.packb(body, use_bin_type=True)
     return data
 
 
+def _entry_from_fields(fields: list[Any], payload: bytes) -> Entry:
+    (version, topic, ledger_id, entry_id, reserved_at, publish_time, producer, seq, highest, batched, hole,
+     num, codec, usize, key, deliver_at, chunk) = fields
+    if version != FORMAT_VERSION:
+        raise InvalidInput(f"Unknown entry format version {version}")
+    info = ChunkInfo(chunk[0], chunk[1], chunk[2], chunk[3]) if chunk else None
+    return Entry(topic, ledger_id, entry_id, reserved_at, publish_time, producer, seq, highest, batched, hole, num,
+                 Codec(codec), usize, key, deliver_at, info, payload)
+
+
 def decode_entry(data: bytes) -> Entry:
     try:
         body: list[Any] = msgpack.unpackb(data, raw=False)
-        version, topic, ledger_id, entry_id, reserved_at, publish_time, producer, seq, batched, hole, _n, msgs = body
-    except Exception as exc:  # any malformed bytes: msgpack raises several types
+        return _entry_from_fields(body[:_HEADER_FIELDS], bytes(body[_HEADER_FIELDS]))
+    except InvalidInput:
+        raise
+    except Exception as exc:
         raise InvalidInput(f"Undecodable entry: {exc}") from None
-    if version != FORMAT_VERSION:
-        raise InvalidInput(f"Unknown entry format version {version}")
-    messages = tuple(Message(m[0], m[1], m[2] or {}, m[3]) for m in msgs)
-    return Entry(topic, ledger_id, entry_id, reserved_at, publish_time, producer, seq, batched, messages, hole)
 
 
-@dataclass(frozen=True)
-class EntryHeader:
-    topic: str
-    ledger_id: int
-    entry_id: int
-    reserved_at: int
-    message_count: int
-
-
-def peek_header(data: bytes) -> EntryHeader:
-    """The header of an encoded entry, read without decoding its payloads."""
+def peek_header(data: bytes) -> Entry:
+    """The entry's metadata without its payload (the returned entry's payload is empty)."""
     unpacker = msgpack.Unpacker(raw=False, max_buffer_size=len(data) + 16)
-    unpacker.feed(data[:2048])
+    unpacker.feed(data[:4096])
     try:
         unpacker.read_array_header()
-        fields = [unpacker.unpack() for _ in range(11)]
+        fields = [unpacker.unpack() for _ in range(_HEADER_FIELDS)]
+        return _entry_from_fields(fields, b"")
+    except InvalidInput:
+        raise
     except Exception as exc:
         raise InvalidInput(f"Undecodable entry header: {exc}") from None
-    version, topic, ledger_id, entry_id, reserved_at = fields[:5]
-    if version != FORMAT_VERSION:
-        raise InvalidInput(f"Unknown entry format version {version}")
-    return EntryHeader(topic, ledger_id, entry_id, reserved_at, fields[10])

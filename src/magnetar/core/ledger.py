@@ -29,12 +29,13 @@ from urllib.parse import quote
 
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.entry import (
+    Batch,
     Entry,
-    Message,
     MessageIdData,
     decode_entry,
     encode_entry,
     hole_entry,
+    make_entry,
     peek_header,
 )
 from magnetar.core.errors import InvalidInput, PayloadTooLarge, RetryableError, TopicNotFound
@@ -89,33 +90,23 @@ class LedgerWriter:
         self.journal = journal
         self.clock = clock
 
-    def append(
-        self,
-        topic: TopicName,
-        messages: list[Message],
-        producer_name: str,
-        sequence_id: int,
-        batched: bool,
-        create_topic: bool = True,
-    ) -> AppendResult:
-        if not messages:
+    def append(self, topic: TopicName, batch: Batch, producer_name: str, create_topic: bool = True) -> AppendResult:
+        """Append one batch as one entry; the ids are final once this returns."""
+        if batch.num_messages <= 0:
             raise InvalidInput("No messages to publish")
-        if len(messages) > MAX_MESSAGES_PER_ENTRY:
-            raise InvalidInput(f"Too many messages in one batch ({len(messages)} > {MAX_MESSAGES_PER_ENTRY})")
-        if any(not m.payload for m in messages):
-            raise InvalidInput("Empty payload")
+        if batch.num_messages > MAX_MESSAGES_PER_ENTRY:
+            raise InvalidInput(f"Too many messages in one batch ({batch.num_messages} > {MAX_MESSAGES_PER_ENTRY})")
         now = self.clock.now_ms()
         key = str(topic)
-        probe = Entry(key, _HEADER_PROBE, _HEADER_PROBE, now, now, producer_name, sequence_id, batched, tuple(messages))
+        probe = make_entry(key, _HEADER_PROBE, _HEADER_PROBE, now, now, producer_name, batch)
         if len(encode_entry(probe)) > self.journal.max_record_bytes:
             raise PayloadTooLarge(
-                f"Entry of {probe.size} bytes exceeds the journal record limit of {self.journal.max_record_bytes} bytes"
+                f"Entry of {probe.size} bytes exceeds the journal record limit of {self.journal.max_record_bytes} "
+                "bytes; enable chunking for larger messages"
             )
         reservation = self._reserve(topic, create_topic)
-        entry = Entry(
-            key, reservation.ledger_id, reservation.entry_id, now, self.clock.now_ms(),
-            producer_name, sequence_id, batched, tuple(messages),
-        )
+        entry = make_entry(key, reservation.ledger_id, reservation.entry_id, now, self.clock.now_ms(),
+                           producer_name, batch)
         data = encode_entry(entry)
         crash_point("produce.after_reserve")  # id reserved, journal not written: a hole
         if self.clock.now_ms() - now > WRITE_DEADLINE_MS:
@@ -127,7 +118,7 @@ class LedgerWriter:
         if ledger_full or ledger_old:
             self.metadata.roll_ledger(topic, reservation.ledger_id, entry.publish_time)
         partition = topic.partition_index
-        ids = [entry.message_id(partition, i) for i in range(len(messages))]
+        ids = [entry.message_id(partition, i) for i in range(batch.num_messages)]
         return AppendResult(entry.ledger_id, entry.entry_id, ids)
 
     def _reserve(self, topic: TopicName, create_topic: bool) -> Reservation:
@@ -141,11 +132,20 @@ class LedgerWriter:
 
 
 def ensure_topic(metadata: MetadataStore, topic: TopicName, now_ms: int) -> bool:
-    """Create a topic on first use, as Pulsar's allowAutoTopicCreation does; False if it existed."""
-    from magnetar.core.errors import NotFound
+    """Create a topic on first use, as Pulsar's allowAutoTopicCreation does; False if it existed.
+
+    A partition of a partitioned topic is created on first use too, within the partition count;
+    the name of a partitioned topic itself holds no data (clients route to its partitions)."""
+    from magnetar.core.errors import Conflict, NotFound
 
     if metadata.get_namespace(topic.namespace_name) is None:
         raise NotFound(f"Namespace {topic.namespace_name} does not exist")
+    if topic.partition_index >= 0:
+        partitions = metadata.get_partitions(topic.partitioned_topic)
+        if partitions is not None and topic.partition_index >= partitions:
+            raise NotFound(f"{topic} is beyond the {partitions} partitions of {topic.partitioned_topic}")
+    elif metadata.get_partitions(topic) is not None:
+        raise Conflict(f"{topic} is a partitioned topic: produce and consume through its partitions")
     return metadata.create_topic(topic, now_ms)
 
 
@@ -217,6 +217,30 @@ class EntryReader:
             since = writer.created_at if writer else 0
             out.extend(self._read_tail(topic, position, max_entries - len(out), seal, since))
         return out
+
+    def find_by_time(self, topic: TopicName, timestamp_ms: int, seal: SealState, writer: WriterState | None) -> int:
+        """The first entry published at or after `timestamp_ms` (the end of the topic if none)."""
+        position = 0
+        while position < seal.next_entry:
+            segments = self.metadata.list_segments(topic, position, limit=100)
+            if not segments:
+                break
+            for seg in segments:
+                if seg.max_publish_time >= timestamp_ms:
+                    for entry in self._read_sealed(topic, max(seg.first_entry, position), seg.last_entry - max(seg.first_entry, position) + 1):
+                        if not entry.hole and entry.publish_time >= timestamp_ms:
+                            return entry.entry_id
+                position = seg.last_entry + 1
+        end = writer.next_entry if writer else position
+        while position < end:
+            entries = self.read(topic, position, 100, seal, writer)
+            if not entries:
+                break
+            for entry in entries:
+                if not entry.hole and entry.publish_time >= timestamp_ms:
+                    return entry.entry_id
+            position = entries[-1].entry_id + 1
+        return end
 
     def _read_sealed(self, topic: TopicName, start: int, max_entries: int) -> list[Entry]:
         out: list[Entry] = []
@@ -393,9 +417,12 @@ class Sealer:
         for data, _, _ in chunk:
             offsets.append(offsets[-1] + len(data))
         blob = b"".join(data for data, _, _ in chunk)
+        max_publish_time = 0
         for data, _, record in chunk:
             if record is not None:
-                messages += peek_header(data).message_count
+                header = peek_header(data)
+                messages += header.num_messages
+                max_publish_time = max(max_publish_time, header.publish_time)
         key = segment_key(topic, ledger_id, first, last)
         self.segments.put_if_absent(key, blob)
         crash_point("seal.after_segment_put")  # object in S3, not in the metadata: a replay re-puts it
@@ -410,7 +437,8 @@ class Sealer:
             sealed_bytes=state.sealed_bytes + len(blob),
             segment_count=state.segment_count + 1,
         )
-        meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, self.clock.now_ms())
+        meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, self.clock.now_ms(),
+                           max_publish_time)
         if not self.metadata.commit_segment(meta, state.next_entry, new_state):
             raise RetryableError(f"seal state of {topic} moved under us; the batch is retried")
         crash_point("seal.after_commit")  # committed, batch not checkpointed: a replay skips it

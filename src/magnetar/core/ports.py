@@ -75,6 +75,7 @@ class SegmentMeta:
     offsets: tuple[int, ...]  # byte offset of each entry, plus the object size at the end
     message_count: int
     created_at: int
+    max_publish_time: int = 0  # the latest publish time in the segment (seek by time)
 
     @property
     def size(self) -> int:
@@ -142,6 +143,19 @@ class MetadataStore(Protocol):
     def list_namespaces(self, tenant: str) -> list[str]: ...
     def create_topic(self, topic: TopicName, now_ms: int) -> bool: ...
     def list_topics(self, namespace: NamespaceName) -> list[str]: ...
+    def create_partitioned_topic(self, topic: TopicName, partitions: int) -> bool:
+        """False if a partitioned or a plain topic of that name exists."""
+        ...
+
+    def get_partitions(self, topic: TopicName) -> int | None:
+        """Partitions of a partitioned topic; None when the name is not a partitioned topic."""
+        ...
+
+    def update_partitions(self, topic: TopicName, partitions: int) -> bool:
+        """Raise the partition count; False unless it grows."""
+        ...
+
+    def list_partitioned_topics(self, namespace: NamespaceName) -> list[str]: ...
 
     # --- the writer: one conditional counter per topic partition --------------------------
     def reserve_entry(self, topic: TopicName) -> Reservation:
@@ -173,6 +187,8 @@ class MetadataStore(Protocol):
     ) -> bool:
         """Write the cursor if its version is still `expected_version` (0: must not exist)."""
         ...
+
+    def delete_cursor(self, topic: TopicName, subscription: str, expected_version: int) -> bool: ...
 
     def list_subscriptions(self, topic: TopicName) -> list[str]: ...
 

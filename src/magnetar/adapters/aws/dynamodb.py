@@ -196,6 +196,55 @@ class DynamoMetadataStore:
     def list_topics(self, namespace: NamespaceName) -> list[str]:
         return self._query_sks(f"TOPICS#{namespace}")
 
+    def create_partitioned_topic(self, topic: TopicName, partitions: int) -> bool:
+        try:
+            self.ddb.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": {"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic)),
+                                     "partitions": _n(partitions)},
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {
+                        "ConditionCheck": {
+                            "TableName": self.table,
+                            "Key": {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic))},
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                ]
+            )
+            return True
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+
+    def get_partitions(self, topic: TopicName) -> int | None:
+        item = self._get(f"PARTITIONED#{topic.namespace_name}", str(topic))
+        return _int(item, "partitions") if item else None
+
+    def update_partitions(self, topic: TopicName, partitions: int) -> bool:
+        try:
+            self.ddb.update_item(
+                TableName=self.table,
+                Key={"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic))},
+                UpdateExpression="SET partitions = :n",
+                ConditionExpression="partitions < :n",
+                ExpressionAttributeValues={":n": _n(partitions)},
+            )
+            return True
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+
+    def list_partitioned_topics(self, namespace: NamespaceName) -> list[str]:
+        return self._query_sks(f"PARTITIONED#{namespace}")
+
     # --- writer ----------------------------------------------------------------------------
     def reserve_entry(self, topic: TopicName) -> Reservation:
         try:
@@ -286,6 +335,7 @@ class DynamoMetadataStore:
                                 "offsets": {"B": array.array("Q", segment.offsets).tobytes()},
                                 "message_count": _n(segment.message_count),
                                 "created_at": _n(segment.created_at),
+                                "max_publish_time": _n(segment.max_publish_time),
                             },
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
@@ -328,6 +378,7 @@ class DynamoMetadataStore:
                     tuple(offsets),
                     _int(item, "message_count"),
                     _int(item, "created_at"),
+                    _int(item, "max_publish_time"),
                 )
             )
         return out
@@ -377,6 +428,20 @@ class DynamoMetadataStore:
             kwargs = {"ConditionExpression": "version = :v", "ExpressionAttributeValues": {":v": _n(expected_version)}}
         try:
             self.ddb.put_item(TableName=self.table, Item=item, **kwargs)
+            return True
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+
+    def delete_cursor(self, topic: TopicName, subscription: str, expected_version: int) -> bool:
+        try:
+            self.ddb.delete_item(
+                TableName=self.table,
+                Key={"pk": _tp(topic), "sk": _s(f"SUB#{subscription}")},
+                ConditionExpression="version = :v",
+                ExpressionAttributeValues={":v": _n(expected_version)},
+            )
             return True
         except ClientError as exc:
             if _condition_failed(exc):

@@ -1,0 +1,88 @@
+"""Between the HTTP API's bodies and the core's types, both ways (used by broker and SDK)."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from magnetar.api.models import AckRequest, ConsumerMessage, ProduceRequest, decode_b64
+from magnetar.core.compression import Codec
+from magnetar.core.dispatch import Acks
+from magnetar.core.entry import Batch, ChunkInfo, Entry, Message, MessageIdData
+
+
+def batch_from_request(request: ProduceRequest) -> Batch:
+    """A produce body as one batch: Pulsar's REST `messages`, or the SDK's encoded `batch`."""
+    if request.messages is not None:
+        messages = [Message(decode_b64(m.payload), m.key, m.properties, m.eventTime) for m in request.messages]
+        return Batch.of(messages, batched=request.batched, sequence_id=request.sequenceId,
+                        highest_sequence_id=max(request.highestSequenceId, request.sequenceId + len(messages) - 1))
+    b = request.batch
+    assert b is not None  # the model requires one of the two
+    chunk = ChunkInfo(b.chunk.uuid, b.chunk.chunkId, b.chunk.numChunks, b.chunk.totalSize) if b.chunk else None
+    return Batch(decode_b64(b.payload), b.numMessages, Codec.parse(b.compression), b.uncompressedSize, b.key,
+                 b.batched, request.sequenceId, max(request.highestSequenceId, request.sequenceId), b.deliverAt,
+                 chunk).validated()
+
+
+def acks_from_request(request: AckRequest, consumer: str = "") -> Acks:
+    whole: set[int] = set()
+    batch: dict[int, set[int]] = {}
+    for text in request.messageIds:
+        mid = MessageIdData.parse(text)
+        size = request.batchSizes.get(str(mid.entry_id), 0)
+        if mid.batch_index >= 0 and size > 1:
+            batch.setdefault(mid.entry_id, set()).add(mid.batch_index)
+        else:
+            whole.add(mid.entry_id)
+    cumulative = None
+    if request.cumulative:
+        mid = MessageIdData.parse(request.cumulative)
+        cumulative = (mid.entry_id, request.batchSizes.get(str(mid.entry_id), 0), mid.batch_index)
+    nacks = tuple(sorted({MessageIdData.parse(m).entry_id for m in request.nacks}))
+    return Acks(
+        tuple(sorted(whole)),
+        tuple((e, request.batchSizes[str(e)], tuple(sorted(ix))) for e, ix in sorted(batch.items())),
+        cumulative, nacks, request.nackDelayMs, request.epoch, consumer,
+    )
+
+
+def entry_to_wire(entry: Entry, partition: int, redelivery_count: int, acked_indexes: list[int]) -> dict[str, Any]:
+    """An entry as the SDK receives it: metadata plus the still-compressed batch."""
+    wire: dict[str, Any] = {
+        "ledgerId": entry.ledger_id, "entryId": entry.entry_id, "partition": partition, "batched": entry.batched,
+        "redeliveryCount": redelivery_count, "publishTime": entry.publish_time, "producerName": entry.producer_name,
+        "sequenceId": entry.sequence_id, "numMessages": entry.num_messages, "compression": entry.compression.value,
+        "uncompressedSize": entry.uncompressed_size, "payload": base64.b64encode(entry.payload).decode(),
+    }
+    if entry.key is not None:
+        wire["key"] = entry.key
+    if acked_indexes:
+        wire["ackedIndexes"] = acked_indexes
+    if entry.chunk is not None:
+        c = entry.chunk
+        wire["chunk"] = {"uuid": c.uuid, "chunkId": c.chunk_id, "numChunks": c.num_chunks, "totalSize": c.total_size}
+    return wire
+
+
+def entry_from_wire(wire: dict[str, Any], topic: str) -> Entry:
+    chunk = wire.get("chunk")
+    return Entry(
+        topic, wire["ledgerId"], wire["entryId"], 0, wire["publishTime"], wire.get("producerName", ""),
+        wire.get("sequenceId", -1), -1, wire["batched"], False, wire["numMessages"], Codec(wire["compression"]),
+        wire["uncompressedSize"], wire.get("key"), 0,
+        ChunkInfo(chunk["uuid"], chunk["chunkId"], chunk["numChunks"], chunk["totalSize"]) if chunk else None,
+        base64.b64decode(wire["payload"]),
+    )
+
+
+def entry_messages(topic: str, partition: int, entry: Entry, redelivery_count: int = 0) -> list[dict[str, Any]]:
+    """An entry's messages one by one, decompressed (Pulsar's WebSocket/REST message shape)."""
+    return [
+        ConsumerMessage(
+            messageId=str(entry.message_id(partition, i)), payload=base64.b64encode(m.payload).decode(),
+            properties=m.properties, publishTime=entry.publish_time, eventTime=m.event_time,
+            redeliveryCount=redelivery_count, key=m.key, producerName=entry.producer_name, topic=topic,
+        ).model_dump()
+        for i, m in enumerate(entry.messages)
+    ]

@@ -1,0 +1,288 @@
+"""The cost model: unit conversions, scaling, the target at 1 KB / batch 100, the CLI, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from magnetar.cli.cost import app
+from magnetar.cost import (
+    COMPONENTS,
+    PRICES,
+    PRICES_AS_OF,
+    Workload,
+    WorkloadError,
+    apigw_units,
+    compare,
+    cost_of_measured_run,
+    kinesis_ondemand_ingest_bytes,
+    kinesis_put_payload_units,
+    load_workload,
+    monthly_cost,
+    price_table,
+    pulsar_sizing,
+    rru,
+    sqs_chunks,
+    wru,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKLOADS = ROOT / "bench" / "workloads"
+BASELINE = WORKLOADS / "baseline-1kb-batch100.yaml"
+runner = CliRunner()
+
+
+def baseline(**changes: object) -> Workload:
+    return Workload.model_validate({**load_workload(BASELINE).model_dump(), **changes})
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+# --- prices and units ------------------------------------------------------------------------
+
+
+def test_every_price_has_a_unit_a_source_and_a_confirmation_status() -> None:
+    assert PRICES_AS_OF >= "2026-01-01"
+    for row in price_table():
+        assert row["source"].startswith("https://aws.amazon.com/"), row
+        assert row["checked"].startswith(("confirmed", "not confirmed")), row
+        assert row["as_of"] == PRICES_AS_OF
+    for key in (
+        "apigw.http.request", "apigw.websocket.message", "lambda.request", "lambda.arm64.gb_second",
+        "kinesis.ondemand.ingest_gb", "kinesis.provisioned.shard_hour", "dynamodb.ondemand.wru",
+        "s3.put_request", "s3.standard.gb_month", "eventbridge.scheduler.invocation", "sqs.standard.request",
+    ):
+        assert key in PRICES
+
+
+def test_tiers_apply_to_the_monthly_total() -> None:
+    http = PRICES["apigw.http.request"]
+    assert http.cost(300e6) == pytest.approx(300.0)
+    assert http.cost(400e6) == pytest.approx(300.0 + 90.0)  # $0.90 per million above 300M
+    assert http.cost(400e6, tiered=False) == pytest.approx(400.0)
+
+
+def test_unit_conversions() -> None:
+    assert (wru(1024), wru(1025), wru(400, transactional=True)) == (1, 2, 2)
+    assert (rru(4096), rru(4097), rru(100, strongly_consistent=False)) == (1.0, 2.0, 0.5)
+    assert (apigw_units(512 * 1024), apigw_units(512 * 1024 + 1)) == (1, 2)
+    assert kinesis_ondemand_ingest_bytes(1122) == 2048  # records rounded up to 1 KB
+    assert (kinesis_put_payload_units(25 * 1024), kinesis_put_payload_units(103_290)) == (1, 5)
+    assert (sqs_chunks(10 * 1024), sqs_chunks(64 * 1024 + 1)) == (1, 2)
+
+
+# --- scaling -----------------------------------------------------------------------------------
+
+
+def test_doubling_the_rate_doubles_the_per_request_costs() -> None:
+    one, two = monthly_cost(baseline()), monthly_cost(baseline(produce_rate_msgs_per_s=2000, topic_partitions=2))
+    for mode in ("on_demand", "provisioned"):
+        for step in ("produce", "consume"):
+            for component in ("api_gateway", "lambda_requests", "lambda_compute", "dynamodb"):
+                a, b = one.mode(mode).by_step[step][component], two.mode(mode).by_step[step][component]
+                assert a > 0
+                assert b == pytest.approx(2 * a, rel=1e-9), (mode, step, component)
+    # the request counts per message do not change with the rate
+    for op in ("dynamodb.UpdateItem", "kinesis.PutRecord", "dynamodb.PutItem"):
+        assert two.requests_per_million_messages["on_demand"][op] == pytest.approx(
+            one.requests_per_million_messages["on_demand"][op]
+        )
+
+
+def test_batch_1_costs_more_per_message_than_batch_100() -> None:
+    batched = monthly_cost(baseline(topic_partitions=4))
+    single = monthly_cost(baseline(batch_size=1, topic_partitions=4))
+    for mode in ("on_demand", "provisioned"):
+        assert single.mode(mode).usd_per_million_messages > 10 * batched.mode(mode).usd_per_million_messages
+    assert single.requests_per_million_messages["on_demand"]["kinesis.PutRecord"] == pytest.approx(1e6)
+    assert batched.requests_per_million_messages["on_demand"]["kinesis.PutRecord"] == pytest.approx(1e4)
+
+
+def test_idle_consumers_cost_money_but_not_per_message() -> None:
+    busy = monthly_cost(baseline())
+    idle = monthly_cost(baseline(idle_consumer_hours_per_month=730))
+    assert idle.provisioned.usd_per_million_messages == pytest.approx(busy.provisioned.usd_per_million_messages)
+    assert idle.provisioned.total_usd - busy.provisioned.total_usd == pytest.approx(730 * idle.idle_usd_per_consumer_hour)
+    # 180 polls an hour, each holding a 1 GB Lambda for 20 s: Lambda duration alone is ~$0.048/h
+    assert 0.045 < idle.idle_usd_per_consumer_hour < 0.07
+    assert idle.websocket_idle_usd_per_consumer_hour < idle.idle_usd_per_consumer_hour / 1000
+
+
+def test_measured_parameters_replace_modeled_ones() -> None:
+    default = monthly_cost(baseline())
+    bigger = monthly_cost(baseline(parameters={"cursor_item_bytes": 5000}))  # 5 WRU per cursor write instead of 2
+    assert bigger.provisioned.components["dynamodb"] > default.provisioned.components["dynamodb"]
+    assert bigger.provisioned.components["kinesis"] == pytest.approx(default.provisioned.components["kinesis"])
+
+
+def test_pulsar_costs_a_fixed_monthly_amount() -> None:
+    low, high = baseline(), baseline(produce_rate_msgs_per_s=4000, topic_partitions=4)
+    a, b = compare(low).row("Pulsar"), compare(high).row("Pulsar")
+    for line in ("ec2_zookeeper", "ec2_brokers", "ec2_bookies", "ebs_gp3"):
+        assert a.lines[line] == pytest.approx(b.lines[line])
+    assert b.usd_per_million_messages < a.usd_per_million_messages
+    sizing = pulsar_sizing(load_workload(WORKLOADS / "high-rate.yaml"))
+    assert sizing.bookie_type == "i3.4xlarge"  # ~8.3 TB at write quorum 2 over 3 bookies
+
+
+# --- the target ------------------------------------------------------------------------------
+
+
+def test_baseline_is_below_batched_sqs_with_provisioned_kinesis() -> None:
+    w = load_workload(BASELINE)
+    assert (w.message_bytes, w.batch_size, w.retention_hours) == (1024, 100, 24)
+    report = monthly_cost(w)
+    rows = compare(w, report)
+    sqs = rows.row("SQS standard, batched").usd_per_million_messages
+    assert sqs == pytest.approx(0.12)  # 3 requests per 10 messages at $0.40 per million
+    assert report.provisioned.usd_per_million_messages < sqs
+    # Kinesis on-demand's per-GB charges alone (1 write, 2 reads of every byte) exceed SQS's whole bill at 1 KB
+    assert report.on_demand.usd_per_million_messages > sqs
+
+
+def test_magnetar_components_are_the_issue_s_components() -> None:
+    report = monthly_cost(load_workload(BASELINE))
+    for mode in ("on_demand", "provisioned"):
+        mc = report.mode(mode)
+        assert set(mc.components) == set(COMPONENTS)
+        assert sum(mc.components.values()) == pytest.approx(mc.monthly_usd)
+        assert mc.monthly_usd == pytest.approx(sum(sum(s.values()) for s in mc.by_step.values()))
+        assert all(v >= 0 for v in mc.components.values())
+
+
+def test_a_measured_run_is_priced_like_the_model() -> None:
+    """Feed the model's own request counts to cost_of_measured_run: the per-request components agree."""
+    report = monthly_cost(load_workload(BASELINE))
+    counts = report.requests_per_million_messages["on_demand"]
+    broker = counts["lambda.Invoke.broker"]
+    produce, receives = counts["kinesis.PutRecord"], counts["dynamodb.PutItem"]
+    measured = cost_of_measured_run(
+        {k: round(v) for k, v in counts.items() if not k.startswith(("lambda.", "apigateway."))},
+        messages=1_000_000,
+        message_bytes=1024,
+        lambda_invocations={
+            "magnetar-broker": round(broker),
+            "magnetar-journal-consumer": round(counts["lambda.Invoke.journal_consumer"]),
+        },
+        lambda_ms={"magnetar-broker": (produce * 30 + receives * 100) / broker, "magnetar-journal-consumer": 100.0},
+        seconds=1000.0,
+        batch_size=100,
+        apigw_requests=round(produce + 2 * receives),  # receives' responses are 2 metered units of 512 KB
+    )
+    model = report.on_demand
+    for component in ("api_gateway", "lambda_requests", "dynamodb", "s3_requests"):
+        expected = model.components[component] / (report.messages_per_month / 1e6)
+        assert measured["by_mode"]["on_demand"]["usd_per_million_messages"][component] == pytest.approx(
+            expected, rel=0.03
+        ), component
+    kinesis = model.components["kinesis"] / (report.messages_per_month / 1e6)
+    assert measured["by_mode"]["on_demand"]["usd_per_million_messages"]["kinesis"] == pytest.approx(kinesis, rel=0.03)
+    # the only top-level numbers are the two totals (magnetar perf prints every top-level number)
+    numbers = {k: v for k, v in measured.items() if isinstance(v, int | float)}
+    assert set(numbers) == {"on_demand_kinesis", "provisioned_kinesis"}
+    assert numbers["provisioned_kinesis"] < numbers["on_demand_kinesis"]
+    json.dumps(measured)  # JSON-ready
+
+
+def test_a_measured_run_without_item_sizes_uses_documented_units() -> None:
+    run = json.loads((ROOT / "bench" / "results" / "e2e-20261122-004705.json").read_text())["end_to_end"]
+    out = cost_of_measured_run(
+        run["aws_requests"], messages=run["messages"], message_bytes=1024,
+        lambda_invocations={"magnetar-broker": 321, "magnetar-journal-consumer": 5},
+        lambda_ms={"magnetar-broker": 40.0, "magnetar-journal-consumer": 100.0}, seconds=run["seconds"],
+    )
+    assert out["assumptions"]["messages_per_entry"] == pytest.approx(100)  # 20,000 messages / 200 PutRecord
+    assert out["assumptions"]["apigw_requests"] == 321  # one per broker invocation
+    # 200 UpdateItem x 1 + 121 PutItem x 2 + 5 TransactWriteItems x 4 WRU; 132 BatchGetItem x 3 RRU
+    expected_ddb = (200 + 242 + 20) * 0.625e-6 + 132 * 3 * 0.125e-6
+    assert out["by_mode"]["provisioned"]["usd_per_million_messages"]["dynamodb"] == pytest.approx(expected_ddb * 50)
+
+
+# --- the CLI -----------------------------------------------------------------------------------
+
+
+def test_cli_prints_the_headline_and_writes_valid_json(tmp_path: Path) -> None:
+    out = tmp_path / "cost.json"
+    result = runner.invoke(app, ["--workload", str(BASELINE), "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    text = flat(result.output)
+    assert "USD per million messages" in text
+    assert "below batched SQS" in text
+    assert "SQS standard, batched" in text and "Pulsar on EC2" in text
+    data = json.loads(out.read_text())
+    figures = data["headline"]["usd_per_million_messages"]
+    assert figures["magnetar_provisioned_kinesis"] < figures["sqs_batched"]
+    assert set(data["report"]["provisioned"]["components"]) == set(COMPONENTS)
+    assert {r["name"] for r in data["comparison"]} >= {"SQS standard, unbatched", "Kinesis Data Streams directly, provisioned"}
+    assert data["prices"][0]["source"].startswith("https://")
+
+
+def test_cli_json_to_stdout() -> None:
+    result = runner.invoke(app, ["--workload", str(WORKLOADS / "fanout-4-subs.yaml"), "--json", "-"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["report"]["workload"]["subscriptions"] == 4
+    sqs = next(r for r in data["comparison"] if r["name"].startswith("SQS standard, batched"))
+    assert "sns_publish" in sqs["lines"]  # fan-out through SNS to one queue per subscription
+
+
+@pytest.mark.parametrize("name", ["baseline-1kb-batch100", "small-unbatched", "fanout-4-subs", "high-rate"])
+def test_every_workload_file_runs(name: str) -> None:
+    result = runner.invoke(app, ["--workload", str(WORKLOADS / f"{name}.yaml")])
+    assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("name: x\nmessage_bytes: -1\nbatch_size: 1\nproduce_rate_msgs_per_s: 1\n", "message_bytes: Input should be greater than 0"),
+        ("name: x\nmessage_bytes: 10\nbatch_size: 1\n", "produce_rate_msgs_per_s: Field required"),
+        ("name: x\nmessage_bytes: 10\nbatchsize: 1\nbatch_size: 1\nproduce_rate_msgs_per_s: 1\n", "batchsize: Extra inputs are not permitted"),
+        (
+            "name: x\nmessage_bytes: 10\nbatch_size: 1\nproduce_rate_msgs_per_s: 1\nparameters: {cursor_bytes: 3}\n",
+            "unknown parameter(s) cursor_bytes",
+        ),
+        ("name: x\nmessage_bytes: 100000\nbatch_size: 100\nproduce_rate_msgs_per_s: 1\n", "1 MiB Kinesis record limit"),
+        ("- just\n- a list\n", "expected a mapping"),
+        ("name: [unclosed\n", "not valid YAML"),
+    ],
+)
+def test_a_bad_workload_file_gives_a_clear_error(tmp_path: Path, content: str, expected: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(content)
+    with pytest.raises(WorkloadError) as info:
+        load_workload(path)
+    assert expected in str(info.value)
+    assert str(path) in str(info.value)
+    result = runner.invoke(app, ["--workload", str(path)])
+    assert result.exit_code == 1
+    assert expected in flat(result.output)
+    assert "Traceback" not in result.output
+
+
+def test_a_missing_workload_file_gives_a_clear_error(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["--workload", str(tmp_path / "nope.yaml")])
+    assert result.exit_code == 1
+    assert "cannot read" in flat(result.output)
+
+
+def test_kinesis_read_limits_are_flagged() -> None:
+    """Four subscriptions tailing one partition exceed a shard's 5 GetRecords/s and 2 MiB/s; four partitions do not."""
+    one = monthly_cost(baseline(subscriptions=4))
+    assert any("GetRecords/s" in w for w in one.warnings)
+    assert any("MiB/s read" in w for w in one.warnings)
+    four = monthly_cost(load_workload(WORKLOADS / "fanout-4-subs.yaml"))
+    assert not any("GetRecords/s" in w or "MiB/s read" in w for w in four.warnings)
+
+
+def test_compression_shrinks_the_per_byte_charges_only() -> None:
+    raw = monthly_cost(baseline())
+    packed = monthly_cost(baseline(parameters={"compression_ratio": 0.4}))
+    assert packed.on_demand.components["kinesis"] < 0.5 * raw.on_demand.components["kinesis"]
+    assert packed.provisioned.components["dynamodb"] == pytest.approx(raw.provisioned.components["dynamodb"])
+    assert packed.on_demand.components["s3_storage"] == pytest.approx(0.4 * raw.on_demand.components["s3_storage"], rel=0.01)
