@@ -21,6 +21,7 @@ from magnetar.api.models import (
     AckRequest,
     ProduceRequest,
     ProduceResponse,
+    ProducerRequest,
     PublishResult,
     ReadRequest,
     ReceiveRequest,
@@ -74,15 +75,19 @@ def _body(model: type[M]) -> M:
     return model.model_validate_json(raw)
 
 
-def _int_body() -> int:
-    """Pulsar's admin API sends a bare JSON number (e.g. the partition count)."""
+def _json_body() -> Any:
+    """Pulsar's admin API sends bare JSON values (a partition count, true/false)."""
     raw = (app.current_event.body or "").strip()
     if app.current_event.is_base64_encoded:
         raw = base64.b64decode(raw).decode("utf-8", errors="replace").strip()
     try:
-        value = json.loads(raw)
+        return json.loads(raw)
     except ValueError:
-        raise InvalidInput("Request body must be a JSON number") from None
+        raise InvalidInput("Request body is not valid JSON") from None
+
+
+def _int_body() -> int:
+    value = _json_body()
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidInput("Request body must be a JSON integer")
     return value
@@ -133,6 +138,21 @@ def get_namespace(tenant: str, namespace: str) -> Response[str]:
     return _json(info.policies)
 
 
+@app.post("/admin/v2/namespaces/<tenant>/<namespace>/deduplication")
+def set_deduplication(tenant: str, namespace: str) -> Response[str]:
+    enabled = _json_body()
+    if not isinstance(enabled, bool):
+        raise InvalidInput("Request body must be true or false")
+    build_broker().admin.set_policy(NamespaceName.of(unquote(tenant), unquote(namespace)), "deduplicationEnabled", enabled)
+    return Response(status_code=204)
+
+
+@app.get("/admin/v2/namespaces/<tenant>/<namespace>/deduplication")
+def get_deduplication(tenant: str, namespace: str) -> Response[str]:
+    info = build_broker().admin.get_namespace(NamespaceName.of(unquote(tenant), unquote(namespace)))
+    return _json(bool(info.policies.get("deduplicationEnabled", False)))
+
+
 for _domain in DOMAINS:
 
     def _bind(domain: str) -> None:
@@ -179,8 +199,24 @@ for _domain in DOMAINS:
                 messagePublishResults=[PublishResult(messageId=str(i)) for i in result.message_ids],
                 ledgerId=result.ledger_id,
                 entryId=result.entry_id,
+                duplicate=result.duplicate,
             )
             return _json(response.model_dump())
+
+        producer_base = f"/magnetar/v1/producer/{domain}/<tenant>/<namespace>/<topic>/<producer>"
+
+        @app.put(producer_base)
+        def attach_producer(tenant: str, namespace: str, topic: str, producer: str) -> Response[str]:
+            request = _body(ProducerRequest)
+            name = _topic(domain, tenant, namespace, topic)
+            writer = build_broker().writer
+            writer.attach_producer(name, unquote(producer), request.accessMode, request.leaseMs)
+            return _json({"lastSequenceId": writer.metadata.last_sequence_id(name, unquote(producer))})
+
+        @app.delete(producer_base)
+        def detach_producer(tenant: str, namespace: str, topic: str, producer: str) -> Response[str]:
+            build_broker().writer.detach_producer(_topic(domain, tenant, namespace, topic), unquote(producer))
+            return Response(status_code=204)
 
         # --- consume -------------------------------------------------------------------------
         base = f"/magnetar/v1/consumer/{domain}/<tenant>/<namespace>/<topic>/<subscription>"

@@ -10,6 +10,7 @@ from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import ConsumerBusy, InvalidInput, NotAllowed, NotFound, PayloadTooLarge
 from magnetar.core.ledger import HOLE_GRACE_MS
 from magnetar.core.naming import TopicName
+from magnetar.core.ports import ProducerClaim
 
 T = TopicName.parse("orders")
 
@@ -48,7 +49,7 @@ def test_out_of_order_journal_waits_then_holes_after_grace() -> None:
     clock = ManualClock()
     broker = memory_broker(clock)
     publish(broker, 2)
-    broker.metadata.reserve_entry(T)  # entry 2: a writer that died before its journal write
+    broker.metadata.reserve_entry(T, ProducerClaim("p", clock.now))  # entry 2: its writer died before the journal write
     publish(broker, 2)  # entries 3, 4
     outcome = seal_all(broker)
     assert outcome.sealed_entries == 2 and outcome.retry_from is not None

@@ -5,14 +5,17 @@ from __future__ import annotations
 import copy
 import threading
 from dataclasses import dataclass, field
+from typing import Any
 
 from magnetar.core.cursor import CursorState
-from magnetar.core.errors import TopicNotFound
+from magnetar.core.errors import ProducerFenced, RetryableError, TopicNotFound
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.ports import (
+    DedupRecord,
     JournalPosition,
     JournalRecord,
     NamespaceInfo,
+    ProducerClaim,
     Reservation,
     SealState,
     SegmentMeta,
@@ -76,6 +79,8 @@ class MemorySegmentStore:
 @dataclass
 class _Topic:
     writer: WriterState
+    dedup: dict[str, DedupRecord] = field(default_factory=dict)
+    exclusive: tuple[str, int] | None = None  # (producer, lease end)
     seal: SealState = field(default_factory=SealState)
     segments: dict[int, SegmentMeta] = field(default_factory=dict)  # by last entry
     cursors: dict[str, tuple[dict[str, object], int]] = field(default_factory=dict)
@@ -139,14 +144,55 @@ class MemoryMetadataStore:
     def list_partitioned_topics(self, namespace: NamespaceName) -> list[str]:
         return [t for t in self.partitioned if TopicName.parse(t).namespace_name == namespace]
 
-    def reserve_entry(self, topic: TopicName) -> Reservation:
+    def reserve_entry(self, topic: TopicName, claim: ProducerClaim) -> Reservation | DedupRecord:
         with self._lock:
             t = self.topics.get(str(topic))
             if t is None:
                 raise TopicNotFound(f"Topic {topic} not found")
-            w = t.writer
-            t.writer = WriterState(w.next_entry + 1, w.ledger_id, w.ledger_first_entry, w.ledger_opened_at, w.created_at)
-            return Reservation(w.ledger_id, w.next_entry, w.ledger_first_entry, w.ledger_opened_at)
+            if t.exclusive and t.exclusive[0] != claim.producer and t.exclusive[1] > claim.now_ms:
+                raise ProducerFenced(f"Topic {topic} has an exclusive producer: {t.exclusive[0]}")
+            last = t.dedup.get(claim.producer)
+            if claim.deduplicate and last is not None and last.sequence_id >= claim.sequence_id:
+                return last
+            return self._take(t, claim)
+
+    def _take(self, t: _Topic, claim: ProducerClaim) -> Reservation:
+        w = t.writer
+        t.writer = WriterState(w.next_entry + 1, w.ledger_id, w.ledger_first_entry, w.ledger_opened_at, w.created_at)
+        if claim.deduplicate:
+            t.dedup[claim.producer] = DedupRecord(claim.sequence_id, w.ledger_id, w.next_entry, claim.now_ms)
+        return Reservation(w.ledger_id, w.next_entry, w.ledger_first_entry, w.ledger_opened_at)
+
+    def replace_reservation(self, topic: TopicName, claim: ProducerClaim, lost_entry: int) -> Reservation:
+        with self._lock:
+            t = self.topics[str(topic)]
+            last = t.dedup.get(claim.producer)
+            if last is None or last.entry_id != lost_entry:
+                raise RetryableError("The producer's last publish changed meanwhile; retry")
+            return self._take(t, claim)
+
+    def last_sequence_id(self, topic: TopicName, producer: str) -> int:
+        t = self.topics.get(str(topic))
+        record = t.dedup.get(producer) if t else None
+        return record.sequence_id if record else -1
+
+    def claim_exclusive(self, topic: TopicName, producer: str, now_ms: int, lease_ms: int) -> bool:
+        with self._lock:
+            t = self.topics[str(topic)]
+            if t.exclusive and t.exclusive[0] != producer and t.exclusive[1] > now_ms:
+                return False
+            t.exclusive = (producer, now_ms + lease_ms)
+            return True
+
+    def release_exclusive(self, topic: TopicName, producer: str) -> None:
+        with self._lock:
+            t = self.topics.get(str(topic))
+            if t and t.exclusive and t.exclusive[0] == producer:
+                t.exclusive = None
+
+    def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any]) -> None:
+        with self._lock:
+            self.namespaces[namespace] = NamespaceInfo(namespace, dict(policies))
 
     def roll_ledger(self, topic: TopicName, expected_ledger: int, now_ms: int) -> bool:
         with self._lock:

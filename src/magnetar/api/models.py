@@ -95,6 +95,12 @@ class ProduceResponse(BaseModel):
     messagePublishResults: list[PublishResult]
     ledgerId: int
     entryId: int
+    duplicate: bool = False
+
+
+class ProducerRequest(_Body):
+    accessMode: Literal["Shared", "Exclusive", "WaitForExclusive"] = "Shared"
+    leaseMs: int = Field(default=30_000, ge=1_000, le=600_000)
 
 
 class TenantRequest(_Body):

@@ -68,14 +68,13 @@ class Client:
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
     ) -> Producer | PartitionedProducer:
         name = _topic(topic)
-        if access_mode is not ProducerAccessMode.Shared:
-            raise exceptions.NotAllowedError(f"Producer access mode {access_mode.name} is not supported yet")
         options: dict[str, Any] = {
             "batching_enabled": batching_enabled, "batching_max_messages": batching_max_messages,
             "batching_max_allowed_size_in_bytes": batching_max_allowed_size_in_bytes,
             "batching_max_publish_delay_ms": batching_max_publish_delay_ms,
             "send_timeout_millis": send_timeout_millis, "compression_type": compression_type,
-            "chunking_enabled": chunking_enabled,
+            "chunking_enabled": chunking_enabled, "access_mode": access_mode,
+            "attach": producer_name is not None,  # a named producer resumes its sequence ids
         }
         partitions = self._partitions(name)
         producer: Producer | PartitionedProducer

@@ -36,6 +36,10 @@ class ConsumerBusy(PulsarException):
     pass
 
 
+class ProducerFenced(PulsarException):
+    """Another producer holds the topic exclusively."""
+
+
 class MessageTooBig(PulsarException):
     pass
 
@@ -53,6 +57,8 @@ class ConnectError(PulsarException):
 
 
 def from_response(status: int, reason: str) -> PulsarException:
+    if status == 409 and "exclusive producer" in reason:
+        return ProducerFenced(reason, status)
     if status == 404:
         return (SubscriptionNotFound if "ubscription" in reason or "onsumer" in reason else TopicNotFound)(reason, status)
     kind = {400: InvalidConfiguration, 405: NotAllowedError, 409: ConsumerBusy, 413: MessageTooBig, 503: ServiceUnitNotReady}

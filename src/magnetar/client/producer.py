@@ -11,6 +11,7 @@ time, or one larger than the journal's record limit (chunked), travels alone.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import threading
 import time
@@ -23,7 +24,7 @@ from typing import Any
 from magnetar.client import exceptions
 from magnetar.client.message import MessageId
 from magnetar.client.transport import Transport, topic_path
-from magnetar.client.types import CompressionType, Result
+from magnetar.client.types import CompressionType, ProducerAccessMode, Result
 from magnetar.core.compression import Codec, compress
 from magnetar.core.entry import Message, encode_messages
 from magnetar.core.naming import TopicName
@@ -31,6 +32,7 @@ from magnetar.core.naming import TopicName
 SendCallback = Callable[[Result, MessageId | None], None]
 log = logging.getLogger(__name__)
 MAX_ENTRY_BYTES = 900 * 1024  # under Kinesis' 1 MiB record, with room for the entry's metadata
+EXCLUSIVE_LEASE_MS = 30_000  # an exclusive producer renews its hold on the topic every third of it
 
 
 @dataclass
@@ -57,7 +59,8 @@ class Producer:
         send_timeout_millis: int = 30_000,
         compression_type: CompressionType = CompressionType.NONE,
         chunking_enabled: bool = False,
-        initial_sequence_id: int = -1,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+        attach: bool = False,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -76,12 +79,39 @@ class Producer:
         self._batch_started = 0.0
         self._flush_requested = False
         self._closed = False
-        self._next_sequence_id = initial_sequence_id + 1
-        self._last_sequence_id = initial_sequence_id
+        self._access_mode = access_mode
+        self._attach_path = f"/magnetar/v1/producer/{topic_path(topic)}/{self._name}"
+        last = self._attach() if attach or access_mode is not ProducerAccessMode.Shared else -1
+        self._next_sequence_id = last + 1  # a named producer resumes its sequence after a restart
+        self._last_sequence_id = last
         self._cond = threading.Condition()
         self._inflight = 0
         self._sender = threading.Thread(target=self._run, name=f"producer-{self._name}", daemon=True)
         self._sender.start()
+        if access_mode is not ProducerAccessMode.Shared:
+            threading.Thread(target=self._keep_exclusive, name=f"lease-{self._name}", daemon=True).start()
+
+    def _attach(self) -> int:
+        """Register with the topic: Exclusive takes it or fails, WaitForExclusive waits for it."""
+        body = {"accessMode": self._access_mode.value, "leaseMs": EXCLUSIVE_LEASE_MS}
+        while True:
+            try:
+                return int(self._transport.call("PUT", self._attach_path, body)["lastSequenceId"])
+            except exceptions.ProducerFenced:
+                if self._access_mode is not ProducerAccessMode.WaitForExclusive:
+                    raise
+                time.sleep(1.0)
+
+    def _keep_exclusive(self) -> None:
+        body = {"accessMode": self._access_mode.value, "leaseMs": EXCLUSIVE_LEASE_MS}
+        while not self._closed:
+            time.sleep(EXCLUSIVE_LEASE_MS / 3000)
+            if self._closed:
+                return
+            try:
+                self._transport.call("PUT", self._attach_path, body)
+            except exceptions.PulsarException:
+                log.warning("could not renew the exclusive producer lease", exc_info=True)
 
     # --- pulsar-client API -----------------------------------------------------------------
     def topic(self) -> str:
@@ -124,6 +154,9 @@ class Producer:
             self._closed = True
             self._cond.notify_all()
         self._sender.join(timeout=5)
+        if self._access_mode is not ProducerAccessMode.Shared:
+            with contextlib.suppress(exceptions.PulsarException):
+                self._transport.call("DELETE", self._attach_path, deadline_s=5)
 
     def is_connected(self) -> bool:
         return not self._closed

@@ -43,6 +43,11 @@ class AdminService:
             raise NotFound(f"Namespace {name} does not exist")
         return info
 
+    def set_policy(self, namespace: NamespaceName, name: str, value: object) -> None:
+        """Set one namespace policy (Pulsar's names, e.g. deduplicationEnabled)."""
+        info = self.get_namespace(namespace)
+        self.metadata.set_namespace_policies(namespace, {**info.policies, name: value})
+
     def list_topics(self, namespace: NamespaceName, domain: str | None = None) -> list[str]:
         self.get_namespace(namespace)
         topics = self.metadata.list_topics(namespace)

@@ -32,7 +32,7 @@ class Broker:
 
     def __post_init__(self) -> None:
         self.admin = AdminService(self.metadata, self.clock)
-        self.writer = LedgerWriter(self.metadata, self.journal, self.clock)
+        self.writer = LedgerWriter(self.metadata, self.journal, self.clock, self.find_entry)
         self.reader = EntryReader(self.metadata, self.segments, self.journal, self.cache)
         self.sealer = Sealer(self.metadata, self.segments, self.clock)
         self.subscriptions = SubscriptionService(self.metadata, self.reader, self.clock)
@@ -68,3 +68,9 @@ class Broker:
         if writer is None:
             raise TopicNotFound(f"Topic {topic} not found")
         return self.reader.find_by_time(topic, timestamp_ms, seal, writer)
+
+    def find_entry(self, topic: TopicName, entry_id: int) -> Entry | None:
+        """A stored entry (a hole is returned as such); None while it is not settled yet."""
+        seal, writer = self.metadata.get_topic_state(topic)
+        found = self.reader.read(topic, entry_id, 1, seal, writer)
+        return found[0] if found and found[0].entry_id == entry_id else None

@@ -50,6 +50,10 @@ class AlreadyExists(Conflict):
     pass
 
 
+class ProducerFenced(Conflict):
+    """Pulsar's ProducerFenced / ProducerBusy: another producer holds the topic exclusively."""
+
+
 class PayloadTooLarge(MagnetarError):
     status = 413
 

@@ -24,7 +24,9 @@ import hashlib
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 from urllib.parse import quote
 
 from magnetar.core.crashpoints import crash_point
@@ -38,14 +40,16 @@ from magnetar.core.entry import (
     make_entry,
     peek_header,
 )
-from magnetar.core.errors import InvalidInput, PayloadTooLarge, RetryableError, TopicNotFound
+from magnetar.core.errors import InvalidInput, PayloadTooLarge, ProducerFenced, RetryableError, TopicNotFound
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import (
     Clock,
+    DedupRecord,
     Journal,
     JournalPosition,
     JournalRecord,
     MetadataStore,
+    ProducerClaim,
     Reservation,
     SealState,
     SegmentMeta,
@@ -82,13 +86,20 @@ class AppendResult:
     ledger_id: int
     entry_id: int
     message_ids: list[MessageIdData]
+    duplicate: bool = False  # deduplication: already stored, these are the original ids
+
+
+POLICY_CACHE_MS = 10_000  # namespace policies are re-read at most this often per container
 
 
 class LedgerWriter:
-    def __init__(self, metadata: MetadataStore, journal: Journal, clock: Clock) -> None:
+    def __init__(self, metadata: MetadataStore, journal: Journal, clock: Clock,
+                 lookup: Callable[[TopicName, int], Entry | None] | None = None) -> None:
         self.metadata = metadata
         self.journal = journal
         self.clock = clock
+        self.lookup = lookup  # finds a stored entry (deduplication of a retried publish)
+        self._policies: dict[str, tuple[int, dict[str, Any]]] = {}
 
     def append(self, topic: TopicName, batch: Batch, producer_name: str, create_topic: bool = True) -> AppendResult:
         """Append one batch as one entry; the ids are final once this returns."""
@@ -104,12 +115,22 @@ class LedgerWriter:
                 f"Entry of {probe.size} bytes exceeds the journal record limit of {self.journal.max_record_bytes} "
                 "bytes; enable chunking for larger messages"
             )
-        reservation = self._reserve(topic, create_topic)
-        entry = make_entry(key, reservation.ledger_id, reservation.entry_id, now, self.clock.now_ms(),
+        sequence_id = max(batch.highest_sequence_id, batch.sequence_id)
+        dedup = sequence_id >= 0 and bool(self.policies(topic).get("deduplicationEnabled", False))
+        claim = ProducerClaim(producer_name, now, sequence_id, dedup)
+        reserved = self._reserve(topic, claim, create_topic)
+        if isinstance(reserved, DedupRecord):
+            return self._again(topic, batch, claim, reserved)
+        return self._write(topic, batch, producer_name, reserved, now)
+
+    def _write(self, topic: TopicName, batch: Batch, producer_name: str, reservation: Reservation,
+               reserved_at: int) -> AppendResult:
+        key = str(topic)
+        entry = make_entry(key, reservation.ledger_id, reservation.entry_id, reserved_at, self.clock.now_ms(),
                            producer_name, batch)
         data = encode_entry(entry)
         crash_point("produce.after_reserve")  # id reserved, journal not written: a hole
-        if self.clock.now_ms() - now > WRITE_DEADLINE_MS:
+        if self.clock.now_ms() - reserved_at > WRITE_DEADLINE_MS:
             raise RetryableError("Reservation expired before the journal write; retry the publish")
         self.journal.append(journal_key(key), data)
         crash_point("produce.after_journal_write")  # durable but not acknowledged: the client retries
@@ -117,18 +138,66 @@ class LedgerWriter:
         ledger_old = entry.publish_time - reservation.ledger_opened_at >= MAX_LEDGER_AGE_MS
         if ledger_full or ledger_old:
             self.metadata.roll_ledger(topic, reservation.ledger_id, entry.publish_time)
-        partition = topic.partition_index
-        ids = [entry.message_id(partition, i) for i in range(batch.num_messages)]
-        return AppendResult(entry.ledger_id, entry.entry_id, ids)
+        return self._result(topic, entry.ledger_id, entry.entry_id, batch)
 
-    def _reserve(self, topic: TopicName, create_topic: bool) -> Reservation:
+    @staticmethod
+    def _result(topic: TopicName, ledger_id: int, entry_id: int, batch: Batch, duplicate: bool = False) -> AppendResult:
+        partition = topic.partition_index
+        index = (lambda i: i) if batch.batched else (lambda i: -1)
+        ids = [MessageIdData(ledger_id, entry_id, partition, index(i)) for i in range(batch.num_messages)]
+        return AppendResult(ledger_id, entry_id, ids, duplicate)
+
+    def _again(self, topic: TopicName, batch: Batch, claim: ProducerClaim, record: DedupRecord) -> AppendResult:
+        """A publish whose sequence id the producer already used (deduplication is on)."""
+        if record.sequence_id > claim.sequence_id:  # an older message: stored long ago
+            return self._result(topic, -1, -1, batch, duplicate=True)
+        now = self.clock.now_ms()
+        if now - record.reserved_at < WRITE_DEADLINE_MS:
+            # the same publish retried while its reservation is valid: its first attempt may have
+            # died before the journal write, so write again under the same id (the sealer keeps one)
+            entry = make_entry(str(topic), record.ledger_id, record.entry_id, record.reserved_at, now,
+                               claim.producer, batch)
+            self.journal.append(journal_key(str(topic)), encode_entry(entry))
+            return self._result(topic, record.ledger_id, record.entry_id, batch, duplicate=True)
+        stored = self.lookup(topic, record.entry_id) if self.lookup else None
+        if stored is None:
+            raise RetryableError("The first attempt of this publish is not settled yet; retry")
+        if not stored.hole:
+            return self._result(topic, record.ledger_id, record.entry_id, batch, duplicate=True)
+        # the first attempt died before writing and its id became a hole: publish for real now
+        reservation = self.metadata.replace_reservation(topic, replace(claim, now_ms=now), record.entry_id)
+        return self._write(topic, batch, claim.producer, reservation, now)
+
+    def policies(self, topic: TopicName) -> dict[str, Any]:
+        """The namespace's policies, cached per container for POLICY_CACHE_MS."""
+        name = str(topic.namespace_name)
+        now = self.clock.now_ms()
+        cached = self._policies.get(name)
+        if cached is None or now - cached[0] > POLICY_CACHE_MS:
+            info = self.metadata.get_namespace(topic.namespace_name)
+            cached = (now, dict(info.policies) if info else {})
+            self._policies[name] = cached
+        return cached[1]
+
+    def _reserve(self, topic: TopicName, claim: ProducerClaim, create_topic: bool) -> Reservation | DedupRecord:
         try:
-            return self.metadata.reserve_entry(topic)
+            return self.metadata.reserve_entry(topic, claim)
         except TopicNotFound:
             if not create_topic:
                 raise
         ensure_topic(self.metadata, topic, self.clock.now_ms())
-        return self.metadata.reserve_entry(topic)
+        return self.metadata.reserve_entry(topic, claim)
+
+    def attach_producer(self, topic: TopicName, producer: str, access_mode: str, lease_ms: int) -> None:
+        """Pulsar's producer access modes: Exclusive takes the topic (or fails), Shared needs nothing."""
+        if access_mode not in ("Shared", "Exclusive", "WaitForExclusive"):
+            raise InvalidInput(f"Invalid access mode {access_mode!r}")
+        ensure_topic(self.metadata, topic, self.clock.now_ms())
+        if access_mode != "Shared" and not self.metadata.claim_exclusive(topic, producer, self.clock.now_ms(), lease_ms):
+            raise ProducerFenced(f"Topic {topic} already has an exclusive producer")
+
+    def detach_producer(self, topic: TopicName, producer: str) -> None:
+        self.metadata.release_exclusive(topic, producer)
 
 
 def ensure_topic(metadata: MetadataStore, topic: TopicName, now_ms: int) -> bool:

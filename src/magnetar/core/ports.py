@@ -42,6 +42,27 @@ class Reservation:
 
 
 @dataclass(frozen=True)
+class ProducerClaim:
+    """What a produce asks of the writer counter besides an id: the exclusive-producer fence,
+    and, with deduplication, the batch's highest sequence id."""
+
+    producer: str
+    now_ms: int
+    sequence_id: int = -1
+    deduplicate: bool = False
+
+
+@dataclass(frozen=True)
+class DedupRecord:
+    """The last publish of a producer, as the writer counter remembers it (deduplication)."""
+
+    sequence_id: int
+    ledger_id: int
+    entry_id: int
+    reserved_at: int
+
+
+@dataclass(frozen=True)
 class WriterState:
     next_entry: int
     ledger_id: int
@@ -158,9 +179,23 @@ class MetadataStore(Protocol):
     def list_partitioned_topics(self, namespace: NamespaceName) -> list[str]: ...
 
     # --- the writer: one conditional counter per topic partition --------------------------
-    def reserve_entry(self, topic: TopicName) -> Reservation:
-        """Atomically take the next entry id; raises TopicNotFound when the topic does not exist."""
+    def reserve_entry(self, topic: TopicName, claim: ProducerClaim) -> Reservation | DedupRecord:
+        """Atomically take the next entry id, unless another producer holds the topic exclusively
+        (ProducerFenced) or, deduplicating, the producer already published this sequence id (then
+        its record is returned). Raises TopicNotFound when the topic does not exist."""
         ...
+
+    def replace_reservation(self, topic: TopicName, claim: ProducerClaim, lost_entry: int) -> Reservation:
+        """Deduplication: re-reserve for a publish whose entry became a hole (its writer died)."""
+        ...
+
+    def last_sequence_id(self, topic: TopicName, producer: str) -> int: ...
+
+    def claim_exclusive(self, topic: TopicName, producer: str, now_ms: int, lease_ms: int) -> bool: ...
+
+    def release_exclusive(self, topic: TopicName, producer: str) -> None: ...
+
+    def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any]) -> None: ...
 
     def roll_ledger(self, topic: TopicName, expected_ledger: int, now_ms: int) -> bool: ...
 

@@ -25,11 +25,13 @@ from botocore.exceptions import ClientError
 
 from magnetar.adapters.aws.clients import client
 from magnetar.core.cursor import CursorState
-from magnetar.core.errors import TopicNotFound
+from magnetar.core.errors import ProducerFenced, RetryableError, TopicNotFound
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.ports import (
+    DedupRecord,
     JournalPosition,
     NamespaceInfo,
+    ProducerClaim,
     Reservation,
     SealState,
     SegmentMeta,
@@ -181,6 +183,10 @@ class DynamoMetadataStore:
                                 "ledger_first_entry": _n(0),
                                 "ledger_opened_at": _n(now_ms),
                                 "created_at": _n(now_ms),
+                                "dedup_seq": {"M": {}},
+                                "dedup_entry": {"M": {}},
+                                "dedup_ledger": {"M": {}},
+                                "dedup_at": {"M": {}},
                             },
                             "ConditionExpression": "attribute_not_exists(pk)",
                         }
@@ -246,22 +252,114 @@ class DynamoMetadataStore:
         return self._query_sks(f"PARTITIONED#{namespace}")
 
     # --- writer ----------------------------------------------------------------------------
-    def reserve_entry(self, topic: TopicName) -> Reservation:
-        try:
-            old = self.ddb.update_item(
-                TableName=self.table,
-                Key={"pk": _tp(topic), "sk": _s("WRITER")},
-                UpdateExpression="SET next_entry = next_entry + :one",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":one": _n(1)},
-                ReturnValues="ALL_OLD",
-            )["Attributes"]
-        except ClientError as exc:
-            if _condition_failed(exc):
-                raise TopicNotFound(f"Topic {topic} not found") from None
-            raise
+    _FENCE = "(attribute_not_exists(exclusive_producer) OR exclusive_producer = :p OR exclusive_until < :now)"
+
+    def _reserve(self, topic: TopicName, claim: ProducerClaim, condition: str, extra: dict[str, Any]) -> Reservation:
+        update = "SET next_entry = next_entry + :one"
+        values: dict[str, Any] = {":one": _n(1), ":p": _s(claim.producer), ":now": _n(claim.now_ms), **extra}
+        names: dict[str, str] = {}
+        if claim.deduplicate:
+            update += (", dedup_seq.#p = :seq, dedup_entry.#p = next_entry, dedup_ledger.#p = ledger_id,"
+                       " dedup_at.#p = :now")
+            values[":seq"] = _n(claim.sequence_id)
+            names["#p"] = claim.producer
+        kwargs: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
+        old = self.ddb.update_item(
+            TableName=self.table,
+            Key={"pk": _tp(topic), "sk": _s("WRITER")},
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_OLD",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            **kwargs,
+        )["Attributes"]
         return Reservation(
             _int(old, "ledger_id"), _int(old, "next_entry"), _int(old, "ledger_first_entry"), _int(old, "ledger_opened_at")
+        )
+
+    @staticmethod
+    def _dedup_record(item: dict[str, Any], producer: str) -> DedupRecord | None:
+        seq = item.get("dedup_seq", {}).get("M", {}).get(producer)
+        if seq is None:
+            return None
+        return DedupRecord(
+            int(seq["N"]),
+            int(item["dedup_ledger"]["M"][producer]["N"]),
+            int(item["dedup_entry"]["M"][producer]["N"]),
+            int(item["dedup_at"]["M"][producer]["N"]),
+        )
+
+    def reserve_entry(self, topic: TopicName, claim: ProducerClaim) -> Reservation | DedupRecord:
+        condition = f"attribute_exists(pk) AND {self._FENCE}"
+        extra: dict[str, Any] = {}
+        if claim.deduplicate:
+            condition += " AND (attribute_not_exists(dedup_seq.#p) OR dedup_seq.#p < :seq)"
+        try:
+            return self._reserve(topic, claim, condition, extra)
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+            item: dict[str, Any] | None = exc.response.get("Item")  # type: ignore[assignment]
+            if not item:
+                raise TopicNotFound(f"Topic {topic} not found") from None
+            holder = item.get("exclusive_producer", {}).get("S")
+            if holder and holder != claim.producer and _int(item, "exclusive_until") >= claim.now_ms:
+                raise ProducerFenced(f"Topic {topic} has an exclusive producer: {holder}") from None
+            record = self._dedup_record(item, claim.producer)
+            if record is None:
+                raise RetryableError(f"Writer state of {topic} changed meanwhile; retry") from None
+            return record
+
+    def replace_reservation(self, topic: TopicName, claim: ProducerClaim, lost_entry: int) -> Reservation:
+        condition = f"attribute_exists(pk) AND {self._FENCE} AND dedup_entry.#p = :lost"
+        try:
+            return self._reserve(topic, claim, condition, {":lost": _n(lost_entry)})
+        except ClientError as exc:
+            if _condition_failed(exc):
+                raise RetryableError("The producer's last publish changed meanwhile; retry") from None
+            raise
+
+    def last_sequence_id(self, topic: TopicName, producer: str) -> int:
+        item = self._get(f"TP#{topic}", "WRITER")
+        record = self._dedup_record(item, producer) if item else None
+        return record.sequence_id if record else -1
+
+    def claim_exclusive(self, topic: TopicName, producer: str, now_ms: int, lease_ms: int) -> bool:
+        try:
+            self.ddb.update_item(
+                TableName=self.table,
+                Key={"pk": _tp(topic), "sk": _s("WRITER")},
+                UpdateExpression="SET exclusive_producer = :p, exclusive_until = :until",
+                ConditionExpression=f"attribute_exists(pk) AND {self._FENCE}",
+                ExpressionAttributeValues={":p": _s(producer), ":now": _n(now_ms), ":until": _n(now_ms + lease_ms)},
+            )
+            return True
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+
+    def release_exclusive(self, topic: TopicName, producer: str) -> None:
+        try:
+            self.ddb.update_item(
+                TableName=self.table,
+                Key={"pk": _tp(topic), "sk": _s("WRITER")},
+                UpdateExpression="REMOVE exclusive_producer, exclusive_until",
+                ConditionExpression="exclusive_producer = :p",
+                ExpressionAttributeValues={":p": _s(producer)},
+            )
+        except ClientError as exc:
+            if not _condition_failed(exc):
+                raise
+
+    def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any]) -> None:
+        self.ddb.update_item(
+            TableName=self.table,
+            Key={"pk": _s(f"NAMESPACES#{namespace.tenant}"), "sk": _s(namespace.namespace)},
+            UpdateExpression="SET policies = :p",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":p": _s(json.dumps(policies))},
         )
 
     def roll_ledger(self, topic: TopicName, expected_ledger: int, now_ms: int) -> bool:
