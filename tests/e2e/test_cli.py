@@ -39,3 +39,14 @@ def test_cli_errors_are_one_line_and_exit_1(cluster) -> None:  # type: ignore[no
     result = runner.invoke(app, ["admin", "namespaces", "create", "ghost/ns", "--service-url", cluster.url])
     assert result.exit_code == 1
     assert "Tenant ghost does not exist" in result.output
+
+
+def test_partitioned_topic_commands(cluster) -> None:  # type: ignore[no-untyped-def]
+    topic = f"persistent://public/default/cli-part-{uuid.uuid4().hex[:8]}"
+    run(cluster, "admin", "topics", "create-partitioned-topic", topic, "-p", "3")
+    assert '"partitions": 3' in run(cluster, "admin", "topics", "get-partitioned-topic-metadata", topic)
+    run(cluster, "admin", "topics", "update-partitioned-topic", topic, "-p", "5")
+    assert '"partitions": 5' in run(cluster, "admin", "topics", "get-partitioned-topic-metadata", topic)
+    result = runner.invoke(app, ["admin", "topics", "update-partitioned-topic", topic, "-p", "2",
+                                 "--service-url", cluster.url])
+    assert result.exit_code == 1 and "Partitions can only grow" in result.output

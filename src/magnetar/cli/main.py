@@ -198,6 +198,41 @@ def topics_create(topic: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
     console.print(f"created topic {topic}")
 
 
+@topics_app.command("create-partitioned-topic")
+def topics_create_partitioned(
+    topic: str,
+    partitions: Annotated[int, typer.Option("--partitions", "-p", help="Number of partitions.")],
+    service_url: ServiceUrl = DEFAULT_URL,
+) -> None:
+    _call(_admin(service_url).create_partitioned_topic, topic, partitions)
+    console.print(f"created partitioned topic {topic} with {partitions} partitions")
+
+
+@topics_app.command("update-partitioned-topic")
+def topics_update_partitioned(
+    topic: str,
+    partitions: Annotated[int, typer.Option("--partitions", "-p", help="New number of partitions (only grows).")],
+    service_url: ServiceUrl = DEFAULT_URL,
+) -> None:
+    _call(_admin(service_url).update_partitioned_topic, topic, partitions)
+    console.print(f"{topic} now has {partitions} partitions")
+
+
+@topics_app.command("get-partitioned-topic-metadata")
+def topics_partition_metadata(topic: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
+    console.print_json(data={"partitions": _call(_admin(service_url).partitioned_topic_metadata, topic)})
+
+
+@namespaces_app.command("set-deduplication")
+def namespaces_set_deduplication(
+    namespace: str,
+    enable: Annotated[bool, typer.Option("--enable/--disable", help="Turn deduplication on or off.")],
+    service_url: ServiceUrl = DEFAULT_URL,
+) -> None:
+    _call(_admin(service_url).set_deduplication, namespace, enable)
+    console.print(f"deduplication {'enabled' if enable else 'disabled'} on {namespace}")
+
+
 def main() -> None:  # pragma: no cover - console entry point
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
     app()

@@ -40,6 +40,20 @@ class AdminClient:
     def create_topic(self, topic: str) -> None:
         self._transport.call("PUT", f"/admin/v2/{topic_path(TopicName.parse(topic))}")
 
+    def create_partitioned_topic(self, topic: str, partitions: int) -> None:
+        self._transport.call("PUT", f"/admin/v2/{topic_path(TopicName.parse(topic))}/partitions", partitions)
+
+    def update_partitioned_topic(self, topic: str, partitions: int) -> None:
+        self._transport.call("POST", f"/admin/v2/{topic_path(TopicName.parse(topic))}/partitions", partitions)
+
+    def partitioned_topic_metadata(self, topic: str) -> int:
+        result = self._transport.call("GET", f"/admin/v2/{topic_path(TopicName.parse(topic))}/partitions")
+        return int(result["partitions"])
+
+    def set_deduplication(self, namespace: str, enabled: bool) -> None:
+        ns = NamespaceName.parse(namespace)
+        self._transport.call("POST", f"/admin/v2/namespaces/{ns.tenant}/{ns.namespace}/deduplication", enabled)
+
     def subscriptions(self, topic: str) -> list[str]:
         result: list[str] = self._transport.call("GET", f"/admin/v2/{topic_path(TopicName.parse(topic))}/subscriptions")
         return result

@@ -238,8 +238,9 @@ class DynamoMetadataStore:
             self.ddb.update_item(
                 TableName=self.table,
                 Key={"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic))},
-                UpdateExpression="SET partitions = :n",
-                ConditionExpression="partitions < :n",
+                UpdateExpression="SET #n = :n",
+                ConditionExpression="#n < :n",
+                ExpressionAttributeNames={"#n": "partitions"},  # a DynamoDB reserved word
                 ExpressionAttributeValues={":n": _n(partitions)},
             )
             return True
