@@ -24,6 +24,7 @@ _SDK = {
     "MessageId": "magnetar.client.message",
     "ConsumerType": "magnetar.client.types",
     "CompressionType": "magnetar.client.types",
+    "BatchingType": "magnetar.client.types",
     "PartitionsRoutingMode": "magnetar.client.types",
     "ProducerAccessMode": "magnetar.client.types",
     "ConsumerDeadLetterPolicy": "magnetar.client.types",
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from magnetar.client.producer import Producer
     from magnetar.client.reader import Reader
     from magnetar.client.types import (
+        BatchingType,
         CompressionType,
         ConsumerBatchReceivePolicy,
         ConsumerDeadLetterPolicy,
@@ -63,6 +65,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BatchingType",
     "Client",
     "CompressionType",
     "Consumer",

@@ -30,7 +30,8 @@ Rate = Annotated[float, typer.Option("--rate", "-r", help="Messages/s over all p
 Size = Annotated[int, typer.Option("--size", "-s", help="Message size in bytes.")]
 BatchMax = Annotated[int, typer.Option("--batch-max-messages", help="Messages per batch (one entry).")]
 BatchDelay = Annotated[int, typer.Option("--batch-max-delay-ms", help="Longest a message waits for its batch.")]
-Compression = Annotated[str, typer.Option("--compression", help="NONE (codecs arrive with the messaging-model work).")]
+Compression = Annotated[str, typer.Option("--compression", help="NONE, LZ4, ZLIB, ZSTD or SNAPPY.")]
+Keys = Annotated[int, typer.Option("--keys", help="Messages carry one of this many keys (0: no keys).")]
 Duration = Annotated[float, typer.Option("--duration", "-d", help="Seconds to produce (or consume).")]
 JsonOut = Annotated[Path | None, typer.Option("--json", help="Write the full result to this file.")]
 AwsEndpoint = Annotated[
@@ -56,14 +57,12 @@ def _service(service_url: str | None, aws_endpoint: str | None) -> Iterator[tupl
 def _run(mode: str, **options: Any) -> None:
     from magnetar.perf.runner import PerfConfig, PerfRun
 
-    partitions, compression = options.pop("partitions"), options.pop("compression")
     json_out, aws_endpoint, no_limits = options.pop("json_out"), options.pop("aws_endpoint"), options.pop("no_limits")
-    if partitions != 1:
-        raise typer.BadParameter("partitioned topics are not available yet", param_hint="--partitions")
-    if compression.upper() != "NONE":
-        raise typer.BadParameter("only NONE is available yet", param_hint="--compression")
     with _service(options.pop("service_url"), aws_endpoint) as (url, endpoint):
-        config = PerfConfig(mode=mode, service_url=url, **options)
+        try:
+            config = PerfConfig(mode=mode, service_url=url, **options)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
         with Live(console=console, refresh_per_second=2, transient=True) as live:
 
             def tick(s: dict[str, float]) -> None:
@@ -160,12 +159,13 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
         no_limits: NoLimits = False,
         receive_batch: ReceiveBatch = 1000,
         receive_wait_ms: ReceiveWait = 100,
+        keys: Keys = 0,
     ) -> None:
         _run(mode, service_url=service_url, topic=topic, partitions=partitions, producers=producers,
              consumers=consumers if mode != "produce" else 0, subscription_type=subscription_type, rate=rate,
              size=size, batch_max_messages=batch_max_messages, batch_max_delay_ms=batch_max_delay_ms,
              compression=compression, duration_s=duration, json_out=json_out, aws_endpoint=aws_endpoint,
-             no_limits=no_limits, receive_batch=receive_batch, receive_wait_ms=receive_wait_ms)
+             no_limits=no_limits, receive_batch=receive_batch, receive_wait_ms=receive_wait_ms, keys=keys)
 
     command.__doc__ = {
         "produce": "Produce at a rate (or flat out) and measure publish latency.",

@@ -15,6 +15,7 @@ from magnetar.client.producer import Producer
 from magnetar.client.reader import Reader
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
+    BatchingType,
     CompressionType,
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
@@ -66,6 +67,7 @@ class Client:
         message_router: Callable[[Message, int], int] | None = None,
         chunking_enabled: bool = False,
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+        batching_type: BatchingType = BatchingType.Default,
     ) -> Producer | PartitionedProducer:
         name = _topic(topic)
         options: dict[str, Any] = {
@@ -73,7 +75,7 @@ class Client:
             "batching_max_allowed_size_in_bytes": batching_max_allowed_size_in_bytes,
             "batching_max_publish_delay_ms": batching_max_publish_delay_ms,
             "send_timeout_millis": send_timeout_millis, "compression_type": compression_type,
-            "chunking_enabled": chunking_enabled, "access_mode": access_mode,
+            "chunking_enabled": chunking_enabled, "access_mode": access_mode, "batching_type": batching_type,
             "attach": producer_name is not None,  # a named producer resumes its sequence ids
         }
         partitions = self._partitions(name)
@@ -143,7 +145,7 @@ class Client:
         else:
             consumer = MultiTopicsConsumer(subscription_name, make, topics, receiver_queue_size,
                                            batch_receive_policy, message_listener, discover,
-                                           float(pattern_auto_discovery_period))
+                                           float(pattern_auto_discovery_period), consumer_name)
         self._closeables.append(consumer)
         return consumer
 

@@ -98,8 +98,10 @@ class MultiTopicsConsumer:
     def __init__(self, subscription: str, make: Callable[[str], Consumer], topics: list[str],
                  receiver_queue_size: int, batch_receive_policy: ConsumerBatchReceivePolicy | None,
                  message_listener: Callable[[Any, Message], None] | None = None,
-                 discover: Callable[[], list[str]] | None = None, discovery_period_s: float = 60.0) -> None:
+                 discover: Callable[[], list[str]] | None = None, discovery_period_s: float = 60.0,
+                 consumer_name: str | None = None) -> None:
         self._subscription = subscription
+        self._name = consumer_name or ""
         self._make = make
         self._queue: queue.Queue[Message] = queue.Queue(maxsize=max(1, receiver_queue_size))
         self._children: dict[str, Consumer] = {}
@@ -172,6 +174,9 @@ class MultiTopicsConsumer:
 
     def subscription_name(self) -> str:
         return self._subscription
+
+    def consumer_name(self) -> str:
+        return self._name
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         if self._closed.is_set():

@@ -24,7 +24,7 @@ from typing import Any
 from magnetar.client import exceptions
 from magnetar.client.message import MessageId
 from magnetar.client.transport import Transport, topic_path
-from magnetar.client.types import CompressionType, ProducerAccessMode, Result
+from magnetar.client.types import BatchingType, CompressionType, ProducerAccessMode, Result
 from magnetar.core.compression import Codec, compress
 from magnetar.core.entry import Message, encode_messages
 from magnetar.core.naming import TopicName
@@ -61,6 +61,7 @@ class Producer:
         chunking_enabled: bool = False,
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
         attach: bool = False,
+        batching_type: BatchingType = BatchingType.Default,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -79,6 +80,7 @@ class Producer:
         self._batch_started = 0.0
         self._flush_requested = False
         self._closed = False
+        self._key_based = batching_type is BatchingType.KeyBased
         self._access_mode = access_mode
         self._attach_path = f"/magnetar/v1/producer/{topic_path(topic)}/{self._name}"
         last = self._attach() if attach or access_mode is not ProducerAccessMode.Shared else -1
@@ -238,6 +240,9 @@ class Producer:
                 self._cond.notify_all()
             if work[0].chunks:
                 self._publish_chunks(work[0])
+            elif self._key_based:
+                for group in _by_key(work):
+                    self._publish(group)
             else:
                 self._publish(work)
             with self._cond:
@@ -304,6 +309,15 @@ class Producer:
             p.future.set_exception(exc)
             if p.callback:
                 _safe(p.callback, Result.from_exception(exc), None)
+
+
+def _by_key(batch: list[_Pending]) -> list[list[_Pending]]:
+    """Key-based batching: one entry per key, in the order of their highest sequence ids (so that
+    deduplication, which compares highest sequence ids, sees them grow)."""
+    groups: dict[str | None, list[_Pending]] = {}
+    for p in batch:
+        groups.setdefault(p.message.ordering_key or p.message.key, []).append(p)
+    return sorted(groups.values(), key=lambda g: g[-1].sequence_id)
 
 
 def _safe(callback: SendCallback, result: Result, message_id: MessageId | None) -> None:

@@ -87,3 +87,11 @@ class ConsumerDeadLetterPolicy:
     max_redeliver_count: int
     dead_letter_topic: str | None = None
     initial_subscription_name: str | None = None
+
+
+class BatchingType(Enum):
+    """Default: one batch for all messages; KeyBased: one batch per key, so that a Key_Shared
+    subscription (which routes a batch by its key) never splits a key across consumers."""
+
+    Default = 0
+    KeyBased = 1

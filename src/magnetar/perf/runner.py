@@ -43,10 +43,16 @@ class PerfConfig:
     receive_batch: int = 1000
     receive_wait_ms: int = 100
     drain_timeout_s: float = 60.0
+    partitions: int = 1
+    compression: str = "NONE"
+    keys: int = 0  # >0: messages carry one of this many keys (key-hash routing, Key_Shared)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
+        if self.compression.upper() not in ("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY"):
+            raise ValueError(f"unknown compression {self.compression}")
+        self.compression = {"ZLIB": "ZLib"}.get(self.compression.upper(), self.compression.upper())
         if self.size <= 0 or self.producers < 0 or self.consumers < 0 or self.duration_s <= 0:
             raise ValueError("size, duration must be positive; producers, consumers not negative")
         self.topic = self.topic or f"persistent://public/default/perf-{uuid.uuid4().hex[:8]}"
@@ -97,7 +103,10 @@ class PerfRun:
         self.c = Counters()
         self.stop_producing = threading.Event()
         self.stop_consuming = threading.Event()
-        self.payload = os.urandom(config.size)
+        # half random, half repeated: compression has something to do, as with real payloads
+        half = config.size // 2
+        self.payload = os.urandom(half) + b"magnetar" * ((config.size - half) // 8 + 1)
+        self.payload = self.payload[: config.size]
 
     # --- the local runtime's counters --------------------------------------------------------
     def _stats(self, method: str = "GET") -> dict[str, Any]:
@@ -112,11 +121,14 @@ class PerfRun:
         cfg = self.config
         producer = client.create_producer(
             cfg.topic,
-            producer_name=f"perf-{index}-{uuid.uuid4().hex[:6]}",
             batching_max_messages=cfg.batch_max_messages,
             batching_max_allowed_size_in_bytes=max(cfg.batch_max_messages * cfg.size + 1024, 128 * 1024),
             batching_max_publish_delay_ms=cfg.batch_max_delay_ms,
+            compression_type=magnetar.CompressionType[cfg.compression],
+            batching_type=magnetar.BatchingType.KeyBased if cfg.subscription_type == "Key_Shared" else
+            magnetar.BatchingType.Default,
         )
+        sent_count = 0
         interval = cfg.producers / cfg.rate if cfg.rate > 0 else 0.0
         next_at = time.perf_counter()
         while not self.stop_producing.is_set():
@@ -138,7 +150,9 @@ class PerfRun:
                 if result == magnetar.Result.Ok:
                     self.publish.record_ms((now - sent_at) * 1000)
 
-            producer.send_async(self.payload, done)
+            key = f"key-{sent_count % cfg.keys}" if cfg.keys else None
+            sent_count += 1
+            producer.send_async(self.payload, done, partition_key=key)
             with self.c.lock:
                 self.c.sent += 1
         producer.flush()
@@ -162,6 +176,10 @@ class PerfRun:
     def run(self) -> dict[str, Any]:
         cfg = self.config
         client = magnetar.Client(cfg.service_url)
+        if cfg.partitions > 1:
+            from magnetar.client.admin import AdminClient
+
+            AdminClient(cfg.service_url).create_partitioned_topic(cfg.topic, cfg.partitions)
         consumers: list[Any] = []
         threads: list[threading.Thread] = []
         if cfg.mode in ("consume", "e2e"):

@@ -31,10 +31,13 @@ class Delivery:
 class History:
     sends: list[Send] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
-    exclusive_subscriptions: set[str] = field(default_factory=set)
+    exclusive_subscriptions: set[str] = field(default_factory=set)  # single active consumer: in order
+    key_shared_subscriptions: set[str] = field(default_factory=set)
+    deduplicated_topics: set[str] = field(default_factory=set)
     cursor_positions: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     subscriptions_by_topic: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     missing_objects: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def send(self, s: Send) -> None:
@@ -87,7 +90,11 @@ def check(history: History) -> Verdict:
         ids_by_payload[s.payload].add(s.message_id)  # type: ignore[arg-type]
     for d in history.deliveries:
         ids_by_payload[d.payload].add(d.message_id)
-    v.stored_twice = sum(1 for ids in ids_by_payload.values() if len(ids) > 1)
+    twice = [p for p, ids in ids_by_payload.items() if len(ids) > 1]
+    v.stored_twice = len(twice)
+    topic_of = {s.payload: s.topic for s in history.sends}
+    v.duplicated += [f"{p} stored twice although deduplication is on" for p in twice
+                     if topic_of.get(p) in history.deduplicated_topics]
     # 3. a producer's order: ids increase with its send order
     by_producer: dict[str, list[Send]] = defaultdict(list)
     for s in acked:
@@ -95,16 +102,27 @@ def check(history: History) -> Verdict:
     for producer, sends in by_producer.items():
         sends.sort(key=lambda s: s.index)
         for a, b in itertools.pairwise(sends):
-            if a.topic == b.topic and not (a.message_id < b.message_id):  # type: ignore[operator]
+            same_partition = a.topic == b.topic and a.message_id[2] == b.message_id[2]  # type: ignore[index]
+            if same_partition and not (a.message_id < b.message_id):  # type: ignore[operator]
                 v.order_violations.append(f"{producer}: send {a.index} got {a.message_id}, send {b.index} got {b.message_id}")
     # ... and an exclusive consumer sees fresh messages in id order
-    last_fresh: dict[tuple[str, str], tuple[int, int, int, int]] = {}
+    last_fresh: dict[tuple[str, str, int], tuple[int, int, int, int]] = {}
     for d in history.deliveries:
         if d.subscription in history.exclusive_subscriptions and d.redelivery_count == 0:
-            key = (d.subscription, d.consumer)
+            key = (d.subscription, d.consumer, d.message_id[2])
             if key in last_fresh and d.message_id <= last_fresh[key]:
                 v.order_violations.append(f"{d.subscription}/{d.consumer}: {d.message_id} after {last_fresh[key]}")
             last_fresh[key] = d.message_id
+    # ... and Key_Shared keeps each key's order, whichever consumer has it
+    send_index = {s.payload: (s.producer, s.index) for s in acked}
+    last_of_key: dict[tuple[str, str, str], int] = {}
+    for d in history.deliveries:
+        if d.subscription in history.key_shared_subscriptions and d.redelivery_count == 0 and d.payload in send_index:
+            producer, index = send_index[d.payload]
+            k = (d.subscription, d.key, producer)
+            if k in last_of_key and index < last_of_key[k]:
+                v.order_violations.append(f"{d.subscription} key {d.key}: {producer} send {index} after {last_of_key[k]}")
+            last_of_key[k] = max(index, last_of_key.get(k, -1))
     # 4. a cursor never moves backwards
     for sub, positions in history.cursor_positions.items():
         for before, after in itertools.pairwise(positions):

@@ -35,6 +35,8 @@ CRASH_POINTS = (
 @dataclass
 class RunPlan:
     topic: str
+    partitions: int  # 0: not partitioned
+    deduplicate: bool
     producers: list[tuple[str, int, int]]  # (name, messages, batch size)
     subscriptions: list[tuple[str, str, int, int]]  # (name, type, consumers, ack timeout ms)
     crash_points: dict[str, int]
@@ -43,17 +45,23 @@ class RunPlan:
 
     @classmethod
     def random(cls, rng: random.Random, run: int, allowed: tuple[str, ...]) -> RunPlan:
-        topic = f"persistent://public/default/verify-{run}-{uuid.uuid4().hex[:8]}"
+        deduplicate = rng.random() < 0.4
+        namespace = DEDUP_NAMESPACE if deduplicate else "public/default"
+        topic = f"persistent://{namespace}/verify-{run}-{uuid.uuid4().hex[:8]}"
+        partitions = rng.choice([0, 0, 2, 3])
         producers = [(f"p{i}-{uuid.uuid4().hex[:4]}", rng.randint(20, 120), rng.choice([1, 5, 20, 50]))
                      for i in range(rng.randint(1, 3))]
         subscriptions = []
         for i in range(rng.randint(1, 2)):
-            sub_type = rng.choice(["Exclusive", "Shared"])
+            sub_type = rng.choice(["Exclusive", "Shared", "Failover", "Key_Shared"])
             consumers = 1 if sub_type == "Exclusive" else rng.randint(1, 3)
             subscriptions.append((f"s{i}", sub_type, consumers, rng.choice([0, 1000])))
         chosen = rng.sample(list(allowed), k=rng.randint(1, min(3, len(allowed)))) if allowed else []
-        return cls(topic, producers, subscriptions, {p: rng.randint(1, 2) for p in chosen},
+        return cls(topic, partitions, deduplicate, producers, subscriptions, {p: rng.randint(1, 2) for p in chosen},
                    rng.choice([0.0, 0.05]), rng.choice([0.0, 0.02]))
+
+
+DEDUP_NAMESPACE = "public/verify-dedup"
 
 
 @dataclass
@@ -127,6 +135,7 @@ class Verifier:
                 summary.errors.append(f"run {run}: {type(exc).__name__}: {exc}")
             finally:
                 crashpoints.disable_all()
+            summary.errors.extend(f"run {run}: {e}" for e in history.errors)
             summary.fired.update(Counter(crashpoints.fired) - before)
             summary.add(run, plan, check(history))
             if on_run:
@@ -134,10 +143,24 @@ class Verifier:
         return summary
 
     # --- one run ---------------------------------------------------------------------------
+    def _prepare(self, plan: RunPlan, history: History) -> None:
+        from magnetar.client.admin import AdminClient
+
+        admin = AdminClient(self.url)
+        if plan.deduplicate:
+            with contextlib.suppress(exceptions.PulsarException):
+                admin.create_namespace(DEDUP_NAMESPACE)
+            admin.set_deduplication(DEDUP_NAMESPACE, True)
+            history.deduplicated_topics.add(plan.topic)
+        if plan.partitions:
+            admin.create_partitioned_topic(plan.topic, plan.partitions)
+        admin.close()
+
     def _execute(self, plan: RunPlan, history: History, rng: random.Random) -> None:
         client = magnetar.Client(self.url)
         stop = threading.Event()
         try:
+            self._prepare(plan, history)
             consumers = self._subscribe(client, plan, history)
             for name, count in plan.crash_points.items():
                 crashpoints.enable(name, times=count)
@@ -147,8 +170,9 @@ class Verifier:
                        for sub, c in consumers]
             for w in workers:
                 w.start()
-            senders = [threading.Thread(target=self._produce, args=(client, plan.topic, p, history), daemon=True)
-                       for p in plan.producers]
+            key_based = any(t == "Key_Shared" for _, t, _, _ in plan.subscriptions)
+            senders = [threading.Thread(target=self._produce, args=(client, plan.topic, p, history, key_based),
+                                        daemon=True) for p in plan.producers]
             for s in senders:
                 s.start()
             for s in senders:
@@ -170,8 +194,10 @@ class Verifier:
         for name, sub_type, count, ack_timeout in plan.subscriptions:
             key = f"{plan.topic}|{name}"
             history.subscriptions_by_topic[plan.topic].append(key)
-            if sub_type == "Exclusive":
+            if sub_type in ("Exclusive", "Failover"):
                 history.exclusive_subscriptions.add(key)
+            if sub_type == "Key_Shared":
+                history.key_shared_subscriptions.add(key)
             for i in range(count):
                 consumer = client.subscribe(
                     plan.topic, name, consumer_type=magnetar.ConsumerType(sub_type), consumer_name=f"c{i}",
@@ -180,10 +206,12 @@ class Verifier:
                 out.append(((name, sub_type, ack_timeout, key), consumer))
         return out
 
-    def _produce(self, client: magnetar.Client, topic: str, spec: tuple[str, int, int], history: History) -> None:
+    def _produce(self, client: magnetar.Client, topic: str, spec: tuple[str, int, int], history: History,
+                 key_based: bool) -> None:
         name, count, batch = spec
-        producer = client.create_producer(topic, producer_name=name, batching_max_messages=batch,
-                                          send_timeout_millis=20_000)
+        producer = client.create_producer(
+            topic, producer_name=name, batching_max_messages=batch, send_timeout_millis=20_000,
+            batching_type=magnetar.BatchingType.KeyBased if key_based else magnetar.BatchingType.Default)
         for i in range(count):
             payload = f"{name}-{i}"
 
@@ -198,6 +226,13 @@ class Verifier:
 
     def _consume(self, client: magnetar.Client, plan: RunPlan, history: History, sub: tuple[str, str, int, str],
                  consumer: Any, stop: threading.Event, rng: random.Random) -> None:
+        try:
+            self._consume_loop(client, plan, history, sub, consumer, stop, rng)
+        except Exception as exc:  # a worker that dies must fail the run, not vanish
+            history.errors.append(f"consumer of {sub[3]}: {type(exc).__name__}: {exc}")
+
+    def _consume_loop(self, client: magnetar.Client, plan: RunPlan, history: History, sub: tuple[str, str, int, str],
+                      consumer: Any, stop: threading.Event, rng: random.Random) -> None:
         name, sub_type, ack_timeout, key = sub
         while not stop.is_set():
             try:
@@ -215,9 +250,9 @@ class Verifier:
             if ack_timeout and rng.random() < plan.no_ack_probability:
                 continue  # left unacknowledged: the ack timeout brings it back
             consumer.acknowledge(msg)
-            if sub_type == "Shared" and rng.random() < plan.close_probability:
+            if sub_type != "Exclusive" and rng.random() < plan.close_probability:
                 consumer.close()  # its unacknowledged messages go to the others, or to its successor
-                consumer = client.subscribe(plan.topic, name, consumer_type=magnetar.ConsumerType.Shared,
+                consumer = client.subscribe(plan.topic, name, consumer_type=magnetar.ConsumerType(sub_type),
                                             consumer_name=f"{consumer.consumer_name()}-r",
                                             initial_position=magnetar.InitialPosition.Earliest,
                                             unacked_messages_timeout_ms=ack_timeout or None, receiver_queue_size=50)
@@ -237,16 +272,15 @@ class Verifier:
 
     def _sample_cursors(self, plan: RunPlan, history: History, stop: threading.Event) -> None:
         from magnetar.adapters.aws import build_broker
-        from magnetar.core.naming import TopicName
 
         metadata = build_broker().metadata
-        topic = TopicName.parse(plan.topic)
         while not stop.wait(0.1):
-            for name, *_ in plan.subscriptions:
-                with contextlib.suppress(Exception):
-                    view = metadata.get_subscription_view(topic, name)
-                    if view.cursor is not None:
-                        history.cursor_positions[f"{plan.topic}|{name}"].append(view.cursor.mark_delete)
+            for topic in _partitions(plan):
+                for name, *_ in plan.subscriptions:
+                    with contextlib.suppress(Exception):
+                        view = metadata.get_subscription_view(topic, name)
+                        if view.cursor is not None:
+                            history.cursor_positions[f"{topic}|{name}"].append(view.cursor.mark_delete)
 
     def _check_objects(self, plan: RunPlan, history: History) -> None:
         from botocore.exceptions import ClientError
@@ -254,12 +288,19 @@ class Verifier:
         from magnetar.adapters.aws import build_broker
         from magnetar.adapters.aws.clients import client
         from magnetar.config import ResourceNames
-        from magnetar.core.naming import TopicName
 
         s3 = client("s3")
         bucket = ResourceNames.from_env().bucket
-        for segment in build_broker().metadata.list_segments(TopicName.parse(plan.topic), 0, 10_000):
-            try:
-                s3.head_object(Bucket=bucket, Key=segment.key)
-            except ClientError:
-                history.missing_objects.append(segment.key)
+        for topic in _partitions(plan):
+            for segment in build_broker().metadata.list_segments(topic, 0, 10_000):
+                try:
+                    s3.head_object(Bucket=bucket, Key=segment.key)
+                except ClientError:
+                    history.missing_objects.append(segment.key)
+
+
+def _partitions(plan: RunPlan) -> list[Any]:
+    from magnetar.core.naming import TopicName
+
+    base = TopicName.parse(plan.topic)
+    return [base.partition(i) for i in range(plan.partitions)] if plan.partitions else [base]
