@@ -104,10 +104,14 @@ class MagnetarStack(Stack):
         _pin_logical_id(self.bucket, SEGMENT_BUCKET_ID)
 
         # Write-ahead journal; 24 h is ample since the consumer seals records into S3 within seconds.
+        # On-demand by default (scales by itself); `-c journalShards=N` picks provisioned mode, which
+        # is what brings a steady workload under batched SQS's price (docs/cost-model.md).
+        shards = int(self.node.try_get_context("journalShards") or 0)
         self.stream = kinesis.Stream(
             self,
             JOURNAL_STREAM_ID,
-            stream_mode=kinesis.StreamMode.ON_DEMAND,
+            stream_mode=kinesis.StreamMode.PROVISIONED if shards else kinesis.StreamMode.ON_DEMAND,
+            shard_count=shards or None,
             retention_period=Duration.hours(24),
             encryption=kinesis.StreamEncryption.MANAGED,
         )

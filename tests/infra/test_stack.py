@@ -236,3 +236,15 @@ def test_bootstrap_custom_resource(template: Template, config: ModuleType) -> No
             }
         },
     )
+
+
+
+def test_journal_shards_context_selects_provisioned_mode(tmp_path_factory: pytest.TempPathFactory) -> None:
+    layer_builder = _load_module("magnetar_layer_build", REPO_ROOT / "layers" / "build.py")
+    layer_dir = layer_builder.build(tmp_path_factory.mktemp("layer2") / "build", no_deps=True)
+    stack_module = _load_module("magnetar_stack", REPO_ROOT / "infra" / "magnetar_stack.py")
+    app = App(context={"journalShards": 2}, outdir=str(tmp_path_factory.mktemp("cdk.out2")))
+    stack = stack_module.MagnetarStack(app, "Provisioned", layer_dir=layer_dir)
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::Kinesis::Stream", {"ShardCount": 2, "StreamModeDetails": {"StreamMode": "PROVISIONED"}}
+    )

@@ -159,3 +159,32 @@ def test_ledger_rolls_over_and_segments_never_span_ledgers(monkeypatch: pytest.M
     seal_all(broker)
     segs = broker.metadata.list_segments(T, 0, 10)
     assert [(s.ledger_id, s.first_entry, s.last_entry) for s in segs] == [(0, 0, 2), (1, 3, 5), (2, 6, 6)]
+
+
+def test_batch_index_acks_riding_on_an_empty_poll_are_written() -> None:
+    from magnetar.core.dispatch import Acks
+
+    broker = memory_broker()
+    broker.subscriptions.subscribe(T, "s", "c", "Shared", "Earliest", ack_timeout_ms=1000)
+    broker.writer.append(T, Batch.of([Message(f"m{i}".encode()) for i in range(5)], batched=True), "p")
+    broker.subscriptions.receive(T, "s", "c", 100, request_id="r1")
+    broker.subscriptions.receive(T, "s", "c", 100, request_id="r2", acks=Acks(batch=((0, 5, (0, 2, 4)),), consumer="c"))
+    assert broker.metadata.get_subscription_view(T, "s").cursor.batch_acks == {"0": [5, 0, 2, 4]}
+
+
+def test_failover_lease_expiry_hands_unacked_and_later_messages_to_the_next_consumer() -> None:
+    from magnetar.core.dispatch import DEFAULT_LEASE_MS
+
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    broker.subscriptions.subscribe(T, "fo", "a", "Failover", "Earliest")
+    broker.subscriptions.subscribe(T, "fo", "b", "Failover", "Earliest")
+    publish(broker, 2)
+    assert broker.subscriptions.receive(T, "fo", "b", max_messages=10).entries == [], "b is a standby"
+    got = broker.subscriptions.receive(T, "fo", "a", max_messages=1).entries
+    assert [d.entry.entry_id for d in got] == [0]
+    clock.advance(DEFAULT_LEASE_MS // 2 + 1)
+    broker.subscriptions.receive(T, "fo", "b", max_messages=10)  # b keeps its lease alive; a is silent
+    clock.advance(DEFAULT_LEASE_MS // 2 + 1)
+    got = broker.subscriptions.receive(T, "fo", "b", max_messages=10).entries
+    assert [(d.entry.entry_id, d.redelivery_count) for d in got] == [(0, 1), (1, 0)]

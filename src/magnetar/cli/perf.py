@@ -32,6 +32,7 @@ BatchMax = Annotated[int, typer.Option("--batch-max-messages", help="Messages pe
 BatchDelay = Annotated[int, typer.Option("--batch-max-delay-ms", help="Longest a message waits for its batch.")]
 Compression = Annotated[str, typer.Option("--compression", help="NONE, LZ4, ZLIB, ZSTD or SNAPPY.")]
 Keys = Annotated[int, typer.Option("--keys", help="Messages carry one of this many keys (0: no keys).")]
+NackFraction = Annotated[float, typer.Option("--nack-fraction", help="Share of messages consumers nack once.")]
 Duration = Annotated[float, typer.Option("--duration", "-d", help="Seconds to produce (or consume).")]
 JsonOut = Annotated[Path | None, typer.Option("--json", help="Write the full result to this file.")]
 AwsEndpoint = Annotated[
@@ -160,12 +161,14 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
         receive_batch: ReceiveBatch = 1000,
         receive_wait_ms: ReceiveWait = 100,
         keys: Keys = 0,
+        nack_fraction: NackFraction = 0.0,
     ) -> None:
         _run(mode, service_url=service_url, topic=topic, partitions=partitions, producers=producers,
              consumers=consumers if mode != "produce" else 0, subscription_type=subscription_type, rate=rate,
              size=size, batch_max_messages=batch_max_messages, batch_max_delay_ms=batch_max_delay_ms,
              compression=compression, duration_s=duration, json_out=json_out, aws_endpoint=aws_endpoint,
-             no_limits=no_limits, receive_batch=receive_batch, receive_wait_ms=receive_wait_ms, keys=keys)
+             no_limits=no_limits, receive_batch=receive_batch, receive_wait_ms=receive_wait_ms, keys=keys,
+             nack_fraction=nack_fraction)
 
     command.__doc__ = {
         "produce": "Produce at a rate (or flat out) and measure publish latency.",

@@ -237,6 +237,8 @@ class Consumer:
         try:
             response = self._transport.call("POST", f"{self._consumer_path}/receive", body, deadline_s=30 + wait_ms / 1000)
         except exceptions.SubscriptionNotFound:
+            if self._closed.is_set():  # closed while this poll was in flight: stay closed
+                raise exceptions.AlreadyClosed("Consumer already closed") from None
             # our lease lapsed (e.g. a long pause): attach again, as a reconnecting Pulsar client does
             self._transport.call("PUT", self._consumer_path, self._subscribe_body)
             if acks:
@@ -354,7 +356,7 @@ class Consumer:
                 waited = time.monotonic() - self._acks_since if self._acks_since else 0.0
                 if waited and (not self._receive_lock.locked() or waited >= ACK_MAX_DELAY_S):
                     self._flush_acks()
-                if time.monotonic() - last_beat >= HEARTBEAT_S:
+                if time.monotonic() - last_beat >= HEARTBEAT_S and not self._closed.is_set():
                     self._transport.call("PUT", self._consumer_path, self._subscribe_body)
                     last_beat = time.monotonic()
             except exceptions.PulsarException:

@@ -125,8 +125,9 @@ class CursorState:
     # --- persistence: compact, the item is limited to 400 KB ------------------------------
     def to_dict(self) -> dict[str, Any]:
         return {
-            "t": self.subscription_type, "md": self.mark_delete, "rp": self.read_position, "a": self.acked,
-            "ba": self.batch_acks, "d": [d.to_list() for d in self.deliveries],
+            "t": self.subscription_type, "md": self.mark_delete, "rp": self.read_position,
+            "a": [list(r) for r in self.acked],  # copies: a snapshot must not change with the state
+            "ba": {k: list(v) for k, v in self.batch_acks.items()}, "d": [d.to_list() for d in self.deliveries],
             "c": {k: [v.expires_at, v.ack_timeout_ms, v.attached_at] for k, v in self.consumers.items()},
             "e": self.epoch, "ca": self.created_at,
         }

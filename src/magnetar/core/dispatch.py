@@ -26,7 +26,8 @@ log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_MS = 30_000  # a consumer is attached while it renews this lease (SDK heartbeats)
 MAX_WAIT_MS = 20_000  # a long poll stays well inside API Gateway's 30 s integration timeout
-POLL_INTERVAL_S = 0.2
+POLL_INTERVAL_S = 0.1  # an idle long poll looks again after this, doubling up to MAX_POLL_INTERVAL_S
+MAX_POLL_INTERVAL_S = 1.0  # (each look is a DynamoDB read: idle consumers should not hammer the table)
 FILL_POLL_INTERVAL_S = 0.05  # while waiting for min_messages, with some already there
 MAX_ENTRIES_PER_RECEIVE = 100
 MAX_RECEIVE_BYTES = 4 * 1024 * 1024  # base64 in JSON must stay under Lambda's 6 MB response
@@ -175,6 +176,7 @@ class SubscriptionService:
         min_messages = max(1, min(min_messages, max_messages))
         deadline = self.clock.now_ms() + min(max(wait_ms, 0), MAX_WAIT_MS)
         refill: SubscriptionView | None = None
+        idle_interval = POLL_INTERVAL_S
         while True:
             final = self.clock.now_ms() >= deadline
             delivered, refill, epoch = self._receive_once(
@@ -184,7 +186,8 @@ class SubscriptionService:
                 acks = NO_ACKS  # written with the cursor
                 if delivered or final:
                     return Received(delivered, epoch)
-                self.clock.sleep(POLL_INTERVAL_S)
+                self.clock.sleep(min(idle_interval, max(0.0, (deadline - self.clock.now_ms()) / 1000) + 0.001))
+                idle_interval = min(idle_interval * 2, MAX_POLL_INTERVAL_S)
             else:  # some ready, not enough: wait half the time left (at least FILL_POLL_INTERVAL_S)
                 left_s = (deadline - self.clock.now_ms()) / 1000
                 self.clock.sleep(max(FILL_POLL_INTERVAL_S, min(left_s / 2, left_s)))

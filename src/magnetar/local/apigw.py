@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -64,6 +66,9 @@ def http_api_event(request: Request, body: bytes) -> dict[str, Any]:
     return event
 
 
+LAMBDA_CONCURRENCY = 256  # concurrent invocations the emulated function may run (long polls hold one)
+
+
 def build_app(function: LocalFunction) -> Starlette:
     async def invoke(request: Request) -> Response:
         body = await request.body()
@@ -102,8 +107,18 @@ def build_app(function: LocalFunction) -> Starlette:
                 f.reset_stats()
         return JSONResponse({"aws_requests": REQUESTS.snapshot(), "lambda": {f.name: f.stats() for f in functions}})
 
+    @contextlib.asynccontextmanager
+    async def widen_thread_pool(app: Starlette) -> AsyncIterator[None]:
+        # Lambda scales out per request; anyio's default of 40 worker threads would queue long
+        # polls behind each other and make the local stack time out where AWS would not.
+        import anyio.to_thread
+
+        anyio.to_thread.current_default_thread_limiter().total_tokens = LAMBDA_CONCURRENCY
+        yield
+
     methods = ["GET", "PUT", "POST", "DELETE", "PATCH", "HEAD", "OPTIONS"]
     return Starlette(
+        lifespan=widen_thread_pool,
         routes=[
             Route("/_magnetar/local/stats", local_stats, methods=["GET", "DELETE"]),
             Route("/{path:path}", invoke, methods=methods),

@@ -10,6 +10,7 @@ runtime's counters, so they are measured where they are made.
 from __future__ import annotations
 
 import os
+import random
 import threading
 import time
 import uuid
@@ -46,6 +47,7 @@ class PerfConfig:
     partitions: int = 1
     compression: str = "NONE"
     keys: int = 0  # >0: messages carry one of this many keys (key-hash routing, Key_Shared)
+    nack_fraction: float = 0.0  # consumers negatively acknowledge this share of first deliveries
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -88,6 +90,7 @@ class Counters:
     acked: int = 0
     failed: int = 0
     received: int = 0
+    redelivered: int = 0
     first_send: float = 0.0
     last_ack: float = 0.0
     last_receive: float = 0.0
@@ -164,12 +167,19 @@ class PerfRun:
             except exceptions.AlreadyClosed:
                 return
             now_wall = time.time() * 1000
+            fresh = 0
             for msg in messages:
-                self.e2e.record_ms(max(0.0, now_wall - msg.publish_timestamp()))
+                if msg.redelivery_count() == 0 and self.config.nack_fraction and random.random() < self.config.nack_fraction:
+                    consumer.negative_acknowledge(msg)  # comes back: the cost of redelivery
+                    continue
+                if msg.redelivery_count() == 0:
+                    fresh += 1
+                    self.e2e.record_ms(max(0.0, now_wall - msg.publish_timestamp()))
                 consumer.acknowledge(msg)
             if messages:
                 with self.c.lock:
-                    self.c.received += len(messages)
+                    self.c.received += fresh + sum(1 for m in messages if m.redelivery_count() > 0)
+                    self.c.redelivered += sum(1 for m in messages if m.redelivery_count() > 0)
                     self.c.last_receive = time.perf_counter()
 
     # --- the run ------------------------------------------------------------------------------
@@ -189,7 +199,7 @@ class PerfRun:
                 consumers.append(client.subscribe(
                     cfg.topic, cfg.subscription, consumer_type=ctype, consumer_name=f"perf-c{i}",
                     initial_position=magnetar.InitialPosition.Earliest, receiver_queue_size=cfg.receive_batch,
-                    batch_receive_policy=policy))
+                    batch_receive_policy=policy, negative_ack_redelivery_delay_ms=100))
         self._stats("DELETE")
         started = time.perf_counter()
         self.c.first_send = started
@@ -250,6 +260,7 @@ class PerfRun:
             "acked": self.c.acked,
             "failed": self.c.failed,
             "received": self.c.received,
+            "redelivered": self.c.redelivered,
             "seconds": seconds,
             "msgs_per_s": count / seconds,
             "mb_per_s": count * cfg.size / seconds / 1e6,

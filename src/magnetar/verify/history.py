@@ -15,6 +15,7 @@ class Send:
     payload: str
     message_id: tuple[int, int, int, int] | None  # None: the send failed (not acknowledged)
     topic: str
+    key: str | None = None  # set when the producer batches by key: order then holds per key
 
 
 @dataclass(frozen=True)
@@ -96,10 +97,10 @@ def check(history: History) -> Verdict:
     v.duplicated += [f"{p} stored twice although deduplication is on" for p in twice
                      if topic_of.get(p) in history.deduplicated_topics]
     # 3. a producer's order: ids increase with its send order
-    by_producer: dict[str, list[Send]] = defaultdict(list)
+    by_producer: dict[tuple[str, str | None], list[Send]] = defaultdict(list)
     for s in acked:
-        by_producer[s.producer].append(s)
-    for producer, sends in by_producer.items():
+        by_producer[(s.producer, s.key)].append(s)
+    for (producer, _key), sends in by_producer.items():
         sends.sort(key=lambda s: s.index)
         for a, b in itertools.pairwise(sends):
             same_partition = a.topic == b.topic and a.message_id[2] == b.message_id[2]  # type: ignore[index]
@@ -116,7 +117,11 @@ def check(history: History) -> Verdict:
     # ... and Key_Shared keeps each key's order, whichever consumer has it
     send_index = {s.payload: (s.producer, s.index) for s in acked}
     last_of_key: dict[tuple[str, str, str], int] = {}
+    first_time: set[tuple[str, str]] = set()  # a payload stored twice (a retried send) counts once
     for d in history.deliveries:
+        if (d.subscription, d.payload) in first_time:
+            continue
+        first_time.add((d.subscription, d.payload))
         if d.subscription in history.key_shared_subscriptions and d.redelivery_count == 0 and d.payload in send_index:
             producer, index = send_index[d.payload]
             k = (d.subscription, d.key, producer)

@@ -219,7 +219,7 @@ class Verifier:
                 mid = None
                 if result == magnetar.Result.Ok:
                     mid = (message_id.ledger_id(), message_id.entry_id(), message_id.partition(), message_id.batch_index())
-                history.send(Send(name, i, payload, mid, topic))
+                history.send(Send(name, i, payload, mid, topic, f"k{i % 7}" if key_based else None))
 
             producer.send_async(payload.encode(), done, partition_key=f"k{i % 7}")
         producer.flush()
