@@ -44,24 +44,24 @@ ReceiveWait = Annotated[int, typer.Option("--receive-wait-ms", help="Consumer ba
 
 
 @contextlib.contextmanager
-def _service(service_url: str | None, aws_endpoint: str | None) -> Iterator[tuple[str, str | None]]:
+def _service(service_url: str | None, aws_endpoint: str | None) -> Iterator[tuple[str, str | None, tuple[int, ...]]]:
     if service_url:
-        yield service_url, aws_endpoint or os.environ.get("AWS_ENDPOINT_URL")
+        yield service_url, aws_endpoint or os.environ.get("AWS_ENDPOINT_URL"), ()
         return
     from magnetar.local.cluster import LocalUpProcess
 
     console.print("starting a local cluster for the run (magnetar local up)...")
     with LocalUpProcess() as local:
-        yield local.url, local.aws_endpoint
+        yield local.url, local.aws_endpoint, (local.proc.pid,) if local.proc else ()
 
 
 def _run(mode: str, **options: Any) -> None:
     from magnetar.perf.runner import PerfConfig, PerfRun
 
     json_out, aws_endpoint, no_limits = options.pop("json_out"), options.pop("aws_endpoint"), options.pop("no_limits")
-    with _service(options.pop("service_url"), aws_endpoint) as (url, endpoint):
+    with _service(options.pop("service_url"), aws_endpoint) as (url, endpoint, pids):
         try:
-            config = PerfConfig(mode=mode, service_url=url, **options)
+            config = PerfConfig(mode=mode, service_url=url, watch_pids=pids, **options)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         with Live(console=console, refresh_per_second=2, transient=True) as live:

@@ -132,6 +132,8 @@ class MultiTopicsConsumer:
             except exceptions.AlreadyClosed:
                 return
             except exceptions.PulsarException:
+                if self._closed.is_set():
+                    return  # closing: the request was cut short
                 log.warning("partition consumer failed; retrying", exc_info=True)
                 time.sleep(0.5)
                 continue

@@ -188,9 +188,9 @@ class SubscriptionService:
                     return Received(delivered, epoch)
                 self.clock.sleep(min(idle_interval, max(0.0, (deadline - self.clock.now_ms()) / 1000) + 0.001))
                 idle_interval = min(idle_interval * 2, MAX_POLL_INTERVAL_S)
-            else:  # some ready, not enough: wait half the time left (at least FILL_POLL_INTERVAL_S)
+            else:  # some ready, not enough: look again once the wait is over (or in 250 ms)
                 left_s = (deadline - self.clock.now_ms()) / 1000
-                self.clock.sleep(max(FILL_POLL_INTERVAL_S, min(left_s / 2, left_s)))
+                self.clock.sleep(max(FILL_POLL_INTERVAL_S, min(left_s, 0.25)))
 
     def _receive_once(
         self,

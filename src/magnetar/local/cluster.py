@@ -78,7 +78,7 @@ class LocalCluster:
     aws_port: int = 4566
     aws_endpoint: str | None = None  # an already running emulator (LocalStack...): moto is not started
     names: ResourceNames = LOCAL_RESOURCES
-    poll_interval_s: float = 0.5
+    poll_interval_s: float = 1.0  # the event-source mapping polls an idle shard once a second, as on AWS
     emulator: subprocess.Popen[bytes] | None = None
     esm: KinesisEventSourceMapping | None = None
     _server: uvicorn.Server | None = None

@@ -48,6 +48,8 @@ class PerfConfig:
     compression: str = "NONE"
     keys: int = 0  # >0: messages carry one of this many keys (key-hash routing, Key_Shared)
     nack_fraction: float = 0.0  # consumers negatively acknowledge this share of first deliveries
+    window_s: float = 10.0  # the timeline's resolution
+    watch_pids: tuple[int, ...] = ()  # processes whose resident memory the timeline records
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -103,6 +105,10 @@ class PerfRun:
         self.on_tick = on_tick
         self.publish = Latency()
         self.e2e = Latency()
+        self.window_e2e = Latency()
+        self.timeline: list[dict[str, Any]] = []
+        self._window_start = 0.0
+        self._window_count = 0
         self.c = Counters()
         self.stop_producing = threading.Event()
         self.stop_consuming = threading.Event()
@@ -174,7 +180,9 @@ class PerfRun:
                     continue
                 if msg.redelivery_count() == 0:
                     fresh += 1
-                    self.e2e.record_ms(max(0.0, now_wall - msg.publish_timestamp()))
+                    latency = max(0.0, now_wall - msg.publish_timestamp())
+                    self.e2e.record_ms(latency)
+                    self.window_e2e.record_ms(latency)
                 consumer.acknowledge(msg)
             if messages:
                 with self.c.lock:
@@ -226,9 +234,38 @@ class PerfRun:
         time.sleep(1.5)  # the journal consumer seals the tail: its requests belong to the run
         return self._result(started, self._stats())
 
+    def _window(self) -> None:
+        """Close a timeline window: its rate, its end-to-end p99, and the watched processes' memory."""
+        now = time.perf_counter()
+        if not self._window_start:
+            self._window_start, self._window_count = now, self._count()
+            return
+        if now - self._window_start < self.config.window_s:
+            return
+        count = self._count()
+        self.timeline.append({
+            "t": round(now - self.c.first_send, 1),
+            "msgs_per_s": (count - self._window_count) / (now - self._window_start),
+            "e2e_p99_ms": self.window_e2e.p99(),
+            "rss_kb": {str(pid): rss_kb(pid) for pid in self._pids()},
+        })
+        self.window_e2e = Latency()
+        self._window_start, self._window_count = now, count
+
+    def _count(self) -> int:
+        return self.c.received if self.config.mode != "produce" else self.c.acked
+
+    def _pids(self) -> list[int]:
+        pids: list[int] = []
+        for pid in self.config.watch_pids:
+            pids.append(pid)
+            pids.extend(children(pid))
+        return pids
+
     def _tick_until(self, until: float) -> None:
         while time.perf_counter() < until:
             time.sleep(min(1.0, max(0.0, until - time.perf_counter())))
+            self._window()
             if self.on_tick:
                 elapsed = max(time.perf_counter() - self.c.first_send, 1e-9)
                 count = self.c.received if self.config.mode != "produce" else self.c.acked
@@ -270,4 +307,25 @@ class PerfRun:
             "aws_requests_total": total,
             "aws_requests_per_1000_msgs": total / count * 1000 if count else None,
             "lambda": stats.get("lambda", {}),
+            "timeline": self.timeline,
         }
+
+
+def rss_kb(pid: int) -> int:
+    """Resident memory of a process (Linux /proc), 0 if unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
