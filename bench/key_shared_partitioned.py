@@ -35,10 +35,11 @@ def perf(name: str, duration: float, *args: str) -> dict:  # type: ignore[type-a
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--duration", type=float, default=20)
+    parser.add_argument("--keys", type=int, default=32, help="distinct keys (key-based batching makes one entry per key)")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
     ks = perf("partitioned", args.duration, "-p", "8", "--producers", "4", "--consumers", "4",
-              "--subscription-type", "Key_Shared", "--keys", "256")
+              "--subscription-type", "Key_Shared", "--keys", str(args.keys))
     base = perf("baseline", args.duration, "--producers", "1", "--consumers", "1")
     nack = perf("nack10", args.duration, "--producers", "1", "--consumers", "1", "--nack-fraction", "0.1")
     per_msg_base = base["aws_requests_total"] / max(base["messages"], 1)

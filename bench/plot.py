@@ -82,20 +82,21 @@ def requests(runs: list[tuple[int, dict[str, Any]]], out: Path) -> None:
 
 def cost(runs: list[tuple[int, dict[str, Any]]], out: Path) -> None:
     chosen = next((r for b, r in runs if b == 100), runs[-1][1] if runs else None)
-    breakdown = (chosen or {}).get("cost_usd_per_million_msgs") or {}
-    components = breakdown.get("components") if isinstance(breakdown, dict) else None
-    if not components:
+    by_mode = ((chosen or {}).get("cost_usd_per_million_msgs") or {}).get("by_mode") or {}
+    if not by_mode:
         return
-    fig, ax = plt.subplots(figsize=(8, 4))
-    variants = list(components)
-    names = sorted({c for v in variants for c in components[v]})
-    bottom = [0.0] * len(variants)
+    modes = {f"{mode} Kinesis": data["usd_per_million_messages"] for mode, data in by_mode.items()}
+    names = sorted({c for parts in modes.values() for c in parts if c != "total"})
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    bottom = [0.0] * len(modes)
     for name in names:
-        values = [components[v].get(name, 0.0) for v in variants]
-        ax.bar(variants, values, bottom=bottom, label=name)
+        values = [parts.get(name, 0.0) for parts in modes.values()]
+        ax.bar(list(modes), values, bottom=bottom, label=name)
         bottom = [a + b for a, b in zip(bottom, values, strict=True)]
+    for i, parts in enumerate(modes.values()):
+        ax.annotate(f"${parts['total']:.3f}", (i, parts["total"]), ha="center", va="bottom")
     ax.set_ylabel("USD per million messages")
-    ax.set_title("Modeled cost per million messages by component (measured requests, batch 100)")
+    ax.set_title("Cost per million 1 KB messages by component (measured requests, batch 100)")
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out / "cost-per-million.png", dpi=110)

@@ -211,3 +211,37 @@ def test_dead_letter_policy_with_a_named_dead_letter_topic(client: magnetar.Clie
         consumer.receive(timeout_millis=2500)
     dlq = client.subscribe(dead_topic, "dlq-reader", initial_position=Earliest)
     assert dlq.receive(timeout_millis=5000).data() == b"poison"
+
+
+def test_retry_letter_topic_redelivers_after_the_delay_then_dead_letters(
+    client: magnetar.Client, topic: str
+) -> None:
+    consumer = client.subscribe(
+        topic, "retry", consumer_type=magnetar.ConsumerType.Shared, initial_position=Earliest, retry_enable=True,
+        dead_letter_policy=magnetar.ConsumerDeadLetterPolicy(max_redeliver_count=2),
+    )
+    client.create_producer(topic).send(b"retry me", properties={"a": "1"})
+    first = consumer.receive(timeout_millis=5000)
+    started = time.monotonic()
+    consumer.reconsume_later(first, 1000)
+    second = consumer.receive(timeout_millis=10_000)
+    assert time.monotonic() - started >= 0.9, "the retry waits for its delay"
+    assert second.data() == b"retry me" and second.properties()["RECONSUMETIMES"] == "1"
+    assert second.properties()["REAL_TOPIC"] == topic and second.properties()["a"] == "1"
+    assert second.topic_name() == f"{topic}-retry-RETRY"
+    consumer.reconsume_later(second, 100)
+    third = consumer.receive(timeout_millis=10_000)
+    assert third.properties()["RECONSUMETIMES"] == "2"
+    consumer.reconsume_later(third, 100)  # a third retry is beyond max_redeliver_count: dead letter
+    with pytest.raises(exceptions.Timeout):
+        consumer.receive(timeout_millis=1500)
+    dlq = client.subscribe(f"{topic}-retry-DLQ", "check", initial_position=Earliest)
+    dead = dlq.receive(timeout_millis=5000)
+    assert dead.data() == b"retry me" and dead.properties()["REAL_TOPIC"] == topic
+
+
+def test_reconsume_later_without_retry_enable_is_refused(client: magnetar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "noretry", initial_position=Earliest)
+    client.create_producer(topic).send(b"x")
+    with pytest.raises(exceptions.InvalidConfiguration, match="retry_enable"):
+        consumer.reconsume_later(consumer.receive(timeout_millis=5000), 100)

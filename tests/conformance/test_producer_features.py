@@ -300,3 +300,28 @@ def test_exclusive_producer_access_mode_refuses_a_shared_producer(client: magnet
         shared = client.create_producer(topic, producer_name="shared")
         shared.send(b"must not be stored")
     assert "exclusive" in refused.value.reason.lower()
+
+
+def test_chunks_of_a_dropped_producer_are_cleaned_up(cluster, client: magnetar.Client, topic: str) -> None:  # type: ignore[no-untyped-def]
+    from magnetar.core.entry import Message, encode_messages
+
+    raw = encode_messages([Message(b"x" * 100)])
+    body = {  # the first of two chunks, from a producer that then died
+        "producerName": "dead-producer",
+        "batch": {"payload": base64.b64encode(raw[:50]).decode(), "numMessages": 1, "compression": "NONE",
+                  "uncompressedSize": len(raw), "batched": False,
+                  "chunk": {"uuid": "orphan", "chunkId": 0, "numChunks": 2, "totalSize": len(raw)}},
+    }
+    response = httpx.post(f"{cluster.url}/topics/{topic.replace('://', '/')}", json=body)
+    assert response.status_code == 200, response.text
+    client.create_producer(topic).send(b"after")
+    consumer = client.subscribe(topic, "chunks", initial_position=magnetar.InitialPosition.Earliest,
+                                expire_time_of_incomplete_chunked_message_ms=500)
+    assert consumer.receive(timeout_millis=5000).data() == b"after"
+    time.sleep(0.8)
+    with pytest.raises(exceptions.Timeout):
+        consumer.receive(timeout_millis=1500)  # this poll expires the orphan chunk and acknowledges it
+    consumer.close()
+    again = client.subscribe(topic, "chunks")
+    with pytest.raises(exceptions.Timeout):
+        again.receive(timeout_millis=2500)  # nothing left: neither the message nor the orphan chunk

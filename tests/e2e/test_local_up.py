@@ -91,3 +91,41 @@ def test_local_up_uses_an_already_running_endpoint() -> None:
             if p is not None and p.poll() is None:
                 p.terminate()
                 p.wait(timeout=10)
+
+
+def test_messages_survive_a_restart_of_local_up_against_the_same_emulator() -> None:
+    aws_port = free_port()
+    emulator = subprocess.Popen([sys.executable, "-m", "magnetar.local.emulator", "--port", str(aws_port)],
+                                env=clean_env())
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        deadline = time.monotonic() + 30
+        while not port_open(aws_port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        results = []
+        for phase in ("before", "after"):
+            port = free_port()
+            proc = subprocess.Popen(
+                [str(BIN), "local", "up", "--port", str(port), "--aws-endpoint", f"http://127.0.0.1:{aws_port}"],
+                env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            procs.append(proc)
+            url = f"http://127.0.0.1:{port}"
+            wait_healthy(url, proc)
+            client = magnetar.Client(url)
+            try:
+                if phase == "before":
+                    client.subscribe("restart-check", "durable")  # the subscription exists before the send
+                    client.create_producer("restart-check").send(b"kept across the restart")
+                else:
+                    consumer = client.subscribe("restart-check", "durable")
+                    results.append(consumer.receive(timeout_millis=10_000).data())
+            finally:
+                client.close()
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=20) == 0
+        assert results == [b"kept across the restart"]
+    finally:
+        for p in (*procs, emulator):
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=10)

@@ -107,6 +107,8 @@ class Client:
         message_listener: Callable[[Any, Message], None] | None = None,
         pattern: str | re.Pattern[str] | None = None,
         pattern_auto_discovery_period: int = 60,
+        retry_enable: bool = False,
+        expire_time_of_incomplete_chunked_message_ms: int = 60_000,
     ) -> Consumer | MultiTopicsConsumer:
         try:
             check_subscription(subscription_name)
@@ -130,13 +132,24 @@ class Client:
             topics = self._expand([topic])
         else:
             raise exceptions.InvalidConfiguration("Give a topic, a list of topics or a pattern")
+        retry_topic = dead_letter_topic = None
+        if retry_enable:
+            if isinstance(topic, re.Pattern) or (isinstance(topic, list) and len(topic) != 1):
+                raise exceptions.InvalidConfiguration("retry_enable needs a single topic")
+            first = topic[0] if isinstance(topic, list) else topic
+            retry_topic = (dead_letter_policy.retry_letter_topic if dead_letter_policy else None) or (
+                f"{_topic(first)}-{subscription_name}-RETRY")
+            dead_letter_topic = (dead_letter_policy.dead_letter_topic if dead_letter_policy else None) or (
+                f"{_topic(first)}-{subscription_name}-DLQ")  # one for the topic and its retry topic
+            topics = topics + self._expand([retry_topic])
 
         def make(partition_topic: str) -> Consumer:
             return Consumer(
                 self._transport, _topic(partition_topic), subscription_name, consumer_type, consumer_name,
                 initial_position, unacked_messages_timeout_ms, receiver_queue_size, batch_receive_policy,
                 negative_ack_redelivery_delay_ms, dead_letter_policy, None if len(topics) > 1 or discover is not None else message_listener,
-                lambda t: self.create_producer(t, batching_enabled=False),
+                lambda t: self.create_producer(t, batching_enabled=False), retry_topic,
+                expire_time_of_incomplete_chunked_message_ms, dead_letter_topic,
             )
 
         consumer: Consumer | MultiTopicsConsumer

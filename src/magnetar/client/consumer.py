@@ -41,7 +41,6 @@ ACK_GROUP_S = 0.1
 ACK_MAX_DELAY_S = 1.0
 HEARTBEAT_S = 10.0
 MAX_POLL_MS = 20_000
-INCOMPLETE_CHUNK_EXPIRY_S = 60.0  # Pulsar's expireTimeOfIncompleteChunkedMessage
 
 
 @dataclass
@@ -67,6 +66,9 @@ class Consumer:
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
         message_listener: Callable[[Consumer, Message], None] | None = None,
         dead_letter_producer: Callable[[str], Any] | None = None,
+        retry_letter_topic: str | None = None,
+        expire_time_of_incomplete_chunked_message_ms: int = 60_000,
+        dead_letter_topic: str | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -77,10 +79,13 @@ class Consumer:
         self._batch_policy = batch_receive_policy or ConsumerBatchReceivePolicy()
         self._nack_delay_ms = max(0, negative_ack_redelivery_delay_ms)
         self._dlq = dead_letter_policy
-        self._dlq_topic = (dead_letter_policy.dead_letter_topic if dead_letter_policy else None) or (
+        self._dlq_topic = dead_letter_topic or (dead_letter_policy.dead_letter_topic if dead_letter_policy else None) or (
             f"{topic.partitioned_topic}-{subscription_name}-DLQ")
         self._dlq_producer_factory = dead_letter_producer
         self._dlq_producer: Any = None
+        self._retry_topic = retry_letter_topic
+        self._retry_producer: Any = None
+        self._chunk_expiry_s = expire_time_of_incomplete_chunked_message_ms / 1000
         base = f"/magnetar/v1/consumer/{topic_path(topic)}/{subscription_name}"
         self._consumer_path = f"{base}/{self._name}"
         self._seek_path = f"{base}/seek"
@@ -179,6 +184,29 @@ class Consumer:
             self._nacks.update(mid.wire() for mid in (message_id._chunks or (message_id,)))
             self._acks_since = self._acks_since or time.monotonic()
 
+    def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None = None) -> None:
+        """Pulsar's retry-letter topic: publish the message again to the retry topic, delivered
+        after `delay_ms`, and acknowledge this copy; after `max_redeliver_count` retries it goes
+        to the dead-letter topic instead. Needs `retry_enable=True` at subscribe."""
+        if self._retry_topic is None or self._dlq_producer_factory is None:
+            raise exceptions.InvalidConfiguration("reconsume_later needs subscribe(..., retry_enable=True)")
+        times = int(message.properties().get("RECONSUMETIMES", "0")) + 1
+        props = message.properties() | (properties or {}) | {
+            "RECONSUMETIMES": str(times), "DELAY_TIME": str(delay_ms),
+            "REAL_TOPIC": message.properties().get("REAL_TOPIC", message.topic_name()),
+            "ORIGIN_MESSAGE_ID": message.properties().get("ORIGIN_MESSAGE_ID", str(message.message_id())),
+        }
+        if self._dlq is not None and times > self._dlq.max_redeliver_count:
+            if self._dlq_producer is None:
+                self._dlq_producer = self._dlq_producer_factory(self._dlq_topic)
+            self._dlq_producer.send(message.data(), properties=props, partition_key=message.partition_key() or None)
+        else:
+            if self._retry_producer is None:
+                self._retry_producer = self._dlq_producer_factory(self._retry_topic)
+            self._retry_producer.send(message.data(), properties=props, deliver_after=delay_ms,
+                                      partition_key=message.partition_key() or None)
+        self.acknowledge(message)
+
     def redeliver_unacknowledged_messages(self) -> None:
         with self._receive_lock:
             self._flush_acks()
@@ -213,8 +241,9 @@ class Consumer:
         self._background.join(timeout=2)
         with contextlib.suppress(exceptions.PulsarException):  # if it fails, the lease expires on its own
             self._transport.call("DELETE", self._consumer_path, deadline_s=5)
-        if self._dlq_producer is not None:
-            self._dlq_producer.close()
+        for producer in (self._dlq_producer, self._retry_producer):
+            if producer is not None:
+                producer.close()
 
     def is_connected(self) -> bool:
         return not self._closed.is_set()
@@ -298,7 +327,7 @@ class Consumer:
     def _expire_chunks(self) -> None:
         """Chunks of a message whose producer died never complete: acknowledge and drop them."""
         now = time.monotonic()
-        for key in [k for k, c in self._chunks.items() if now - c.first_seen > INCOMPLETE_CHUNK_EXPIRY_S]:
+        for key in [k for k, c in self._chunks.items() if now - c.first_seen > self._chunk_expiry_s]:
             for mid in self._chunks.pop(key).ids:
                 self.acknowledge(mid)
 

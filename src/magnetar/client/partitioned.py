@@ -208,6 +208,9 @@ class MultiTopicsConsumer:
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         self._child(message).negative_acknowledge(message)
 
+    def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None = None) -> None:
+        self._child(message).reconsume_later(message, delay_ms, properties)
+
     def redeliver_unacknowledged_messages(self) -> None:
         self._drain()
         for child in list(self._children.values()):

@@ -87,6 +87,7 @@ class ConsumerDeadLetterPolicy:
     max_redeliver_count: int
     dead_letter_topic: str | None = None
     initial_subscription_name: str | None = None
+    retry_letter_topic: str | None = None  # default `<topic>-<subscription>-RETRY` (with retry_enable)
 
 
 class BatchingType(Enum):
