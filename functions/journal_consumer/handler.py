@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities.data_classes import KinesisStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -19,10 +19,8 @@ from magnetar.adapters.aws import build_broker
 from magnetar.core.ports import JournalPosition, JournalRecord
 
 logger = Logger()
-metrics = Metrics(namespace="Magnetar")
 
 
-@metrics.log_metrics
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     records = [
@@ -35,12 +33,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         for r in KinesisStreamEvent(event).records
     ]
     outcome = build_broker().sealer.seal(records)
+    # One metrics object per invocation: Powertools' shared Metrics keeps accumulating while
+    # metrics are disabled (locally) and then prints anyway at 100 values.
+    metrics = EphemeralMetrics(namespace="Magnetar")
     metrics.add_metric("SealedEntries", MetricUnit.Count, outcome.sealed_entries)
     metrics.add_metric("SegmentsWritten", MetricUnit.Count, outcome.segments_written)
     if outcome.holes:
         metrics.add_metric("Holes", MetricUnit.Count, outcome.holes)
     if outcome.late_after_hole:
         metrics.add_metric("LateAfterHole", MetricUnit.Count, outcome.late_after_hole)
+    metrics.flush_metrics()
     logger.info("sealed", extra={"outcome": outcome.__dict__, "records": len(records)})
     if outcome.retry_from is not None:
         return {"batchItemFailures": [{"itemIdentifier": outcome.retry_from}]}

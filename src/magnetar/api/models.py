@@ -161,8 +161,3 @@ class ConsumerMessage(BaseModel):
     key: str | None
     producerName: str
     topic: str
-
-
-class MessagesResponse(BaseModel):
-    messages: list[ConsumerMessage]
-    nextEntryId: int | None = None

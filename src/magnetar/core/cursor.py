@@ -333,12 +333,5 @@ class CursorState:
         self.acked = acked.ranges
 
     # --- figures -------------------------------------------------------------------------
-    def backlog_entries(self, end: int) -> int:
-        """Entries not yet acknowledged below `end` (the writer's next entry)."""
-        return max(0, end - self.mark_delete - RangeSet(self.acked).count())
-
-    def unacked_entries(self) -> int:
-        return sum(d.end - d.start for d in self.deliveries if d.sent)
-
     def acked_indexes(self, entry: int) -> list[int]:
         return self.batch_acks.get(str(entry), [0])[1:]
