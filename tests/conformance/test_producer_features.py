@@ -317,11 +317,18 @@ def test_chunks_of_a_dropped_producer_are_cleaned_up(cluster, client: magnetar.C
     client.create_producer(topic).send(b"after")
     consumer = client.subscribe(topic, "chunks", initial_position=magnetar.InitialPosition.Earliest,
                                 expire_time_of_incomplete_chunked_message_ms=500)
-    assert consumer.receive(timeout_millis=5000).data() == b"after"
+    after = consumer.receive(timeout_millis=5000)
+    assert after.data() == b"after"
+    consumer.acknowledge(after)
     time.sleep(0.8)
     with pytest.raises(exceptions.Timeout):
         consumer.receive(timeout_millis=1500)  # this poll expires the orphan chunk and acknowledges it
     consumer.close()
+    from magnetar.adapters.aws import build_broker
+    from magnetar.core.naming import TopicName
+
+    cursor = build_broker().metadata.get_subscription_view(TopicName.parse(topic), "chunks").cursor
+    assert cursor is not None and cursor.mark_delete == 2, "the orphan chunk (entry 0) and entry 1 are acknowledged"
     again = client.subscribe(topic, "chunks")
     with pytest.raises(exceptions.Timeout):
         again.receive(timeout_millis=2500)  # nothing left: neither the message nor the orphan chunk
