@@ -14,7 +14,7 @@ import zstandard
 
 from magnetar.core.errors import InvalidInput
 
-MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024  # a decompression bomb stops here
+MAX_UNCOMPRESSED_BYTES = 256 * 1024 * 1024  # a decompression bomb stops here (chunked messages reach 64 MB+)
 
 
 class Codec(StrEnum):
