@@ -79,14 +79,18 @@ class DynamoMetadataStore:
         self.ddb = dynamodb or client("dynamodb")
 
     # --- small helpers -------------------------------------------------------------------
-    def _put_new(self, item: dict[str, Any]) -> bool:
+    def _if(self, operation: str, **kwargs: Any) -> bool:
+        """Run a conditional write; False (and nothing written) when its condition does not hold."""
         try:
-            self.ddb.put_item(TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+            getattr(self.ddb, operation)(**kwargs)
             return True
         except ClientError as exc:
             if _condition_failed(exc):
                 return False
             raise
+
+    def _put_new(self, item: dict[str, Any]) -> bool:
+        return self._if("put_item", TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
 
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
         item: dict[str, Any] | None = self.ddb.get_item(
@@ -162,92 +166,77 @@ class DynamoMetadataStore:
         return self._query_sks(f"NAMESPACES#{tenant}")
 
     def create_topic(self, topic: TopicName, now_ms: int) -> bool:
-        try:
-            self.ddb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic)), "createdAt": _n(now_ms)},
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {
-                                "pk": _tp(topic),
-                                "sk": _s("WRITER"),
-                                "next_entry": _n(0),
-                                "ledger_id": _n(0),
-                                "ledger_first_entry": _n(0),
-                                "ledger_opened_at": _n(now_ms),
-                                "created_at": _n(now_ms),
-                                "dedup_seq": {"M": {}},
-                                "dedup_entry": {"M": {}},
-                                "dedup_ledger": {"M": {}},
-                                "dedup_at": {"M": {}},
-                            },
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
-            )
-            return True
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return False
-            raise
+        return self._if(
+            "transact_write_items",
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic)), "createdAt": _n(now_ms)},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "pk": _tp(topic),
+                            "sk": _s("WRITER"),
+                            "next_entry": _n(0),
+                            "ledger_id": _n(0),
+                            "ledger_first_entry": _n(0),
+                            "ledger_opened_at": _n(now_ms),
+                            "created_at": _n(now_ms),
+                            "dedup_seq": {"M": {}},
+                            "dedup_entry": {"M": {}},
+                            "dedup_ledger": {"M": {}},
+                            "dedup_at": {"M": {}},
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ]
+        )
 
     def list_topics(self, namespace: NamespaceName) -> list[str]:
         return self._query_sks(f"TOPICS#{namespace}")
 
     def create_partitioned_topic(self, topic: TopicName, partitions: int) -> bool:
-        try:
-            self.ddb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic)),
-                                     "partitions": _n(partitions)},
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "ConditionCheck": {
-                            "TableName": self.table,
-                            "Key": {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic))},
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                ]
-            )
-            return True
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return False
-            raise
+        return self._if(
+            "transact_write_items",
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic)),
+                                 "partitions": _n(partitions)},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "ConditionCheck": {
+                        "TableName": self.table,
+                        "Key": {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic))},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ]
+        )
 
     def get_partitions(self, topic: TopicName) -> int | None:
         item = self._get(f"PARTITIONED#{topic.namespace_name}", str(topic))
         return _int(item, "partitions") if item else None
 
     def update_partitions(self, topic: TopicName, partitions: int) -> bool:
-        try:
-            self.ddb.update_item(
-                TableName=self.table,
-                Key={"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic))},
-                UpdateExpression="SET #n = :n",
-                ConditionExpression="#n < :n",
-                ExpressionAttributeNames={"#n": "partitions"},  # a DynamoDB reserved word
-                ExpressionAttributeValues={":n": _n(partitions)},
-            )
-            return True
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return False
-            raise
+        return self._if(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic))},
+            UpdateExpression="SET #n = :n",
+            ConditionExpression="#n < :n",
+            ExpressionAttributeNames={"#n": "partitions"},  # a DynamoDB reserved word
+            ExpressionAttributeValues={":n": _n(partitions)},
+        )
 
     def list_partitioned_topics(self, namespace: NamespaceName) -> list[str]:
         return self._query_sks(f"PARTITIONED#{namespace}")
@@ -327,19 +316,14 @@ class DynamoMetadataStore:
         return record.sequence_id if record else -1
 
     def claim_exclusive(self, topic: TopicName, producer: str, now_ms: int, lease_ms: int) -> bool:
-        try:
-            self.ddb.update_item(
-                TableName=self.table,
-                Key={"pk": _tp(topic), "sk": _s("WRITER")},
-                UpdateExpression="SET exclusive_producer = :p, exclusive_until = :until",
-                ConditionExpression=f"attribute_exists(pk) AND {self._FENCE}",
-                ExpressionAttributeValues={":p": _s(producer), ":now": _n(now_ms), ":until": _n(now_ms + lease_ms)},
-            )
-            return True
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return False
-            raise
+        return self._if(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _tp(topic), "sk": _s("WRITER")},
+            UpdateExpression="SET exclusive_producer = :p, exclusive_until = :until",
+            ConditionExpression=f"attribute_exists(pk) AND {self._FENCE}",
+            ExpressionAttributeValues={":p": _s(producer), ":now": _n(now_ms), ":until": _n(now_ms + lease_ms)},
+        )
 
     def release_exclusive(self, topic: TopicName, producer: str) -> None:
         try:
@@ -364,19 +348,14 @@ class DynamoMetadataStore:
         )
 
     def roll_ledger(self, topic: TopicName, expected_ledger: int, now_ms: int) -> bool:
-        try:
-            self.ddb.update_item(
-                TableName=self.table,
-                Key={"pk": _tp(topic), "sk": _s("WRITER")},
-                UpdateExpression="SET ledger_id = ledger_id + :one, ledger_first_entry = next_entry, ledger_opened_at = :now",
-                ConditionExpression="ledger_id = :expected",
-                ExpressionAttributeValues={":one": _n(1), ":now": _n(now_ms), ":expected": _n(expected_ledger)},
-            )
-            return True
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return False
-            raise
+        return self._if(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _tp(topic), "sk": _s("WRITER")},
+            UpdateExpression="SET ledger_id = ledger_id + :one, ledger_first_entry = next_entry, ledger_opened_at = :now",
+            ConditionExpression="ledger_id = :expected",
+            ExpressionAttributeValues={":one": _n(1), ":now": _n(now_ms), ":expected": _n(expected_ledger)},
+        )
 
     # --- sealer ----------------------------------------------------------------------------
     @staticmethod
@@ -418,42 +397,37 @@ class DynamoMetadataStore:
         condition = "next_entry = :expected"
         if expected_next_entry == 0:
             condition = "attribute_not_exists(pk) OR next_entry = :expected"
-        try:
-            self.ddb.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": {
-                                "pk": _tp(segment.topic),
-                                "sk": _s(_seg_sk(segment.last_entry)),
-                                "ledger_id": _n(segment.ledger_id),
-                                "first_entry": _n(segment.first_entry),
-                                "last_entry": _n(segment.last_entry),
-                                "key": _s(segment.key),
-                                "offsets": {"B": array.array("Q", segment.offsets).tobytes()},
-                                "message_count": _n(segment.message_count),
-                                "created_at": _n(segment.created_at),
-                                "max_publish_time": _n(segment.max_publish_time),
-                            },
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": seal_item,
-                            "ConditionExpression": condition,
-                            "ExpressionAttributeValues": {":expected": _n(expected_next_entry)},
-                        }
-                    },
-                ]
-            )
-            return True
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return False
-            raise
+        return self._if(
+            "transact_write_items",
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "pk": _tp(segment.topic),
+                            "sk": _s(_seg_sk(segment.last_entry)),
+                            "ledger_id": _n(segment.ledger_id),
+                            "first_entry": _n(segment.first_entry),
+                            "last_entry": _n(segment.last_entry),
+                            "key": _s(segment.key),
+                            "offsets": {"B": array.array("Q", segment.offsets).tobytes()},
+                            "message_count": _n(segment.message_count),
+                            "created_at": _n(segment.created_at),
+                            "max_publish_time": _n(segment.max_publish_time),
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": seal_item,
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeValues": {":expected": _n(expected_next_entry)},
+                    }
+                },
+            ]
+        )
 
     def list_segments(self, topic: TopicName, from_entry: int, limit: int) -> list[SegmentMeta]:
         page = self.ddb.query(
@@ -525,27 +499,16 @@ class DynamoMetadataStore:
         kwargs: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
         if expected_version:
             kwargs = {"ConditionExpression": "version = :v", "ExpressionAttributeValues": {":v": _n(expected_version)}}
-        try:
-            self.ddb.put_item(TableName=self.table, Item=item, **kwargs)
-            return True
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return False
-            raise
+        return self._if("put_item", TableName=self.table, Item=item, **kwargs)
 
     def delete_cursor(self, topic: TopicName, subscription: str, expected_version: int) -> bool:
-        try:
-            self.ddb.delete_item(
-                TableName=self.table,
-                Key={"pk": _tp(topic), "sk": _s(f"SUB#{subscription}")},
-                ConditionExpression="version = :v",
-                ExpressionAttributeValues={":v": _n(expected_version)},
-            )
-            return True
-        except ClientError as exc:
-            if _condition_failed(exc):
-                return False
-            raise
+        return self._if(
+            "delete_item",
+            TableName=self.table,
+            Key={"pk": _tp(topic), "sk": _s(f"SUB#{subscription}")},
+            ConditionExpression="version = :v",
+            ExpressionAttributeValues={":v": _n(expected_version)},
+        )
 
     def list_subscriptions(self, topic: TopicName) -> list[str]:
         return self._query_sks(f"TP#{topic}", "SUB#")
