@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -18,3 +19,26 @@ def cluster() -> Iterator[object]:
     c.start()
     yield c
     c.stop()
+
+
+@pytest.fixture
+def client(cluster):  # type: ignore[no-untyped-def]
+    import magnetar
+
+    c = magnetar.Client(cluster.url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def topic() -> str:
+    return f"persistent://public/default/t-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(autouse=True)
+def _no_crash_points() -> Iterator[None]:
+    """A test that arms a crash point never leaves it armed for the next one."""
+    yield
+    from magnetar.core import crashpoints
+
+    crashpoints.disable_all()

@@ -9,21 +9,14 @@ import time
 import pytest
 
 import magnetar
+import sdk_helpers
 from magnetar.client import exceptions
 
 Earliest = magnetar.InitialPosition.Earliest
 
 
 def receive_until_quiet(consumer, timeout_ms: int = 1500, ack: bool = False) -> list[magnetar.Message]:  # type: ignore[no-untyped-def]
-    out = []
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=timeout_ms)
-        except exceptions.Timeout:
-            return out
-        out.append(msg)
-        if ack:
-            consumer.acknowledge(msg)
+    return sdk_helpers.receive_until_quiet(consumer, timeout_ms, ack)
 
 
 def send_unbatched(client: magnetar.Client, topic: str, n: int) -> list[magnetar.MessageId]:

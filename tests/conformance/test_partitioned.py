@@ -11,6 +11,7 @@ import pytest
 
 import magnetar
 from magnetar.client import exceptions
+from sdk_helpers import receive_until_quiet
 
 Earliest = magnetar.InitialPosition.Earliest
 Routing = magnetar.PartitionsRoutingMode
@@ -25,15 +26,6 @@ def create_partitioned(cluster, topic: str, n: int) -> None:  # type: ignore[no-
     assert response.status_code == 204, response.text
 
 
-def receive_until_quiet(consumer, timeout_ms: int = 1500) -> list[magnetar.Message]:  # type: ignore[no-untyped-def]
-    out = []
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=timeout_ms)
-        except exceptions.Timeout:
-            return out
-        out.append(msg)
-        consumer.acknowledge(msg)
 
 
 # --- admin ---------------------------------------------------------------------------------------

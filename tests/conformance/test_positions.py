@@ -9,21 +9,12 @@ import pytest
 
 import magnetar
 from magnetar.client import exceptions
+from sdk_helpers import receive_until_quiet
 
 Earliest = magnetar.InitialPosition.Earliest
 Latest = magnetar.InitialPosition.Latest
 
 
-def receive_until_quiet(consumer, timeout_ms: int = 1500, ack: bool = True) -> list[magnetar.Message]:  # type: ignore[no-untyped-def]
-    out = []
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=timeout_ms)
-        except exceptions.Timeout:
-            return out
-        out.append(msg)
-        if ack:
-            consumer.acknowledge(msg)
 
 
 def read_until_quiet(reader: magnetar.Reader, timeout_ms: int = 1000) -> list[bytes]:

@@ -15,19 +15,11 @@ import pytest
 
 import magnetar
 from magnetar.client import exceptions
+from sdk_helpers import receive_until_quiet
 
 Earliest = magnetar.InitialPosition.Earliest
 
 
-def receive_until_quiet(consumer, timeout_ms: int = 1500) -> list[magnetar.Message]:  # type: ignore[no-untyped-def]
-    out = []
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=timeout_ms)
-        except exceptions.Timeout:
-            return out
-        out.append(msg)
-        consumer.acknowledge(msg)
 
 
 def send_all_async(producer, payloads: list[bytes], flush: bool = False, **kwargs) -> list[magnetar.MessageId]:  # type: ignore[no-untyped-def]

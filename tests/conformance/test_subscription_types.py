@@ -8,22 +8,14 @@ import httpx
 import pytest
 
 import magnetar
+import sdk_helpers
 from magnetar.client import exceptions
 
 Earliest = magnetar.InitialPosition.Earliest
 
 
 def receive_until_quiet(consumer, timeout_ms: int = 1500, ack: bool = False) -> list[magnetar.Message]:  # type: ignore[no-untyped-def]
-    """Every message the consumer gets until none arrives for `timeout_ms`."""
-    out = []
-    while True:
-        try:
-            msg = consumer.receive(timeout_millis=timeout_ms)
-        except exceptions.Timeout:
-            return out
-        out.append(msg)
-        if ack:
-            consumer.acknowledge(msg)
+    return sdk_helpers.receive_until_quiet(consumer, timeout_ms, ack)
 
 
 def receive_n(consumer, n: int, timeout_ms: int = 5000) -> list[magnetar.Message]:  # type: ignore[no-untyped-def]
