@@ -178,8 +178,8 @@ class MemoryMetadataStore:
 
     def claim_exclusive(self, topic: TopicName, producer: str, now_ms: int, lease_ms: int) -> bool:
         with self._lock:
-            t = self.topics[str(topic)]
-            if t.exclusive and t.exclusive[0] != producer and t.exclusive[1] > now_ms:
+            t = self.topics.get(str(topic))
+            if t is None or (t.exclusive and t.exclusive[0] != producer and t.exclusive[1] > now_ms):
                 return False
             t.exclusive = (producer, now_ms + lease_ms)
             return True

@@ -116,9 +116,6 @@ class SubscriptionService:
             state.expire(now)
             state.attach(consumer, subscription_type, now, lease_ms, ack_timeout_ms)
 
-        view = self.metadata.get_subscription_view(topic, subscription)
-        if view.writer is None:
-            ensure_topic(self.metadata, topic, self.clock.now_ms())
         return self._update(topic, subscription, change, create=(subscription_type, initial_position))
 
     def close_consumer(self, topic: TopicName, subscription: str, consumer: str) -> None:
@@ -330,6 +327,9 @@ class SubscriptionService:
             if view.cursor is None:
                 if create is None:
                     raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
+                if view.writer is None:  # a first subscription may create the topic (auto-creation)
+                    ensure_topic(self.metadata, topic, now)
+                    continue
                 sub_type, initial = create
                 end = view.writer.next_entry if view.writer else 0
                 start = end if initial == "Latest" else first_available_entry(view)

@@ -192,9 +192,16 @@ class LedgerWriter:
         """Pulsar's producer access modes: Exclusive takes the topic (or fails), Shared needs nothing."""
         if access_mode not in ("Shared", "Exclusive", "WaitForExclusive"):
             raise InvalidInput(f"Invalid access mode {access_mode!r}")
-        ensure_topic(self.metadata, topic, self.clock.now_ms())
-        if access_mode != "Shared" and not self.metadata.claim_exclusive(topic, producer, self.clock.now_ms(), lease_ms):
-            raise ProducerFenced(f"Topic {topic} already has an exclusive producer")
+        if access_mode == "Shared":
+            ensure_topic(self.metadata, topic, self.clock.now_ms())
+            return
+        # An exclusive producer renews its lease every few seconds: one write, unless the topic is new.
+        if self.metadata.claim_exclusive(topic, producer, self.clock.now_ms(), lease_ms):
+            return
+        ensure_topic(self.metadata, topic, self.clock.now_ms())  # the claim fails on a missing topic too
+        if self.metadata.claim_exclusive(topic, producer, self.clock.now_ms(), lease_ms):
+            return
+        raise ProducerFenced(f"Topic {topic} already has an exclusive producer")
 
     def detach_producer(self, topic: TopicName, producer: str) -> None:
         self.metadata.release_exclusive(topic, producer)
