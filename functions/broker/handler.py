@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
@@ -29,6 +29,7 @@ from magnetar.api.models import (
     SubscribeRequest,
     TenantRequest,
 )
+from magnetar.api.resolver import HttpApiResolver
 from magnetar.api.wire import acks_from_request, batch_from_request, entry_messages, entry_to_wire
 from magnetar.core.dispatch import NO_ACKS
 from magnetar.core.entry import MessageIdData
@@ -36,7 +37,7 @@ from magnetar.core.errors import InvalidInput, MagnetarError
 from magnetar.core.naming import NamespaceName, TopicName
 
 logger = Logger()
-app = APIGatewayHttpResolver()
+app = HttpApiResolver()
 DOMAINS = ("persistent", "non-persistent")
 M = TypeVar("M", bound=BaseModel)
 

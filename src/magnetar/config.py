@@ -18,6 +18,10 @@ JOURNAL_STREAM_ID = "JournalStream"
 BROKER_FUNCTION_ID = "BrokerFunction"
 JOURNAL_CONSUMER_FUNCTION_ID = "JournalConsumerFunction"
 HTTP_API_ID = "HttpApi"
+MAINTENANCE_FUNCTION_ID = "MaintenanceFunction"
+MAINTENANCE_SCHEDULE_ID = "MaintenanceSchedule"
+WEBSOCKET_FUNCTION_ID = "WebSocketFunction"
+WEBSOCKET_API_ID = "WebSocketApi"
 CORE_LAYER_ID = "CoreLayer"
 
 LOCAL_TABLE_NAME = "magnetar-metadata"
@@ -29,6 +33,12 @@ LOCAL_SHARD_COUNT = 2
 ENV_TABLE = "MAGNETAR_TABLE"
 ENV_BUCKET = "MAGNETAR_BUCKET"
 ENV_STREAM = "MAGNETAR_STREAM"
+# The WebSocket API's management endpoint (https://{apiId}.execute-api.{region}.amazonaws.com/{stage};
+# locally the HTTP API's own address): the functions push to WebSocket connections through it.
+ENV_WS_ENDPOINT = "MAGNETAR_WS_ENDPOINT"
+
+# The maintenance function (ledger lifecycle: TTL, backlog quotas, retention) runs on this schedule.
+MAINTENANCE_INTERVAL_S = 60
 
 # Kinesis event-source mapping of the journal consumer (the same values drive the local emulation).
 JOURNAL_BATCH_SIZE = 500

@@ -143,3 +143,29 @@ def test_message_fields_round_trip(client: magnetar.Client, topic: str) -> None:
     mid = msg.message_id()
     assert magnetar.MessageId.deserialize(mid.serialize()) == mid
     assert (mid.ledger_id(), mid.entry_id(), mid.partition(), mid.batch_index()) == (0, 0, -1, 0)
+
+
+def test_concurrent_invocations_never_share_a_request(cluster) -> None:  # type: ignore[no-untyped-def]
+    """Lambda gives each concurrent invocation its own execution environment; the local runtime
+    must too (a shared module would let one request read another's body)."""
+    import base64
+    import concurrent.futures
+    import uuid
+
+    import httpx
+
+    topics = [f"race-{uuid.uuid4().hex[:8]}-{i}" for i in range(16)]
+
+    def produce_and_read(name: str) -> tuple[str, list[str]]:
+        with httpx.Client(base_url=cluster.url, timeout=30) as http:
+            for i in range(5):
+                body = {"messages": [{"payload": base64.b64encode(f"{name}/{i}".encode()).decode()}]}
+                assert http.post(f"/topics/persistent/public/default/{name}", json=body).status_code == 200
+            read = http.post(f"/magnetar/v1/reader/persistent/public/default/{name}/read",
+                             json={"startEntryId": 0, "maxEntries": 100}).json()
+            return name, [base64.b64decode(m["payload"]).decode() for m in read["messages"]]
+
+    with concurrent.futures.ThreadPoolExecutor(len(topics)) as pool:
+        results = list(pool.map(produce_and_read, topics))
+    for name, payloads in results:
+        assert payloads == [f"{name}/{i}" for i in range(5)], f"{name} holds another request's messages"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -38,34 +39,49 @@ class LambdaContext:
 
 @dataclass
 class LocalFunction:
-    """A function as CDK declares it: a code directory and `module.function`."""
+    """A function as CDK declares it: a code directory and `module.function`.
+
+    Lambda runs one invocation at a time per execution environment and adds environments as
+    concurrent invocations arrive. The emulation does the same: each environment is its own
+    import of the handler module (its own module globals, such as Powertools' resolver and its
+    `current_event`), used by one invocation at a time and kept warm for the next.
+    """
 
     name: str
     code_dir: str
     handler: str = "handler.handler"
     timeout_s: int = 29
-    _fn: Handler | None = None
+    _warm: list[Handler] = field(default_factory=list)
+    _created: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def load(self) -> Handler:
-        if self._fn is None:
-            module_name, func = self.handler.rsplit(".", 1)
-            path = REPO_ROOT / self.code_dir / f"{module_name}.py"
-            spec = importlib.util.spec_from_file_location(f"magnetar_fn_{self.name}", path)
-            if spec is None or spec.loader is None:
-                raise ImportError(f"cannot load {path}")
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            self._fn = getattr(module, func)
-        return self._fn
+        """A new execution environment: a fresh import of the handler module (a cold start)."""
+        with self._lock:
+            self._created += 1
+            number = self._created
+        module_name, func = self.handler.rsplit(".", 1)
+        path = REPO_ROOT / self.code_dir / f"{module_name}.py"
+        spec = importlib.util.spec_from_file_location(f"magnetar_fn_{self.name}_{number}", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load {path}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        fn: Handler = getattr(module, func)
+        return fn
 
     invocations: int = 0
     errors: int = 0
     duration_ms_total: float = 0.0
 
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            fn = self._warm.pop() if self._warm else None
+        if fn is None:
+            fn = self.load()
         started = time.perf_counter()
         try:
-            return self.load()(event, LambdaContext(self.name, timeout_s=self.timeout_s))
+            return fn(event, LambdaContext(self.name, timeout_s=self.timeout_s))
         except BaseException:
             self.errors += 1
             raise
@@ -73,9 +89,17 @@ class LocalFunction:
             # under threads: += on floats is not atomic, a lost update only skews a benchmark figure)
             self.invocations += 1
             self.duration_ms_total += (time.perf_counter() - started) * 1000
+            with self._lock:
+                self._warm.append(fn)  # warm for the next invocation, as Lambda keeps it
+
+    @property
+    def environments(self) -> int:
+        """Execution environments created so far (cold starts)."""
+        return self._created
 
     def stats(self) -> dict[str, float]:
-        return {"invocations": self.invocations, "errors": self.errors, "duration_ms_total": self.duration_ms_total}
+        return {"invocations": self.invocations, "errors": self.errors, "duration_ms_total": self.duration_ms_total,
+                "environments": self._created}
 
     def reset_stats(self) -> None:
         self.invocations, self.errors, self.duration_ms_total = 0, 0, 0.0
