@@ -1,4 +1,7 @@
-"""The Magnetar stack: metadata table, segment bucket, journal stream, broker and journal consumer.
+"""The Magnetar stack: metadata table, segment bucket, journal stream and the four functions.
+
+Broker (HTTP API), journal consumer (Kinesis), WebSocket function (WebSocket API, fronted by
+CloudFront so Pulsar's `/ws/v2/...` paths work) and maintenance function (EventBridge schedule).
 
 Logical ids, environment variable names and the event-source settings come from
 `magnetar.config`, the module the handlers and the local emulator read too, so the deployed
@@ -22,7 +25,11 @@ from aws_cdk import (
 )
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_integrations as apigwv2_integrations
+from aws_cdk import aws_cloudfront as cloudfront
+from aws_cdk import aws_cloudfront_origins as origins
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -37,13 +44,19 @@ from magnetar.config import (
     ENV_BUCKET,
     ENV_STREAM,
     ENV_TABLE,
+    ENV_WS_ENDPOINT,
     HTTP_API_ID,
     JOURNAL_BATCH_SIZE,
     JOURNAL_CONSUMER_FUNCTION_ID,
     JOURNAL_MAX_BATCHING_WINDOW_S,
     JOURNAL_STREAM_ID,
+    MAINTENANCE_FUNCTION_ID,
+    MAINTENANCE_INTERVAL_S,
+    MAINTENANCE_SCHEDULE_ID,
     METADATA_TABLE_ID,
     SEGMENT_BUCKET_ID,
+    WEBSOCKET_API_ID,
+    WEBSOCKET_FUNCTION_ID,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +68,33 @@ ARCHITECTURE = lambda_.Architecture.ARM_64
 METRICS_NAMESPACE = "Magnetar"
 # Kept out of asset hashes so a local test run does not force a new function version.
 ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "tests"]
+
+# The WebSocket API's stage; CloudFront sends every connection to it (origin path `/ws`).
+WEBSOCKET_STAGE_NAME = "ws"
+# Logical ids of resources config.py does not name (pinned all the same).
+WEBSOCKET_STAGE_ID = "WebSocketStage"
+WEBSOCKET_DISTRIBUTION_ID = "WebSocketDistribution"
+WEBSOCKET_PATH_FUNCTION_ID = "WebSocketPathRewrite"
+
+# CloudFront Function (viewer request): API Gateway WebSocket APIs have a single URL and do not route
+# by path, so the Pulsar path (`/ws/v2/consumer/persistent/t/ns/topic/sub`) moves into the query
+# parameter `path` (the other parameters stay) and the request goes to the stage root. The path is
+# decoded then encoded once, so API Gateway hands `queryStringParameters["path"]` to the $connect
+# handler decoded (`/ws/v2/.../my topic`, not `my%20topic`); the local emulation must do the same.
+WEBSOCKET_PATH_REWRITE_JS = """\
+function handler(event) {
+    var request = event.request;
+    var path = request.uri;
+    try {
+        path = decodeURIComponent(path);
+    } catch (e) {
+        // malformed percent-encoding: pass the path on as received
+    }
+    request.querystring['path'] = { value: encodeURIComponent(path) };
+    request.uri = '/';
+    return request;
+}
+"""
 
 
 def _pin_logical_id(construct: IConstruct, logical_id: str) -> None:
@@ -133,10 +173,29 @@ class MagnetarStack(Stack):
                 "run `python layers/build.py` before deploying.",
             )
 
+        # WebSocket API first (routes are added once its function exists): every function pushes to
+        # WebSocket connections through the stage's management endpoint.
+        self.websocket_api = apigwv2.WebSocketApi(
+            self,
+            WEBSOCKET_API_ID,
+            description="Magnetar WebSocket API (Pulsar's /ws/v2 producer, consumer and reader)",
+        )
+        _pin_logical_id(self.websocket_api, WEBSOCKET_API_ID)
+        self.websocket_stage = apigwv2.WebSocketStage(
+            self,
+            WEBSOCKET_STAGE_ID,
+            web_socket_api=self.websocket_api,
+            stage_name=WEBSOCKET_STAGE_NAME,
+            auto_deploy=True,
+        )
+        _pin_logical_id(self.websocket_stage, WEBSOCKET_STAGE_ID)
+
         resource_env = {
             ENV_TABLE: self.table.table_name,
             ENV_BUCKET: self.bucket.bucket_name,
             ENV_STREAM: self.stream.stream_name,
+            # https://{apiId}.execute-api.{region}.amazonaws.com/{stage}
+            ENV_WS_ENDPOINT: self.websocket_stage.callback_url,
         }
 
         self.broker = self._function(
@@ -146,9 +205,7 @@ class MagnetarStack(Stack):
             timeout=Duration.seconds(29),
             environment={**resource_env, "POWERTOOLS_SERVICE_NAME": "magnetar-broker"},
         )
-        self.table.grant_read_write_data(self.broker)
-        self.bucket.grant_read(self.broker)  # reads sealed segments; only the consumer writes them
-        self.stream.grant_read_write(self.broker)  # appends to the journal, tails its unsealed part
+        self._grant_broker_access(self.broker)
 
         self.journal_consumer = self._function(
             JOURNAL_CONSUMER_FUNCTION_ID,
@@ -159,6 +216,7 @@ class MagnetarStack(Stack):
         self.table.grant_read_write_data(self.journal_consumer)
         self.bucket.grant_read_write(self.journal_consumer)
         self.stream.grant_read_write(self.journal_consumer)
+        self.websocket_api.grant_manage_connections(self.journal_consumer)
         self.journal_consumer.add_event_source(
             event_sources.KinesisEventSource(
                 self.stream,
@@ -190,7 +248,101 @@ class MagnetarStack(Stack):
         _pin_logical_id(self.http_api, HTTP_API_ID)
         CfnOutput(self, "HttpApiUrl", value=self.http_api.url or self.http_api.api_endpoint)
 
+        self.websocket_function = self._function(
+            WEBSOCKET_FUNCTION_ID,
+            "websocket",
+            timeout=Duration.seconds(29),  # API Gateway's integration limit, as for the broker
+            environment={**resource_env, "POWERTOOLS_SERVICE_NAME": "magnetar-websocket"},
+        )
+        self._grant_broker_access(self.websocket_function)
+        for route_key in ("$connect", "$disconnect", "$default"):
+            self.websocket_api.add_route(
+                route_key,
+                integration=apigwv2_integrations.WebSocketLambdaIntegration(
+                    f"WebSocket{route_key.lstrip('$').capitalize()}Integration",
+                    self.websocket_function,
+                ),
+            )
+        self._websocket_distribution()
+
+        self.maintenance = self._function(
+            MAINTENANCE_FUNCTION_ID,
+            "maintenance",
+            timeout=Duration.minutes(5),
+            environment={**resource_env, "POWERTOOLS_SERVICE_NAME": "magnetar-maintenance"},
+            # One run at a time: a tick that arrives while a run is still going is throttled, and
+            # Lambda drops it once it is older than the interval (the next tick comes anyway).
+            reserved_concurrent_executions=1,
+            max_event_age=Duration.seconds(max(MAINTENANCE_INTERVAL_S, 60)),
+            retry_attempts=0,
+        )
+        self._grant_broker_access(self.maintenance)
+        self.bucket.grant_delete(self.maintenance)  # retention trims sealed segments
+        self.maintenance_schedule = events.Rule(
+            self,
+            MAINTENANCE_SCHEDULE_ID,
+            description="Magnetar ledger maintenance (TTL, backlog quotas, retention)",
+            schedule=events.Schedule.rate(Duration.seconds(MAINTENANCE_INTERVAL_S)),
+            targets=[targets.LambdaFunction(self.maintenance)],
+        )
+        _pin_logical_id(self.maintenance_schedule, MAINTENANCE_SCHEDULE_ID)
+
         self._bootstrap_items()
+
+    def _grant_broker_access(self, function: lambda_.Function) -> None:
+        """The broker's access, shared by the functions that run broker code (all but the consumer)."""
+        self.table.grant_read_write_data(function)
+        self.bucket.grant_read(function)  # reads sealed segments (and lists them); the consumer writes them
+        self.stream.grant_read_write(function)  # appends to the journal, tails its unsealed part
+        self.websocket_api.grant_manage_connections(function)  # pushes to WebSocket connections
+
+    def _websocket_distribution(self) -> None:
+        """CloudFront in front of the WebSocket API, so clients connect with Pulsar's `/ws/v2/...` paths."""
+        path_rewrite = cloudfront.Function(
+            self,
+            WEBSOCKET_PATH_FUNCTION_ID,
+            code=cloudfront.FunctionCode.from_inline(WEBSOCKET_PATH_REWRITE_JS),
+            runtime=cloudfront.FunctionRuntime.JS_2_0,
+            comment="Magnetar: move the Pulsar WebSocket path into the query parameter path",
+        )
+        _pin_logical_id(path_rewrite, WEBSOCKET_PATH_FUNCTION_ID)
+        api_domain = f"{self.websocket_api.api_id}.execute-api.{self.region}.{self.url_suffix}"
+        self.websocket_distribution = cloudfront.Distribution(
+            self,
+            WEBSOCKET_DISTRIBUTION_ID,
+            comment="Magnetar WebSocket endpoint (Pulsar /ws/v2 paths)",
+            default_behavior=cloudfront.BehaviorOptions(
+                origin=origins.HttpOrigin(
+                    api_domain,
+                    origin_path=f"/{WEBSOCKET_STAGE_NAME}",
+                    protocol_policy=cloudfront.OriginProtocolPolicy.HTTPS_ONLY,
+                ),
+                viewer_protocol_policy=cloudfront.ViewerProtocolPolicy.HTTPS_ONLY,
+                cache_policy=cloudfront.CachePolicy.CACHING_DISABLED,
+                # Every viewer header (Upgrade, Sec-WebSocket-*, auth) but Host, which must name
+                # the execute-api domain; all query parameters and cookies as well.
+                origin_request_policy=cloudfront.OriginRequestPolicy.ALL_VIEWER_EXCEPT_HOST_HEADER,
+                function_associations=[
+                    cloudfront.FunctionAssociation(
+                        function=path_rewrite,
+                        event_type=cloudfront.FunctionEventType.VIEWER_REQUEST,
+                    )
+                ],
+            ),
+        )
+        _pin_logical_id(self.websocket_distribution, WEBSOCKET_DISTRIBUTION_ID)
+        CfnOutput(
+            self,
+            "WebSocketUrl",
+            value=f"wss://{self.websocket_distribution.distribution_domain_name}",
+            description="Pulsar WebSocket endpoint: wss://<this>/ws/v2/...",
+        )
+        CfnOutput(
+            self,
+            "WebSocketApiUrl",
+            value=self.websocket_stage.url,
+            description="The WebSocket API's own URL (no path routing; the Pulsar path goes in ?path=)",
+        )
 
     def _function(
         self,
@@ -199,6 +351,7 @@ class MagnetarStack(Stack):
         *,
         timeout: Duration,
         environment: dict[str, str],
+        **options: Any,
     ) -> lambda_.Function:
         """A handler function: thin code asset on top of the shared core layer."""
         function = lambda_.Function(
@@ -212,6 +365,7 @@ class MagnetarStack(Stack):
             timeout=timeout,
             layers=[self.layer],
             environment={**environment, "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE},
+            **options,
         )
         _pin_logical_id(function, construct_id)
         return function

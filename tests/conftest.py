@@ -15,7 +15,8 @@ os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 def cluster() -> Iterator[object]:
     from magnetar.local.cluster import LocalCluster, free_port
 
-    c = LocalCluster(port=free_port(), aws_port=free_port(), poll_interval_s=0.2)
+    # the maintenance schedule runs when a test asks (POST /_magnetar/local/schedules/maintenance)
+    c = LocalCluster(port=free_port(), aws_port=free_port(), poll_interval_s=0.2, maintenance_interval_s=0)
     c.start()
     yield c
     c.stop()

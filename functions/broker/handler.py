@@ -8,6 +8,8 @@ from __future__ import annotations
 import base64
 import json
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import unquote
 
@@ -17,24 +19,30 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from pydantic import BaseModel, ValidationError
 
 from magnetar.adapters.aws import build_broker
+from magnetar.adapters.aws.connections import build_push
 from magnetar.api.models import (
     AckRequest,
+    BacklogQuotaRequest,
     ProduceRequest,
     ProduceResponse,
     ProducerRequest,
     PublishResult,
     ReadRequest,
     ReceiveRequest,
+    RetentionPolicies,
     SeekRequest,
     SubscribeRequest,
     TenantRequest,
 )
 from magnetar.api.resolver import HttpApiResolver
 from magnetar.api.wire import acks_from_request, batch_from_request, entry_messages, entry_to_wire
+from magnetar.core import policies as policy_rules
+from magnetar.core.compression import decompress
 from magnetar.core.dispatch import NO_ACKS
-from magnetar.core.entry import MessageIdData
-from magnetar.core.errors import InvalidInput, MagnetarError
+from magnetar.core.entry import MessageIdData, decode_messages
+from magnetar.core.errors import InvalidInput, MagnetarError, NotAllowed
 from magnetar.core.naming import NamespaceName, TopicName
+from magnetar.core.push import NON_PERSISTENT_POLL_REASON
 
 logger = Logger()
 app = HttpApiResolver()
@@ -94,8 +102,35 @@ def _int_body() -> int:
     return value
 
 
+def _push_only(domain: str) -> None:
+    """Non-persistent topics store nothing to poll: their consumers are WebSocket (push) consumers."""
+    if domain != "persistent":
+        raise NotAllowed(NON_PERSISTENT_POLL_REASON)
+
+
+def _publish_non_persistent(name: TopicName, request: ProduceRequest) -> dict[str, Any]:
+    batch = batch_from_request(request)
+    if batch.chunk is not None:
+        raise InvalidInput("Chunked messages are not supported on non-persistent topics")
+    messages = list(decode_messages(decompress(batch.compression, batch.payload, batch.uncompressed_size)))
+    ids = build_push().publish_non_persistent(name, messages, request.producerName)
+    first = next((i for i in ids if i.entry_id >= 0), ids[0])
+    return ProduceResponse(messagePublishResults=[PublishResult(messageId=str(i)) for i in ids],
+                           ledgerId=first.ledger_id, entryId=first.entry_id).model_dump()
+
+
 def _topic(domain: str, tenant: str, namespace: str, topic: str) -> TopicName:
     return TopicName.of(domain, unquote(tenant), unquote(namespace), unquote(topic))
+
+
+def _flag_query(name: str, default: bool) -> bool:
+    """A true/false query parameter (Pulsar's ?perPartition=false)."""
+    value = app.current_event.get_query_string_value(name)
+    if value is None or value == "":
+        return default
+    if value.lower() not in ("true", "false"):
+        raise InvalidInput(f"Query parameter {name} must be true or false")
+    return value.lower() == "true"
 
 
 # --- admin v2 ---------------------------------------------------------------------------------
@@ -139,19 +174,121 @@ def get_namespace(tenant: str, namespace: str) -> Response[str]:
     return _json(info.policies)
 
 
-@app.post("/admin/v2/namespaces/<tenant>/<namespace>/deduplication")
-def set_deduplication(tenant: str, namespace: str) -> Response[str]:
-    enabled = _json_body()
-    if not isinstance(enabled, bool):
+# --- policies: namespace level and topic level (Pulsar's paths and JSON shapes) --------------
+@dataclass(frozen=True)
+class _Policy:
+    field: str  # Pulsar's Policies field the value is stored under
+    namespace_path: str
+    topic_path: str
+    read: Callable[[], Any]  # parses and checks the request body
+
+
+def _read_retention() -> dict[str, int]:
+    body = _body(RetentionPolicies)
+    return policy_rules.check_retention(body.retentionTimeInMinutes, body.retentionSizeInMB)
+
+
+def _read_backlog_quota() -> dict[str, Any]:
+    body = _body(BacklogQuotaRequest)
+    quota_type = app.current_event.get_query_string_value("backlogQuotaType") or "destination_storage"
+    return {quota_type: policy_rules.check_backlog_quota(body.limitSize, body.limitTime, body.policy, quota_type)}
+
+
+def _read_count(name: str) -> Callable[[], int]:
+    def read() -> int:
+        query = app.current_event.get_query_string_value(name)  # Pulsar's topic API also takes ?messageTTL=
+        if query is not None and (app.current_event.body or "").strip() == "":
+            if not query.lstrip("-").isdigit():
+                raise InvalidInput(f"Query parameter {name} must be an integer")
+            return policy_rules.check_non_negative(name, int(query))
+        return policy_rules.check_non_negative(name, _int_body())
+
+    return read
+
+
+def _read_flag() -> bool:
+    value = _json_body()
+    if not isinstance(value, bool):
         raise InvalidInput("Request body must be true or false")
-    build_broker().admin.set_policy(NamespaceName.of(unquote(tenant), unquote(namespace)), "deduplicationEnabled", enabled)
-    return Response(status_code=204)
+    return value
 
 
-@app.get("/admin/v2/namespaces/<tenant>/<namespace>/deduplication")
-def get_deduplication(tenant: str, namespace: str) -> Response[str]:
-    info = build_broker().admin.get_namespace(NamespaceName.of(unquote(tenant), unquote(namespace)))
-    return _json(bool(info.policies.get("deduplicationEnabled", False)))
+POLICIES = (
+    _Policy(policy_rules.RETENTION, "retention", "retention", _read_retention),
+    _Policy(policy_rules.MESSAGE_TTL, "messageTTL", "messageTTL", _read_count("messageTTL")),
+    _Policy(policy_rules.BACKLOG_QUOTA, "backlogQuota", "backlogQuota", _read_backlog_quota),
+    _Policy(policy_rules.DEDUPLICATION, "deduplication", "deduplicationEnabled", _read_flag),
+    _Policy(policy_rules.MAX_PRODUCERS, "maxProducersPerTopic", "maxProducers", _read_count("maxProducers")),
+    _Policy(policy_rules.MAX_CONSUMERS, "maxConsumersPerTopic", "maxConsumers", _read_count("maxConsumers")),
+    _Policy(policy_rules.MAX_MESSAGE_SIZE, "maxMessageSize", "maxMessageSize", _read_count("maxMessageSize")),
+)
+
+
+def _quota_type() -> str | None:
+    return app.current_event.get_query_string_value("backlogQuotaType")
+
+
+def _bind_policy(policy: _Policy) -> None:
+    ns_path = f"/admin/v2/namespaces/<tenant>/<namespace>/{policy.namespace_path}"
+    getters = [ns_path] + ([f"{ns_path}Map"] if policy.field == policy_rules.BACKLOG_QUOTA else [])
+
+    def ns(tenant: str, namespace: str) -> NamespaceName:
+        return NamespaceName.of(unquote(tenant), unquote(namespace))
+
+    def set_ns(tenant: str, namespace: str) -> Response[str]:
+        broker = build_broker()
+        broker.admin.set_policy(ns(tenant, namespace), policy.field, policy.read())
+        broker.writer.forget_policies()
+        return Response(status_code=204)
+
+    def get_ns(tenant: str, namespace: str) -> Response[str]:
+        value = build_broker().admin.policy(ns(tenant, namespace), policy.field)
+        if value is None and policy.field == policy_rules.BACKLOG_QUOTA:
+            value = {}
+        return _json(value)
+
+    def remove_ns(tenant: str, namespace: str) -> Response[str]:
+        broker = build_broker()
+        broker.admin.remove_policy(ns(tenant, namespace), policy.field, _quota_type())
+        broker.writer.forget_policies()
+        return Response(status_code=204)
+
+    app.post(ns_path)(set_ns)
+    for path in getters:
+        app.get(path)(get_ns)
+    app.delete(ns_path)(remove_ns)
+
+    for domain in DOMAINS:
+        topic_path = f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/{policy.topic_path}"
+
+        def set_topic(tenant: str, namespace: str, topic: str, domain: str = domain) -> Response[str]:
+            broker = build_broker()
+            broker.admin.set_topic_policy(_topic(domain, tenant, namespace, topic), policy.field, policy.read())
+            broker.writer.forget_policies()
+            return Response(status_code=204)
+
+        def get_topic(tenant: str, namespace: str, topic: str, domain: str = domain) -> Response[str]:
+            policies = build_broker().admin.topic_policies(_topic(domain, tenant, namespace, topic))
+            value = policies.get(policy.field)
+            if value is None and policy.field == policy_rules.BACKLOG_QUOTA:
+                value = {}
+            return _json(value)
+
+        def remove_topic(tenant: str, namespace: str, topic: str, domain: str = domain) -> Response[str]:
+            broker = build_broker()
+            broker.admin.remove_topic_policy(_topic(domain, tenant, namespace, topic), policy.field, _quota_type())
+            broker.writer.forget_policies()
+            return Response(status_code=204)
+
+        app.post(topic_path)(set_topic)
+        app.get(topic_path)(get_topic)
+        if policy.field == policy_rules.BACKLOG_QUOTA:
+            app.get(f"{topic_path}Map")(get_topic)
+        app.delete(topic_path)(remove_topic)
+
+
+for _policy in POLICIES:
+    _bind_policy(_policy)
 
 
 for _domain in DOMAINS:
@@ -195,6 +332,8 @@ for _domain in DOMAINS:
         def produce(tenant: str, namespace: str, topic: str) -> Response[str]:
             name = _topic(domain, tenant, namespace, topic)
             request = _body(ProduceRequest)
+            if not name.is_persistent:  # fanned out at once to the WebSocket consumers attached now
+                return _json(_publish_non_persistent(name, request))
             result = build_broker().writer.append(name, batch_from_request(request), request.producerName)
             response = ProduceResponse(
                 messagePublishResults=[PublishResult(messageId=str(i)) for i in result.message_ids],
@@ -224,6 +363,7 @@ for _domain in DOMAINS:
 
         @app.put(f"{base}/<consumer>")
         def subscribe(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+            _push_only(domain)
             request = _body(SubscribeRequest)
             state = build_broker().subscriptions.subscribe(
                 _topic(domain, tenant, namespace, topic),
@@ -245,6 +385,7 @@ for _domain in DOMAINS:
 
         @app.post(f"{base}/<consumer>/receive")
         def receive(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+            _push_only(domain)
             name = _topic(domain, tenant, namespace, topic)
             request = _body(ReceiveRequest)
             result = build_broker().subscriptions.receive(
@@ -319,6 +460,25 @@ for _domain in DOMAINS:
         def last_message_id(tenant: str, namespace: str, topic: str) -> Response[str]:
             last = build_broker().last_entry(_topic(domain, tenant, namespace, topic))
             return _json({"ledgerId": last[0], "entryId": last[1], "partitionIndex": -1})
+
+        # --- topic stats (Pulsar's TopicStats, internal stats, partitioned stats) --------------
+        @app.get(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/stats")
+        def topic_stats(tenant: str, namespace: str, topic: str) -> Response[str]:
+            return _json(build_broker().stats.topic_stats(_topic(domain, tenant, namespace, topic)))
+
+        @app.get(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/internalStats")
+        def internal_stats(tenant: str, namespace: str, topic: str) -> Response[str]:
+            return _json(build_broker().stats.internal_stats(_topic(domain, tenant, namespace, topic)))
+
+        @app.get(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/partitioned-stats")
+        def partitioned_stats(tenant: str, namespace: str, topic: str) -> Response[str]:
+            per_partition = _flag_query("perPartition", default=True)
+            name = _topic(domain, tenant, namespace, topic)
+            return _json(build_broker().stats.partitioned_stats(name, per_partition))
+
+        @app.get(f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/partitioned-internalStats")
+        def partitioned_internal_stats(tenant: str, namespace: str, topic: str) -> Response[str]:
+            return _json(build_broker().stats.partitioned_internal_stats(_topic(domain, tenant, namespace, topic)))
 
     _bind(_domain)
 

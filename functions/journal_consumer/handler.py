@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.data_classes import KinesisStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from magnetar.adapters.aws import build_broker
+from magnetar.adapters.aws.connections import build_push
 from magnetar.core.ports import JournalPosition, JournalRecord
 
 logger = Logger()
@@ -32,7 +33,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         )
         for r in KinesisStreamEvent(event).records
     ]
+    push = build_push()
+    plan = push.plan_journal_batch(records)  # the batch's topics with WebSocket connections
     outcome = build_broker().sealer.seal(records)
+    pushed = push.dispatch_journal_batch(plan)  # their new entries, served from this batch in memory
     # One metrics object per invocation: Powertools' shared Metrics keeps accumulating while
     # metrics are disabled (locally) and then prints anyway at 100 values.
     metrics = EphemeralMetrics(namespace="Magnetar")
@@ -42,8 +46,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         metrics.add_metric("Holes", MetricUnit.Count, outcome.holes)
     if outcome.late_after_hole:
         metrics.add_metric("LateAfterHole", MetricUnit.Count, outcome.late_after_hole)
+    if plan.connections:
+        metrics.add_metric("PushedMessages", MetricUnit.Count, pushed.pushed)
     metrics.flush_metrics()
-    logger.info("sealed", extra={"outcome": outcome.__dict__, "records": len(records)})
+    logger.info("sealed", extra={"outcome": outcome.__dict__, "records": len(records), "pushed": pushed.__dict__})
     if outcome.retry_from is not None:
         return {"batchItemFailures": [{"itemIdentifier": outcome.retry_from}]}
     return {"batchItemFailures": []}

@@ -10,7 +10,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import shutil
+import subprocess
 import sys
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
@@ -152,14 +155,16 @@ def test_journal_event_source_mapping(template: Template, config: ModuleType) ->
     [
         ("BROKER_FUNCTION_ID", "magnetar-broker", 29),
         ("JOURNAL_CONSUMER_FUNCTION_ID", "magnetar-journal-consumer", 120),
+        ("WEBSOCKET_FUNCTION_ID", "magnetar-websocket", 29),
+        ("MAINTENANCE_FUNCTION_ID", "magnetar-maintenance", 300),
     ],
 )
 def test_functions(
     template: Template, config: ModuleType, function_id_name: str, service: str, timeout: int
 ) -> None:
     function_id = getattr(config, function_id_name)
-    _resource(template, function_id, "AWS::Lambda::Function")
-    template.has_resource_properties(
+    function = _resource(template, function_id, "AWS::Lambda::Function")
+    Template.from_json({"Resources": {function_id: function}}).has_resource_properties(
         "AWS::Lambda::Function",
         Match.object_like(
             {
@@ -175,6 +180,7 @@ def test_functions(
                             config.ENV_TABLE: {"Ref": config.METADATA_TABLE_ID},
                             config.ENV_BUCKET: {"Ref": config.SEGMENT_BUCKET_ID},
                             config.ENV_STREAM: {"Ref": config.JOURNAL_STREAM_ID},
+                            config.ENV_WS_ENDPOINT: _WS_CALLBACK_URL,
                             "POWERTOOLS_SERVICE_NAME": service,
                             "POWERTOOLS_METRICS_NAMESPACE": "Magnetar",
                         }
@@ -183,6 +189,250 @@ def test_functions(
             }
         ),
     )
+
+
+def _policy_statements(template: Template, function_id: str) -> list[Mapping[str, Any]]:
+    """The statements of the default policy attached to `function_id`'s execution role."""
+    function = _resource(template, function_id, "AWS::Lambda::Function")
+    role_ref = {"Ref": function["Properties"]["Role"]["Fn::GetAtt"][0]}
+    statements: list[Mapping[str, Any]] = []
+    for policy in template.find_resources("AWS::IAM::Policy").values():
+        if role_ref in policy["Properties"]["Roles"]:
+            statements += policy["Properties"]["PolicyDocument"]["Statement"]
+    assert statements, f"no policy attached to {function_id}'s role"
+    return statements
+
+
+def _allowed(statements: list[Mapping[str, Any]], action: str) -> list[Any]:
+    """Resources of the Allow statements listing exactly `action` (or a wildcard matching it)."""
+    resources: list[Any] = []
+    for statement in statements:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        if statement["Effect"] == "Allow" and any(
+            a == action or (a.endswith("*") and action.startswith(a[:-1])) for a in actions
+        ):
+            found = statement["Resource"]
+            resources += found if isinstance(found, list) else [found]
+    return resources
+
+
+# The stage's management (callback) endpoint, as the template spells it.
+_WS_CALLBACK_URL = {
+    "Fn::Join": [
+        "",
+        [
+            "https://",
+            {"Ref": "WebSocketApi"},
+            ".execute-api.",
+            {"Ref": "AWS::Region"},
+            ".",
+            {"Ref": "AWS::URLSuffix"},
+            "/ws",
+        ],
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    "function_id_name",
+    [
+        "BROKER_FUNCTION_ID",
+        "JOURNAL_CONSUMER_FUNCTION_ID",
+        "WEBSOCKET_FUNCTION_ID",
+        "MAINTENANCE_FUNCTION_ID",
+    ],
+)
+def test_functions_may_manage_websocket_connections(
+    template: Template, config: ModuleType, function_id_name: str
+) -> None:
+    statements = _policy_statements(template, getattr(config, function_id_name))
+    resources = _allowed(statements, "execute-api:ManageConnections")
+    assert resources, f"{function_id_name} may not call execute-api:ManageConnections"
+    for resource in resources:
+        parts = json.dumps(resource)
+        assert json.dumps({"Ref": config.WEBSOCKET_API_ID}) in parts, resource
+        assert "@connections" in parts, resource
+
+
+@pytest.mark.parametrize("function_id_name", ["WEBSOCKET_FUNCTION_ID", "MAINTENANCE_FUNCTION_ID"])
+def test_new_functions_have_broker_access(
+    template: Template, config: ModuleType, function_id_name: str
+) -> None:
+    statements = _policy_statements(template, getattr(config, function_id_name))
+    table_arn = {"Fn::GetAtt": [config.METADATA_TABLE_ID, "Arn"]}
+    stream_arn = {"Fn::GetAtt": [config.JOURNAL_STREAM_ID, "Arn"]}
+    bucket_arn = {"Fn::GetAtt": [config.SEGMENT_BUCKET_ID, "Arn"]}
+    for action in ("dynamodb:UpdateItem", "dynamodb:BatchGetItem", "dynamodb:Query"):
+        assert table_arn in _allowed(statements, action), action
+    for action in ("kinesis:PutRecord", "kinesis:GetRecords"):
+        assert stream_arn in _allowed(statements, action), action
+    assert bucket_arn in _allowed(statements, "s3:ListBucket")
+    assert any(
+        "Fn::Join" in r and bucket_arn in r["Fn::Join"][1] for r in _allowed(statements, "s3:GetObject")
+    )
+
+
+def test_maintenance_may_delete_segments_and_only_it(template: Template, config: ModuleType) -> None:
+    bucket_arn = {"Fn::GetAtt": [config.SEGMENT_BUCKET_ID, "Arn"]}
+    objects = {"Fn::Join": ["", [bucket_arn, "/*"]]}
+    maintenance = _policy_statements(template, config.MAINTENANCE_FUNCTION_ID)
+    assert objects in _allowed(maintenance, "s3:DeleteObject")
+    assert bucket_arn in _allowed(maintenance, "s3:ListBucket")
+    for function_id in (config.BROKER_FUNCTION_ID, config.WEBSOCKET_FUNCTION_ID):
+        assert not _allowed(_policy_statements(template, function_id), "s3:DeleteObject"), function_id
+
+
+def test_maintenance_schedule(template: Template, config: ModuleType) -> None:
+    assert config.MAINTENANCE_INTERVAL_S == 60
+    rule = _resource(template, config.MAINTENANCE_SCHEDULE_ID, "AWS::Events::Rule")
+    assert rule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+    assert rule["Properties"]["State"] == "ENABLED"
+    assert [t["Arn"] for t in rule["Properties"]["Targets"]] == [
+        {"Fn::GetAtt": [config.MAINTENANCE_FUNCTION_ID, "Arn"]}
+    ]
+    template.has_resource_properties(
+        "AWS::Lambda::Permission",
+        {
+            "Action": "lambda:InvokeFunction",
+            "FunctionName": {"Fn::GetAtt": [config.MAINTENANCE_FUNCTION_ID, "Arn"]},
+            "Principal": "events.amazonaws.com",
+            "SourceArn": {"Fn::GetAtt": [config.MAINTENANCE_SCHEDULE_ID, "Arn"]},
+        },
+    )
+    # Runs never overlap; a tick throttled behind a running one is dropped, not queued for hours.
+    function = _resource(template, config.MAINTENANCE_FUNCTION_ID, "AWS::Lambda::Function")
+    assert function["Properties"]["ReservedConcurrentExecutions"] == 1
+    template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {
+            "FunctionName": {"Ref": config.MAINTENANCE_FUNCTION_ID},
+            "MaximumEventAgeInSeconds": 60,
+            "MaximumRetryAttempts": 0,
+        },
+    )
+
+
+def test_websocket_api(template: Template, config: ModuleType) -> None:
+    api = _resource(template, config.WEBSOCKET_API_ID, "AWS::ApiGatewayV2::Api")
+    assert api["Properties"]["ProtocolType"] == "WEBSOCKET"
+    assert api["Properties"]["RouteSelectionExpression"] == "$request.body.action"
+    api_ref = {"Ref": config.WEBSOCKET_API_ID}
+    routes = [r["Properties"] for r in template.find_resources("AWS::ApiGatewayV2::Route").values()]
+    ws_routes = {r["RouteKey"]: r for r in routes if r["ApiId"] == api_ref}
+    assert set(ws_routes) == {"$connect", "$disconnect", "$default"}
+    integrations = template.find_resources("AWS::ApiGatewayV2::Integration")
+    for route in ws_routes.values():
+        target = route["Target"]["Fn::Join"][1]
+        assert target[0] == "integrations/"
+        integration = integrations[target[1]["Ref"]]["Properties"]
+        assert integration["ApiId"] == api_ref
+        assert integration["IntegrationType"] == "AWS_PROXY"
+        assert json.dumps({"Fn::GetAtt": [config.WEBSOCKET_FUNCTION_ID, "Arn"]}) in json.dumps(
+            integration["IntegrationUri"]
+        )
+    permissions = [
+        p["Properties"]
+        for p in template.find_resources("AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == {"Fn::GetAtt": [config.WEBSOCKET_FUNCTION_ID, "Arn"]}
+    ]
+    assert len(permissions) == 3
+    assert all(p["Principal"] == "apigateway.amazonaws.com" for p in permissions)
+    stages = [
+        s["Properties"]
+        for s in template.find_resources("AWS::ApiGatewayV2::Stage").values()
+        if s["Properties"]["ApiId"] == api_ref
+    ]
+    assert len(stages) == 1
+    assert stages[0]["StageName"] == "ws"
+    assert stages[0]["AutoDeploy"] is True
+
+
+def test_websocket_distribution(template: Template, config: ModuleType) -> None:
+    template.resource_count_is("AWS::CloudFront::Distribution", 1)
+    distribution = next(iter(template.find_resources("AWS::CloudFront::Distribution").values()))
+    conf = distribution["Properties"]["DistributionConfig"]
+    [origin] = conf["Origins"]
+    assert origin["OriginPath"] == "/ws"
+    assert origin["CustomOriginConfig"]["OriginProtocolPolicy"] == "https-only"
+    assert origin["DomainName"] == {
+        "Fn::Join": [
+            "",
+            [
+                {"Ref": config.WEBSOCKET_API_ID},
+                ".execute-api.",
+                {"Ref": "AWS::Region"},
+                ".",
+                {"Ref": "AWS::URLSuffix"},
+            ],
+        ]
+    }
+    behavior = conf["DefaultCacheBehavior"]
+    assert behavior["TargetOriginId"] == origin["Id"]
+    assert behavior["ViewerProtocolPolicy"] == "https-only"
+    # Managed policies: CachingDisabled and AllViewerExceptHostHeader.
+    assert behavior["CachePolicyId"] == "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
+    assert behavior["OriginRequestPolicyId"] == "b689b0a8-53d0-40ab-baf2-68738e2966ac"
+    [association] = behavior["FunctionAssociations"]
+    assert association["EventType"] == "viewer-request"
+    [function_id] = template.find_resources("AWS::CloudFront::Function")
+    assert association["FunctionARN"] == {"Fn::GetAtt": [function_id, "FunctionARN"]}
+    [distribution_id] = template.find_resources("AWS::CloudFront::Distribution")
+    outputs = template.to_json()["Outputs"]
+    assert outputs["WebSocketUrl"]["Value"] == {
+        "Fn::Join": ["", ["wss://", {"Fn::GetAtt": [distribution_id, "DomainName"]}]]
+    }
+    assert json.dumps({"Ref": config.WEBSOCKET_API_ID}) in json.dumps(outputs["WebSocketApiUrl"]["Value"])
+
+
+def _path_rewrite_code(template: Template) -> str:
+    [function] = template.find_resources("AWS::CloudFront::Function").values()
+    assert function["Properties"]["FunctionConfig"]["Runtime"] == "cloudfront-js-2.0"
+    assert function["Properties"]["AutoPublish"] is True
+    code = function["Properties"]["FunctionCode"]
+    assert isinstance(code, str)
+    return code
+
+
+def test_websocket_path_rewrite_code(template: Template) -> None:
+    code = _path_rewrite_code(template)
+    assert "function handler(event)" in code
+    assert "request.querystring['path']" in code
+    assert "request.uri = '/'" in code
+
+
+@pytest.mark.parametrize(
+    ("uri", "querystring", "expected_path"),
+    [
+        ("/ws/v2/consumer/persistent/t/ns/topic/sub", {}, "/ws/v2/consumer/persistent/t/ns/topic/sub"),
+        (
+            "/ws/v2/producer/persistent/public/default/my%20topic",
+            {"token": {"value": "abc"}, "path": {"value": "spoofed"}},
+            "/ws/v2/producer/persistent/public/default/my topic",
+        ),
+        ("/ws/v2/reader/persistent/t/ns/a&b=c", {}, "/ws/v2/reader/persistent/t/ns/a&b=c"),
+        ("/ws/v2/bad%zz", {}, "/ws/v2/bad%zz"),
+    ],
+)
+def test_websocket_path_rewrite_runs(
+    template: Template, uri: str, querystring: dict[str, Any], expected_path: str
+) -> None:
+    """Run the CloudFront Function under node (its JS is plain ES5 plus try/catch)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    event = {
+        "version": "1.0",
+        "request": {"method": "GET", "uri": uri, "querystring": querystring, "headers": {}},
+    }
+    script = _path_rewrite_code(template) + f"\nconsole.log(JSON.stringify(handler({json.dumps(event)})));\n"
+    result = subprocess.run([node, "-e", script], capture_output=True, text=True, check=True, timeout=30)
+    request = json.loads(result.stdout)
+    assert request["uri"] == "/"
+    # CloudFront hands querystring values on URL-encoded; API Gateway decodes them once.
+    assert urllib.parse.unquote(request["querystring"]["path"]["value"]) == expected_path
+    for name, value in querystring.items():
+        if name != "path":
+            assert request["querystring"][name] == value
 
 
 def test_core_layer(template: Template, config: ModuleType) -> None:
@@ -205,6 +455,8 @@ def test_http_api(template: Template, config: ModuleType) -> None:
     )
     template.has_resource_properties("AWS::ApiGatewayV2::Route", {"RouteKey": "$default"})
     template.has_output("HttpApiUrl", {})
+    template.has_output("WebSocketUrl", {})
+    template.has_output("WebSocketApiUrl", {})
 
 
 def test_bootstrap_custom_resource(template: Template, config: ModuleType) -> None:
@@ -236,7 +488,6 @@ def test_bootstrap_custom_resource(template: Template, config: ModuleType) -> No
             }
         },
     )
-
 
 
 def test_journal_shards_context_selects_provisioned_mode(tmp_path_factory: pytest.TempPathFactory) -> None:

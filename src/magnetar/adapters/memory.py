@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from magnetar.core.cursor import CursorState
-from magnetar.core.errors import ProducerFenced, RetryableError, TopicNotFound
+from magnetar.core.errors import BacklogQuotaExceeded, NotFound, ProducerFenced, RetryableError, TopicNotFound
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.ports import (
+    Connection,
     DedupRecord,
     JournalPosition,
     JournalRecord,
     NamespaceInfo,
+    ProducerActivity,
     ProducerClaim,
     Reservation,
     SealState,
@@ -73,7 +76,13 @@ class MemorySegmentStore:
         return True
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
+        if key not in self.objects:
+            raise NotFound(f"segment {key} was deleted")
         return self.objects[key][start:end]
+
+    def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            self.objects.pop(key, None)
 
 
 @dataclass
@@ -84,6 +93,7 @@ class _Topic:
     seal: SealState = field(default_factory=SealState)
     segments: dict[int, SegmentMeta] = field(default_factory=dict)  # by last entry
     cursors: dict[str, tuple[dict[str, object], int]] = field(default_factory=dict)
+    policies: dict[str, Any] = field(default_factory=dict)
 
 
 class MemoryMetadataStore:
@@ -92,6 +102,7 @@ class MemoryMetadataStore:
         self.namespaces: dict[NamespaceName, NamespaceInfo] = {}
         self.topics: dict[str, _Topic] = {}
         self.partitioned: dict[str, int] = {}
+        self.partitioned_policies: dict[str, dict[str, Any]] = {}
         self._lock = threading.RLock()
 
     def create_tenant(self, tenant: TenantInfo) -> bool:
@@ -151,6 +162,8 @@ class MemoryMetadataStore:
                 raise TopicNotFound(f"Topic {topic} not found")
             if t.exclusive and t.exclusive[0] != claim.producer and t.exclusive[1] > claim.now_ms:
                 raise ProducerFenced(f"Topic {topic} has an exclusive producer: {t.exclusive[0]}")
+            if t.writer.backlog_blocked:
+                raise BacklogQuotaExceeded(f"Cannot publish on {topic}: backlog quota exceeded", t.writer.backlog_blocked)
             last = t.dedup.get(claim.producer)
             if claim.deduplicate and last is not None and last.sequence_id >= claim.sequence_id:
                 return last
@@ -158,7 +171,11 @@ class MemoryMetadataStore:
 
     def _take(self, t: _Topic, claim: ProducerClaim) -> Reservation:
         w = t.writer
-        t.writer = WriterState(w.next_entry + 1, w.ledger_id, w.ledger_first_entry, w.ledger_opened_at, w.created_at)
+        seen = w.producers.get(claim.producer, ProducerActivity())
+        producers = {**w.producers, claim.producer: replace(
+            seen, last_publish=claim.now_ms, messages=seen.messages + claim.messages, bytes=seen.bytes + claim.size)}
+        t.writer = replace(w, next_entry=w.next_entry + 1, messages_in=w.messages_in + claim.messages,
+                           bytes_in=w.bytes_in + claim.size, producers=producers)
         if claim.deduplicate:
             t.dedup[claim.producer] = DedupRecord(claim.sequence_id, w.ledger_id, w.next_entry, claim.now_ms)
         return Reservation(w.ledger_id, w.next_entry, w.ledger_first_entry, w.ledger_opened_at)
@@ -200,8 +217,67 @@ class MemoryMetadataStore:
             w = t.writer
             if w.ledger_id != expected_ledger:
                 return False
-            t.writer = WriterState(w.next_entry, w.ledger_id + 1, w.next_entry, now_ms, w.created_at)
+            t.writer = replace(w, ledger_id=w.ledger_id + 1, ledger_first_entry=w.next_entry, ledger_opened_at=now_ms)
             return True
+
+    def get_topic_policies(self, topic: TopicName) -> dict[str, Any]:
+        base = str(topic.partitioned_topic if topic.partition_index >= 0 else topic)
+        if base in self.partitioned:
+            return dict(self.partitioned_policies.get(base, {}))
+        t = self.topics.get(base)
+        return dict(t.policies) if t else {}
+
+    def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> bool:
+        with self._lock:
+            base = str(topic.partitioned_topic if topic.partition_index >= 0 else topic)
+            if base in self.partitioned:
+                self.partitioned_policies[base] = dict(policies)
+                return True
+            if base in self.topics:
+                self.topics[base].policies = dict(policies)
+                return True
+            return False
+
+    def set_backlog_blocked(self, topic: TopicName, policy: str) -> None:
+        with self._lock:
+            t = self.topics.get(str(topic))
+            if t is not None:
+                t.writer = replace(t.writer, backlog_blocked=policy)
+
+    def touch_producer(self, topic: TopicName, producer: str, now_ms: int) -> None:
+        with self._lock:
+            t = self.topics.get(str(topic))
+            if t is not None and now_ms == 0:
+                t.writer = replace(t.writer, producers={k: v for k, v in t.writer.producers.items() if k != producer})
+            elif t is not None:
+                seen = t.writer.producers.get(producer, ProducerActivity())
+                if not seen.connected_since:
+                    producers = {**t.writer.producers, producer: replace(seen, connected_since=now_ms)}
+                    t.writer = replace(t.writer, producers=producers)
+
+    def trim_segments(self, topic: TopicName, segments: list[SegmentMeta], expected_first_entry: int) -> bool:
+        with self._lock:
+            t = self.topics[str(topic)]
+            if t.seal.first_entry != expected_first_entry or any(seg.last_entry not in t.segments for seg in segments):
+                return False
+            if not segments:
+                return True
+            for seg in segments:
+                del t.segments[seg.last_entry]
+            t.seal = replace(
+                t.seal,
+                first_entry=segments[-1].last_entry + 1,
+                trimmed_entries=t.seal.trimmed_entries + sum(g.last_entry - g.first_entry + 1 for g in segments),
+                trimmed_messages=t.seal.trimmed_messages + sum(g.message_count for g in segments),
+                trimmed_bytes=t.seal.trimmed_bytes + sum(g.size for g in segments),
+                trash=tuple(sorted({*t.seal.trash, *(g.key for g in segments)})),
+            )
+            return True
+
+    def clear_trash(self, topic: TopicName, keys: list[str]) -> None:
+        with self._lock:
+            t = self.topics[str(topic)]
+            t.seal = replace(t.seal, trash=tuple(k for k in t.seal.trash if k not in keys))
 
     def get_seal_states(self, topics: list[str]) -> dict[str, SealState]:
         return {name: self.topics[name].seal for name in topics if name in self.topics}
@@ -212,7 +288,10 @@ class MemoryMetadataStore:
             if t.seal.next_entry != expected_next_entry or segment.last_entry in t.segments:
                 return False
             t.segments[segment.last_entry] = segment
-            t.seal = new_state
+            # the sealer's attributes only: a trim may have moved the others meanwhile
+            t.seal = replace(new_state, first_entry=t.seal.first_entry, trimmed_entries=t.seal.trimmed_entries,
+                             trimmed_messages=t.seal.trimmed_messages, trimmed_bytes=t.seal.trimmed_bytes,
+                             trash=t.seal.trash)
             return True
 
     def list_segments(self, topic: TopicName, from_entry: int, limit: int) -> list[SegmentMeta]:
@@ -255,6 +334,13 @@ class MemoryMetadataStore:
         t = self.topics.get(str(topic))
         return list(t.cursors) if t else []
 
+    def list_cursors(self, topic: TopicName) -> dict[str, tuple[CursorState, int]]:
+        with self._lock:
+            t = self.topics.get(str(topic))
+            if t is None:
+                return {}
+            return {name: (CursorState.from_dict(copy.deepcopy(v[0])), v[1]) for name, v in t.cursors.items()}
+
 
 def memory_broker(clock: ManualClock | None = None):  # type: ignore[no-untyped-def]
     """A broker on in-memory ports with tenant `public` and namespace `public/default`."""
@@ -265,3 +351,111 @@ def memory_broker(clock: ManualClock | None = None):  # type: ignore[no-untyped-
     metadata.create_tenant(TenantInfo("public", (), ("standalone",)))
     metadata.create_namespace(NamespaceInfo(NamespaceName("public", "default")))
     return Broker(metadata, MemorySegmentStore(), MemoryJournal(clock), clock)
+
+
+class MemoryConnectionRegistry:
+    """WebSocket connections by id and by topic (push delivery's unit tests)."""
+
+    def __init__(self) -> None:
+        self.connections: dict[str, Connection] = {}  # on their topics
+        self.by_id: dict[str, Connection] = {}  # as at connect, kept after removal
+        self.index: dict[str, int] = {}  # topic -> last connect
+        self._lock = threading.Lock()
+
+    def add(self, connection: Connection) -> None:
+        with self._lock:
+            self.connections[connection.connection_id] = connection
+            self.by_id[connection.connection_id] = connection
+            self.index[connection.topic] = max(self.index.get(connection.topic, 0), connection.connected_at)
+
+    def get(self, connection_id: str) -> Connection | None:
+        return self.by_id.get(connection_id)
+
+    def of_topic(self, topic: str) -> list[Connection]:
+        with self._lock:
+            return [c for c in self.connections.values() if c.topic == topic]
+
+    def current(self, connection: Connection) -> Connection | None:
+        return self.connections.get(connection.connection_id)
+
+    def remove(self, connection: Connection) -> None:
+        with self._lock:
+            self.connections.pop(connection.connection_id, None)
+
+    def _change(self, connection: Connection, check: Any, **changes: Any) -> Connection | None:
+        with self._lock:
+            stored = self.connections.get(connection.connection_id)
+            if stored is None or not check(stored):
+                return None
+            updated = dataclasses.replace(stored, **{k: v(stored) for k, v in changes.items()})
+            self.connections[connection.connection_id] = updated
+            return updated
+
+    def add_permits(self, connection: Connection, count: int) -> Connection | None:
+        return self._change(connection, lambda c: True, permits=lambda c: c.permits + count)
+
+    def take_permits(self, connection: Connection, count: int, need: int) -> bool:
+        return self._change(connection, lambda c: c.permits >= need, permits=lambda c: c.permits - count) is not None
+
+    def advance_reader(self, connection: Connection, position: int, skip: int, sent: int) -> bool:
+        return self._change(
+            connection, lambda c: (c.position, c.skip) == (connection.position, connection.skip),
+            position=lambda c: position, skip=lambda c: skip, inflight=lambda c: c.inflight + sent,
+        ) is not None
+
+    def reader_acked(self, connection: Connection, count: int) -> Connection | None:
+        return self._change(connection, lambda c: True, inflight=lambda c: max(0, c.inflight - count))
+
+    def topics(self) -> dict[str, int]:
+        return dict(self.index)
+
+    def forget_topic(self, topic: str, last_connect: int) -> None:
+        with self._lock:
+            if self.index.get(topic) == last_connect:
+                del self.index[topic]
+
+
+class MemoryPushGateway:
+    """Frames pushed per connection; `close` (or `gone`) makes a connection refuse pushes."""
+
+    def __init__(self) -> None:
+        self.frames: dict[str, list[str]] = {}
+        self.open: set[str] = set()
+        self.requests = 0
+        self._lock = threading.Lock()
+
+    def opened(self, connection_id: str) -> None:
+        with self._lock:
+            self.open.add(connection_id)
+            self.frames.setdefault(connection_id, [])
+
+    def send(self, connection_id: str, frames: list[str]) -> int:
+        with self._lock:
+            sent = 0
+            for frame in frames:
+                self.requests += 1
+                if connection_id not in self.open:
+                    break
+                self.frames[connection_id].append(frame)
+                sent += 1
+            return sent
+
+    def connected(self, connection_id: str) -> bool:
+        with self._lock:
+            self.requests += 1
+            return connection_id in self.open
+
+    def close(self, connection_id: str) -> None:
+        with self._lock:
+            self.requests += 1
+            self.open.discard(connection_id)
+
+    def take(self, connection_id: str) -> list[dict[str, Any]]:
+        """The frames pushed to a connection since the last take, decoded."""
+        import json
+
+        with self._lock:
+            out = [json.loads(f) for f in self.frames.get(connection_id, [])]
+            if connection_id in self.frames:
+                self.frames[connection_id] = []
+            return out

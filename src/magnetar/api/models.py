@@ -161,3 +161,22 @@ class ConsumerMessage(BaseModel):
     key: str | None
     producerName: str
     topic: str
+
+
+class RetentionPolicies(_Body):
+    """Pulsar's RetentionPolicies (-1: infinite)."""
+
+    retentionTimeInMinutes: int
+    retentionSizeInMB: int
+
+
+class BacklogQuotaRequest(BaseModel):
+    """Pulsar's BacklogQuota (limitSize bytes, limitTime seconds; -1: no limit)."""
+
+    model_config = ConfigDict(extra="ignore")  # Pulsar clients also send the deprecated `limit`
+
+    limitSize: int = -1
+    limitTime: int = -1
+    policy: Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"] = (
+        "producer_request_hold"
+    )

@@ -16,6 +16,7 @@ from magnetar.cli.cost import cost_command
 from magnetar.cli.perf import perf_app
 from magnetar.cli.verify import verify_command
 from magnetar.client.admin import AdminClient
+from magnetar.config import MAINTENANCE_INTERVAL_S
 from magnetar.core.errors import InvalidInput
 
 console = Console()
@@ -66,11 +67,16 @@ def local_up(
         str | None, typer.Option(help="Use this AWS endpoint (e.g. a running LocalStack) instead of starting moto.")
     ] = None,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    maintenance_interval: Annotated[
+        float, typer.Option(help="Seconds between runs of the maintenance function (TTL, quotas, retention); 0: never.")
+    ] = MAINTENANCE_INTERVAL_S,
 ) -> None:
-    """Start the AWS emulator, the resources, the HTTP API and the journal consumer; Ctrl-C stops all."""
+    """Start the AWS emulator, the resources, the HTTP API, the journal consumer and the maintenance
+    schedule; Ctrl-C stops all."""
     from magnetar.local.cluster import LocalCluster
 
-    cluster = LocalCluster(host=host, port=port, aws_port=aws_port, aws_endpoint=aws_endpoint)
+    cluster = LocalCluster(host=host, port=port, aws_port=aws_port, aws_endpoint=aws_endpoint,
+                           maintenance_interval_s=maintenance_interval)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -223,6 +229,30 @@ def topics_partition_metadata(topic: str, service_url: ServiceUrl = DEFAULT_URL)
     console.print_json(data={"partitions": _call(_admin(service_url).partitioned_topic_metadata, topic)})
 
 
+@topics_app.command("stats")
+def topics_stats(topic: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
+    """A topic's (or a partition's) stats: rates, counters, publishers, subscriptions (pulsar-admin topics stats)."""
+    console.print_json(data=_call(_admin(service_url).topic_stats, topic))
+
+
+@topics_app.command("stats-internal")
+def topics_stats_internal(topic: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
+    """A topic's internal stats: ledgers, segments, cursors' positions (pulsar-admin topics stats-internal)."""
+    console.print_json(data=_call(_admin(service_url).topic_internal_stats, topic))
+
+
+@topics_app.command("partitioned-stats")
+def topics_partitioned_stats(
+    topic: str,
+    per_partition: Annotated[
+        bool, typer.Option("--per-partition/--no-per-partition", help="Include each partition's stats.")
+    ] = True,
+    service_url: ServiceUrl = DEFAULT_URL,
+) -> None:
+    """A partitioned topic's stats summed over its partitions (pulsar-admin topics partitioned-stats)."""
+    console.print_json(data=_call(_admin(service_url).partitioned_topic_stats, topic, per_partition))
+
+
 @namespaces_app.command("set-deduplication")
 def namespaces_set_deduplication(
     namespace: str,
@@ -231,6 +261,122 @@ def namespaces_set_deduplication(
 ) -> None:
     _call(_admin(service_url).set_deduplication, namespace, enable)
     console.print(f"deduplication {'enabled' if enable else 'disabled'} on {namespace}")
+
+
+@namespaces_app.command("get-deduplication")
+def namespaces_get_deduplication(namespace: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
+    console.print_json(data=_call(_admin(service_url).get_deduplication, namespace))
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_SIZES = {"k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def _seconds(text: str) -> int:
+    """Pulsar's CLI durations: 45 (seconds), 10m, 3h, 2d, 1w; -1: infinite."""
+    text = text.strip().lower()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    if len(text) > 1 and text[-1] in _UNITS and text[:-1].isdigit():
+        return int(text[:-1]) * _UNITS[text[-1]]
+    raise typer.BadParameter(f"{text!r} is not a duration (e.g. 60, 10m, 3h, 2d, -1)")
+
+
+def _bytes(text: str) -> int:
+    """Pulsar's CLI sizes: 1024 (bytes), 10K, 5M, 2G, 1T; -1: infinite."""
+    text = text.strip().lower()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    if len(text) > 1 and text[-1] in _SIZES and text[:-1].isdigit():
+        return int(text[:-1]) * _SIZES[text[-1]]
+    raise typer.BadParameter(f"{text!r} is not a size (e.g. 1024, 10M, 2G, -1)")
+
+
+Target = Annotated[str, typer.Argument(help="tenant/namespace")]
+
+
+@namespaces_app.command("set-retention")
+def namespaces_set_retention(
+    namespace: Target,
+    time: Annotated[str, typer.Option("--time", "-t", help="Retention time: 10m, 3h, 2d, -1 (infinite), 0.")],
+    size: Annotated[str, typer.Option("--size", "-s", help="Retention size: 10M, 2G, -1 (infinite), 0.")],
+    service_url: ServiceUrl = DEFAULT_URL,
+) -> None:
+    """Keep acknowledged messages this long and up to this size (Pulsar's set-retention)."""
+    minutes, size_bytes = _seconds(time), _bytes(size)
+    minutes = minutes if minutes <= 0 else max(1, minutes // 60)
+    size_mb = size_bytes if size_bytes <= 0 else max(1, size_bytes // 1024**2)
+    _call(_admin(service_url).set_retention, namespace, minutes, size_mb)
+    console.print(f"retention of {namespace}: {minutes} minutes, {size_mb} MB")
+
+
+@namespaces_app.command("get-retention")
+def namespaces_get_retention(namespace: Target, service_url: ServiceUrl = DEFAULT_URL) -> None:
+    console.print_json(data=_call(_admin(service_url).get_retention, namespace))
+
+
+@namespaces_app.command("set-message-ttl")
+def namespaces_set_message_ttl(
+    namespace: Target,
+    ttl: Annotated[str, typer.Option("--messageTTL", "-ttl", help="Message TTL: 60, 10m, 1h; 0: never expire.")],
+    service_url: ServiceUrl = DEFAULT_URL,
+) -> None:
+    """Messages older than this are acknowledged for every subscription (Pulsar's set-message-ttl)."""
+    seconds = _seconds(ttl)
+    _call(_admin(service_url).set_message_ttl, namespace, seconds)
+    console.print(f"message TTL of {namespace}: {seconds} s")
+
+
+@namespaces_app.command("get-message-ttl")
+def namespaces_get_message_ttl(namespace: Target, service_url: ServiceUrl = DEFAULT_URL) -> None:
+    console.print_json(data=_call(_admin(service_url).get_message_ttl, namespace))
+
+
+@namespaces_app.command("set-backlog-quota")
+def namespaces_set_backlog_quota(
+    namespace: Target,
+    policy: Annotated[str, typer.Option("--policy", "-p",
+                                        help="producer_request_hold | producer_exception | consumer_backlog_eviction")],
+    limit_size: Annotated[str, typer.Option("--limitSize", "-l", help="Backlog size limit: 10M, 2G; -1: none.")] = "-1",
+    limit_time: Annotated[str, typer.Option("--limitTime", "-lt", help="Backlog age limit: 60, 10m, 1h; -1: none.")] = "-1",
+    quota_type: Annotated[str, typer.Option("--type", help="destination_storage | message_age")] = "destination_storage",
+    service_url: ServiceUrl = DEFAULT_URL,
+) -> None:
+    """Limit the backlog of every topic in the namespace (Pulsar's set-backlog-quota)."""
+    _call(_admin(service_url).set_backlog_quota, namespace, _bytes(limit_size), _seconds(limit_time), policy, quota_type)
+    console.print(f"backlog quota of {namespace}: {quota_type} {policy}")
+
+
+@namespaces_app.command("get-backlog-quotas")
+def namespaces_get_backlog_quotas(namespace: Target, service_url: ServiceUrl = DEFAULT_URL) -> None:
+    console.print_json(data=_call(_admin(service_url).get_backlog_quotas, namespace))
+
+
+@namespaces_app.command("remove-backlog-quota")
+def namespaces_remove_backlog_quota(
+    namespace: Target,
+    quota_type: Annotated[str, typer.Option("--type", help="destination_storage | message_age")] = "destination_storage",
+    service_url: ServiceUrl = DEFAULT_URL,
+) -> None:
+    _call(_admin(service_url).remove_backlog_quota, namespace, quota_type)
+    console.print(f"removed the {quota_type} backlog quota of {namespace}")
+
+
+def _count_policy(command: str, path: str, what: str) -> None:
+    @namespaces_app.command(f"set-{command}", help=f"Set the {what} (0: no limit).")
+    def set_count(namespace: Target, value: Annotated[int, typer.Argument(help="The limit; 0: none.")],
+                  service_url: ServiceUrl = DEFAULT_URL) -> None:
+        _call(_admin(service_url).set_policy, namespace, path, value)
+        console.print(f"{what} of {namespace}: {value}")
+
+    @namespaces_app.command(f"get-{command}", help=f"Get the {what}.")
+    def get_count(namespace: Target, service_url: ServiceUrl = DEFAULT_URL) -> None:
+        console.print_json(data=_call(_admin(service_url).get_policy, namespace, path))
+
+
+_count_policy("max-producers-per-topic", "maxProducersPerTopic", "maximum producers per topic")
+_count_policy("max-consumers-per-topic", "maxConsumersPerTopic", "maximum consumers per topic")
+_count_policy("max-message-size", "maxMessageSize", "maximum message size in bytes")
 
 
 def main() -> None:  # pragma: no cover - console entry point

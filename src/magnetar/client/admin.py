@@ -62,5 +62,70 @@ class AdminClient:
         result: dict[str, Any] = self._transport.call("GET", f"/admin/v2/{topic_path(TopicName.parse(topic))}/lastMessageId")
         return result
 
+    # --- policies: namespace level and topic-level overrides (Pulsar's paths) -------------------
+    def _policy_path(self, target: str, name: str) -> str:
+        """A namespace (`tenant/ns`) or a topic (anything with `://`, or a short topic name with no `/`)."""
+        if "://" in target or "/" not in target:
+            return f"/admin/v2/{topic_path(TopicName.parse(target))}/{name}"
+        ns = NamespaceName.parse(target)
+        return f"/admin/v2/namespaces/{quote(ns.tenant, safe='')}/{quote(ns.namespace, safe='')}/{name}"
+
+    def set_policy(self, target: str, name: str, value: Any, **query: str) -> None:
+        """POST one policy, e.g. set_policy("public/default", "messageTTL", 60)."""
+        suffix = "?" + "&".join(f"{k}={quote(v)}" for k, v in query.items()) if query else ""
+        self._transport.call("POST", self._policy_path(target, name) + suffix, value)
+
+    def get_policy(self, target: str, name: str) -> Any:
+        return self._transport.call("GET", self._policy_path(target, name))
+
+    def remove_policy(self, target: str, name: str, **query: str) -> None:
+        suffix = "?" + "&".join(f"{k}={quote(v)}" for k, v in query.items()) if query else ""
+        self._transport.call("DELETE", self._policy_path(target, name) + suffix)
+
+    def set_retention(self, target: str, retention_time_minutes: int, retention_size_mb: int) -> None:
+        body = {"retentionTimeInMinutes": retention_time_minutes, "retentionSizeInMB": retention_size_mb}
+        self.set_policy(target, "retention", body)
+
+    def get_retention(self, target: str) -> dict[str, int] | None:
+        result: dict[str, int] | None = self.get_policy(target, "retention")
+        return result
+
+    def set_message_ttl(self, target: str, seconds: int) -> None:
+        self.set_policy(target, "messageTTL", seconds)
+
+    def get_message_ttl(self, target: str) -> int | None:
+        result = self.get_policy(target, "messageTTL")
+        return None if result is None else int(result)
+
+    def set_backlog_quota(self, target: str, limit_size: int = -1, limit_time: int = -1,
+                          policy: str = "producer_request_hold", quota_type: str = "destination_storage") -> None:
+        body = {"limitSize": limit_size, "limitTime": limit_time, "policy": policy}
+        self.set_policy(target, "backlogQuota", body, backlogQuotaType=quota_type)
+
+    def get_backlog_quotas(self, target: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.get_policy(target, "backlogQuotaMap") or {}
+        return result
+
+    def remove_backlog_quota(self, target: str, quota_type: str = "destination_storage") -> None:
+        self.remove_policy(target, "backlogQuota", backlogQuotaType=quota_type)
+
+    def get_deduplication(self, namespace: str) -> bool:
+        return bool(self.get_policy(namespace, "deduplication"))
+
+    # --- stats (Pulsar's TopicStats, PersistentTopicInternalStats, PartitionedTopicStats JSON) -----
+    def topic_stats(self, topic: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._transport.call("GET", f"/admin/v2/{topic_path(TopicName.parse(topic))}/stats")
+        return result
+
+    def topic_internal_stats(self, topic: str) -> dict[str, Any]:
+        path = f"/admin/v2/{topic_path(TopicName.parse(topic))}/internalStats"
+        result: dict[str, Any] = self._transport.call("GET", path)
+        return result
+
+    def partitioned_topic_stats(self, topic: str, per_partition: bool = True) -> dict[str, Any]:
+        path = f"/admin/v2/{topic_path(TopicName.parse(topic))}/partitioned-stats?perPartition={str(per_partition).lower()}"
+        result: dict[str, Any] = self._transport.call("GET", path)
+        return result
+
     def close(self) -> None:
         self._transport.close()

@@ -76,7 +76,7 @@ class Client:
             "batching_max_publish_delay_ms": batching_max_publish_delay_ms,
             "send_timeout_millis": send_timeout_millis, "compression_type": compression_type,
             "chunking_enabled": chunking_enabled, "access_mode": access_mode, "batching_type": batching_type,
-            "attach": producer_name is not None,  # a named producer resumes its sequence ids
+            "attach": True,  # registers the producer (limits, quotas, stats); a named one resumes its sequence
         }
         partitions = self._partitions(name)
         producer: Producer | PartitionedProducer

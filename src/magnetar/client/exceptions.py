@@ -56,9 +56,27 @@ class ConnectError(PulsarException):
     pass
 
 
+class ProducerBlockedQuotaExceededException(PulsarException):
+    """The topic's backlog quota refuses producers (policy producer_exception)."""
+
+
+class ProducerBlockedQuotaExceededError(PulsarException):
+    """A publish held by the backlog quota (producer_request_hold) until the send timeout."""
+
+
+class ProducerBusy(PulsarException):
+    """The topic has its maximum number of producers."""
+
+
 def from_response(status: int, reason: str) -> PulsarException:
     if status == 409 and "exclusive producer" in reason:
         return ProducerFenced(reason, status)
+    if status == 409 and "backlog quota" in reason:
+        return ProducerBlockedQuotaExceededException(reason, status)
+    if status == 409 and "maximum number of producers" in reason:
+        return ProducerBusy(reason, status)
+    if status == 429:
+        return ProducerBlockedQuotaExceededError(reason, status)
     if status == 404:
         return (SubscriptionNotFound if "ubscription" in reason or "onsumer" in reason else TopicNotFound)(reason, status)
     kind = {400: InvalidConfiguration, 405: NotAllowedError, 409: ConsumerBusy, 413: MessageTooBig, 503: ServiceUnitNotReady}

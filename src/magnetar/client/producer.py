@@ -156,9 +156,8 @@ class Producer:
             self._closed = True
             self._cond.notify_all()
         self._sender.join(timeout=5)
-        if self._access_mode is not ProducerAccessMode.Shared:
-            with contextlib.suppress(exceptions.PulsarException):
-                self._transport.call("DELETE", self._attach_path, deadline_s=5)
+        with contextlib.suppress(exceptions.PulsarException):  # releases an exclusive claim, ends its stats
+            self._transport.call("DELETE", self._attach_path, deadline_s=5)
 
     def is_connected(self) -> bool:
         return not self._closed

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from magnetar.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from magnetar.core.naming import NamespaceName, TopicName, check_entity
+from magnetar.core.policies import BACKLOG_QUOTA
 from magnetar.core.ports import Clock, MetadataStore, NamespaceInfo, TenantInfo
 
 MAX_PARTITIONS = 1024
@@ -44,9 +47,36 @@ class AdminService:
         return info
 
     def set_policy(self, namespace: NamespaceName, name: str, value: object) -> None:
-        """Set one namespace policy (Pulsar's names, e.g. deduplicationEnabled)."""
+        """Set one namespace policy (Pulsar's field names, e.g. deduplicationEnabled)."""
         info = self.get_namespace(namespace)
-        self.metadata.set_namespace_policies(namespace, {**info.policies, name: value})
+        self.metadata.set_namespace_policies(namespace, _with(info.policies, name, value))
+
+    def remove_policy(self, namespace: NamespaceName, name: str, quota_type: str | None = None) -> None:
+        info = self.get_namespace(namespace)
+        self.metadata.set_namespace_policies(namespace, _without(info.policies, name, quota_type))
+
+    def policy(self, namespace: NamespaceName, name: str) -> Any:
+        """The namespace's value of one policy as set, None when it is not set."""
+        return self.get_namespace(namespace).policies.get(name)
+
+    # --- topic-level policies (Pulsar's topic policies: they override the namespace's) --------
+    def set_topic_policy(self, topic: TopicName, name: str, value: object) -> None:
+        policies = self.topic_policies(topic)
+        if not self.metadata.set_topic_policies(topic, _with(policies, name, value)):
+            raise NotFound(f"Topic {topic} not found")
+
+    def remove_topic_policy(self, topic: TopicName, name: str, quota_type: str | None = None) -> None:
+        policies = self.topic_policies(topic)
+        if not self.metadata.set_topic_policies(topic, _without(policies, name, quota_type)):
+            raise NotFound(f"Topic {topic} not found")
+
+    def topic_policies(self, topic: TopicName) -> dict[str, Any]:
+        if topic.partition_index >= 0:
+            raise InvalidInput(f"{topic} names a partition: topic policies are set on the partitioned topic")
+        exists = str(topic) in self.metadata.list_topics(topic.namespace_name) or self.metadata.get_partitions(topic)
+        if not exists:
+            raise NotFound(f"Topic {topic} not found")
+        return self.metadata.get_topic_policies(topic)
 
     def list_topics(self, namespace: NamespaceName, domain: str | None = None) -> list[str]:
         self.get_namespace(namespace)
@@ -88,3 +118,16 @@ class AdminService:
         if str(topic) not in self.metadata.list_topics(topic.namespace_name):
             raise NotFound(f"Topic {topic} not found")
         return sorted(self.metadata.list_subscriptions(topic))
+
+
+def _with(policies: dict[str, Any], name: str, value: object) -> dict[str, Any]:
+    if name == BACKLOG_QUOTA and isinstance(value, dict):  # one quota type at a time, as Pulsar's map
+        return {**policies, name: {**(policies.get(name) or {}), **value}}
+    return {**policies, name: value}
+
+
+def _without(policies: dict[str, Any], name: str, quota_type: str | None) -> dict[str, Any]:
+    if name == BACKLOG_QUOTA and quota_type:
+        quotas = {k: v for k, v in (policies.get(name) or {}).items() if k != quota_type}
+        return {**policies, name: quotas} if quotas else {k: v for k, v in policies.items() if k != name}
+    return {k: v for k, v in policies.items() if k != name}

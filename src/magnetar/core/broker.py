@@ -13,8 +13,10 @@ from magnetar.core.dispatch import MAX_RECEIVE_BYTES, SubscriptionService
 from magnetar.core.entry import Entry
 from magnetar.core.errors import TopicNotFound
 from magnetar.core.ledger import EntryCache, EntryReader, LedgerWriter, Sealer
+from magnetar.core.lifecycle import LedgerMaintenance
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import Clock, Journal, MetadataStore, SegmentStore, SystemClock
+from magnetar.core.stats import TopicStatsService
 
 
 @dataclass
@@ -29,20 +31,25 @@ class Broker:
     reader: EntryReader = field(init=False)
     sealer: Sealer = field(init=False)
     subscriptions: SubscriptionService = field(init=False)
+    maintenance: LedgerMaintenance = field(init=False)
+    stats: TopicStatsService = field(init=False)
 
     def __post_init__(self) -> None:
         self.admin = AdminService(self.metadata, self.clock)
         self.writer = LedgerWriter(self.metadata, self.journal, self.clock, self.find_entry)
         self.reader = EntryReader(self.metadata, self.segments, self.journal, self.cache)
         self.sealer = Sealer(self.metadata, self.segments, self.clock)
-        self.subscriptions = SubscriptionService(self.metadata, self.reader, self.clock)
+        self.subscriptions = SubscriptionService(self.metadata, self.reader, self.clock, self.writer.policies)
+        self.maintenance = LedgerMaintenance(self.metadata, self.segments, self.reader, self.writer, self.clock)
+        self.writer.quota_check = self.maintenance.quota_exceeded
+        self.stats = TopicStatsService(self.metadata, self.maintenance, self.clock, self.writer.policies)
 
     def read_entries(self, topic: TopicName, start: int, max_entries: int) -> list[Entry]:
         """A non-durable read (readers, Spark): entries from `start`, no cursor involved."""
         seal, writer = self.metadata.get_topic_state(topic)
         if writer is None:
             raise TopicNotFound(f"Topic {topic} not found")
-        entries = self.reader.read(topic, start, max_entries, seal, writer)
+        entries = self.reader.read(topic, max(start, seal.first_entry), max_entries, seal, writer)
         size, kept = 0, list[Entry]()
         for entry in entries:  # stay under Lambda's 6 MB response once base64-encoded
             if kept and size + entry.size > MAX_RECEIVE_BYTES:

@@ -121,6 +121,11 @@ class CursorState:
     consumers: dict[str, ConsumerLease] = field(default_factory=dict)
     epoch: int = 0
     created_at: int = 0
+    # delivered to consumers: totals and one-minute moving averages per second (topic stats),
+    # updated by the dispatch write that hands entries out, never by a write of their own
+    out_messages: int = 0
+    out_bytes: int = 0
+    rate_out: tuple[float, float, int] = (0.0, 0.0, 0)  # (messages/s, bytes/s, at ms)
 
     # --- persistence: compact, the item is limited to 400 KB ------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -130,6 +135,8 @@ class CursorState:
             "ba": {k: list(v) for k, v in self.batch_acks.items()}, "d": [d.to_list() for d in self.deliveries],
             "c": {k: [v.expires_at, v.ack_timeout_ms, v.attached_at] for k, v in self.consumers.items()},
             "e": self.epoch, "ca": self.created_at,
+            "o": [self.out_messages, self.out_bytes, round(self.rate_out[0], 4), round(self.rate_out[1], 2),
+                  self.rate_out[2]],
         }
 
     @classmethod
@@ -139,6 +146,8 @@ class CursorState:
             batch_acks=data.get("ba", {}), deliveries=[Delivery.from_list(d) for d in data.get("d", [])],
             consumers={k: ConsumerLease(*v) for k, v in data.get("c", {}).items()},
             epoch=data.get("e", 0), created_at=data.get("ca", 0),
+            out_messages=data.get("o", [0])[0], out_bytes=data.get("o", [0, 0])[1],
+            rate_out=tuple(data["o"][2:5]) if "o" in data else (0.0, 0.0, 0),
         )
 
     # --- consumers -----------------------------------------------------------------------
@@ -331,6 +340,37 @@ class CursorState:
             self.mark_delete = max(self.mark_delete, acked.ranges[0][1])
             acked.ranges.pop(0)
         self.acked = acked.ranges
+
+    def expire_before(self, position: int) -> int:
+        """Acknowledge every entry below `position` (message TTL, backlog eviction: Pulsar's
+        expireMessages); the number of entries it acknowledged."""
+        if position <= self.mark_delete:
+            return 0
+        acked_before = RangeSet(self.acked)
+        acked_before.drop_below(self.mark_delete)
+        already = sum(min(e, position) - s for s, e in acked_before.ranges if s < position)
+        expired = position - self.mark_delete - already
+        self.read_position = max(self.read_position, position)
+        self.acknowledge_cumulative(position - 1)
+        return expired
+
+    def record_out(self, messages: int, size: int, now: int) -> None:
+        from magnetar.core.rates import ewma_add
+
+        rate_msgs, rate_bytes, at = self.rate_out
+        self.out_messages += messages
+        self.out_bytes += size
+        self.rate_out = (ewma_add(rate_msgs, at, messages, now), ewma_add(rate_bytes, at, size, now), now)
+
+    def backlog(self, end: int) -> int:
+        """Entries not acknowledged yet, up to the topic's end (Pulsar's msgBacklog, in entries)."""
+        acked = RangeSet(self.acked)
+        acked.drop_below(self.mark_delete)
+        return max(0, end - self.mark_delete - sum(min(e, end) - s for s, e in acked.ranges if s < end))
+
+    def unacked(self) -> int:
+        """Entries handed to consumers and not acknowledged (Pulsar's unackedMessages, in entries)."""
+        return sum(d.end - d.start for d in self.deliveries if d.sent and d.consumer is not None)
 
     # --- figures -------------------------------------------------------------------------
     def acked_indexes(self, entry: int) -> list[int]:

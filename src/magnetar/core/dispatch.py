@@ -13,13 +13,22 @@ import logging
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import SUBSCRIPTION_TYPES, CursorState, Delivery, key_hash
 from magnetar.core.entry import Entry
-from magnetar.core.errors import Conflict, InvalidInput, NotAllowed, RetryableError, SubscriptionNotFound
+from magnetar.core.errors import (
+    Conflict,
+    ConsumerLimitReached,
+    InvalidInput,
+    NotAllowed,
+    RetryableError,
+    SubscriptionNotFound,
+)
 from magnetar.core.ledger import EntryReader, ensure_topic
 from magnetar.core.naming import TopicName, check_consumer_name, check_subscription
+from magnetar.core.policies import TopicPolicies
 from magnetar.core.ports import Clock, MetadataStore, SubscriptionView
 
 log = logging.getLogger(__name__)
@@ -87,10 +96,12 @@ class DeliveredEntry:
 
 
 class SubscriptionService:
-    def __init__(self, metadata: MetadataStore, reader: EntryReader, clock: Clock) -> None:
+    def __init__(self, metadata: MetadataStore, reader: EntryReader, clock: Clock,
+                 policies: Callable[[TopicName], dict[str, Any]] | None = None) -> None:
         self.metadata = metadata
         self.reader = reader
         self.clock = clock
+        self.policies = policies  # the topic's effective policies (cached by the ledger writer)
 
     # --- subscribe / close ---------------------------------------------------------------
     def subscribe(
@@ -112,11 +123,27 @@ class SubscriptionService:
         if ack_timeout_ms < 0 or lease_ms <= 0:
             raise InvalidInput("Timeouts must be positive")
 
+        self._check_consumer_limit(topic, subscription, consumer)
+
         def change(state: CursorState, now: int) -> None:
             state.expire(now)
             state.attach(consumer, subscription_type, now, lease_ms, ack_timeout_ms)
 
         return self._update(topic, subscription, change, create=(subscription_type, initial_position))
+
+    def _check_consumer_limit(self, topic: TopicName, subscription: str, consumer: str) -> None:
+        """Pulsar's maxConsumersPerTopic, counted over every subscription's live consumers."""
+        limit = TopicPolicies.of(self.policies(topic)).max_consumers if self.policies else 0
+        if limit <= 0:
+            return
+        now = self.clock.now_ms()
+        live = {
+            (name, c) for name, (state, _) in self.metadata.list_cursors(topic).items()
+            for c in state.live_consumers(now)
+        }
+        live.discard((subscription, consumer))
+        if len(live) >= limit:
+            raise ConsumerLimitReached(f"Topic {topic} reached its maximum number of consumers ({limit})")
 
     def close_consumer(self, topic: TopicName, subscription: str, consumer: str) -> None:
         self._update(topic, subscription, lambda state, now: state.detach(consumer))
@@ -276,12 +303,18 @@ class SubscriptionService:
             if taken < length or len(out) >= MAX_ENTRIES_PER_RECEIVE:
                 break  # what is left must wait: nothing after it may overtake it
         state.compact()
+        if out:
+            state.record_out(messages, size, now)
         return out
 
     def _admit_new_entries(
         self, topic: TopicName, view: SubscriptionView, state: CursorState, now: int, max_messages: int
     ) -> None:
         """Entries past the read position join the cursor as waiting deliveries (holes are acked)."""
+        if state.read_position < view.seal.first_entry:
+            # the cursor points below the oldest stored entry (it was created or reset while a
+            # trim ran): those entries are gone, as Pulsar moves such a cursor to the first ledger
+            state.expire_before(view.seal.first_entry)
         waiting = sum(d.end - d.start for d in state.deliveries if not d.sent)
         if waiting >= MAX_ENTRIES_PER_RECEIVE:
             return  # enough is already waiting: do not read further ahead
@@ -352,5 +385,5 @@ def _unbounded_tail(view: SubscriptionView) -> SubscriptionView:
 
 
 def first_available_entry(view: SubscriptionView) -> int:
-    """The oldest entry still stored (0 until ledger trimming exists)."""
-    return 0
+    """The oldest entry still stored: entries below it were trimmed by the ledger lifecycle."""
+    return view.seal.first_entry

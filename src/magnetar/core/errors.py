@@ -50,8 +50,31 @@ class AlreadyExists(Conflict):
     pass
 
 
+class ProducerBusy(Conflict):
+    """Pulsar's ProducerBusy for a topic at its maximum number of producers."""
+
+
+class ConsumerLimitReached(Conflict):
+    """Pulsar's ConsumerBusy for a topic at its maximum number of consumers."""
+
+
 class ProducerFenced(Conflict):
     """Pulsar's ProducerFenced / ProducerBusy: another producer holds the topic exclusively."""
+
+
+class BacklogQuotaExceeded(Conflict):
+    """Pulsar's ProducerBlockedQuotaExceededException: the topic's backlog is over its quota and
+    the policy refuses (producer_exception) or holds (producer_request_hold) new publishes."""
+
+    def __init__(self, reason: str, policy: str = "producer_exception") -> None:
+        super().__init__(reason)
+        self.policy = policy
+
+
+class TooManyRequests(MagnetarError):
+    """Back-pressure: the request was held as long as allowed; the client retries later."""
+
+    status = 429
 
 
 class PayloadTooLarge(MagnetarError):

@@ -40,8 +40,19 @@ from magnetar.core.entry import (
     make_entry,
     peek_header,
 )
-from magnetar.core.errors import InvalidInput, PayloadTooLarge, ProducerFenced, RetryableError, TopicNotFound
+from magnetar.core.errors import (
+    BacklogQuotaExceeded,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    ProducerBusy,
+    ProducerFenced,
+    RetryableError,
+    TooManyRequests,
+    TopicNotFound,
+)
 from magnetar.core.naming import TopicName
+from magnetar.core.policies import TopicPolicies, effective_policies
 from magnetar.core.ports import (
     Clock,
     DedupRecord,
@@ -56,6 +67,7 @@ from magnetar.core.ports import (
     SegmentStore,
     WriterState,
 )
+from magnetar.core.rates import ewma_add
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +102,10 @@ class AppendResult:
 
 
 POLICY_CACHE_MS = 10_000  # namespace policies are re-read at most this often per container
+QUOTA_HOLD_MS = 10_000  # producer_request_hold: a publish is held this long per request (the SDK retries)
+QUOTA_HOLD_POLL_S = 1.0
+QUOTA_RECHECK_MS = 1_000
+PRODUCER_IDLE_MS = 5 * 60_000  # a producer silent this long no longer counts (stats, max producers)
 
 
 class LedgerWriter:
@@ -99,7 +115,10 @@ class LedgerWriter:
         self.journal = journal
         self.clock = clock
         self.lookup = lookup  # finds a stored entry (deduplication of a retried publish)
+        # re-evaluates a topic's backlog quota now; True while it is still exceeded (lifecycle)
+        self.quota_check: Callable[[TopicName], bool] | None = None
         self._policies: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._quota_checked: dict[str, int] = {}
 
     def append(self, topic: TopicName, batch: Batch, producer_name: str, create_topic: bool = True) -> AppendResult:
         """Append one batch as one entry; the ids are final once this returns."""
@@ -115,10 +134,17 @@ class LedgerWriter:
                 f"Entry of {probe.size} bytes exceeds the journal record limit of {self.journal.max_record_bytes} "
                 "bytes; enable chunking for larger messages"
             )
+        policies = TopicPolicies.of(self.policies(topic))
+        size = max(batch.uncompressed_size, len(batch.payload))
+        if size > policies.max_message_size and batch.chunk is None:
+            raise PayloadTooLarge(
+                f"Message of {size} bytes exceeds the topic's maximum message size of "
+                f"{policies.max_message_size} bytes"
+            )
         sequence_id = max(batch.highest_sequence_id, batch.sequence_id)
-        dedup = sequence_id >= 0 and bool(self.policies(topic).get("deduplicationEnabled", False))
-        claim = ProducerClaim(producer_name, now, sequence_id, dedup)
-        reserved = self._reserve(topic, claim, create_topic)
+        dedup = sequence_id >= 0 and policies.deduplication
+        claim = ProducerClaim(producer_name, now, sequence_id, dedup, batch.num_messages, len(batch.payload))
+        reserved = self._reserve_within_quota(topic, claim, create_topic)
         if isinstance(reserved, DedupRecord):
             return self._again(topic, batch, claim, reserved)
         return self._write(topic, batch, producer_name, reserved, now)
@@ -169,15 +195,47 @@ class LedgerWriter:
         return self._write(topic, batch, claim.producer, reservation, now)
 
     def policies(self, topic: TopicName) -> dict[str, Any]:
-        """The namespace's policies, cached per container for POLICY_CACHE_MS."""
-        name = str(topic.namespace_name)
+        """The topic's effective policies (its overrides over its namespace's), cached per
+        container for POLICY_CACHE_MS: a policy change takes effect within that time."""
+        return self._policies_of(topic, fresh=False)
+
+    def fresh_policies(self, topic: TopicName) -> dict[str, Any]:
+        """The effective policies read now (the maintenance run), refreshing the cache."""
+        return self._policies_of(topic, fresh=True)
+
+    def forget_policies(self) -> None:
+        """A policy changed through this container: read them again on next use."""
+        self._policies.clear()
+
+    def _policies_of(self, topic: TopicName, fresh: bool) -> dict[str, Any]:
+        name = str(topic.partitioned_topic if topic.partition_index >= 0 else topic)
         now = self.clock.now_ms()
         cached = self._policies.get(name)
-        if cached is None or now - cached[0] > POLICY_CACHE_MS:
+        if fresh or cached is None or now - cached[0] > POLICY_CACHE_MS:
             info = self.metadata.get_namespace(topic.namespace_name)
-            cached = (now, dict(info.policies) if info else {})
+            merged = effective_policies(dict(info.policies) if info else {}, self.metadata.get_topic_policies(topic))
+            cached = (now, merged)
             self._policies[name] = cached
         return cached[1]
+
+    def _reserve_within_quota(self, topic: TopicName, claim: ProducerClaim, create_topic: bool) -> Reservation | DedupRecord:
+        """Reserve an id; while the backlog quota blocks the topic, Pulsar's producer_request_hold
+        holds the publish (re-checking the backlog, which may have drained since the last
+        maintenance run) and producer_exception refuses it."""
+        deadline = self.clock.now_ms() + QUOTA_HOLD_MS
+        while True:
+            try:
+                return self._reserve(topic, claim, create_topic)
+            except BacklogQuotaExceeded as exc:
+                if not self._quota_still_exceeded(topic):
+                    continue  # the backlog is back under its quota: the block was lifted
+                if exc.policy != "producer_request_hold":
+                    raise
+                if self.clock.now_ms() >= deadline:
+                    raise TooManyRequests(
+                        f"Publish on {topic} held {QUOTA_HOLD_MS // 1000} s: backlog quota exceeded; retry later"
+                    ) from None
+                self.clock.sleep(QUOTA_HOLD_POLL_S)
 
     def _reserve(self, topic: TopicName, claim: ProducerClaim, create_topic: bool) -> Reservation | DedupRecord:
         try:
@@ -188,12 +246,22 @@ class LedgerWriter:
         ensure_topic(self.metadata, topic, self.clock.now_ms())
         return self.metadata.reserve_entry(topic, claim)
 
+    def _quota_still_exceeded(self, topic: TopicName) -> bool:
+        """Re-evaluate a blocked topic's backlog, at most once a second per container."""
+        if self.quota_check is None:
+            return True
+        now = self.clock.now_ms()
+        if now - self._quota_checked.get(str(topic), 0) < QUOTA_RECHECK_MS:
+            return True
+        self._quota_checked[str(topic)] = now
+        return self.quota_check(topic)
+
     def attach_producer(self, topic: TopicName, producer: str, access_mode: str, lease_ms: int) -> None:
         """Pulsar's producer access modes: Exclusive takes the topic (or fails), Shared needs nothing."""
         if access_mode not in ("Shared", "Exclusive", "WaitForExclusive"):
             raise InvalidInput(f"Invalid access mode {access_mode!r}")
+        self._check_producer_admission(topic, producer)
         if access_mode == "Shared":
-            ensure_topic(self.metadata, topic, self.clock.now_ms())
             return
         # An exclusive producer renews its lease every few seconds: one write, unless the topic is new.
         if self.metadata.claim_exclusive(topic, producer, self.clock.now_ms(), lease_ms):
@@ -205,6 +273,26 @@ class LedgerWriter:
 
     def detach_producer(self, topic: TopicName, producer: str) -> None:
         self.metadata.release_exclusive(topic, producer)
+        self.metadata.touch_producer(topic, producer, 0)  # disconnected: no longer a publisher
+
+    def _check_producer_admission(self, topic: TopicName, producer: str) -> None:
+        """Pulsar checks these when a producer connects: the topic's producer limit, and a backlog
+        quota that refuses producers (producer_exception)."""
+        now = self.clock.now_ms()
+        ensure_topic(self.metadata, topic, now)
+        policies = TopicPolicies.of(self.policies(topic))
+        _, writer = self.metadata.get_topic_state(topic)
+        if writer is None:
+            raise TopicNotFound(f"Topic {topic} not found")
+        if writer.backlog_blocked == "producer_exception" and self._quota_still_exceeded(topic):
+            raise BacklogQuotaExceeded(f"Cannot create producer on {topic}: backlog quota exceeded")
+        if policies.max_producers > 0:
+            live = [name for name, p in writer.producers.items()
+                    if name != producer and p.connected_since and now - max(p.last_publish, p.connected_since) < PRODUCER_IDLE_MS]
+            if len(live) >= policies.max_producers:
+                raise ProducerBusy(f"Topic {topic} reached its maximum number of producers ({policies.max_producers})")
+        if producer not in writer.producers or not writer.producers[producer].connected_since:
+            self.metadata.touch_producer(topic, producer, now)
 
 
 def ensure_topic(metadata: MetadataStore, topic: TopicName, now_ms: int) -> bool:
@@ -327,7 +415,10 @@ class EntryReader:
             first_index = position - seg.first_entry
             last_index = min(seg.last_entry, position + max_entries - len(out) - 1) - seg.first_entry
             lo, hi = seg.offsets[first_index], seg.offsets[last_index + 1]
-            blob = self.segments.get_range(seg.key, lo, hi)
+            try:
+                blob = self.segments.get_range(seg.key, lo, hi)
+            except NotFound:
+                break  # trimmed after we listed it: the reader starts again from the first entry
             for i in range(first_index, last_index + 1):
                 a, b = seg.offsets[i] - lo, seg.offsets[i + 1] - lo
                 entry = decode_entry(blob[a:b])
@@ -504,7 +595,9 @@ class Sealer:
         crash_point("seal.after_segment_put")  # object in S3, not in the metadata: a replay re-puts it
         last_position = next((r.position for _, _, r in reversed(chunk) if r is not None), state.last_position)
         chunk_holes = tuple(h for h in holes if first <= h <= last)
-        new_state = SealState(
+        now = self.clock.now_ms()
+        new_state = replace(
+            state,
             next_entry=last + 1,
             last_position=last_position,
             recent_holes=(state.recent_holes + chunk_holes)[-64:],
@@ -512,6 +605,9 @@ class Sealer:
             sealed_messages=state.sealed_messages + messages,
             sealed_bytes=state.sealed_bytes + len(blob),
             segment_count=state.segment_count + 1,
+            rate_msgs=ewma_add(state.rate_msgs, state.rate_at, messages, now),
+            rate_bytes=ewma_add(state.rate_bytes, state.rate_at, len(blob), now),
+            rate_at=now,
         )
         meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, self.clock.now_ms(),
                            max_publish_time)

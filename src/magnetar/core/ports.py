@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from magnetar.core.cursor import CursorState
 from magnetar.core.naming import NamespaceName, TopicName
+from magnetar.core.rates import ewma_decay
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class ProducerClaim:
     now_ms: int
     sequence_id: int = -1
     deduplicate: bool = False
+    messages: int = 0  # counted into the topic's and the producer's totals by the same write (stats)
+    size: int = 0
 
 
 @dataclass(frozen=True)
@@ -63,12 +66,26 @@ class DedupRecord:
 
 
 @dataclass(frozen=True)
+class ProducerActivity:
+    """What the writer counter remembers of one producer (topic stats' `publishers`)."""
+
+    last_publish: int = 0
+    messages: int = 0
+    bytes: int = 0
+    connected_since: int = 0
+
+
+@dataclass(frozen=True)
 class WriterState:
     next_entry: int
     ledger_id: int
     ledger_first_entry: int
     ledger_opened_at: int
     created_at: int
+    messages_in: int = 0  # totals since creation, counted when an entry id is reserved
+    bytes_in: int = 0
+    producers: dict[str, ProducerActivity] = field(default_factory=dict)
+    backlog_blocked: str = ""  # a backlog-quota policy refusing or holding publishes, "" when none
 
 
 @dataclass(frozen=True)
@@ -82,6 +99,24 @@ class SealState:
     sealed_messages: int = 0
     sealed_bytes: int = 0
     segment_count: int = 0
+    # rate of sealed messages and bytes per second, an exponentially weighted moving average
+    # over a minute (Pulsar's msgRateIn), kept by the sealer in the same write
+    rate_msgs: float = 0.0
+    rate_bytes: float = 0.0
+    rate_at: int = 0
+    # the ledger lifecycle: entries below first_entry were trimmed (their segments deleted)
+    first_entry: int = 0
+    trimmed_entries: int = 0
+    trimmed_messages: int = 0
+    trimmed_bytes: int = 0
+    trash: tuple[str, ...] = ()  # segment objects unlisted by a trim and not yet deleted
+
+    def rates_at(self, now_ms: int) -> tuple[float, float]:
+        """The in-rates (messages/s, bytes/s) decayed to `now_ms`."""
+        factor = ewma_decay(now_ms - self.rate_at) if self.rate_at else 0.0
+        return self.rate_msgs * factor, self.rate_bytes * factor
+
+
 
 
 @dataclass(frozen=True)
@@ -148,7 +183,11 @@ class SegmentStore(Protocol):
         ...
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
-        """Bytes [start, end) of an object."""
+        """Bytes [start, end) of an object; NotFound when it was deleted (trimmed)."""
+        ...
+
+    def delete(self, keys: list[str]) -> None:
+        """Delete objects (up to 1,000 per request); a missing one is not an error."""
         ...
 
 
@@ -197,6 +236,22 @@ class MetadataStore(Protocol):
 
     def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any]) -> None: ...
 
+    def get_topic_policies(self, topic: TopicName) -> dict[str, Any]:
+        """Topic-level policy overrides of a (non-partitioned or partitioned) topic; {} if none."""
+        ...
+
+    def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> bool:
+        """Replace a topic's overrides; False when the topic does not exist."""
+        ...
+
+    def set_backlog_blocked(self, topic: TopicName, policy: str) -> None:
+        """Backlog quota: make publishes fail ("" lifts it) until the backlog is back under quota."""
+        ...
+
+    def touch_producer(self, topic: TopicName, producer: str, now_ms: int) -> None:
+        """Record a producer's connection (stats' connectedSince); 0 forgets the producer (closed)."""
+        ...
+
     def roll_ledger(self, topic: TopicName, expected_ledger: int, now_ms: int) -> bool: ...
 
     # --- the sealer -------------------------------------------------------------------------
@@ -214,6 +269,15 @@ class MetadataStore(Protocol):
         """Seal and writer states of a topic partition (writer None: no such topic)."""
         ...
 
+    def trim_segments(self, topic: TopicName, segments: list[SegmentMeta], expected_first_entry: int) -> bool:
+        """Unlist segments (at most 99, the oldest, contiguous) and move the seal state's first entry
+        past them, recording their objects as trash, all or nothing; False if another trim moved first."""
+        ...
+
+    def clear_trash(self, topic: TopicName, keys: list[str]) -> None:
+        """Forget trash objects once they are deleted."""
+        ...
+
     # --- cursors ----------------------------------------------------------------------------
     def get_subscription_view(self, topic: TopicName, subscription: str) -> SubscriptionView: ...
 
@@ -227,6 +291,10 @@ class MetadataStore(Protocol):
 
     def list_subscriptions(self, topic: TopicName) -> list[str]: ...
 
+    def list_cursors(self, topic: TopicName) -> dict[str, tuple[CursorState, int]]:
+        """Every subscription's cursor and version, in one query (maintenance, stats)."""
+        ...
+
 
 class Clock(Protocol):
     def now_ms(self) -> int: ...
@@ -239,3 +307,95 @@ class SystemClock:
 
     def sleep(self, seconds: float) -> None:
         time.sleep(seconds)
+
+
+# --- push delivery over WebSocket connections (magnetar.core.push) ----------------------------
+@dataclass(frozen=True)
+class Connection:
+    """A WebSocket connection (API Gateway's connection id) and what it was opened as.
+
+    Everything but the counters is fixed at $connect. The counters change with pushes and
+    frames and are current only when read from the topic's connection items (`of_topic`,
+    `current`, and what the counter writes return)."""
+
+    connection_id: str
+    role: str  # "producer", "consumer" or "reader"
+    topic: str
+    connected_at: int
+    name: str = ""  # consumer: the cursor's consumer name (one per connection); producer/reader name
+    subscription: str = ""
+    subscription_type: str = "Exclusive"
+    pull_mode: bool = False
+    queue_size: int = 1000  # receiverQueueSize: the unacknowledged window of a consumer or reader
+    nack_delay_ms: int = 60_000
+    permits: int = 0  # pull mode and non-persistent consumers: messages it may still be sent
+    position: int = 0  # reader: the next entry to send
+    skip: int = -1  # reader: messages of `position`'s entry up to this batch index were sent
+    inflight: int = 0  # reader: messages sent and not acknowledged
+
+
+class ConnectionRegistry(Protocol):
+    """WebSocket connections, found by topic (one query) and by connection id (one read)."""
+
+    def add(self, connection: Connection) -> None:
+        """Record a connection (its topic's item, its id's item, the topic index): one request."""
+        ...
+
+    def get(self, connection_id: str) -> Connection | None:
+        """The connection as recorded at connect (counters as they were then): one read."""
+        ...
+
+    def of_topic(self, topic: str) -> list[Connection]:
+        """A topic's connections with their current counters: one query."""
+        ...
+
+    def current(self, connection: Connection) -> Connection | None:
+        """One connection with its current counters (None: removed): one read."""
+        ...
+
+    def remove(self, connection: Connection) -> None:
+        """Take a connection off its topic: one request; removing twice is harmless. `get` still
+        finds it until it expires, so frames that arrive after its $disconnect are understood."""
+        ...
+
+    def add_permits(self, connection: Connection, count: int) -> Connection | None:
+        """Add `count` permits (negative: take them, even below zero): one write; None when removed."""
+        ...
+
+    def take_permits(self, connection: Connection, count: int, need: int) -> bool:
+        """Take `count` permits if the connection still has at least `need` (a batch entry may
+        overshoot, as in Pulsar): one conditional write."""
+        ...
+
+    def advance_reader(self, connection: Connection, position: int, skip: int, sent: int) -> bool:
+        """Move a reader to (`position`, `skip`) with `sent` more messages in flight, if it is still
+        where `connection` says (another dispatcher did not move it first): one conditional write."""
+        ...
+
+    def reader_acked(self, connection: Connection, count: int) -> Connection | None:
+        """A reader acknowledged `count` messages (its window opens): one write; None when removed."""
+        ...
+
+    def topics(self) -> dict[str, int]:
+        """Topics that had connections (topic -> time of the last connect): one query per 1 MB."""
+        ...
+
+    def forget_topic(self, topic: str, last_connect: int) -> None:
+        """Drop a topic from the index unless a connection arrived since `last_connect`."""
+        ...
+
+
+class PushGateway(Protocol):
+    """Frames to WebSocket connections (API Gateway's management API)."""
+
+    def send(self, connection_id: str, frames: list[str]) -> int:
+        """Send text frames in order, one request each; the number sent (fewer: the connection is gone)."""
+        ...
+
+    def connected(self, connection_id: str) -> bool:
+        """Whether the connection is open (established and not closed): one request."""
+        ...
+
+    def close(self, connection_id: str) -> None:
+        """Close the connection (its $disconnect follows): one request; closing a gone one is harmless."""
+        ...

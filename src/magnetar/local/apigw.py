@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -17,6 +19,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from magnetar.local.lambda_runtime import LocalFunction
+from magnetar.local.scheduler import Schedule
+from magnetar.local.websocket import LocalWebSocketApi
+
+log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 10 * 1024 * 1024  # HTTP API payload limit
 MAX_INVOKE_BYTES = 6 * 1024 * 1024  # Lambda synchronous invocation payload limit, each way
@@ -69,7 +75,8 @@ def http_api_event(request: Request, body: bytes) -> dict[str, Any]:
 LAMBDA_CONCURRENCY = 256  # concurrent invocations the emulated function may run (long polls hold one)
 
 
-def build_app(function: LocalFunction) -> Starlette:
+def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = None,
+              websocket: LocalFunction | None = None) -> Starlette:
     async def invoke(request: Request) -> Response:
         body = await request.body()
         if len(body) > MAX_REQUEST_BYTES:
@@ -80,6 +87,7 @@ def build_app(function: LocalFunction) -> Starlette:
         try:
             result = await run_in_threadpool(function.invoke, event)
         except Exception:  # the function crashed: API Gateway answers 500 Internal Server Error
+            log.exception("%s crashed on %s %s", function.name, request.method, request.url.path)
             return JSONResponse({"message": "Internal Server Error"}, status_code=500)
         except BaseException as exc:  # a simulated crash (crash points): the invocation died
             if isinstance(exc, KeyboardInterrupt | SystemExit):
@@ -98,14 +106,34 @@ def build_app(function: LocalFunction) -> Starlette:
         made by the emulated functions, by service and operation, and each function's
         invocations and billed duration. DELETE resets them."""
         from magnetar.adapters.aws.clients import REQUESTS
-        from magnetar.local.lambda_runtime import BROKER, JOURNAL_CONSUMER
+        from magnetar.local.lambda_runtime import BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
 
-        functions = (BROKER, JOURNAL_CONSUMER)
+        functions = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET)
         if request.method == "DELETE":
             REQUESTS.reset()
             for f in functions:
                 f.reset_stats()
         return JSONResponse({"aws_requests": REQUESTS.snapshot(), "lambda": {f.name: f.stats() for f in functions}})
+
+    async def run_schedule(request: Request) -> Response:
+        """Run a scheduled function once, now (the local twin of EventBridge's schedule)."""
+        schedule = (schedules or {}).get(request.path_params["name"])
+        if schedule is None:
+            return JSONResponse({"reason": f"No schedule {request.path_params['name']}"}, status_code=404)
+        body = await request.body()
+        try:
+            event = json.loads(body) if body.strip() else None
+        except ValueError:
+            return JSONResponse({"reason": "The body must be a JSON object (the rule's input)"}, status_code=400)
+        if event is not None and not isinstance(event, dict):
+            return JSONResponse({"reason": "The body must be a JSON object (the rule's input)"}, status_code=400)
+        try:
+            result = await run_in_threadpool(schedule.run_now, event)
+        except BaseException as exc:  # a crash of the run, simulated or not, is reported, not raised
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+            return JSONResponse({"reason": f"{type(exc).__name__}: {exc}"}, status_code=500)
+        return JSONResponse(result)
 
     @contextlib.asynccontextmanager
     async def widen_thread_pool(app: Starlette) -> AsyncIterator[None]:
@@ -121,6 +149,9 @@ def build_app(function: LocalFunction) -> Starlette:
         lifespan=widen_thread_pool,
         routes=[
             Route("/_magnetar/local/stats", local_stats, methods=["GET", "DELETE"]),
+            Route("/_magnetar/local/schedules/{name}", run_schedule, methods=["POST"]),
+            # the WebSocket API, its management API and Lambda's Invoke API (magnetar.local.websocket)
+            *(LocalWebSocketApi(websocket).routes() if websocket is not None else []),
             Route("/{path:path}", invoke, methods=methods),
         ]
     )

@@ -15,10 +15,18 @@ from dataclasses import dataclass, field
 
 import uvicorn
 
-from magnetar.config import JOURNAL_BATCH_SIZE, JOURNAL_MAX_BATCHING_WINDOW_S, LOCAL_RESOURCES, ResourceNames
+from magnetar.config import (
+    ENV_WS_ENDPOINT,
+    JOURNAL_BATCH_SIZE,
+    JOURNAL_MAX_BATCHING_WINDOW_S,
+    LOCAL_RESOURCES,
+    MAINTENANCE_INTERVAL_S,
+    ResourceNames,
+)
 from magnetar.local.apigw import build_app
 from magnetar.local.esm import KinesisEventSourceMapping
-from magnetar.local.lambda_runtime import BROKER, JOURNAL_CONSUMER
+from magnetar.local.lambda_runtime import BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
+from magnetar.local.scheduler import Schedule
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +87,8 @@ class LocalCluster:
     aws_endpoint: str | None = None  # an already running emulator (LocalStack...): moto is not started
     names: ResourceNames = LOCAL_RESOURCES
     poll_interval_s: float = 1.0  # the event-source mapping polls an idle shard once a second, as on AWS
+    maintenance_interval_s: float = MAINTENANCE_INTERVAL_S  # the EventBridge schedule (0: never, tests)
+    maintenance: Schedule | None = None
     emulator: subprocess.Popen[bytes] | None = None
     esm: KinesisEventSourceMapping | None = None
     _server: uvicorn.Server | None = None
@@ -98,6 +108,9 @@ class LocalCluster:
             self.emulator = start_emulator(self.host, self.aws_port)
         configure_aws_environment(self.endpoint)
         os.environ.update(self.names.as_env())
+        # the WebSocket API's management endpoint and Lambda's Invoke API are emulated on our port
+        os.environ[ENV_WS_ENDPOINT] = self.url
+        os.environ["AWS_ENDPOINT_URL_LAMBDA"] = self.url
         from magnetar.local.provision import provision
 
         provision(self.names)
@@ -109,8 +122,10 @@ class LocalCluster:
             poll_interval_s=self.poll_interval_s,
         )
         self.esm.start()
+        self.maintenance = Schedule(MAINTENANCE, self.maintenance_interval_s)
+        self.maintenance.start()
         config = uvicorn.Config(
-            build_app(BROKER), host=self.host, port=self.port, log_level="warning", timeout_keep_alive=30
+            build_app(BROKER, schedules={"maintenance": self.maintenance}, websocket=WEBSOCKET), host=self.host, port=self.port, log_level="warning", timeout_keep_alive=30
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="http-api", daemon=True)
@@ -126,6 +141,8 @@ class LocalCluster:
             self._server.should_exit = True
         if self.esm is not None:
             self.esm.stop()
+        if self.maintenance is not None:
+            self.maintenance.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self.emulator is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 import threading
 import time
 import uuid
@@ -66,6 +67,7 @@ class LocalFunction:
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # as an import does (dataclasses and pickling look it up)
         spec.loader.exec_module(module)
         fn: Handler = getattr(module, func)
         return fn
@@ -107,3 +109,5 @@ class LocalFunction:
 
 BROKER = LocalFunction("magnetar-broker", "functions/broker", timeout_s=29)
 JOURNAL_CONSUMER = LocalFunction("magnetar-journal-consumer", "functions/journal_consumer", timeout_s=120)
+MAINTENANCE = LocalFunction("magnetar-maintenance", "functions/maintenance", timeout_s=300)
+WEBSOCKET = LocalFunction("magnetar-websocket", "functions/websocket", timeout_s=29)

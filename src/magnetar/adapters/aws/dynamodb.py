@@ -25,12 +25,13 @@ from botocore.exceptions import ClientError
 
 from magnetar.adapters.aws.clients import client
 from magnetar.core.cursor import CursorState
-from magnetar.core.errors import ProducerFenced, RetryableError, TopicNotFound
+from magnetar.core.errors import BacklogQuotaExceeded, ProducerFenced, RetryableError, TopicNotFound
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.ports import (
     DedupRecord,
     JournalPosition,
     NamespaceInfo,
+    ProducerActivity,
     ProducerClaim,
     Reservation,
     SealState,
@@ -191,6 +192,12 @@ class DynamoMetadataStore:
                             "dedup_entry": {"M": {}},
                             "dedup_ledger": {"M": {}},
                             "dedup_at": {"M": {}},
+                            "msg_in": _n(0),
+                            "bytes_in": _n(0),
+                            "pub_last": {"M": {}},
+                            "pub_msgs": {"M": {}},
+                            "pub_bytes": {"M": {}},
+                            "pub_since": {"M": {}},
                         },
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
@@ -245,24 +252,31 @@ class DynamoMetadataStore:
     _FENCE = "(attribute_not_exists(exclusive_producer) OR exclusive_producer = :p OR exclusive_until < :now)"
 
     def _reserve(self, topic: TopicName, claim: ProducerClaim, condition: str, extra: dict[str, Any]) -> Reservation:
-        update = "SET next_entry = next_entry + :one"
-        values: dict[str, Any] = {":one": _n(1), ":p": _s(claim.producer), ":now": _n(claim.now_ms), **extra}
-        names: dict[str, str] = {}
+        # The id, the topic's and the producer's counters (stats) and the dedup record: one write.
+        update = (
+            "SET next_entry = next_entry + :one, msg_in = if_not_exists(msg_in, :zero) + :m,"
+            " bytes_in = if_not_exists(bytes_in, :zero) + :b, pub_last.#p = :now,"
+            " pub_msgs.#p = if_not_exists(pub_msgs.#p, :zero) + :m,"
+            " pub_bytes.#p = if_not_exists(pub_bytes.#p, :zero) + :b"
+        )
+        values: dict[str, Any] = {
+            ":one": _n(1), ":zero": _n(0), ":p": _s(claim.producer), ":now": _n(claim.now_ms),
+            ":m": _n(claim.messages), ":b": _n(claim.size), **extra,
+        }
+        names: dict[str, str] = {"#p": claim.producer}
         if claim.deduplicate:
             update += (", dedup_seq.#p = :seq, dedup_entry.#p = next_entry, dedup_ledger.#p = ledger_id,"
                        " dedup_at.#p = :now")
             values[":seq"] = _n(claim.sequence_id)
-            names["#p"] = claim.producer
-        kwargs: dict[str, Any] = {"ExpressionAttributeNames": names} if names else {}
         old = self.ddb.update_item(
             TableName=self.table,
             Key={"pk": _tp(topic), "sk": _s("WRITER")},
             UpdateExpression=update,
-            ConditionExpression=condition,
+            ConditionExpression=condition + " AND attribute_not_exists(backlog_blocked)",
+            ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
             ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            **kwargs,
         )["Attributes"]
         return Reservation(
             _int(old, "ledger_id"), _int(old, "next_entry"), _int(old, "ledger_first_entry"), _int(old, "ledger_opened_at")
@@ -293,6 +307,9 @@ class DynamoMetadataStore:
             item: dict[str, Any] | None = exc.response.get("Item")  # type: ignore[assignment]
             if not item:
                 raise TopicNotFound(f"Topic {topic} not found") from None
+            if "backlog_blocked" in item:
+                policy = item["backlog_blocked"]["S"]
+                raise BacklogQuotaExceeded(f"Cannot publish on {topic}: backlog quota exceeded", policy) from None
             holder = item.get("exclusive_producer", {}).get("S")
             if holder and holder != claim.producer and _int(item, "exclusive_until") >= claim.now_ms:
                 raise ProducerFenced(f"Topic {topic} has an exclusive producer: {holder}") from None
@@ -307,6 +324,10 @@ class DynamoMetadataStore:
             return self._reserve(topic, claim, condition, {":lost": _n(lost_entry)})
         except ClientError as exc:
             if _condition_failed(exc):
+                item: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
+                if "backlog_blocked" in item:
+                    policy = item["backlog_blocked"]["S"]
+                    raise BacklogQuotaExceeded(f"Cannot publish on {topic}: backlog quota exceeded", policy) from None
                 raise RetryableError("The producer's last publish changed meanwhile; retry") from None
             raise
 
@@ -347,6 +368,67 @@ class DynamoMetadataStore:
             ExpressionAttributeValues={":p": _s(json.dumps(policies))},
         )
 
+    def _policy_keys(self, topic: TopicName) -> list[dict[str, Any]]:
+        """Topic-level policies live on the topic's listing item (plain or partitioned topic)."""
+        base = topic.partitioned_topic if topic.partition_index >= 0 else topic
+        return [
+            {"pk": _s(f"TOPICS#{base.namespace_name}"), "sk": _s(str(base))},
+            {"pk": _s(f"PARTITIONED#{base.namespace_name}"), "sk": _s(str(base))},
+        ]
+
+    def get_topic_policies(self, topic: TopicName) -> dict[str, Any]:
+        for item in self._batch_get(self._policy_keys(topic)):
+            if "policies" in item:
+                policies: dict[str, Any] = json.loads(item["policies"]["S"])
+                return policies
+        return {}
+
+    def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> bool:
+        for key in reversed(self._policy_keys(topic)):  # a partitioned topic's item first
+            if self._if(
+                "update_item",
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="SET policies = :p",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":p": _s(json.dumps(policies))},
+            ):
+                return True
+        return False
+
+    def set_backlog_blocked(self, topic: TopicName, policy: str) -> None:
+        kwargs: dict[str, Any] = {"UpdateExpression": "REMOVE backlog_blocked"}
+        if policy:
+            kwargs = {"UpdateExpression": "SET backlog_blocked = :p", "ExpressionAttributeValues": {":p": _s(policy)}}
+        self._if(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _tp(topic), "sk": _s("WRITER")},
+            ConditionExpression="attribute_exists(pk)",
+            **kwargs,
+        )
+
+    def touch_producer(self, topic: TopicName, producer: str, now_ms: int) -> None:
+        if now_ms == 0:
+            self._if(
+                "update_item",
+                TableName=self.table,
+                Key={"pk": _tp(topic), "sk": _s("WRITER")},
+                UpdateExpression="REMOVE pub_since.#p, pub_last.#p, pub_msgs.#p, pub_bytes.#p",
+                ConditionExpression="attribute_exists(pk) AND attribute_exists(pub_since)",
+                ExpressionAttributeNames={"#p": producer},
+            )
+            return
+        self._if(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _tp(topic), "sk": _s("WRITER")},
+            UpdateExpression="SET pub_since.#p = if_not_exists(pub_since.#p, :now)",
+            ConditionExpression="attribute_exists(pk) AND attribute_exists(pub_since)",
+            ExpressionAttributeNames={"#p": producer},
+            ExpressionAttributeValues={":now": _n(now_ms)},
+        )
+
     def roll_ledger(self, topic: TopicName, expected_ledger: int, now_ms: int) -> bool:
         return self._if(
             "update_item",
@@ -374,6 +456,14 @@ class DynamoMetadataStore:
             sealed_messages=_int(item, "sealed_messages"),
             sealed_bytes=_int(item, "sealed_bytes"),
             segment_count=_int(item, "segment_count"),
+            rate_msgs=float(item["rate_msgs"]["N"]) if "rate_msgs" in item else 0.0,
+            rate_bytes=float(item["rate_bytes"]["N"]) if "rate_bytes" in item else 0.0,
+            rate_at=_int(item, "rate_at"),
+            first_entry=_int(item, "first_entry"),
+            trimmed_entries=_int(item, "trimmed_entries"),
+            trimmed_messages=_int(item, "trimmed_messages"),
+            trimmed_bytes=_int(item, "trimmed_bytes"),
+            trash=tuple(sorted(item.get("trash", {}).get("SS", []))),
         )
 
     def get_seal_states(self, topics: list[str]) -> dict[str, SealState]:
@@ -381,19 +471,29 @@ class DynamoMetadataStore:
         return {item["pk"]["S"][3:]: self._seal_from_item(item) for item in items}
 
     def commit_segment(self, segment: SegmentMeta, expected_next_entry: int, new_state: SealState) -> bool:
-        seal_item: dict[str, Any] = {
-            "pk": _tp(segment.topic),
-            "sk": _s("SEAL"),
-            "next_entry": _n(new_state.next_entry),
-            "recent_holes": {"L": [_n(h) for h in new_state.recent_holes]},
-            "sealed_entries": _n(new_state.sealed_entries),
-            "sealed_messages": _n(new_state.sealed_messages),
-            "sealed_bytes": _n(new_state.sealed_bytes),
-            "segment_count": _n(new_state.segment_count),
+        # The sealer sets only its own attributes of the seal item: a trim (maintenance) may
+        # change first_entry, trimmed_* and trash meanwhile, and must not be overwritten.
+        values: dict[str, Any] = {
+            ":expected": _n(expected_next_entry),
+            ":next": _n(new_state.next_entry),
+            ":holes": {"L": [_n(h) for h in new_state.recent_holes]},
+            ":entries": _n(new_state.sealed_entries),
+            ":messages": _n(new_state.sealed_messages),
+            ":bytes": _n(new_state.sealed_bytes),
+            ":segments": _n(new_state.segment_count),
+            ":rate_msgs": {"N": f"{new_state.rate_msgs:.6f}"},
+            ":rate_bytes": {"N": f"{new_state.rate_bytes:.3f}"},
+            ":rate_at": _n(new_state.rate_at),
         }
+        update = (
+            "SET next_entry = :next, recent_holes = :holes, sealed_entries = :entries,"
+            " sealed_messages = :messages, sealed_bytes = :bytes, segment_count = :segments,"
+            " rate_msgs = :rate_msgs, rate_bytes = :rate_bytes, rate_at = :rate_at"
+        )
         if new_state.last_position is not None:
-            seal_item["last_shard"] = _s(new_state.last_position.shard_id)
-            seal_item["last_seq"] = _s(new_state.last_position.sequence)
+            update += ", last_shard = :shard, last_seq = :seq"
+            values[":shard"] = _s(new_state.last_position.shard_id)
+            values[":seq"] = _s(new_state.last_position.sequence)
         condition = "next_entry = :expected"
         if expected_next_entry == 0:
             condition = "attribute_not_exists(pk) OR next_entry = :expected"
@@ -419,15 +519,66 @@ class DynamoMetadataStore:
                     }
                 },
                 {
-                    "Put": {
+                    "Update": {
                         "TableName": self.table,
-                        "Item": seal_item,
+                        "Key": {"pk": _tp(segment.topic), "sk": _s("SEAL")},
+                        "UpdateExpression": update,
                         "ConditionExpression": condition,
-                        "ExpressionAttributeValues": {":expected": _n(expected_next_entry)},
+                        "ExpressionAttributeValues": values,
                     }
                 },
             ]
         )
+
+    def trim_segments(self, topic: TopicName, segments: list[SegmentMeta], expected_first_entry: int) -> bool:
+        if not segments:
+            return True
+        if len(segments) > 99:
+            raise ValueError("a trim takes at most 99 segments (DynamoDB transactions hold 100 items)")
+        deletes = [
+            {
+                "Delete": {
+                    "TableName": self.table,
+                    "Key": {"pk": _tp(topic), "sk": _s(_seg_sk(seg.last_entry))},
+                    "ConditionExpression": "attribute_exists(pk)",
+                }
+            }
+            for seg in segments
+        ]
+        condition = "first_entry = :expected"
+        if expected_first_entry == 0:
+            condition = "attribute_not_exists(first_entry) OR first_entry = :expected"
+        seal_update = {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"pk": _tp(topic), "sk": _s("SEAL")},
+                "UpdateExpression": (
+                    "SET first_entry = :first, trimmed_entries = if_not_exists(trimmed_entries, :zero) + :e,"
+                    " trimmed_messages = if_not_exists(trimmed_messages, :zero) + :m,"
+                    " trimmed_bytes = if_not_exists(trimmed_bytes, :zero) + :b ADD trash :keys"
+                ),
+                "ConditionExpression": f"attribute_exists(pk) AND ({condition})",
+                "ExpressionAttributeValues": {
+                    ":first": _n(segments[-1].last_entry + 1),
+                    ":expected": _n(expected_first_entry),
+                    ":zero": _n(0),
+                    ":e": _n(sum(seg.last_entry - seg.first_entry + 1 for seg in segments)),
+                    ":m": _n(sum(seg.message_count for seg in segments)),
+                    ":b": _n(sum(seg.size for seg in segments)),
+                    ":keys": {"SS": [seg.key for seg in segments]},
+                },
+            }
+        }
+        return self._if("transact_write_items", TransactItems=[*deletes, seal_update])
+
+    def clear_trash(self, topic: TopicName, keys: list[str]) -> None:
+        if keys:
+            self.ddb.update_item(
+                TableName=self.table,
+                Key={"pk": _tp(topic), "sk": _s("SEAL")},
+                UpdateExpression="DELETE trash :keys",
+                ExpressionAttributeValues={":keys": {"SS": list(keys)}},
+            )
 
     def list_segments(self, topic: TopicName, from_entry: int, limit: int) -> list[SegmentMeta]:
         page = self.ddb.query(
@@ -460,12 +611,25 @@ class DynamoMetadataStore:
     def _writer_from_item(item: dict[str, Any] | None) -> WriterState | None:
         if not item:
             return None
+
+        def by_producer(name: str) -> dict[str, int]:
+            return {k: int(v["N"]) for k, v in item.get(name, {}).get("M", {}).items()}
+
+        last, msgs, sizes, since = (by_producer(n) for n in ("pub_last", "pub_msgs", "pub_bytes", "pub_since"))
+        producers = {
+            name: ProducerActivity(last.get(name, 0), msgs.get(name, 0), sizes.get(name, 0), since.get(name, 0))
+            for name in set(last) | set(since)
+        }
         return WriterState(
             _int(item, "next_entry"),
             _int(item, "ledger_id"),
             _int(item, "ledger_first_entry"),
             _int(item, "ledger_opened_at"),
             _int(item, "created_at"),
+            messages_in=_int(item, "msg_in"),
+            bytes_in=_int(item, "bytes_in"),
+            producers=producers,
+            backlog_blocked=item.get("backlog_blocked", {}).get("S", ""),
         )
 
     def get_topic_state(self, topic: TopicName) -> tuple[SealState, WriterState | None]:
@@ -512,3 +676,20 @@ class DynamoMetadataStore:
 
     def list_subscriptions(self, topic: TopicName) -> list[str]:
         return self._query_sks(f"TP#{topic}", "SUB#")
+
+    def list_cursors(self, topic: TopicName) -> dict[str, tuple[CursorState, int]]:
+        out: dict[str, tuple[CursorState, int]] = {}
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": _tp(topic), ":prefix": _s("SUB#")},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self.ddb.query(**kwargs)
+            for item in page["Items"]:
+                state = CursorState.from_dict(json.loads(item["state"]["S"]))
+                out[item["sk"]["S"][4:]] = (state, _int(item, "version"))
+            if "LastEvaluatedKey" not in page:
+                return out
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]

@@ -7,7 +7,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from magnetar.adapters.aws.clients import client
-from magnetar.core.errors import RetryableError
+from magnetar.core.errors import NotFound, RetryableError
 
 
 class S3SegmentStore:
@@ -28,6 +28,21 @@ class S3SegmentStore:
             raise
 
     def get_range(self, key: str, start: int, end: int) -> bytes:
-        response = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+        try:
+            response = self.s3.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{end - 1}")
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code", "") in ("NoSuchKey", "404"):
+                raise NotFound(f"segment {key} was deleted") from exc
+            raise
         data: bytes = response["Body"].read()
         return data
+
+    def delete(self, keys: list[str]) -> None:
+        for i in range(0, len(keys), 1000):  # DeleteObjects takes up to 1,000 keys per request
+            chunk = keys[i : i + 1000]
+            response = self.s3.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in chunk], "Quiet": True}
+            )
+            errors = [e for e in response.get("Errors", []) if e.get("Code") != "NoSuchKey"]
+            if errors:
+                raise RetryableError(f"could not delete {len(errors)} segment objects: {errors[0].get('Message')}")

@@ -1,0 +1,252 @@
+"""Push delivery on AWS: WebSocket connections in the DynamoDB table, pushes through API Gateway.
+
+| item               | pk                  | sk                  | what                                      |
+|--------------------|---------------------|---------------------|-------------------------------------------|
+| topic connection   | TP#<topic>          | WS#<connection id>  | the connection and its counters           |
+| connection         | CONN#<connection id>| CONN                | the same fields as at connect, plus topic |
+| topic index        | WSTOPICS            | <topic>             | time of the topic's last connect          |
+
+A topic's connections come with one Query (they share the topic's partition key with its cursors
+and seal state); a frame's connection with one GetItem (and a container remembers it: nothing in
+it changes); the maintenance run finds the topics with connections in the index. Connect writes
+the three items with one BatchWriteItem, disconnect deletes the topic's item (the connection's
+item stays, so a frame that arrives after $disconnect is still understood). The items carry
+`expiresAt` (the table's TTL attribute) past API Gateway's 2 h connection limit, so a connection
+whose $disconnect never came disappears by itself.
+
+Pushes are API Gateway management API PostToConnection calls (one per message: Pulsar's clients
+expect one message per frame), on the endpoint named by MAGNETAR_WS_ENDPOINT; everything else
+about the client (credentials, retries) is the standard SDK configuration.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from magnetar.adapters.aws.clients import _CONFIG, REQUESTS, client
+from magnetar.config import ENV_WS_ENDPOINT, ResourceNames
+from magnetar.core.ports import Connection
+from magnetar.core.push import PushService
+from magnetar.core.websocket import MAX_CONNECTION_MS
+
+INDEX_PK = "WSTOPICS"
+_NAMES = ("#permits", "#pos", "#skip", "#inflight")  # attribute names, aliased (reserved words)
+_EXPIRY_MARGIN_S = 15 * 60
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _topic_key(topic: str, connection_id: str) -> dict[str, Any]:
+    return {"pk": _s(f"TP#{topic}"), "sk": _s(f"WS#{connection_id}")}
+
+
+def _conn_key(connection_id: str) -> dict[str, Any]:
+    return {"pk": _s(f"CONN#{connection_id}"), "sk": _s("CONN")}
+
+
+def _item(c: Connection) -> dict[str, Any]:
+    return {
+        "cid": _s(c.connection_id), "role": _s(c.role), "topic": _s(c.topic), "at": _n(c.connected_at),
+        "name": _s(c.name), "sub": _s(c.subscription), "stype": _s(c.subscription_type),
+        "pull": {"BOOL": c.pull_mode}, "queue": _n(c.queue_size), "nack": _n(c.nack_delay_ms),
+        "permits": _n(c.permits), "pos": _n(c.position), "skip": _n(c.skip), "inflight": _n(c.inflight),
+        "expiresAt": _n((c.connected_at + MAX_CONNECTION_MS) // 1000 + _EXPIRY_MARGIN_S),
+    }
+
+
+def _connection(item: dict[str, Any]) -> Connection:
+    def n(name: str, default: int = 0) -> int:
+        return int(item[name]["N"]) if name in item else default
+
+    return Connection(
+        item["cid"]["S"], item["role"]["S"], item["topic"]["S"], n("at"), item["name"]["S"], item["sub"]["S"],
+        item["stype"]["S"], bool(item.get("pull", {}).get("BOOL", False)), n("queue", 1000), n("nack", 60_000),
+        n("permits"), n("pos"), n("skip", -1), n("inflight"),
+    )
+
+
+class DynamoConnectionRegistry:
+    def __init__(self, table: str, dynamodb: Any | None = None) -> None:
+        self.table = table
+        self.ddb = dynamodb or client("dynamodb")
+
+    def add(self, connection: Connection) -> None:
+        item = _item(connection)
+        puts = [
+            {**_topic_key(connection.topic, connection.connection_id), **item},
+            {**_conn_key(connection.connection_id), **item},
+            {"pk": _s(INDEX_PK), "sk": _s(connection.topic), "at": _n(connection.connected_at)},
+        ]
+        self._batch_write([{"PutRequest": {"Item": p}} for p in puts])
+
+    def get(self, connection_id: str) -> Connection | None:
+        item = self.ddb.get_item(TableName=self.table, Key=_conn_key(connection_id), ConsistentRead=True).get("Item")
+        return _connection(item) if item else None
+
+    def of_topic(self, topic: str) -> list[Connection]:
+        out: list[Connection] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :ws)",
+            "ExpressionAttributeValues": {":pk": _s(f"TP#{topic}"), ":ws": _s("WS#")},
+            "ConsistentRead": True,
+        }
+        while True:
+            page = self.ddb.query(**kwargs)
+            out.extend(_connection(item) for item in page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return out
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def current(self, connection: Connection) -> Connection | None:
+        item = self.ddb.get_item(
+            TableName=self.table, Key=_topic_key(connection.topic, connection.connection_id), ConsistentRead=True
+        ).get("Item")
+        return _connection(item) if item else None
+
+    def remove(self, connection: Connection) -> None:
+        # the CONN# item stays until its expiresAt: a frame that arrives after $disconnect still
+        # finds its topic and subscription (an acknowledgement sent just before closing counts)
+        self.ddb.delete_item(TableName=self.table, Key=_topic_key(connection.topic, connection.connection_id))
+
+    def _update(self, connection: Connection, expression: str, values: dict[str, Any],
+                condition: str = "attribute_exists(pk)") -> Connection | None:
+        try:
+            item = self.ddb.update_item(
+                TableName=self.table, Key=_topic_key(connection.topic, connection.connection_id),
+                UpdateExpression=expression, ConditionExpression=condition, ExpressionAttributeValues=values,
+                ExpressionAttributeNames={k: k[1:] for k in _NAMES if k in expression or k in condition},
+                ReturnValues="ALL_NEW",
+            )["Attributes"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return None
+            raise
+        return _connection(item)
+
+    def add_permits(self, connection: Connection, count: int) -> Connection | None:
+        return self._update(connection, "ADD #permits :n", {":n": _n(count)})
+
+    def take_permits(self, connection: Connection, count: int, need: int) -> bool:
+        return self._update(connection, "ADD #permits :minus", {":minus": _n(-count), ":need": _n(need)},
+                            "attribute_exists(pk) AND #permits >= :need") is not None
+
+    def advance_reader(self, connection: Connection, position: int, skip: int, sent: int) -> bool:
+        return self._update(
+            connection, "SET #pos = :pos, #skip = :skip ADD #inflight :sent",
+            {":pos": _n(position), ":skip": _n(skip), ":sent": _n(sent), ":was": _n(connection.position),
+             ":wasskip": _n(connection.skip)},
+            "attribute_exists(pk) AND #pos = :was AND #skip = :wasskip",
+        ) is not None
+
+    def reader_acked(self, connection: Connection, count: int) -> Connection | None:
+        current = self._update(connection, "ADD #inflight :minus", {":minus": _n(-count)})
+        if current is not None and current.inflight < 0:  # more acks than messages: never below zero
+            current = self._update(connection, "SET #inflight = :zero", {":zero": _n(0)}) or current
+        return current
+
+    def topics(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        kwargs: dict[str, Any] = {
+            "TableName": self.table, "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": _s(INDEX_PK)},
+        }
+        while True:
+            page = self.ddb.query(**kwargs)
+            out.update({item["sk"]["S"]: int(item["at"]["N"]) for item in page["Items"]})
+            if "LastEvaluatedKey" not in page:
+                return out
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def forget_topic(self, topic: str, last_connect: int) -> None:
+        try:
+            self.ddb.delete_item(TableName=self.table, Key={"pk": _s(INDEX_PK), "sk": _s(topic)},
+                                 ConditionExpression="#at = :at", ExpressionAttributeNames={"#at": "at"},
+                                 ExpressionAttributeValues={":at": _n(last_connect)})
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+
+    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
+        pending: dict[str, Any] = {self.table: requests}
+        while pending:
+            pending = self.ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+
+
+class ApiGatewayPushGateway:
+    """PostToConnection / GetConnection / DeleteConnection on the WebSocket API's stage."""
+
+    def __init__(self, endpoint: str | None = None, api: Any | None = None) -> None:
+        self.endpoint = endpoint or os.environ.get(ENV_WS_ENDPOINT, "")
+        self._api = api
+
+    @property
+    def api(self) -> Any:
+        if self._api is None:
+            if not self.endpoint:
+                raise RuntimeError(f"{ENV_WS_ENDPOINT} is not set: no WebSocket API to push to")
+            session = boto3.session.Session()
+            api = session.client("apigatewaymanagementapi", endpoint_url=self.endpoint, config=_CONFIG)
+            api.meta.events.register("before-send", REQUESTS)
+            self._api = api
+        return self._api
+
+    def send(self, connection_id: str, frames: list[str]) -> int:
+        for sent, frame in enumerate(frames):
+            try:
+                self.api.post_to_connection(ConnectionId=connection_id, Data=frame.encode())
+            except ClientError as exc:
+                if _gone(exc):
+                    return sent
+                raise
+        return len(frames)
+
+    def connected(self, connection_id: str) -> bool:
+        try:
+            self.api.get_connection(ConnectionId=connection_id)
+            return True
+        except ClientError as exc:
+            if _gone(exc):
+                return False
+            raise
+
+    def close(self, connection_id: str) -> None:
+        try:
+            self.api.delete_connection(ConnectionId=connection_id)
+        except ClientError as exc:
+            if not _gone(exc):
+                raise
+
+
+def _gone(exc: ClientError) -> bool:
+    error = exc.response.get("Error", {})
+    return error.get("Code") in ("GoneException", "410") or exc.response.get("ResponseMetadata", {}).get(
+        "HTTPStatusCode") == 410
+
+
+class LambdaSelfInvoker:
+    """Invokes a function asynchronously (the WebSocket function, to push a backlog once the
+    connection it just accepted is open)."""
+
+    def invoke(self, function: str, payload: dict[str, Any]) -> None:
+        client("lambda").invoke(FunctionName=function, InvocationType="Event", Payload=json.dumps(payload).encode())
+
+
+@cache
+def build_push() -> PushService:
+    """The push service of this process (one per warm Lambda container), wired from the environment."""
+    from magnetar.adapters.aws import build_broker
+
+    return PushService(build_broker(), DynamoConnectionRegistry(ResourceNames.from_env().table), ApiGatewayPushGateway())

@@ -1,0 +1,305 @@
+"""Pulsar's WebSocket API: paths, query parameters, message ids and frames.
+
+The shapes follow Pulsar's WebSocket proxy (`pulsar-websocket`): the producer sends
+`{"payload", "properties", "context", "key", ...}` and gets `{"result": "ok", "messageId",
+"context"}` or `{"result": "send-error:<code>", "errorMsg", "context"}`; a consumer or reader is
+pushed `{"messageId", "payload", "properties", "publishTime", "redeliveryCount", "key"}` and
+answers with `{"messageId"}` (ack), `{"type": "negativeAcknowledge", "messageId"}`,
+`{"type": "permit", "permitMessages"}` (pull mode), `{"type": "unsubscribe"}`,
+`{"type": "isEndOfTopic"}`.
+
+A message id on the wire is the base64 of the SDK's 32-byte serialization (`MessageId.serialize`:
+ledger, entry, partition, batch index, big-endian 64-bit), the one format everywhere.
+Frames may carry fields Pulsar clients ignore: `batchSize` (messages in the entry, for
+batch-index acknowledgement) and `producerName`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import struct
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from magnetar.core.cursor import SUBSCRIPTION_TYPES
+from magnetar.core.entry import Entry, Message, MessageIdData
+from magnetar.core.errors import InvalidInput
+from magnetar.core.naming import TopicName, check_consumer_name, check_subscription
+
+ROLES = ("producer", "consumer", "reader")
+MAX_QUEUE_SIZE = 1000  # Pulsar's WebSocket proxy caps receiverQueueSize at 1000 (its default)
+DEFAULT_NACK_DELAY_MS = 60_000  # Pulsar's negativeAckRedeliveryDelay default
+# A push consumer's lease covers API Gateway's 2 h connection limit; $disconnect (or a push that
+# finds the connection gone) detaches it sooner.
+PUSH_LEASE_MS = (2 * 60 + 10) * 60_000
+MAX_CONNECTION_MS = 2 * 60 * 60_000  # API Gateway closes every WebSocket connection after 2 h
+MAX_FRAME_BYTES = 128 * 1024  # API Gateway's WebSocket message limit (PostToConnection data)
+_ID = struct.Struct(">qqqq")
+
+# Pulsar's WebSocketError codes (send-error:<code>)
+FAILED_TO_DESERIALIZE = 3
+PAYLOAD_ENCODING_ERROR = 7
+UNKNOWN_ERROR = 8
+
+
+def encode_message_id(mid: MessageIdData) -> str:
+    return base64.b64encode(_ID.pack(mid.ledger_id, mid.entry_id, mid.partition, mid.batch_index)).decode()
+
+
+def decode_message_id(text: object) -> MessageIdData:
+    if not isinstance(text, str) or not text:
+        raise InvalidInput("messageId is required (base64)")
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput(f"Invalid messageId {text!r}: not base64") from None
+    if len(raw) != _ID.size:
+        raise InvalidInput(f"Invalid messageId {text!r}: {len(raw)} bytes, expected {_ID.size}")
+    return MessageIdData(*_ID.unpack(raw))
+
+
+def iso_time(ms: int) -> str:
+    """Pulsar's DateFormatter: ISO-8601 with milliseconds and the offset."""
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def parse_time(value: object) -> int:
+    """An event time as Pulsar's WebSocket producer sends it (ISO-8601), or epoch milliseconds."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, str):
+        if value.isdigit():
+            return int(value)
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(f"Invalid eventTime {value!r}") from None
+        if parsed.tzinfo is None:
+            parsed = parsed.replace(tzinfo=UTC)
+        return int(parsed.timestamp() * 1000)
+    raise InvalidInput(f"Invalid eventTime {value!r}")
+
+
+def message_frame(message: Message, message_id: MessageIdData, publish_time: int, redelivery_count: int,
+                  producer_name: str = "", batch_size: int = 0) -> str:
+    """One pushed message, as Pulsar's ConsumerMessage (plus fields its clients ignore)."""
+    frame: dict[str, Any] = {
+        "messageId": encode_message_id(message_id),
+        "payload": base64.b64encode(message.payload).decode(),
+        "properties": message.properties,
+        "publishTime": iso_time(publish_time),
+        "redeliveryCount": redelivery_count,
+    }
+    if message.event_time:
+        frame["eventTime"] = iso_time(message.event_time)
+    if message.key is not None:
+        frame["key"] = message.key
+    if batch_size:
+        frame["batchSize"] = batch_size
+    if producer_name:
+        frame["producerName"] = producer_name
+    text = json.dumps(frame, separators=(",", ":"))
+    if len(text.encode()) > MAX_FRAME_BYTES:  # API Gateway would refuse it: say so rather than lose it
+        frame.update(payload="", payloadTooLarge=len(message.payload),
+                     error=f"message of {len(message.payload)} bytes exceeds the WebSocket frame limit "
+                           f"({MAX_FRAME_BYTES} bytes); read it over the HTTP API")
+        text = json.dumps(frame, separators=(",", ":"))
+    return text
+
+
+def entry_frames(entry: Entry, partition: int, redelivery_count: int, skip: set[int] | frozenset[int] = frozenset(),
+                 first_index: int = 0, limit: int | None = None) -> list[str]:
+    """The frames of a stored entry's messages from `first_index`, minus those in `skip`.
+
+    A chunk of a large message is pushed as it is stored (its bytes and a `chunk` field): Pulsar's
+    proxy reassembles chunked messages, Magnetar's WebSocket API does not."""
+    if entry.hole:
+        return []
+    if entry.chunk is not None:
+        c = entry.chunk
+        frame: dict[str, Any] = {
+            "messageId": encode_message_id(entry.message_id(partition, 0)),
+            "payload": base64.b64encode(entry.payload).decode(), "properties": {},
+            "publishTime": iso_time(entry.publish_time), "redeliveryCount": redelivery_count,
+            "chunk": {"uuid": c.uuid, "chunkId": c.chunk_id, "numChunks": c.num_chunks, "totalSize": c.total_size},
+        }
+        return [json.dumps(frame, separators=(",", ":"))] if first_index == 0 else []
+    out: list[str] = []
+    size = entry.num_messages if entry.batched else 0
+    for i, m in enumerate(entry.messages):
+        if i < first_index or i in skip:
+            continue
+        if limit is not None and len(out) >= limit:
+            break
+        out.append(message_frame(m, entry.message_id(partition, i), entry.publish_time, redelivery_count,
+                                 entry.producer_name, size))
+    return out
+
+
+def producer_ack(message_id: MessageIdData, context: object) -> str:
+    ack: dict[str, Any] = {"result": "ok", "messageId": encode_message_id(message_id)}
+    if context is not None:
+        ack["context"] = context
+    return json.dumps(ack)
+
+
+def producer_error(code: int, reason: str, context: object) -> str:
+    ack: dict[str, Any] = {"result": f"send-error:{code}", "errorMsg": reason}
+    if context is not None:
+        ack["context"] = context
+    return json.dumps(ack)
+
+
+@dataclass(frozen=True)
+class OpenRequest:
+    """A WebSocket connect: the Pulsar path and query parameters, validated."""
+
+    role: str
+    topic: TopicName
+    subscription: str = ""
+    name: str = ""  # consumerName, producerName or readerName as the client gave it ("" if none)
+    subscription_type: str = "Exclusive"
+    initial_position: str = "Latest"
+    queue_size: int = MAX_QUEUE_SIZE
+    ack_timeout_ms: int = 0
+    nack_delay_ms: int = DEFAULT_NACK_DELAY_MS
+    pull_mode: bool = False
+    start: str = "latest"  # reader: earliest, latest or a base64 message id
+
+
+def parse_open(path: str, params: dict[str, str]) -> OpenRequest:
+    """`/ws/v2/{producer|consumer|reader}/{domain}/{tenant}/{namespace}/{topic}[/{subscription}]`."""
+    if not isinstance(path, str) or not path.startswith("/ws/v2/"):
+        raise InvalidInput(f"Invalid WebSocket path {path!r}: expected /ws/v2/{{producer|consumer|reader}}/...")
+    parts = path[len("/ws/v2/"):].split("/")
+    role = parts[0]
+    if role not in ROLES:
+        raise InvalidInput(f"Invalid WebSocket path {path!r}: {role!r} is not producer, consumer or reader")
+    expected = 6 if role == "consumer" else 5
+    if len(parts) != expected or not all(parts):
+        shape = "{domain}/{tenant}/{namespace}/{topic}" + ("/{subscription}" if role == "consumer" else "")
+        raise InvalidInput(f"Invalid WebSocket path {path!r}: expected /ws/v2/{role}/{shape}")
+    topic = TopicName.of(parts[1], parts[2], parts[3], parts[4])
+    if role == "producer":
+        _check_producer_params(params)
+        name = params.get("producerName", "")
+        if name:
+            check_consumer_name(name)
+        return OpenRequest(role, topic, name=name)
+    queue = _int_param(params, "receiverQueueSize", MAX_QUEUE_SIZE, 0)
+    queue = max(1, min(queue, MAX_QUEUE_SIZE))  # as Pulsar: at most 1000, 0 means 1
+    if role == "reader":
+        name = params.get("readerName", "")
+        start = params.get("messageId", "") or "latest"
+        if start not in ("earliest", "latest"):
+            decode_message_id(start)
+        return OpenRequest(role, topic, name=name, queue_size=queue, start=start)
+    subscription = check_subscription(parts[5])
+    sub_type = params.get("subscriptionType", "Exclusive")
+    if sub_type not in SUBSCRIPTION_TYPES:
+        raise InvalidInput(f"Invalid query params: Invalid subscriptionType {sub_type}")
+    position = params.get("subscriptionInitialPosition", "Latest")
+    if position not in ("Earliest", "Latest"):
+        raise InvalidInput(f"Invalid query params: Invalid subscriptionInitialPosition {position}")
+    mode = params.get("subscriptionMode", "Durable")
+    if mode != "Durable":
+        raise InvalidInput(f"Invalid query params: subscriptionMode {mode} is not supported (Durable only; "
+                           "use the reader endpoint for a non-durable read)")
+    for unsupported in ("maxRedeliverCount", "deadLetterTopic"):
+        if unsupported in params:
+            raise InvalidInput(f"Invalid query params: {unsupported} (dead-letter topics) is not supported over "
+                               "the WebSocket API; use the SDK's dead_letter_policy")
+    name = params.get("consumerName", "")
+    if name:
+        check_consumer_name(name)
+        if len(name) > 200:
+            raise InvalidInput("Invalid query params: consumerName longer than 200 characters")
+    _int_param(params, "priorityLevel", 0, 0)  # accepted, not used (no priority levels yet)
+    return OpenRequest(
+        role, topic, subscription, name, sub_type, position, queue,
+        ack_timeout_ms=_int_param(params, "ackTimeoutMillis", 0, 0),
+        nack_delay_ms=_int_param(params, "negativeAckRedeliveryDelay", DEFAULT_NACK_DELAY_MS, 0),
+        pull_mode=params.get("pullMode", "false").lower() == "true",
+    )
+
+
+def _int_param(params: dict[str, str], name: str, default: int, minimum: int) -> int:
+    if name not in params:
+        return default
+    try:
+        value = int(params[name])
+    except ValueError:
+        raise InvalidInput(f"Invalid query params: {name}={params[name]!r} is not an integer") from None
+    if value < minimum:
+        raise InvalidInput(f"Invalid query params: {name} must be at least {minimum}")
+    return value
+
+
+def _check_producer_params(params: dict[str, str]) -> None:
+    """Pulsar's producer parameters: checked, and (one message per frame) mostly without effect."""
+    for name in ("sendTimeoutMillis", "batchingMaxMessages", "maxPendingMessages", "batchingMaxPublishDelay",
+                 "initialSequenceId"):
+        _int_param(params, name, 0, 0)
+    routing = params.get("messageRoutingMode")
+    if routing is not None and routing not in ("SinglePartition", "RoundRobinPartition", "CustomPartition"):
+        raise InvalidInput(f"Invalid query params: Invalid messageRoutingMode {routing}")
+    compression = params.get("compressionType")
+    if compression is not None and compression not in ("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY"):
+        raise InvalidInput(f"Invalid query params: Invalid compressionType {compression}")
+    hashing = params.get("hashingScheme")
+    if hashing is not None and hashing not in ("JavaStringHash", "Murmur3_32Hash"):
+        raise InvalidInput(f"Invalid query params: Invalid hashingScheme {hashing}")
+
+
+def parse_frame(body: str | None) -> dict[str, Any]:
+    """A client frame: a JSON object."""
+    try:
+        frame = json.loads(body or "")
+    except ValueError:
+        raise InvalidInput("Failed to de-serialize from JSON") from None
+    if not isinstance(frame, dict):
+        raise InvalidInput("Failed to de-serialize from JSON: expected an object")
+    return frame
+
+
+@dataclass(frozen=True)
+class ProducerFrame:
+    message: Message
+    context: object = None
+    sequence_id: int = -1
+    deliver_at: int = 0  # ms since the epoch, 0: at once
+    deliver_after_ms: int = 0
+
+
+def producer_frame(frame: dict[str, Any]) -> ProducerFrame:
+    """A producer's message frame (Pulsar's ProducerMessage)."""
+    context = frame.get("context")
+    payload = frame.get("payload")
+    if not isinstance(payload, str):
+        raise InvalidInput("payload is required (base64)")
+    try:
+        data = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidInput("Invalid Base64 message-payload") from None
+    if not data:
+        raise InvalidInput("Empty payload")
+    properties = frame.get("properties") or {}
+    if not isinstance(properties, dict):
+        raise InvalidInput("properties must be an object of strings")
+    key = frame.get("key")
+    if key is not None and not isinstance(key, str):
+        raise InvalidInput("key must be a string")
+    event_time = parse_time(frame["eventTime"]) if frame.get("eventTime") is not None else 0
+    numbers: dict[str, int] = {}
+    for name, default in (("sequenceId", -1), ("deliverAt", 0), ("deliverAfterMs", 0)):
+        value = frame.get(name, default)
+        if value is None:
+            value = default
+        if not isinstance(value, int) or isinstance(value, bool) or value < default:
+            raise InvalidInput(f"{name} must be a non-negative integer")
+        numbers[name] = value
+    message = Message(data, key, {str(k): str(v) for k, v in properties.items()}, event_time)
+    return ProducerFrame(message, context, numbers["sequenceId"], numbers["deliverAt"], numbers["deliverAfterMs"])

@@ -1,0 +1,165 @@
+"""Pulsar's WebSocket API end to end, with a plain WebSocket client (never the SDK):
+local API Gateway WebSocket emulation -> WebSocket function -> core; pushes from the journal
+consumer, from frames, and after a connect, through the emulated management API."""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+
+from ws_helpers import ack, new_topic, open_ws, quiet, receive, refusal, send, text_of, topic_path
+
+QUIET_S = 1.5  # the journal consumer runs every 0.2 s here: a push that was coming would have come
+
+
+def consumer_path(topic: str, subscription: str = "sub", **params: object) -> str:
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"/ws/v2/consumer/{topic_path(topic)}/{subscription}" + (f"?{query}" if query else "")
+
+
+def producer_path(topic: str) -> str:
+    return f"/ws/v2/producer/{topic_path(topic)}"
+
+
+def entry_of(message_id: str) -> int:
+    return int(struct.unpack(">qqqq", base64.b64decode(message_id))[1])
+
+
+def test_produce_and_consume_over_websocket(cluster) -> None:  # type: ignore[no-untyped-def]
+    topic = new_topic()
+    with open_ws(cluster, consumer_path(topic)) as consumer, open_ws(cluster, producer_path(topic)) as producer:
+        receipts = [send(producer, f"m{i}", context=f"c{i}", properties={"i": str(i)}, key=f"k{i}") for i in range(5)]
+        assert [r["result"] for r in receipts] == ["ok"] * 5
+        assert [r["context"] for r in receipts] == [f"c{i}" for i in range(5)]
+        messages = receive(consumer, 5)
+        assert [text_of(m) for m in messages] == [f"m{i}" for i in range(5)]
+        assert [m["messageId"] for m in messages] == [r["messageId"] for r in receipts]
+        assert messages[2]["properties"] == {"i": "2"} and messages[2]["key"] == "k2"
+        assert all(m["redeliveryCount"] == 0 and m["publishTime"] for m in messages)
+        bad = send(producer, "", context="empty")
+        assert bad["result"] == "send-error:7" and bad["context"] == "empty" and bad["errorMsg"]
+        producer.send("{not json")
+        assert json.loads(producer.recv(timeout=10))["result"] == "send-error:3"
+
+
+def test_acknowledged_messages_do_not_come_back(cluster) -> None:  # type: ignore[no-untyped-def]
+    topic = new_topic()
+    with open_ws(cluster, consumer_path(topic)) as consumer, open_ws(cluster, producer_path(topic)) as producer:
+        for i in range(3):
+            send(producer, f"a{i}")
+        for m in receive(consumer, 3):
+            ack(consumer, m)
+    with open_ws(cluster, consumer_path(topic)) as again, open_ws(cluster, producer_path(topic)) as producer:
+        assert quiet(again, QUIET_S) == []
+        send(producer, "fresh")
+        assert [text_of(m) for m in receive(again, 1)] == ["fresh"]
+
+
+def test_unacknowledged_messages_come_back_after_close(cluster) -> None:  # type: ignore[no-untyped-def]
+    topic = new_topic()
+    with open_ws(cluster, consumer_path(topic)) as consumer, open_ws(cluster, producer_path(topic)) as producer:
+        for i in range(3):
+            send(producer, f"u{i}")
+        first = receive(consumer, 3)
+        ack(consumer, first[0])
+    with open_ws(cluster, consumer_path(topic)) as again:  # the backlog is pushed after the connect
+        redelivered = receive(again, 2)
+        assert [text_of(m) for m in redelivered] == ["u1", "u2"]
+        assert all(m["redeliveryCount"] == 1 for m in redelivered)
+
+
+def test_shared_subscription_across_two_connections_gets_each_message_once(cluster) -> None:  # type: ignore[no-untyped-def]
+    topic = new_topic()
+    path = consumer_path(topic, "shared", subscriptionType="Shared")
+    with open_ws(cluster, path) as a, open_ws(cluster, path) as b, open_ws(cluster, producer_path(topic)) as producer:
+        for i in range(20):
+            send(producer, str(i))
+        got: list[str] = []
+        while len(got) < 20:
+            batch = quiet(a, 0.5) + quiet(b, 0.5)
+            assert batch or len(got) == 20, f"only {len(got)} of 20 arrived"
+            got.extend(text_of(m) for m in batch)
+        assert sorted(got, key=int) == [str(i) for i in range(20)]  # each exactly once
+        assert quiet(a, 0.5) + quiet(b, 0.5) == []
+
+
+def test_pull_mode_pushes_no_more_than_the_permits(cluster) -> None:  # type: ignore[no-untyped-def]
+    topic = new_topic()
+    with open_ws(cluster, consumer_path(topic, pullMode="true")) as consumer, \
+            open_ws(cluster, producer_path(topic)) as producer:
+        for i in range(5):
+            send(producer, f"p{i}")
+        assert quiet(consumer, QUIET_S) == []  # no permits yet
+        consumer.send(json.dumps({"type": "permit", "permitMessages": 2}))
+        first = receive(consumer, 2)
+        for m in first:
+            ack(consumer, m)  # acknowledgements give no permits back in pull mode
+        assert quiet(consumer, QUIET_S) == []
+        consumer.send(json.dumps({"type": "permit", "permitMessages": 3}))
+        rest = receive(consumer, 3)
+        assert [text_of(m) for m in first + rest] == [f"p{i}" for i in range(5)]
+
+
+def test_receiver_queue_size_bounds_the_unacknowledged_messages(cluster) -> None:  # type: ignore[no-untyped-def]
+    topic = new_topic()
+    with open_ws(cluster, consumer_path(topic, receiverQueueSize=2)) as consumer, \
+            open_ws(cluster, producer_path(topic)) as producer:
+        for i in range(4):
+            send(producer, f"q{i}")
+        window = receive(consumer, 2)
+        assert quiet(consumer, QUIET_S) == []
+        ack(consumer, window[0])  # each acknowledgement gives one permit back
+        assert [text_of(m) for m in receive(consumer, 1)] == ["q2"]
+
+
+def test_negative_ack_is_redelivered(cluster) -> None:  # type: ignore[no-untyped-def]
+    topic = new_topic()
+    with open_ws(cluster, consumer_path(topic, negativeAckRedeliveryDelay=0)) as consumer, \
+            open_ws(cluster, producer_path(topic)) as producer:
+        send(producer, "again")
+        (m,) = receive(consumer, 1)
+        consumer.send(json.dumps({"type": "negativeAcknowledge", "messageId": m["messageId"]}))
+        (redelivered,) = receive(consumer, 1)
+        assert redelivered["messageId"] == m["messageId"] and redelivered["redeliveryCount"] == 1
+        ack(consumer, redelivered)
+        assert quiet(consumer, QUIET_S) == []
+
+
+def test_reader_from_earliest_and_from_latest(cluster) -> None:  # type: ignore[no-untyped-def]
+    topic = new_topic()
+    with open_ws(cluster, producer_path(topic)) as producer:
+        ids = [send(producer, f"r{i}")["messageId"] for i in range(3)]
+        reader_base = f"/ws/v2/reader/{topic_path(topic)}"
+        with open_ws(cluster, f"{reader_base}?messageId=earliest") as reader, open_ws(cluster, reader_base) as latest:
+            messages = receive(reader, 3)
+            assert [text_of(m) for m in messages] == ["r0", "r1", "r2"]
+            assert [m["messageId"] for m in messages] == ids
+            assert quiet(latest, QUIET_S) == []
+            send(producer, "r3")
+            assert [text_of(m) for m in receive(latest, 1)] == ["r3"]
+            assert [text_of(m) for m in receive(reader, 1)] == ["r3"]
+        with open_ws(cluster, f"{reader_base}?messageId={ids[0]}") as after:  # exclusive, as Pulsar's
+            assert [text_of(m) for m in receive(after, 3)] == ["r1", "r2", "r3"]
+
+
+def test_bad_paths_and_parameters_are_refused_with_a_reason(cluster) -> None:  # type: ignore[no-untyped-def]
+    topic = new_topic()
+    cases = [
+        f"/ws/v2/consumer/{topic_path(topic)}",  # no subscription
+        consumer_path(topic, subscriptionType="Bogus"),
+        consumer_path(topic, receiverQueueSize="many"),
+        f"/ws/v2/listener/{topic_path(topic)}",
+        "/ws/v2/producer/bogus-domain/public/default/t",
+        f"/ws/v2/reader/{topic_path(topic)}?messageId=nope",
+    ]
+    for path in cases:
+        status, body = refusal(cluster, path)
+        assert status == 400 and body["reason"], path
+    status, body = refusal(cluster, "/ws/v2/consumer/persistent/public/no-such-ns/t/sub")
+    assert status == 404 and "no-such-ns" in body["reason"]
+    with open_ws(cluster, consumer_path(topic, "excl")) as consumer:
+        status, body = refusal(cluster, consumer_path(topic, "excl"))
+        assert status == 409 and "Exclusive" in body["reason"]
+        consumer.send(json.dumps({"type": "isEndOfTopic"}))
+        assert json.loads(consumer.recv(timeout=10)) == {"endOfTopic": False}

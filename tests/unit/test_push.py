@@ -1,0 +1,287 @@
+"""Push delivery (WebSocket API) and non-persistent topics on in-memory ports."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from magnetar.adapters.memory import ManualClock, MemoryConnectionRegistry, MemoryPushGateway, memory_broker
+from magnetar.core.entry import Batch, Message, MessageIdData
+from magnetar.core.errors import ConsumerBusy, InvalidInput, NotFound
+from magnetar.core.naming import TopicName
+from magnetar.core.push import PushService
+from magnetar.core.websocket import decode_message_id, encode_message_id
+
+TOPIC = "persistent://public/default/push"
+NP_TOPIC = "non-persistent://public/default/live"
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.clock = ManualClock()
+        self.broker = memory_broker(self.clock)
+        self.registry = MemoryConnectionRegistry()
+        self.gateway = MemoryPushGateway()
+        self.push = PushService(self.broker, self.registry, self.gateway, workers=1)
+        self._ids = 0
+        self._sealed = 0
+
+    def open(self, path: str, **params: Any) -> str:
+        self._ids += 1
+        cid = f"c{self._ids}="
+        self.push.connect(cid, path, {k: str(v) for k, v in params.items()})
+        self.gateway.opened(cid)  # API Gateway opens it once $connect returned
+        self.push.deliver_backlog(cid)
+        return cid
+
+    def consumer(self, sub: str = "s", topic: str = TOPIC, **params: Any) -> str:
+        return self.open(f"/ws/v2/consumer/{topic.replace('://', '/')}/{sub}", **params)
+
+    def produce(self, *payloads: str, topic: str = TOPIC, key: str | None = None) -> None:
+        name = TopicName.parse(topic)
+        for p in payloads:
+            self.broker.writer.append(name, Batch.of([Message(p.encode(), key=key)], batched=False), "p")
+
+    def journal(self) -> None:
+        """What the journal consumer does with the records it has not seen yet."""
+        records = self.broker.journal.records[self._sealed:]
+        self._sealed = len(self.broker.journal.records)
+        plan = self.push.plan_journal_batch(records)
+        self.broker.sealer.seal(records)
+        self.push.dispatch_journal_batch(plan)
+
+    def got(self, cid: str) -> list[dict[str, Any]]:
+        return self.gateway.take(cid)
+
+    def frame(self, cid: str, **body: Any) -> dict[str, Any] | None:
+        answer = self.push.receive_frame(cid, json.dumps(body))
+        return json.loads(answer) if answer else None
+
+
+def payloads(frames: list[dict[str, Any]]) -> list[str]:
+    return [base64.b64decode(f["payload"]).decode() for f in frames]
+
+
+@pytest.fixture
+def h() -> Harness:
+    return Harness()
+
+
+def test_message_ids_round_trip_in_the_sdk_format() -> None:
+    from magnetar.client.message import MessageId
+
+    mid = MessageIdData(3, 42, -1, 7)
+    text = encode_message_id(mid)
+    assert decode_message_id(text) == mid
+    assert base64.b64decode(text) == MessageId(3, 42, -1, 7).serialize()
+    with pytest.raises(InvalidInput):
+        decode_message_id("not base64!")
+
+
+def test_producer_frames_are_answered_as_pulsar_does(h: Harness) -> None:
+    cid = h.open("/ws/v2/producer/persistent/public/default/push")
+    ok = h.frame(cid, payload=base64.b64encode(b"hi").decode(), context="1", properties={"a": "b"}, key="k")
+    assert ok is not None and ok["result"] == "ok" and ok["context"] == "1"
+    assert decode_message_id(ok["messageId"]).entry_id == 0
+    bad = json.loads(h.push.receive_frame(cid, "{nope") or "")
+    assert bad["result"] == "send-error:3"
+    empty = h.frame(cid, payload="", context="2")
+    assert empty is not None and empty["result"] == "send-error:7" and empty["context"] == "2"
+
+
+def test_backlog_is_pushed_after_connect_and_acks_open_the_window(h: Harness) -> None:
+    h.produce("a", "b", "c", "d", "e")
+    cid = h.consumer(subscriptionInitialPosition="Earliest", receiverQueueSize=2)
+    first = h.got(cid)
+    assert payloads(first) == ["a", "b"]
+    h.frame(cid, messageId=first[0]["messageId"])
+    assert payloads(h.got(cid)) == ["c"]  # one ack, one more
+    h.frame(cid, messageId=first[1]["messageId"])
+    assert payloads(h.got(cid)) == ["d"]
+
+
+def test_journal_batch_is_pushed_from_memory(h: Harness) -> None:
+    cid = h.consumer()
+    h.produce("x", "y")
+    h.journal()
+    frames = h.got(cid)
+    assert payloads(frames) == ["x", "y"]
+    assert frames[0]["redeliveryCount"] == 0 and "publishTime" in frames[0]
+
+
+def test_pull_mode_pushes_no_more_than_the_permits(h: Harness) -> None:
+    cid = h.consumer(pullMode="true", subscriptionInitialPosition="Earliest")
+    h.produce("1", "2", "3", "4")
+    h.journal()
+    assert h.got(cid) == []
+    h.frame(cid, type="permit", permitMessages=2)
+    got = h.got(cid)
+    assert payloads(got) == ["1", "2"]
+    for f in got:  # acknowledgements give no permits back in pull mode
+        h.frame(cid, messageId=f["messageId"])
+    assert h.got(cid) == []
+    h.frame(cid, type="permit", permitMessages=5)
+    assert payloads(h.got(cid)) == ["3", "4"]
+    h.produce("5")
+    h.journal()
+    assert payloads(h.got(cid)) == ["5"]
+
+
+def test_shared_connections_get_each_message_once(h: Harness) -> None:
+    a = h.consumer(subscriptionType="Shared")
+    b = h.consumer(subscriptionType="Shared")
+    h.produce(*[str(i) for i in range(20)])
+    h.journal()
+    got_a, got_b = payloads(h.got(a)), payloads(h.got(b))
+    assert sorted(got_a + got_b, key=int) == [str(i) for i in range(20)]
+    assert got_a and got_b  # the journal batch is shared out
+
+
+def test_negative_ack_is_redelivered_after_the_delay(h: Harness) -> None:
+    cid = h.consumer(negativeAckRedeliveryDelay=0)
+    h.produce("m")
+    h.journal()
+    (f,) = h.got(cid)
+    h.frame(cid, type="negativeAcknowledge", messageId=f["messageId"])
+    (again,) = h.got(cid)
+    assert again["messageId"] == f["messageId"] and again["redeliveryCount"] == 1
+    slow = h.consumer(sub="slow", subscriptionInitialPosition="Earliest", negativeAckRedeliveryDelay=5000)
+    (g,) = h.got(slow)
+    h.frame(slow, type="negativeAcknowledge", messageId=g["messageId"])
+    assert h.got(slow) == []
+    h.clock.advance(6000)
+    report = h.push.redispatch()  # the maintenance run
+    assert report.pushed == 1 and h.got(slow)[0]["redeliveryCount"] == 1
+
+
+def test_disconnect_releases_to_the_other_consumer_and_reconnect(h: Harness) -> None:
+    a = h.consumer(subscriptionType="Shared")
+    h.produce("1", "2")
+    h.journal()
+    assert len(h.got(a)) == 2
+    b = h.consumer(subscriptionType="Shared")
+    h.push.disconnect(a)
+    assert sorted(payloads(h.got(b))) == ["1", "2"]
+    h.gateway.close(b)  # closed without its $disconnect: the next push finds it gone
+    h.produce("3")
+    h.journal()
+    assert h.registry.current(h.registry.by_id[b]) is None  # detached: what it held is released
+    c = h.consumer(subscriptionType="Shared")
+    got = h.got(c)
+    assert sorted(payloads(got)) == ["1", "2", "3"]
+    assert all(f["redeliveryCount"] >= 1 for f in got)
+
+
+def test_exclusive_subscription_frees_a_connection_that_closed_without_disconnect(h: Harness) -> None:
+    a = h.consumer()
+    with pytest.raises(ConsumerBusy):
+        h.push.connect("other=", f"/ws/v2/consumer/{TOPIC.replace('://', '/')}/s", {})
+    h.gateway.close(a)
+    h.consumer()  # a's connection is gone: it is detached and the new one attaches
+
+
+def test_key_shared_keeps_keys_on_one_connection(h: Harness) -> None:
+    a = h.consumer(subscriptionType="Key_Shared")
+    b = h.consumer(subscriptionType="Key_Shared")
+    for i in range(30):
+        h.produce(f"{i}", key=f"k{i % 5}")
+    h.journal()
+    fa, fb = h.got(a), h.got(b)
+    assert len(fa) + len(fb) == 30
+    assert not {f["key"] for f in fa} & {f["key"] for f in fb}
+
+
+def test_reader_reads_from_earliest_within_its_window(h: Harness) -> None:
+    h.produce("1", "2", "3")
+    r = h.open("/ws/v2/reader/persistent/public/default/push", messageId="earliest", receiverQueueSize=2)
+    first = h.got(r)
+    assert payloads(first) == ["1", "2"]
+    h.frame(r, messageId=first[0]["messageId"])
+    assert payloads(h.got(r)) == ["3"]
+    after = h.open("/ws/v2/reader/persistent/public/default/push", messageId=first[0]["messageId"])
+    assert payloads(h.got(after)) == ["2", "3"]  # the start is exclusive, as Pulsar's
+    latest = h.open("/ws/v2/reader/persistent/public/default/push")
+    assert h.got(latest) == []
+    h.produce("4")
+    h.journal()
+    assert payloads(h.got(latest)) == ["4"]
+
+
+def test_batched_entries_are_pushed_message_by_message_and_acked_by_index(h: Harness) -> None:
+    name = TopicName.parse(TOPIC)
+    h.broker.writer.append(name, Batch.of([Message(b"a"), Message(b"b"), Message(b"c")]), "p")
+    cid = h.consumer(subscriptionInitialPosition="Earliest")
+    frames = h.got(cid)
+    assert payloads(frames) == ["a", "b", "c"] and frames[0]["batchSize"] == 3
+    h.frame(cid, messageId=frames[1]["messageId"])  # a Pulsar client acks one message of the batch
+    h.push.disconnect(cid)
+    again = h.consumer(subscriptionInitialPosition="Earliest")
+    assert payloads(h.got(again)) == ["a", "c"]  # redelivered without the acknowledged one
+
+
+def test_non_persistent_fan_out(h: Harness) -> None:
+    np = TopicName.parse(NP_TOPIC)
+    assert h.push.publish_non_persistent(np, [Message(b"lost")], "p")[0] == MessageIdData(-1, -1, -1, -1)
+    a = h.consumer(topic=NP_TOPIC)
+    pull = h.consumer(sub="pull", topic=NP_TOPIC, pullMode="true")
+    (mid,) = h.push.publish_non_persistent(np, [Message(b"hello")], "p")
+    assert mid.entry_id >= 0
+    assert payloads(h.got(a)) == ["hello"] and h.got(pull) == []  # no permits: dropped
+    h.frame(pull, type="permit", permitMessages=1)
+    h.push.publish_non_persistent(np, [Message(b"1"), Message(b"2")], "p")
+    assert payloads(h.got(pull)) == ["1"] and payloads(h.got(a)) == ["1", "2"]
+    with pytest.raises(ConsumerBusy):
+        h.push.connect("x=", f"/ws/v2/consumer/{NP_TOPIC.replace('://', '/')}/s", {})
+    producer = h.open("/ws/v2/producer/non-persistent/public/default/live")
+    ok = h.frame(producer, payload=base64.b64encode(b"p").decode())
+    assert ok is not None and ok["result"] == "ok" and payloads(h.got(a)) == ["p"]
+
+
+def test_non_persistent_window_and_key_shared(h: Harness) -> None:
+    np = TopicName.parse(NP_TOPIC)
+    small = h.consumer(topic=NP_TOPIC, receiverQueueSize=1)
+    h.push.publish_non_persistent(np, [Message(b"1"), Message(b"2")], "p")
+    (f,) = h.got(small)
+    h.frame(small, messageId=f["messageId"])  # the ack gives the permit back
+    h.push.publish_non_persistent(np, [Message(b"3")], "p")
+    assert payloads(h.got(small)) == ["3"]
+    a = h.consumer(sub="ks", topic=NP_TOPIC, subscriptionType="Key_Shared")
+    b = h.consumer(sub="ks", topic=NP_TOPIC, subscriptionType="Key_Shared")
+    h.push.publish_non_persistent(np, [Message(b"x", key=f"k{i}") for i in range(20)], "p")
+    fa, fb = h.got(a), h.got(b)
+    assert len(fa) + len(fb) == 20 and not {f["key"] for f in fa} & {f["key"] for f in fb}
+
+
+def test_journal_plan_reads_only_topics_with_connections(h: Harness) -> None:
+    h.produce("a", topic="persistent://public/default/quiet")
+    cid = h.consumer()
+    h.produce("b")
+    records = list(h.broker.journal.records)
+    plan = h.push.plan_journal_batch(records)
+    assert list(plan.connections) == [TOPIC] and [e.entry_id for e in plan.entries] == [0]
+    h.broker.sealer.seal(records)
+    h.push.dispatch_journal_batch(plan)
+    assert payloads(h.got(cid)) == ["b"]
+
+
+@pytest.mark.parametrize("path,params", [
+    ("/ws/v2/consumer/persistent/public/default/t", {}),  # no subscription
+    ("/ws/v2/consumer/persistent/public/default/t/s", {"subscriptionType": "Nope"}),
+    ("/ws/v2/consumer/persistent/public/default/t/s", {"receiverQueueSize": "x"}),
+    ("/ws/v2/producer/bogus/public/default/t", {}),
+    ("/ws/v2/listener/persistent/public/default/t", {}),
+    ("/ws/v2/reader/persistent/public/default/t", {"messageId": "zz"}),
+    ("/admin/v2/t", {}),
+])
+def test_bad_paths_and_parameters_are_refused(h: Harness, path: str, params: dict[str, str]) -> None:
+    with pytest.raises(InvalidInput):
+        h.push.connect("bad=", path, params)
+    assert h.registry.connections == {}
+
+
+def test_unknown_namespace_is_refused(h: Harness) -> None:
+    with pytest.raises(NotFound):
+        h.push.connect("x=", "/ws/v2/consumer/non-persistent/public/nope/t/s", {})
