@@ -428,9 +428,9 @@ for _domain in DOMAINS:
         def seek(tenant: str, namespace: str, topic: str, subscription: str) -> Response[str]:
             request = _body(SeekRequest)
             entry_id = MessageIdData.parse(request.messageId).entry_id if request.messageId else None
-            state = build_broker().subscriptions.seek(
-                _topic(domain, tenant, namespace, topic), unquote(subscription), entry_id, request.timestamp
-            )
+            name = _topic(domain, tenant, namespace, topic)
+            state = build_broker().subscriptions.seek(name, unquote(subscription), entry_id, request.timestamp)
+            build_push().after_seek(name, unquote(subscription))  # its WebSocket consumers start over
             return _json({"position": state.read_position, "epoch": state.epoch})
 
         # --- non-durable reads (readers, Spark) ----------------------------------------------

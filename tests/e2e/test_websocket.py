@@ -163,3 +163,55 @@ def test_bad_paths_and_parameters_are_refused_with_a_reason(cluster) -> None:  #
         assert status == 409 and "Exclusive" in body["reason"]
         consumer.send(json.dumps({"type": "isEndOfTopic"}))
         assert json.loads(consumer.recv(timeout=10)) == {"endOfTopic": False}
+
+
+def test_maintenance_redispatch_pushes_due_redeliveries(cluster) -> None:  # type: ignore[no-untyped-def]
+    import time
+
+    from magnetar.adapters.aws.connections import build_push
+
+    topic = new_topic()
+    with open_ws(cluster, consumer_path(topic, negativeAckRedeliveryDelay=300)) as consumer, \
+            open_ws(cluster, producer_path(topic)) as producer:
+        send(producer, "later")
+        (m,) = receive(consumer, 1)
+        consumer.send(json.dumps({"type": "negativeAcknowledge", "messageId": m["messageId"]}))
+        assert quiet(consumer, 0.5) == []  # not before its delay
+        time.sleep(0.2)
+        report = build_push().redispatch()  # what the maintenance run calls every minute
+        assert report.pushed >= 1
+        (again,) = receive(consumer, 1)
+        assert again["messageId"] == m["messageId"] and again["redeliveryCount"] == 1
+
+
+def test_connection_registry_on_dynamodb(cluster) -> None:  # type: ignore[no-untyped-def]
+    from magnetar.adapters.aws.connections import DynamoConnectionRegistry
+    from magnetar.config import ResourceNames
+    from magnetar.core.ports import Connection
+
+    registry = DynamoConnectionRegistry(ResourceNames.from_env().table)
+    topic = new_topic()
+    conn = Connection("reg-test=", "consumer", topic, 1_000, "ws-reg", "sub", "Shared", True, 10, 0)
+    registry.add(conn)
+    assert registry.get("reg-test=") == conn and registry.of_topic(topic) == [conn]
+    assert topic in registry.topics()
+    assert registry.add_permits(conn, 3) is not None and registry.take_permits(conn, 2, 2)
+    assert not registry.take_permits(conn, 2, 2)  # one left
+    with_acks = registry.add_acks(conn, ["5", "7:10:3"])
+    assert with_acks is not None and with_acks.acks == {"5", "7:10:3"} and with_acks.permits == 1
+    registry.clear_acks(conn, frozenset({"5"}))
+    current = registry.current(conn)
+    assert current is not None and current.acks == {"7:10:3"}
+    reader = Connection("reg-reader=", "reader", topic, 1_000, "r", position=4)
+    registry.add(reader)
+    assert registry.advance_reader(reader, 6, -1, 2) and not registry.advance_reader(reader, 8, -1, 2)
+    acked = registry.reader_acked(reader, 5)
+    assert acked is not None and (acked.position, acked.inflight) == (6, 0)
+    last = registry.remove(conn)
+    assert last is not None and last.acks == {"7:10:3"} and registry.remove(conn) is None
+    assert registry.get("reg-test=") is not None  # frames after $disconnect still find it
+    registry.remove(reader)
+    registry.forget_topic(topic, 999)  # a later connect happened: kept
+    assert topic in registry.topics()
+    registry.forget_topic(topic, registry.topics()[topic])
+    assert topic not in registry.topics()

@@ -94,6 +94,7 @@ def test_producer_frames_are_answered_as_pulsar_does(h: Harness) -> None:
 
 def test_backlog_is_pushed_after_connect_and_acks_open_the_window(h: Harness) -> None:
     h.produce("a", "b", "c", "d", "e")
+    h.journal()  # pushes serve sealed entries
     cid = h.consumer(subscriptionInitialPosition="Earliest", receiverQueueSize=2)
     first = h.got(cid)
     assert payloads(first) == ["a", "b"]
@@ -196,6 +197,7 @@ def test_key_shared_keeps_keys_on_one_connection(h: Harness) -> None:
 
 def test_reader_reads_from_earliest_within_its_window(h: Harness) -> None:
     h.produce("1", "2", "3")
+    h.journal()
     r = h.open("/ws/v2/reader/persistent/public/default/push", messageId="earliest", receiverQueueSize=2)
     first = h.got(r)
     assert payloads(first) == ["1", "2"]
@@ -213,6 +215,7 @@ def test_reader_reads_from_earliest_within_its_window(h: Harness) -> None:
 def test_batched_entries_are_pushed_message_by_message_and_acked_by_index(h: Harness) -> None:
     name = TopicName.parse(TOPIC)
     h.broker.writer.append(name, Batch.of([Message(b"a"), Message(b"b"), Message(b"c")]), "p")
+    h.journal()
     cid = h.consumer(subscriptionInitialPosition="Earliest")
     frames = h.got(cid)
     assert payloads(frames) == ["a", "b", "c"] and frames[0]["batchSize"] == 3
@@ -255,6 +258,25 @@ def test_non_persistent_window_and_key_shared(h: Harness) -> None:
     assert len(fa) + len(fb) == 20 and not {f["key"] for f in fa} & {f["key"] for f in fb}
 
 
+def test_unsealed_entries_wait_for_the_journal_consumer(h: Harness) -> None:
+    h.produce("early")
+    cid = h.consumer(subscriptionInitialPosition="Earliest")
+    assert h.got(cid) == []  # in the journal only: never read from its tail by a push
+    h.journal()
+    assert payloads(h.got(cid)) == ["early"]
+
+
+def test_acknowledgement_after_disconnect_still_counts(h: Harness) -> None:
+    cid = h.consumer()
+    h.produce("m")
+    h.journal()
+    (f,) = h.got(cid)
+    h.push.disconnect(cid)
+    h.frame(cid, messageId=f["messageId"])  # sent before closing, handled after $disconnect
+    again = h.consumer()
+    assert h.got(again) == []
+
+
 def test_journal_plan_reads_only_topics_with_connections(h: Harness) -> None:
     h.produce("a", topic="persistent://public/default/quiet")
     cid = h.consumer()
@@ -285,3 +307,54 @@ def test_bad_paths_and_parameters_are_refused(h: Harness, path: str, params: dic
 def test_unknown_namespace_is_refused(h: Harness) -> None:
     with pytest.raises(NotFound):
         h.push.connect("x=", "/ws/v2/consumer/non-persistent/public/nope/t/s", {})
+
+
+def test_acknowledgements_wait_in_the_inbox_until_half_the_window(h: Harness) -> None:
+    cid = h.consumer(receiverQueueSize=10, subscriptionInitialPosition="Earliest")
+    h.produce(*[str(i) for i in range(20)])
+    h.journal()
+    window = h.got(cid)
+    assert len(window) == 10
+    name = TopicName.parse(TOPIC)
+
+    def mark_delete() -> int:
+        cursor = h.broker.metadata.get_subscription_view(name, "s").cursor
+        assert cursor is not None
+        return cursor.mark_delete
+
+    for f in window[:4]:
+        h.frame(cid, messageId=f["messageId"])
+    assert mark_delete() == 0 and len(h.registry.connections[cid].acks) == 4  # no cursor write yet
+    h.frame(cid, messageId=window[4]["messageId"])  # half the window: written, and refilled
+    assert mark_delete() == 5 and h.registry.connections[cid].acks == frozenset()
+    assert payloads(h.got(cid)) == [str(i) for i in range(10, 15)]
+    h.frame(cid, messageId=window[5]["messageId"])
+    h.push.disconnect(cid)  # the inbox is written before the consumer is detached
+    assert mark_delete() == 6
+    again = h.consumer(receiverQueueSize=10)
+    assert payloads(h.got(again)) == [str(i) for i in range(6, 16)]
+
+
+def test_seek_drops_the_inbox(h: Harness) -> None:
+    cid = h.consumer(subscriptionInitialPosition="Earliest")
+    h.produce("a", "b")
+    h.journal()
+    first = h.got(cid)
+    h.frame(cid, messageId=first[0]["messageId"])
+    name = TopicName.parse(TOPIC)
+    h.broker.subscriptions.seek(name, "s", entry_id=0)
+    h.push.after_seek(name, "s")
+    assert payloads(h.got(cid)) == ["a", "b"]  # from the new position; the old ack is dropped
+
+
+def test_a_journal_batch_for_many_topics_is_pushed_in_parallel() -> None:
+    h = Harness()
+    h.push = PushService(h.broker, h.registry, h.gateway, workers=4)
+    topics = [f"persistent://public/default/many-{i}" for i in range(6)]
+    cids = {t: [h.consumer(sub=s, topic=t) for s in ("a", "b", "c")] for t in topics}
+    for t in topics:
+        h.produce("x", "y", topic=t)
+    h.journal()
+    for t in topics:
+        for cid in cids[t]:
+            assert payloads(h.got(cid)) == ["x", "y"]

@@ -378,9 +378,15 @@ class MemoryConnectionRegistry:
     def current(self, connection: Connection) -> Connection | None:
         return self.connections.get(connection.connection_id)
 
-    def remove(self, connection: Connection) -> None:
+    def remove(self, connection: Connection) -> Connection | None:
         with self._lock:
-            self.connections.pop(connection.connection_id, None)
+            return self.connections.pop(connection.connection_id, None)
+
+    def add_acks(self, connection: Connection, acks: list[str]) -> Connection | None:
+        return self._change(connection, lambda c: True, acks=lambda c: c.acks | frozenset(acks))
+
+    def clear_acks(self, connection: Connection, acks: frozenset[str]) -> None:
+        self._change(connection, lambda c: True, acks=lambda c: c.acks - acks)
 
     def _change(self, connection: Connection, check: Any, **changes: Any) -> Connection | None:
         with self._lock:

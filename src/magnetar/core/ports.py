@@ -328,10 +328,13 @@ class Connection:
     pull_mode: bool = False
     queue_size: int = 1000  # receiverQueueSize: the unacknowledged window of a consumer or reader
     nack_delay_ms: int = 60_000
+    ack_timeout_ms: int = 0
     permits: int = 0  # pull mode and non-persistent consumers: messages it may still be sent
     position: int = 0  # reader: the next entry to send
     skip: int = -1  # reader: messages of `position`'s entry up to this batch index were sent
     inflight: int = 0  # reader: messages sent and not acknowledged
+    # consumer: acknowledgements not yet written to the cursor ("entry" or "entry:size:index")
+    acks: frozenset[str] = frozenset()
 
 
 class ConnectionRegistry(Protocol):
@@ -353,9 +356,19 @@ class ConnectionRegistry(Protocol):
         """One connection with its current counters (None: removed): one read."""
         ...
 
-    def remove(self, connection: Connection) -> None:
-        """Take a connection off its topic: one request; removing twice is harmless. `get` still
-        finds it until it expires, so frames that arrive after its $disconnect are understood."""
+    def remove(self, connection: Connection) -> Connection | None:
+        """Take a connection off its topic, returning it as it was (None: already removed): one
+        request. `get` still finds it until it expires, so frames that arrive after its
+        $disconnect are understood."""
+        ...
+
+    def add_acks(self, connection: Connection, acks: list[str]) -> Connection | None:
+        """Record acknowledgements in the connection's inbox (no condition, so acknowledgement
+        frames never conflict): one write; the connection as it is now, None when removed."""
+        ...
+
+    def clear_acks(self, connection: Connection, acks: frozenset[str]) -> None:
+        """Take acknowledgements written to the cursor out of the inbox: one write."""
         ...
 
     def add_permits(self, connection: Connection, count: int) -> Connection | None:

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from magnetar.core.broker import Broker
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import HASH_RANGE, CursorState, key_hash
-from magnetar.core.dispatch import CONFLICT_RETRIES, MAX_ENTRIES_PER_RECEIVE, NO_ACKS, Acks, DeliveredEntry
+from magnetar.core.dispatch import MAX_ENTRIES_PER_RECEIVE, NO_ACKS, Acks, DeliveredEntry
 from magnetar.core.entry import Batch, Entry, Message, MessageIdData, decode_entry, peek_header
 from magnetar.core.errors import (
     ConsumerBusy,
@@ -84,10 +84,31 @@ NON_PERSISTENT_POLL_REASON = (
     "(/ws/v2/consumer/non-persistent/{tenant}/{namespace}/{topic}/{subscription})"
 )
 DISPATCH_WORKERS = 8  # subscriptions and readers dispatched in parallel by one run
-MAX_ROUNDS = 10  # claims per connection per dispatch (each up to 100 entries)
+MAX_ROUNDS = 20  # claims per connection per dispatch (each up to 100 entries)
 BACKLOG_WAIT_S = 5.0  # how long the post-connect dispatch waits for API Gateway to open the connection
 KNOWN_CONNECTIONS = 10_000  # connections remembered per container (their connect-time fields never change)
 NAMESPACE_CACHE_MS = 10_000
+CLAIM_RETRIES = 40  # conflicting cursor writes (parallel frames of one subscription), backing off
+MAX_BACKOFF_S = 0.25
+MAX_PREFETCH = 1_000  # entries of a sealed backlog read into the cache ahead of a dispatch's claims
+
+
+def inbox_acks(codes: Iterable[str], consumer: str, base: Acks = NO_ACKS) -> Acks:
+    """Acknowledgements from inbox entries ("entry" or "entry:size:index"), added to `base`."""
+    whole = set(base.entries)
+    batch: dict[int, tuple[int, set[int]]] = {e: (n, set(ix)) for e, n, ix in base.batch}
+    for code in codes:
+        parts = code.split(":")
+        try:
+            numbers = [int(p) for p in parts]
+        except ValueError:
+            continue
+        if len(numbers) == 1:
+            whole.add(numbers[0])
+        elif len(numbers) == 3:
+            batch.setdefault(numbers[0], (numbers[1], set()))[1].add(numbers[2])
+    return Acks(tuple(sorted(whole)), tuple((e, n, tuple(sorted(ix))) for e, (n, ix) in sorted(batch.items())),
+                base.cumulative, base.nacks, base.nack_delay_ms, base.epoch, consumer or base.consumer)
 
 
 def outstanding(state: CursorState, consumer: str) -> int:
@@ -184,7 +205,8 @@ class PushService:
         unique = connection_id.replace("/", "_")  # one consumer per connection, whatever its consumerName
         name = f"{request.name}-{unique}" if request.name else f"ws-{unique}"
         conn = Connection(connection_id, "consumer", str(topic), now, name, request.subscription,
-                          request.subscription_type, request.pull_mode, request.queue_size, request.nack_delay_ms)
+                          request.subscription_type, request.pull_mode, request.queue_size, request.nack_delay_ms,
+                          request.ack_timeout_ms)
         if not topic.is_persistent:
             self._check_namespace(topic)
             self._check_non_persistent_subscription(conn)
@@ -198,9 +220,9 @@ class PushService:
             subscribe()
         except ConsumerBusy:
             # a consumer whose connection closed without its $disconnect (best effort on AWS) holds
-            # the subscription until its lease ends: find such connections and let them go
-            if not self._evict_closed(conn):
-                raise
+            # the subscription until its lease ends: find such connections and let them go (or
+            # its $disconnect was running: it has detached it by now)
+            self._evict_closed(conn)
             subscribe()
         return conn
 
@@ -242,6 +264,16 @@ class PushService:
             for other in self.registry.of_topic(conn.topic):
                 if other.role == "consumer" and other.subscription == conn.subscription:
                     self._safely(self._dispatch_one, other)
+
+    def after_seek(self, topic: TopicName, subscription: str) -> None:
+        """A seek drops the acknowledgements its push consumers have not written to the cursor
+        yet (as acknowledgements from before a seek are ignored), then pushes from the new position."""
+        members = [c for c in self.registry.of_topic(str(topic))
+                   if c.role == "consumer" and c.subscription == subscription]
+        for conn in members:
+            self._clear_inbox(conn)
+        if members:
+            self.dispatch_topic(str(topic), [replace(c, acks=frozenset()) for c in members])
 
     def deliver_backlog(self, connection_id: str, wait_s: float = BACKLOG_WAIT_S) -> int:
         """The dispatch that follows a connect: once API Gateway has opened the connection (it
@@ -342,31 +374,51 @@ class PushService:
         size = frame.get("batchSize")
         if isinstance(size, int) and ids:
             sizes[ids[0].entry_id] = size
-        acks = self._acks(topic, conn, ids, kind == "negativeAcknowledge", sizes)
         latest: Connection | None = conn
-        if conn.pull_mode:
-            latest = self.registry.current(conn)  # its permits, which frames do not carry
-        self._dispatch_consumer(latest or replace(conn, permits=0), acks)
+        if kind == "negativeAcknowledge" or conn.ack_timeout_ms > 0:
+            # written to the cursor at once: a negative ack is redelivered after its delay, and an
+            # ack must land before the ack timeout would redeliver the message
+            if conn.pull_mode:
+                latest = self.registry.current(conn)  # its permits, which frames do not carry
+            if kind == "negativeAcknowledge":
+                acks = Acks(nacks=tuple(sorted({m.entry_id for m in ids if m.entry_id >= 0})),
+                            nack_delay_ms=conn.nack_delay_ms, consumer=conn.name)
+            else:
+                acks = inbox_acks(self._ack_codes(topic, ids, sizes), conn.name)
+            self._dispatch_consumer(latest or replace(conn, permits=0), acks)
+            return None
+        # Acknowledgements go to the connection's inbox (an unconditional write: the frames of a
+        # consumer arrive in parallel invocations, and would conflict on the cursor); a dispatch
+        # writes them to the cursor, at once when half the window is acknowledged (Pulsar's
+        # consumers return flow permits in such steps), else with the next push, the disconnect
+        # or the maintenance run.
+        codes = self._ack_codes(topic, ids, sizes)
+        if not codes:
+            return None
+        latest = self.registry.add_acks(conn, codes)
+        if latest is None:  # off its topic already (closed): straight to the cursor
+            with contextlib.suppress(SubscriptionNotFound):
+                self.broker.subscriptions.acknowledge(topic, conn.subscription, inbox_acks(codes, conn.name))
+            return None
+        threshold = max(1, conn.queue_size // 2)
+        before = len(latest.acks - frozenset(codes))
+        if len(latest.acks) // threshold > before // threshold:  # this frame crossed it: one dispatch
+            self._dispatch_consumer(latest, refill_at=1 if conn.pull_mode else threshold)
         return None
 
-    def _acks(self, topic: TopicName, conn: Connection, ids: list[MessageIdData], nack: bool,
-              sizes: dict[int, int]) -> Acks:
-        entries = sorted({m.entry_id for m in ids if m.entry_id >= 0})
-        if nack:
-            return Acks(nacks=tuple(entries), nack_delay_ms=conn.nack_delay_ms, consumer=conn.name)
-        whole: set[int] = set()
-        batch: dict[int, tuple[int, set[int]]] = {}
+    def _ack_codes(self, topic: TopicName, ids: list[MessageIdData], sizes: dict[int, int]) -> list[str]:
+        """Acknowledged ids as inbox entries: "entry", or "entry:size:index" inside a batch."""
+        codes: list[str] = []
         for mid in ids:
             if mid.entry_id < 0:
                 continue
             if mid.batch_index >= 0:
                 size = sizes.get(mid.entry_id) or self._batch_size(topic, mid.entry_id)
                 if size > 1:
-                    batch.setdefault(mid.entry_id, (size, set()))[1].add(mid.batch_index)
+                    codes.append(f"{mid.entry_id}:{size}:{mid.batch_index}")
                     continue
-            whole.add(mid.entry_id)
-        return Acks(tuple(sorted(whole)), tuple((e, n, tuple(sorted(ix))) for e, (n, ix) in sorted(batch.items())),
-                    consumer=conn.name)
+            codes.append(str(mid.entry_id))
+        return codes
 
     def _batch_size(self, topic: TopicName, entry_id: int) -> int:
         """Messages in an entry (a Pulsar client acknowledges a batch message by its id alone)."""
@@ -391,24 +443,38 @@ class PushService:
             return self._dispatch_consumer(conn)
         return 0
 
-    def _dispatch_consumer(self, conn: Connection, acks: Acks = NO_ACKS, cap: int | None = None) -> int:
-        """Dispatch steps for one connected consumer, until its permits or what is ready run out."""
+    def _dispatch_consumer(self, conn: Connection, acks: Acks = NO_ACKS, cap: int | None = None,
+                           refill_at: int = 1) -> int:
+        """Dispatch steps for one connected consumer, until its permits or what is ready run out.
+
+        `refill_at`: an acknowledgement frame gives its permit back, but claims only once that
+        much of the window is free (Pulsar's consumers send flow permits once half their queue is
+        consumed): a backlog is then read in chunks, not an entry per acknowledgement."""
         topic = TopicName.parse(conn.topic)
         pushed = 0
 
         def window(state: CursorState) -> int:
-            room = conn.permits - pushed if conn.pull_mode else conn.queue_size - outstanding(state, conn.name)
+            if conn.pull_mode:
+                room = conn.permits - pushed
+            else:
+                room = conn.queue_size - outstanding(state, conn.name)
+                if room < refill_at:
+                    room = 0
             return room if cap is None else min(room, cap)
 
+        if conn.acks:  # the inbox is written to the cursor with the first claim
+            acks = inbox_acks(conn.acks, conn.name, acks)
         for _ in range(MAX_ROUNDS):
             try:
-                delivered = self._claim(topic, conn, window, acks)
+                delivered, more = self._claim(topic, conn, window, acks)
             except SubscriptionNotFound:
                 if acks:  # not attached (any more): its acknowledgements count all the same
                     with contextlib.suppress(SubscriptionNotFound):
                         self.broker.subscriptions.acknowledge(topic, conn.subscription, acks)
+                self._clear_inbox(conn)
                 return pushed
             acks = NO_ACKS  # written with the first claim
+            conn = self._clear_inbox(conn)
             if not delivered:
                 break
             frames = [f for d in delivered for f in entry_frames(d.entry, topic.partition_index, d.redelivery_count,
@@ -423,19 +489,22 @@ class PushService:
             if sent < len(frames):
                 self._drop(conn)  # gone: its deliveries are released for the others
                 break
-            if cap is not None or len(delivered) < MAX_ENTRIES_PER_RECEIVE:
+            if cap is not None or not more:
                 break
         return pushed
 
     def _claim(self, topic: TopicName, conn: Connection, budget: Callable[[CursorState], int],
-               acks: Acks) -> list[DeliveredEntry]:
+               acks: Acks) -> tuple[list[DeliveredEntry], bool]:
         """One dispatch step for a push consumer: `SubscriptionService.receive` with no wait, but
-        the number of messages comes from the cursor read by this very step (the window)."""
+        the number of messages comes from the cursor read by this very step (the window). Also
+        says whether more may be ready (a step hands out at most 100 entries and reads ahead a few
+        segments at a time)."""
         service = self.broker.subscriptions
-        for _ in range(CONFLICT_RETRIES):
+        for attempt in range(CLAIM_RETRIES):
             view = service.metadata.get_subscription_view(topic, conn.subscription)
             if view.cursor is None:
                 raise SubscriptionNotFound(f"Subscription {conn.subscription} not found on {topic}")
+            _sealed_only(view)
             now = self.clock.now_ms()
             state = view.cursor
             before = state.to_dict()
@@ -447,14 +516,35 @@ class PushService:
             limit = budget(state)
             delivered: list[DeliveredEntry] = []
             if limit > 0:
+                self._prefetch(topic, view, state.read_position, limit)
                 delivered = service._claim(topic, view, state, conn.name, limit, now, lease.ack_timeout_ms, "")
+            more = bool(delivered) and (len(delivered) >= MAX_ENTRIES_PER_RECEIVE
+                                        or state.read_position < view.seal.next_entry)
             if not delivered and state.to_dict() == before:
-                return []
+                return [], False
             if service.metadata.put_cursor(topic, conn.subscription, state, view.cursor_version):
                 crash_point("dispatch.after_claim")
-                return delivered
-            self.clock.sleep(random.uniform(0.0, 0.02))
+                return delivered, more
+            # acknowledgement frames of one subscription arrive in parallel invocations: back off
+            self.clock.sleep(random.uniform(0.0, min(MAX_BACKOFF_S, 0.005 * 2 ** attempt)))
         raise RetryableError("Too much contention on the subscription; retry")
+
+    def _clear_inbox(self, conn: Connection) -> Connection:
+        if conn.acks:
+            self.registry.clear_acks(conn, conn.acks)
+        return replace(conn, acks=frozenset())
+
+    def _prefetch(self, topic: TopicName, view: SubscriptionView, start: int, count: int) -> None:
+        """Read a sealed backlog into the cache ahead of the claims: a read takes a few segments
+        at a time (a trickle seals one-entry segments), and each claim is a cursor write, so the
+        claims should find whole windows in memory."""
+        position, end = start, min(view.seal.next_entry, start + min(count, MAX_PREFETCH))
+        while position < end:
+            entries = self.broker.reader.read(topic, position, min(MAX_ENTRIES_PER_RECEIVE, end - position),
+                                              view.seal, view.writer)
+            if not entries:
+                return
+            position = entries[-1].entry_id + 1
 
     def _release(self, topic: TopicName, conn: Connection, delivered: list[DeliveredEntry]) -> None:
         entries = tuple(sorted({d.entry.entry_id for d in delivered}))
@@ -473,7 +563,7 @@ class PushService:
             if budget <= 0:
                 break
             try:
-                entries = self.broker.read_entries(topic, conn.position, min(budget, MAX_ENTRIES_PER_RECEIVE))
+                entries = self._read_sealed(topic, conn.position, min(budget, MAX_ENTRIES_PER_RECEIVE))
             except TopicNotFound:
                 break
             frames: list[str] = []
@@ -502,6 +592,14 @@ class PushService:
                 break
         return pushed
 
+    def _read_sealed(self, topic: TopicName, start: int, count: int) -> list[Entry]:
+        seal, writer = self.broker.metadata.get_topic_state(topic)
+        if writer is None:
+            raise TopicNotFound(f"Topic {topic} not found")
+        view = SubscriptionView(None, 0, seal, writer)
+        _sealed_only(view)
+        return self.broker.reader.read(topic, max(start, seal.first_entry), count, seal, view.writer)
+
     def dispatch_topic(self, topic: str, connections: list[Connection] | None = None,
                        new_messages: int = 0) -> PushReport:
         """Push to a topic's connected consumers and readers: subscriptions in parallel, the
@@ -509,8 +607,14 @@ class PushService:
         (a journal batch), a Shared subscription's consumers first get a fair share each."""
         conns = self.registry.of_topic(topic) if connections is None else connections
         report = PushReport(topics=1, connections=len(conns))
+        for result in self._run(self._topic_tasks(topic, conns, new_messages)):
+            report.add(result)
+        return report
+
+    def _topic_tasks(self, topic: str, conns: list[Connection], new_messages: int) -> list[Callable[[], PushReport]]:
+        """One task per subscription (its consumers in turn) and per reader."""
         if not TopicName.parse(topic).is_persistent:
-            return report
+            return []
         groups: dict[str, list[Connection]] = {}
         tasks: list[Callable[[], PushReport]] = []
         for c in conns:
@@ -520,9 +624,7 @@ class PushService:
                 tasks.append(lambda c=c: self._count(self._dispatch_reader, c))  # type: ignore[misc]
         for members in groups.values():
             tasks.append(lambda members=members: self._dispatch_group(members, new_messages))  # type: ignore[misc]
-        for result in self._run(tasks):
-            report.add(result)
-        return report
+        return tasks
 
     def _dispatch_group(self, members: list[Connection], new_messages: int) -> PushReport:
         report = PushReport()
@@ -551,7 +653,8 @@ class PushService:
         return report
 
     def _run(self, tasks: list[Callable[[], PushReport]]) -> Iterable[PushReport]:
-        if len(tasks) <= 1 or self.workers <= 1:
+        inside = threading.current_thread().name.startswith("push")  # never wait on the pool from it
+        if len(tasks) <= 1 or self.workers <= 1 or inside:
             return [task() for task in tasks]
         with self._lock:
             if self._pool is None:
@@ -605,13 +708,15 @@ class PushService:
         """After sealing: push to the planned topics' connections, entries served from memory."""
         for entry in plan.entries:
             self.broker.cache.put(entry)
-        report = PushReport()
-        tasks = [lambda t=topic, c=conns: self.dispatch_topic(t, c, plan.messages.get(t, 0))
-                 for topic, conns in plan.connections.items()]
-        for result in self._run(tasks):  # type: ignore[arg-type]
-            report.topics += result.topics
-            report.connections += result.connections
-            report.add(result)
+        report = PushReport(topics=len(plan.connections),
+                            connections=sum(len(c) for c in plan.connections.values()))
+        tasks = [task for topic, conns in plan.connections.items()
+                 for task in self._topic_tasks(topic, conns, plan.messages.get(topic, 0))]
+        try:
+            for result in self._run(tasks):
+                report.add(result)
+        except Exception:  # never fails the journal batch: the next dispatch catches up
+            log.exception("push after a journal batch failed")
         return report
 
     # --- maintenance -----------------------------------------------------------------------
@@ -640,7 +745,8 @@ class PushService:
                     view = self.broker.metadata.get_subscription_view(name, subscription)
                 except MagnetarError:
                     continue
-                if view.cursor is not None and _due(view, now):
+                members = [c for c in alive if c.role == "consumer" and c.subscription == subscription]
+                if view.cursor is not None and (_due(view, now) or any(c.acks for c in members)):
                     due.extend(c for c in alive if c.role == "consumer" and c.subscription == subscription)
             if due:
                 result = self.dispatch_topic(topic, due)
@@ -678,12 +784,17 @@ class PushService:
                 delivered = True
             ids.append(mid if delivered else MessageIdData(-1, -1, partition, -1))
         by_id = {c.connection_id: c for c in targets}
-        for connection_id, out in frames.items():
-            conn = by_id[connection_id]
+
+        def deliver(conn: Connection, out: list[str]) -> PushReport:
+            report = PushReport()
             if not self.registry.take_permits(conn, len(out), len(out)):
-                continue  # another publish took its permits meanwhile: dropped, as without permits
-            if self.gateway.send(connection_id, out) < len(out):
+                return report  # another publish took its permits meanwhile: dropped, as without permits
+            report.pushed = self.gateway.send(conn.connection_id, out)
+            if report.pushed < len(out):
                 self._drop(conn)
+            return report
+
+        self._run([lambda c=by_id[cid], out=out: deliver(c, out) for cid, out in frames.items()])  # type: ignore[misc]
         return ids
 
     def _pick(self, members: list[Connection], message: Message, permits: dict[str, int],
@@ -733,20 +844,42 @@ class PushService:
         """Forget a connection and detach what it was attached as (idempotent)."""
         with self._lock:
             self._known.pop(conn.connection_id, None)
-        self.registry.remove(conn)
-        self._detach(conn)
+        if conn.role != "consumer" or not TopicName.parse(conn.topic).is_persistent:
+            self.registry.remove(conn)
+            self._detach(conn)
+            return
+        # detached before it leaves its topic: a connect that finds the subscription busy finds
+        # this connection too (and waits for it), never a consumer with no connection to evict
+        current = self.registry.current(conn)
+        inbox = current.acks if current is not None else frozenset()
+        self._detach(conn, inbox)
+        last = self.registry.remove(conn)
+        if last is not None and last.acks - inbox:  # acknowledged meanwhile
+            with contextlib.suppress(NotFound):
+                self.broker.subscriptions.acknowledge(TopicName.parse(conn.topic), conn.subscription,
+                                                      inbox_acks(last.acks - inbox, conn.name))
 
-    def _detach(self, conn: Connection) -> None:
+    def _detach(self, conn: Connection, acks: frozenset[str] = frozenset()) -> None:
         topic = TopicName.parse(conn.topic)
         if not topic.is_persistent:
             return
         try:
             if conn.role == "consumer":
+                if acks:  # acknowledged before it left: not redelivered
+                    self.broker.subscriptions.acknowledge(topic, conn.subscription, inbox_acks(acks, conn.name))
                 self.broker.subscriptions.close_consumer(topic, conn.subscription, conn.name)
             elif conn.role == "producer":
                 self.broker.writer.detach_producer(topic, conn.name)
         except NotFound:
             pass
+
+
+def _sealed_only(view: SubscriptionView) -> None:
+    """Pushes serve sealed entries (and what the journal consumer put in the cache): never the
+    journal tail, which a dispatch per frame would read far beyond Kinesis' 5 reads/s per shard.
+    Newer entries are pushed by the journal consumer once it has sealed them."""
+    if view.writer is not None and view.writer.next_entry > view.seal.next_entry:
+        view.writer = replace(view.writer, next_entry=view.seal.next_entry)
 
 
 def _due(view: SubscriptionView, now: int) -> bool:
@@ -761,4 +894,4 @@ def _due(view: SubscriptionView, now: int) -> bool:
             return True
         if not d.sent and d.not_before <= now:
             return True
-    return view.writer is not None and state.read_position < view.writer.next_entry
+    return state.read_position < view.seal.next_entry

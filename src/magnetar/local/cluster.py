@@ -162,7 +162,8 @@ class LocalCluster:
 class LocalUpProcess:
     """`magnetar local up` in a process of its own, on free ports (benchmarks, tests, perf)."""
 
-    def __init__(self, poll_interval_s: float | None = None) -> None:
+    def __init__(self, poll_interval_s: float | None = None, maintenance_interval_s: float | None = None) -> None:
+        self.maintenance_interval_s = maintenance_interval_s
         self.port, self.aws_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.aws_endpoint = f"http://127.0.0.1:{self.aws_port}"
@@ -172,7 +173,9 @@ class LocalUpProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "magnetar.cli.main", "local", "up", "--port", str(self.port),
-             "--aws-port", str(self.aws_port)],
+             "--aws-port", str(self.aws_port),
+             *(["--maintenance-interval", str(self.maintenance_interval_s)] if self.maintenance_interval_s is not None
+               else [])],
             stdout=subprocess.DEVNULL,
             env=env,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,

@@ -36,7 +36,7 @@ from magnetar.core.push import PushService
 from magnetar.core.websocket import MAX_CONNECTION_MS
 
 INDEX_PK = "WSTOPICS"
-_NAMES = ("#permits", "#pos", "#skip", "#inflight")  # attribute names, aliased (reserved words)
+_NAMES = ("#permits", "#pos", "#skip", "#inflight", "#acks")  # attribute names, aliased (reserved words)
 _EXPIRY_MARGIN_S = 15 * 60
 
 
@@ -62,6 +62,7 @@ def _item(c: Connection) -> dict[str, Any]:
         "name": _s(c.name), "sub": _s(c.subscription), "stype": _s(c.subscription_type),
         "pull": {"BOOL": c.pull_mode}, "queue": _n(c.queue_size), "nack": _n(c.nack_delay_ms),
         "permits": _n(c.permits), "pos": _n(c.position), "skip": _n(c.skip), "inflight": _n(c.inflight),
+        "ackto": _n(c.ack_timeout_ms),
         "expiresAt": _n((c.connected_at + MAX_CONNECTION_MS) // 1000 + _EXPIRY_MARGIN_S),
     }
 
@@ -73,7 +74,8 @@ def _connection(item: dict[str, Any]) -> Connection:
     return Connection(
         item["cid"]["S"], item["role"]["S"], item["topic"]["S"], n("at"), item["name"]["S"], item["sub"]["S"],
         item["stype"]["S"], bool(item.get("pull", {}).get("BOOL", False)), n("queue", 1000), n("nack", 60_000),
-        n("permits"), n("pos"), n("skip", -1), n("inflight"),
+        n("ackto"), n("permits"), n("pos"), n("skip", -1), n("inflight"),
+        frozenset(item.get("acks", {}).get("SS", [])),
     )
 
 
@@ -116,10 +118,19 @@ class DynamoConnectionRegistry:
         ).get("Item")
         return _connection(item) if item else None
 
-    def remove(self, connection: Connection) -> None:
+    def remove(self, connection: Connection) -> Connection | None:
         # the CONN# item stays until its expiresAt: a frame that arrives after $disconnect still
         # finds its topic and subscription (an acknowledgement sent just before closing counts)
-        self.ddb.delete_item(TableName=self.table, Key=_topic_key(connection.topic, connection.connection_id))
+        old = self.ddb.delete_item(TableName=self.table, Key=_topic_key(connection.topic, connection.connection_id),
+                                   ReturnValues="ALL_OLD").get("Attributes")
+        return _connection(old) if old else None
+
+    def add_acks(self, connection: Connection, acks: list[str]) -> Connection | None:
+        return self._update(connection, "ADD #acks :acks", {":acks": {"SS": sorted(set(acks))}})
+
+    def clear_acks(self, connection: Connection, acks: frozenset[str]) -> None:
+        if acks:
+            self._update(connection, "DELETE #acks :acks", {":acks": {"SS": sorted(acks)}})
 
     def _update(self, connection: Connection, expression: str, values: dict[str, Any],
                 condition: str = "attribute_exists(pk)") -> Connection | None:
