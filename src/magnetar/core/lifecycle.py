@@ -148,11 +148,12 @@ class LedgerMaintenance:
 
     # --- backlog quota ------------------------------------------------------------------------
     def backlog(self, topic: TopicName, seal: SealState, writer: WriterState,
-                cursors: dict[str, tuple[CursorState, int]]) -> Backlog:
+                cursors: dict[str, tuple[CursorState, int]], with_age: bool = True) -> Backlog:
+        """The backlog's range and size; its age too (one entry read) when `with_age`."""
         start, end = backlog_range(seal, writer, cursors)
         size = self._size_between(topic, seal, start, end)
         oldest = None
-        if start < end:
+        if with_age and start < end:
             entries = self.reader.read(topic, start, 1, seal, writer)
             oldest = entries[0].publish_time if entries else None
         return Backlog(start, end, size, oldest)
@@ -169,7 +170,9 @@ class LedgerMaintenance:
         if writer is None:
             return False
         policies = TopicPolicies.of(self.writer.policies(topic))
-        exceeded = self._over_quota(policies, self.backlog(topic, seal, writer, self.metadata.list_cursors(topic)))
+        backlog = self.backlog(topic, seal, writer, self.metadata.list_cursors(topic),
+                               with_age=policies.backlog_quota.limit_time > 0)
+        exceeded = self._over_quota(policies, backlog)
         if not exceeded and writer.backlog_blocked:
             self.metadata.set_backlog_blocked(topic, "")
         return exceeded
@@ -187,7 +190,11 @@ class LedgerMaintenance:
     def _apply_backlog_quota(self, topic: TopicName, policies: TopicPolicies, seal: SealState, writer: WriterState,
                              cursors: dict[str, tuple[CursorState, int]], report: TopicReport) -> None:
         quota = policies.backlog_quota
-        backlog = self.backlog(topic, seal, writer, cursors)
+        if not quota.active:  # nothing to measure: no reads (only lift a block left from a removed quota)
+            if writer.backlog_blocked:
+                self.metadata.set_backlog_blocked(topic, "")
+            return
+        backlog = self.backlog(topic, seal, writer, cursors, with_age=quota.limit_time > 0)
         report.backlog_bytes = backlog.size
         exceeded = self._over_quota(policies, backlog)
         if exceeded and quota.policy == "consumer_backlog_eviction":
