@@ -17,6 +17,7 @@ from typing import Any
 
 from aws_cdk import (
     Annotations,
+    ArnFormat,
     CfnOutput,
     CfnResource,
     Duration,
@@ -30,6 +31,7 @@ from aws_cdk import aws_cloudfront_origins as origins
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
@@ -262,7 +264,26 @@ class MagnetarStack(Stack):
                     f"WebSocket{route_key.lstrip('$').capitalize()}Integration",
                     self.websocket_function,
                 ),
+                # producer receipts, error frames and answers go back as the route's response
+                return_response=route_key == "$default",
             )
+        # After $connect the function invokes itself asynchronously to push the backlog (API Gateway
+        # refuses pushes until $connect has returned). The ARN is built from the stack name and the
+        # pinned logical id (CloudFormation names the function `<stack>-<logical id>-<suffix>`):
+        # naming the function's own ARN in its role would be a circular dependency.
+        self.websocket_function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["lambda:InvokeFunction"],
+                resources=[
+                    Stack.of(self).format_arn(
+                        service="lambda",
+                        resource="function",
+                        resource_name=f"{Stack.of(self).stack_name}-{WEBSOCKET_FUNCTION_ID}-*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
         self._websocket_distribution()
 
         self.maintenance = self._function(

@@ -15,6 +15,7 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from magnetar.adapters.aws import build_broker
+from magnetar.adapters.aws.connections import build_push
 
 logger = Logger()
 
@@ -27,12 +28,16 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if topics is not None and not (isinstance(topics, list) and all(isinstance(t, str) for t in topics)):
         raise ValueError("'topics' must be a list of topic names")
     report = build_broker().maintenance.run(topics)
+    # Push consumers: due redeliveries (negative-ack delays, ack timeouts), acknowledgements still in
+    # connection inboxes, connections whose $disconnect never came.
+    pushed = build_push().redispatch()
     metrics = EphemeralMetrics(namespace="Magnetar")
     metrics.add_metric("TopicsMaintained", MetricUnit.Count, report.topics)
     metrics.add_metric("ExpiredEntries", MetricUnit.Count, report.expired_entries)
     metrics.add_metric("EvictedEntries", MetricUnit.Count, report.evicted_entries)
     metrics.add_metric("TrimmedSegments", MetricUnit.Count, report.trimmed_segments)
     metrics.add_metric("BacklogBlockedTopics", MetricUnit.Count, len(report.blocked_topics))
+    metrics.add_metric("Redispatched", MetricUnit.Count, pushed.pushed)
     metrics.flush_metrics()
     result = {
         "topics": report.topics,
@@ -41,6 +46,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "trimmedSegments": report.trimmed_segments,
         "deletedObjects": report.deleted_objects,
         "blockedTopics": report.blocked_topics,
+        "redispatched": pushed.pushed,
     }
     logger.info("maintenance run", extra={"report": result})
     return result

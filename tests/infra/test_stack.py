@@ -320,6 +320,9 @@ def test_websocket_api(template: Template, config: ModuleType) -> None:
     routes = [r["Properties"] for r in template.find_resources("AWS::ApiGatewayV2::Route").values()]
     ws_routes = {r["RouteKey"]: r for r in routes if r["ApiId"] == api_ref}
     assert set(ws_routes) == {"$connect", "$disconnect", "$default"}
+    # producer receipts and error frames are the $default route's response
+    assert ws_routes["$default"].get("RouteResponseSelectionExpression") == "$default"
+    assert "RouteResponseSelectionExpression" not in ws_routes["$connect"]
     integrations = template.find_resources("AWS::ApiGatewayV2::Integration")
     for route in ws_routes.values():
         target = route["Target"]["Fn::Join"][1]
@@ -499,3 +502,11 @@ def test_journal_shards_context_selects_provisioned_mode(tmp_path_factory: pytes
     Template.from_stack(stack).has_resource_properties(
         "AWS::Kinesis::Stream", {"ShardCount": 2, "StreamModeDetails": {"StreamMode": "PROVISIONED"}}
     )
+
+
+def test_websocket_function_may_invoke_itself(template: Template, config: ModuleType) -> None:
+    """After $connect the function invokes itself to push the backlog; its role allows exactly that
+    function (by the stack name and the pinned logical id), not every function."""
+    policies = json.dumps(template.find_resources("AWS::IAM::Policy"))
+    assert "lambda:InvokeFunction" in policies
+    assert f"-{config.WEBSOCKET_FUNCTION_ID}-*" in policies
