@@ -32,6 +32,15 @@ def client(cluster):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
+def admin(cluster):  # type: ignore[no-untyped-def]
+    from magnetar.client.admin import AdminClient
+
+    a = AdminClient(cluster.url)
+    yield a
+    a.close()
+
+
+@pytest.fixture
 def topic() -> str:
     return f"persistent://public/default/t-{uuid.uuid4().hex[:10]}"
 

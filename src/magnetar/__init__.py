@@ -20,6 +20,7 @@ _SDK = {
     "Client": "magnetar.client.client",
     "Producer": "magnetar.client.producer",
     "Consumer": "magnetar.client.consumer",
+    "PushConsumer": "magnetar.client.push",
     "Message": "magnetar.client.message",
     "MessageId": "magnetar.client.message",
     "ConsumerType": "magnetar.client.types",
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from magnetar.client.consumer import Consumer
     from magnetar.client.message import Message, MessageId
     from magnetar.client.producer import Producer
+    from magnetar.client.push import PushConsumer
     from magnetar.client.reader import Reader
     from magnetar.client.types import (
         BatchingType,
@@ -78,6 +80,7 @@ __all__ = [
     "PartitionsRoutingMode",
     "Producer",
     "ProducerAccessMode",
+    "PushConsumer",
     "Reader",
     "Result",
     "exceptions",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -20,13 +19,6 @@ from magnetar.client import exceptions
 from magnetar.client.admin import AdminClient
 from magnetar.core import crashpoints
 from magnetar.core.naming import TopicName
-
-
-@pytest.fixture
-def admin(cluster) -> Iterator[AdminClient]:  # type: ignore[no-untyped-def]
-    a = AdminClient(cluster.url)
-    yield a
-    a.close()
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -37,13 +37,6 @@ def eventually(read: Callable[[], Any], ok: Callable[[Any], bool], timeout_s: fl
 
 def path(topic: str) -> str:
     return topic.replace("://", "/", 1)
-
-
-@pytest.fixture
-def admin(cluster) -> Iterator[AdminClient]:  # type: ignore[no-untyped-def]
-    a = AdminClient(cluster.url)
-    yield a
-    a.close()
 
 
 @pytest.fixture

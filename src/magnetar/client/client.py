@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from magnetar.client import exceptions
 from magnetar.client.consumer import Consumer
 from magnetar.client.message import Message, MessageId
 from magnetar.client.partitioned import MultiTopicsConsumer, PartitionedProducer, matching
 from magnetar.client.producer import Producer
+from magnetar.client.push import PushConsumer, websocket_base
 from magnetar.client.reader import Reader
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
@@ -35,9 +36,26 @@ def _topic(name: str) -> TopicName:
         raise exceptions.InvalidConfiguration(exc.reason) from None
 
 
+DELIVERY_MODES = ("auto", "push", "poll")
+
+
+def _delivery(mode: str) -> str:
+    if mode not in DELIVERY_MODES:
+        raise exceptions.InvalidConfiguration(f"delivery must be one of {', '.join(DELIVERY_MODES)}, not {mode!r}")
+    return mode
+
+
 class Client:
-    def __init__(self, service_url: str, operation_timeout_seconds: int = 30) -> None:
+    """`websocket_url`: where push consumers connect (default: `service_url` with http -> ws,
+    https -> wss, as the local stack serves both on one port; on AWS, the stack's `WebSocketUrl`).
+    `delivery`: "auto" pushes non-persistent topics (the only way to consume them) and long-polls
+    persistent ones; "push" pushes both; "poll" never pushes."""
+
+    def __init__(self, service_url: str, operation_timeout_seconds: int = 30, websocket_url: str | None = None,
+                 delivery: str = "auto") -> None:
         self._transport = Transport(service_url, float(operation_timeout_seconds))
+        self._websocket_url = websocket_base(websocket_url or service_url)
+        self._delivery = _delivery(delivery)
         self._closeables: list[Any] = []
 
     # --- topics ------------------------------------------------------------------------------
@@ -109,11 +127,14 @@ class Client:
         pattern_auto_discovery_period: int = 60,
         retry_enable: bool = False,
         expire_time_of_incomplete_chunked_message_ms: int = 60_000,
-    ) -> Consumer | MultiTopicsConsumer:
+        delivery: str | None = None,
+    ) -> Consumer | MultiTopicsConsumer | PushConsumer:
+        """`delivery` overrides the client's ("auto", "push" or "poll") for this consumer."""
         try:
             check_subscription(subscription_name)
         except InvalidInput as exc:
             raise exceptions.InvalidConfiguration(exc.reason) from None
+        mode = _delivery(delivery) if delivery is not None else self._delivery
         if pattern is not None:
             topic = re.compile(pattern) if isinstance(pattern, str) else pattern
         discover: Callable[[], list[str]] | None = None
@@ -143,7 +164,26 @@ class Client:
                 f"{_topic(first)}-{subscription_name}-DLQ")  # one for the topic and its retry topic
             topics = topics + self._expand([retry_topic])
 
+        def push(partition_topic: str) -> bool:
+            persistent = _topic(partition_topic).is_persistent
+            if not persistent and mode == "poll":
+                raise exceptions.InvalidConfiguration(
+                    f"{partition_topic} is non-persistent: it is consumed by push only (WebSocket), "
+                    "not with delivery='poll'")
+            return mode == "push" or not persistent
+
+        pushed = [t for t in topics if push(t)]
+        if pushed and (retry_enable or dead_letter_policy is not None):
+            raise exceptions.InvalidConfiguration(
+                "retry_enable and dead_letter_policy need long polling (delivery='poll', persistent topics)")
+
         def make(partition_topic: str) -> Consumer:
+            if partition_topic in pushed:
+                return cast(Consumer, PushConsumer(  # the same methods, duck-typed for MultiTopicsConsumer
+                    self._transport, self._websocket_url, _topic(partition_topic), subscription_name, consumer_type,
+                    consumer_name, initial_position, unacked_messages_timeout_ms, receiver_queue_size,
+                    batch_receive_policy, negative_ack_redelivery_delay_ms,
+                    None if len(topics) > 1 or discover is not None else message_listener))
             return Consumer(
                 self._transport, _topic(partition_topic), subscription_name, consumer_type, consumer_name,
                 initial_position, unacked_messages_timeout_ms, receiver_queue_size, batch_receive_policy,

@@ -409,24 +409,18 @@ class DynamoMetadataStore:
         )
 
     def touch_producer(self, topic: TopicName, producer: str, now_ms: int) -> None:
-        if now_ms == 0:
-            self._if(
-                "update_item",
-                TableName=self.table,
-                Key={"pk": _tp(topic), "sk": _s("WRITER")},
-                UpdateExpression="REMOVE pub_since.#p, pub_last.#p, pub_msgs.#p, pub_bytes.#p",
-                ConditionExpression="attribute_exists(pk) AND attribute_exists(pub_since)",
-                ExpressionAttributeNames={"#p": producer},
-            )
-            return
+        kwargs: dict[str, Any] = {  # 0: the producer closed, forget it
+            "UpdateExpression": "REMOVE pub_since.#p, pub_last.#p, pub_msgs.#p, pub_bytes.#p"}
+        if now_ms:
+            kwargs = {"UpdateExpression": "SET pub_since.#p = if_not_exists(pub_since.#p, :now)",
+                      "ExpressionAttributeValues": {":now": _n(now_ms)}}
         self._if(
             "update_item",
             TableName=self.table,
             Key={"pk": _tp(topic), "sk": _s("WRITER")},
-            UpdateExpression="SET pub_since.#p = if_not_exists(pub_since.#p, :now)",
             ConditionExpression="attribute_exists(pk) AND attribute_exists(pub_since)",
             ExpressionAttributeNames={"#p": producer},
-            ExpressionAttributeValues={":now": _n(now_ms)},
+            **kwargs,
         )
 
     def roll_ledger(self, topic: TopicName, expected_ledger: int, now_ms: int) -> bool:

@@ -1,0 +1,386 @@
+"""Consumer of one topic partition over push: Pulsar's WebSocket API (`/ws/v2/consumer/...`).
+
+The broker pushes messages as they come (no request open while idle): the only way to consume a
+non-persistent topic, and the cheap way to keep many mostly-idle consumers of persistent ones.
+
+- A background thread reads the frames into the receive queue; the server bounds what is pushed
+  and not acknowledged by `receiverQueueSize` (at most 1000).
+- Acknowledgements and negative acknowledgements are grouped into `messageIds` frames (Magnetar's
+  extension of Pulsar's one-id frame), flushed every 100 ms or at 100 ids.
+- Cumulative acknowledgement has no WebSocket frame: `acknowledge_cumulative` raises
+  `NotAllowedError` (acknowledge each message, or consume over long polling).
+- `redeliver_unacknowledged_messages` asks the HTTP API (persistent topics), then sends an empty
+  negative acknowledgement so the broker pushes the released messages at once; a non-persistent
+  topic keeps nothing to redeliver, so it only drops the local queue.
+- An unexpected close reconnects with backoff under the same consumer name; the broker redelivers
+  what the lost connection held unacknowledged (persistent topics).
+"""
+
+from __future__ import annotations
+
+import base64
+import collections
+import contextlib
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.sync.client import ClientConnection, connect
+
+from magnetar.client import exceptions
+from magnetar.client.message import Message, MessageId
+from magnetar.client.transport import Transport, topic_path
+from magnetar.client.types import ConsumerBatchReceivePolicy, ConsumerType, InitialPosition
+from magnetar.core.naming import TopicName
+
+log = logging.getLogger(__name__)
+ACK_FLUSH_S = 0.1
+ACK_FLUSH_IDS = 100
+MAX_QUEUE_SIZE = 1000  # the WebSocket API's receiverQueueSize cap
+RECONNECT_MAX_S = 5.0
+OPEN_TIMEOUT_S = 10.0
+
+
+def websocket_base(service_url: str) -> str:
+    """The WebSocket endpoint of a service URL: http -> ws, https -> wss (one host and port locally)."""
+    url = service_url.rstrip("/")
+    if url.startswith("https://"):
+        return "wss://" + url[len("https://"):]
+    if url.startswith("http://"):
+        return "ws://" + url[len("http://"):]
+    return url
+
+
+def _millis(value: object) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value:
+        with contextlib.suppress(ValueError):
+            return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+    return 0
+
+
+def _refusal(exc: InvalidStatus) -> exceptions.PulsarException:
+    status = exc.response.status_code
+    body = bytes(exc.response.body or b"")
+    reason = ""
+    with contextlib.suppress(ValueError, AttributeError):
+        reason = str(json.loads(body).get("reason") or "")
+    return exceptions.from_response(status, reason or body.decode(errors="replace") or f"HTTP {status}")
+
+
+class PushConsumer:
+    def __init__(
+        self,
+        transport: Transport,
+        websocket_url: str,
+        topic: TopicName,
+        subscription_name: str,
+        consumer_type: ConsumerType = ConsumerType.Exclusive,
+        consumer_name: str | None = None,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        unacked_messages_timeout_ms: int | None = None,
+        receiver_queue_size: int = 1000,
+        batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
+        negative_ack_redelivery_delay_ms: int = 60_000,
+        message_listener: Callable[[PushConsumer, Message], None] | None = None,
+    ) -> None:
+        self._transport = transport
+        self._topic = topic
+        self._subscription = subscription_name
+        self._name = consumer_name or f"consumer-{uuid.uuid4().hex[:12]}"
+        self._type = consumer_type
+        self._queue_size = max(1, min(receiver_queue_size, MAX_QUEUE_SIZE))
+        self._batch_policy = batch_receive_policy or ConsumerBatchReceivePolicy()
+        params = {
+            "subscriptionType": consumer_type.value,
+            "subscriptionInitialPosition": initial_position.value,
+            "consumerName": self._name,
+            "receiverQueueSize": str(self._queue_size),
+            "negativeAckRedeliveryDelay": str(max(0, negative_ack_redelivery_delay_ms)),
+        }
+        if unacked_messages_timeout_ms:
+            params["ackTimeoutMillis"] = str(int(unacked_messages_timeout_ms))
+        self._url = (f"{websocket_base(websocket_url)}/ws/v2/consumer/{topic_path(topic)}/"
+                     f"{quote(subscription_name, safe='')}?{urlencode(params)}")
+        self._http_path = f"/magnetar/v1/consumer/{topic_path(topic)}/{quote(subscription_name, safe='')}"
+        self._queue: collections.deque[Message] = collections.deque()
+        self._cond = threading.Condition()
+        self._acks: dict[str, int] = {}  # base64 message id -> messages in its entry
+        self._nacks: set[str] = set()
+        self._ack_lock = threading.Lock()
+        self._send_lock = threading.Lock()
+        self._closed = threading.Event()
+        self._connected = threading.Event()
+        self._errors: collections.deque[str] = collections.deque(maxlen=10)  # error frames from the broker
+        self._ws: ClientConnection = self._connect()  # a refusal raises here, as the SDK's exceptions
+        self._reader = threading.Thread(target=self._read, name=f"push-{self._name}", daemon=True)
+        self._reader.start()
+        self._flusher = threading.Thread(target=self._flush_loop, name=f"push-acks-{self._name}", daemon=True)
+        self._flusher.start()
+        self._listener = message_listener
+        if message_listener is not None:
+            threading.Thread(target=self._listen, name=f"listener-{self._name}", daemon=True).start()
+
+    # --- pulsar-client API -----------------------------------------------------------------
+    def topic(self) -> str:
+        return str(self._topic)
+
+    def subscription_name(self) -> str:
+        return self._subscription
+
+    def consumer_name(self) -> str:
+        return self._name
+
+    def is_connected(self) -> bool:
+        return self._connected.is_set() and not self._closed.is_set()
+
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        """The next pushed message; raises `Timeout` if none arrives within `timeout_millis`."""
+        deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
+        with self._cond:
+            while True:
+                self._check_open()
+                if self._queue:
+                    return self._queue.popleft()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise exceptions.Timeout("No message received within the timeout")
+                self._cond.wait(1.0 if left is None else min(left, 1.0))
+
+    def batch_receive(self) -> list[Message]:
+        """Up to the batch-receive policy's count and bytes, waiting at most its timeout."""
+        policy = self._batch_policy
+        limit = policy.max_num_message if policy.max_num_message > 0 else self._queue_size
+        deadline = time.monotonic() + max(0, policy.timeout_ms) / 1000
+        with self._cond:
+            self._check_open()
+            while len(self._queue) < limit and (left := deadline - time.monotonic()) > 0:
+                self._cond.wait(left)
+                self._check_open()
+            out: list[Message] = []
+            size = 0
+            while self._queue and len(out) < limit:
+                if out and policy.max_num_bytes > 0 and size + len(self._queue[0].data()) > policy.max_num_bytes:
+                    break
+                message = self._queue.popleft()
+                size += len(message.data())
+                out.append(message)
+            return out
+
+    def acknowledge(self, message: Message | MessageId) -> None:
+        message_id = message.message_id() if isinstance(message, Message) else message
+        with self._ack_lock:
+            self._acks[self._wire(message_id)] = message_id._batch_size
+            full = len(self._acks) >= ACK_FLUSH_IDS
+        if full:
+            self._flush_acks()
+
+    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        raise exceptions.NotAllowedError(
+            "Cumulative acknowledgement is not supported over the WebSocket API (no such frame): acknowledge "
+            "each message, or subscribe with delivery='poll' (persistent topics)")
+
+    def negative_acknowledge(self, message: Message | MessageId) -> None:
+        """Redeliver this message after the consumer's `negative_ack_redelivery_delay_ms` (persistent
+        topics; a non-persistent topic keeps nothing, the message is only released)."""
+        message_id = message.message_id() if isinstance(message, Message) else message
+        with self._ack_lock:
+            self._nacks.add(self._wire(message_id))
+            full = len(self._nacks) >= ACK_FLUSH_IDS
+        if full:
+            self._flush_acks()
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        self._flush_acks()
+        with self._cond:
+            self._queue.clear()
+        if self._topic.is_persistent:
+            self._transport.call("POST", f"{self._http_path}/{quote(self._name, safe='')}/redeliver", {})
+            self._send({"type": "negativeAcknowledge", "messageIds": []})  # a dispatch pushes them now
+
+    def seek(self, message_id: MessageId | int) -> None:
+        """Reset the subscription to a message id, or to a publish time (ms); the broker pushes
+        from there to its WebSocket consumers (persistent topics)."""
+        if not self._topic.is_persistent:
+            raise exceptions.NotAllowedError("A non-persistent topic keeps no messages to seek to")
+        body: dict[str, Any] = {"timestamp": int(message_id)} if isinstance(message_id, int) else {
+            "messageId": message_id.wire()}
+        with self._ack_lock:
+            self._acks.clear()
+            self._nacks.clear()
+        self._transport.call("POST", f"{self._http_path}/seek", body)
+        with self._cond:
+            self._queue.clear()
+
+    def unsubscribe(self) -> None:
+        """The `unsubscribe` frame: the broker deletes the subscription and closes the connection."""
+        self._check_open()
+        with contextlib.suppress(exceptions.PulsarException):
+            self._flush_acks()
+        if not self._topic.is_persistent:
+            self.close()
+            return
+        errors = len(self._errors)
+        self._closed.set()  # the close that follows is expected: no reconnect
+        self._send({"type": "unsubscribe"})
+        self._reader.join(timeout=10)
+        if len(self._errors) > errors:
+            raise exceptions.from_response(409 if "onsumer" in self._errors[-1] else 400, self._errors[-1])
+        self.close()
+
+    def close(self) -> None:
+        with contextlib.suppress(exceptions.PulsarException):
+            self._flush_acks()
+        self._closed.set()
+        with self._cond:
+            self._cond.notify_all()
+        with contextlib.suppress(Exception):
+            self._ws.close()
+        self._connected.clear()
+        if threading.current_thread() is not self._reader:
+            self._reader.join(timeout=5)
+
+    # --- internals -------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed.is_set():
+            raise exceptions.AlreadyClosed("Consumer already closed")
+
+    @staticmethod
+    def _wire(message_id: MessageId) -> str:
+        return base64.b64encode(message_id.serialize()).decode()
+
+    def _connect(self) -> ClientConnection:
+        try:
+            ws = connect(self._url, open_timeout=OPEN_TIMEOUT_S, close_timeout=2, max_size=None)
+        except InvalidStatus as exc:
+            raise _refusal(exc) from None
+        except InvalidURI as exc:
+            raise exceptions.InvalidConfiguration(f"Invalid WebSocket URL {self._url!r}: {exc}") from None
+        except (OSError, TimeoutError, InvalidHandshake) as exc:
+            raise exceptions.ConnectError(f"WebSocket connect to {self._url}: {exc}") from exc
+        self._connected.set()
+        return ws
+
+    def _send(self, frame: dict[str, Any]) -> None:
+        try:
+            with self._send_lock:
+                self._ws.send(json.dumps(frame, separators=(",", ":")))
+        except ConnectionClosed as exc:
+            raise exceptions.ConnectError(f"WebSocket connection closed: {exc}") from exc
+
+    def _read(self) -> None:
+        backoff = 0.1
+        while True:
+            try:
+                for text in self._ws:
+                    self._on_frame(text)
+                    backoff = 0.1
+            except ConnectionClosed:
+                pass
+            except Exception:  # a frame we cannot read must not stop the consumer
+                log.exception("push consumer %s: reading frames failed", self._name)
+            self._connected.clear()
+            if self._closed.is_set():
+                return
+            log.warning("push consumer %s: connection closed, reconnecting", self._name)
+            while not self._closed.is_set():
+                try:
+                    ws = self._connect()
+                except exceptions.PulsarException as exc:
+                    log.warning("push consumer %s: reconnect failed: %s", self._name, exc.reason)
+                    self._closed.wait(backoff)
+                    backoff = min(backoff * 2, RECONNECT_MAX_S)
+                    continue
+                with self._send_lock:
+                    self._ws = ws
+                if self._topic.is_persistent:
+                    with self._cond:
+                        self._queue.clear()  # the broker redelivers what the old connection held
+                break
+            if self._closed.is_set():
+                with contextlib.suppress(Exception):
+                    self._ws.close()
+                return
+
+    def _on_frame(self, text: str | bytes) -> None:
+        frame = json.loads(text)
+        if not isinstance(frame, dict):
+            return
+        if "payload" not in frame or "messageId" not in frame:
+            if frame.get("result") == "error":
+                reason = str(frame.get("errorMsg", ""))
+                log.warning("push consumer %s: broker error: %s", self._name, reason)
+                self._errors.append(reason)
+            return
+        if frame.get("error"):
+            log.warning("push consumer %s: %s", self._name, frame["error"])
+        topic = str(self._topic)
+        raw = MessageId.deserialize(base64.b64decode(frame["messageId"]))
+        mid = MessageId(raw.ledger_id(), raw.entry_id(), raw.partition(), raw.batch_index(), topic,
+                        int(frame.get("batchSize", 0)))
+        message = Message(
+            base64.b64decode(frame["payload"]), mid, topic, frame.get("properties") or {}, frame.get("key") or "",
+            _millis(frame.get("publishTime")), _millis(frame.get("eventTime")), int(frame.get("redeliveryCount", 0)),
+            str(frame.get("producerName", "")),
+        )
+        with self._cond:
+            self._queue.append(message)
+            self._cond.notify()
+
+    def _take(self) -> tuple[dict[str, int], set[str]]:
+        with self._ack_lock:
+            acks, self._acks = self._acks, {}
+            nacks, self._nacks = self._nacks, set()
+        return acks, nacks
+
+    def _flush_acks(self) -> None:
+        acks, nacks = self._take()
+        if not acks and not nacks:
+            return
+        try:
+            if acks:
+                frame: dict[str, Any] = {"messageIds": sorted(acks)}
+                sizes = {str(MessageId.deserialize(base64.b64decode(m)).entry_id()): n
+                         for m, n in acks.items() if n > 1}
+                if sizes:
+                    frame["batchSizes"] = sizes
+                self._send(frame)
+                acks = {}
+            if nacks:
+                self._send({"type": "negativeAcknowledge", "messageIds": sorted(nacks)})
+        except exceptions.PulsarException:
+            with self._ack_lock:  # sent again after the reconnect
+                self._acks.update(acks)
+                self._nacks.update(nacks)
+            raise
+
+    def _flush_loop(self) -> None:
+        while not self._closed.wait(ACK_FLUSH_S):
+            if not self._connected.is_set():
+                continue
+            try:
+                self._flush_acks()
+            except exceptions.PulsarException:
+                log.debug("push consumer %s: acknowledgements wait for the reconnect", self._name)
+
+    def _listen(self) -> None:
+        assert self._listener is not None
+        while not self._closed.is_set():
+            try:
+                message = self.receive(timeout_millis=1000)
+            except exceptions.Timeout:
+                continue
+            except exceptions.AlreadyClosed:
+                return
+            try:
+                self._listener(self, message)
+            except Exception:  # the application's listener must not kill the consumer
+                log.exception("message listener raised")
