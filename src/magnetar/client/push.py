@@ -259,7 +259,8 @@ class PushConsumer:
 
     def _connect(self) -> ClientConnection:
         try:
-            ws = connect(self._url, open_timeout=OPEN_TIMEOUT_S, close_timeout=2, max_size=None)
+            # entered, as websockets >= 17.1 asks of a connection not used in a `with` block
+            ws = connect(self._url, open_timeout=OPEN_TIMEOUT_S, close_timeout=2, max_size=None).__enter__()
         except InvalidStatus as exc:
             raise _refusal(exc) from None
         except InvalidURI as exc:
