@@ -138,3 +138,22 @@ def test_refused_connects_raise_with_the_reason(cluster, client) -> None:  # typ
         PushConsumer(client._transport, cluster.url, TopicName.parse(topic), "sub",
                      cast(Any, SimpleNamespace(value="Bogus")))
     assert bad.value.status == 400 and "subscriptionType" in bad.value.reason
+
+
+def test_reconnects_after_an_unexpected_close_and_redelivers(client) -> None:  # type: ignore[no-untyped-def]
+    topic = new_topic("persistent")
+    consumer = client.subscribe(topic, "resilient", delivery="push", consumer_name="steady",
+                                consumer_type=magnetar.ConsumerType.Shared)
+    producer = producer_of(client, topic)
+    producer.send(b"before")
+    assert consumer.receive(timeout_millis=10_000).data() == b"before"  # not acknowledged
+    consumer._ws.close()  # as if the network (or API Gateway's 2 h limit) dropped it
+    again = consumer.receive(timeout_millis=10_000)  # redelivered to the reconnected consumer
+    assert again.data() == b"before" and again.redelivery_count() == 1
+    assert consumer.is_connected() and consumer.consumer_name() == "steady"
+    consumer.acknowledge(again)
+    producer.send(b"after")
+    assert consumer.receive(timeout_millis=10_000).data() == b"after"
+    consumer.redeliver_unacknowledged_messages()  # "after" is not acknowledged: it comes back at once
+    assert consumer.receive(timeout_millis=10_000).data() == b"after"
+    consumer.close()

@@ -9,11 +9,11 @@ non-persistent topic, and the cheap way to keep many mostly-idle consumers of pe
   extension of Pulsar's one-id frame), flushed every 100 ms or at 100 ids.
 - Cumulative acknowledgement has no WebSocket frame: `acknowledge_cumulative` raises
   `NotAllowedError` (acknowledge each message, or consume over long polling).
-- `redeliver_unacknowledged_messages` asks the HTTP API (persistent topics), then sends an empty
-  negative acknowledgement so the broker pushes the released messages at once; a non-persistent
-  topic keeps nothing to redeliver, so it only drops the local queue.
+- `redeliver_unacknowledged_messages` has no frame: it reconnects, and the broker redelivers what
+  the closed connection held (persistent topics; a non-persistent one only drops the local queue).
 - An unexpected close reconnects with backoff under the same consumer name; the broker redelivers
-  what the lost connection held unacknowledged (persistent topics).
+  what the lost connection held unacknowledged (persistent topics). The broker names the consumer
+  `{consumer_name}-{connection id}` (one consumer per connection), as its stats show.
 """
 
 from __future__ import annotations
@@ -199,12 +199,16 @@ class PushConsumer:
             self._flush_acks()
 
     def redeliver_unacknowledged_messages(self) -> None:
-        self._flush_acks()
+        """No frame asks for it: the consumer reconnects, and the broker redelivers at once what the
+        closed connection held unacknowledged (persistent topics; a non-persistent topic keeps
+        nothing, so only the local queue is dropped)."""
+        self._check_open()
+        self._flush_acks()  # acknowledged before the close: not redelivered
         with self._cond:
             self._queue.clear()
         if self._topic.is_persistent:
-            self._transport.call("POST", f"{self._http_path}/{quote(self._name, safe='')}/redeliver", {})
-            self._send({"type": "negativeAcknowledge", "messageIds": []})  # a dispatch pushes them now
+            with contextlib.suppress(Exception):
+                self._ws.close()  # the reader thread reconnects
 
     def seek(self, message_id: MessageId | int) -> None:
         """Reset the subscription to a message id, or to a publish time (ms); the broker pushes
