@@ -1,4 +1,4 @@
-"""Fixtures of the Spark tests: one local cluster, one topic of test data, one local SparkSession."""
+"""Fixtures of the Spark tests (on the session's local cluster): one topic of test data, one local SparkSession."""
 
 from __future__ import annotations
 
@@ -30,17 +30,6 @@ def java_available() -> bool:
     if home and os.path.exists(os.path.join(home, "bin", "java")):
         return True
     return shutil.which("java") is not None
-
-
-@pytest.fixture(scope="session")
-def cluster() -> Iterator[Any]:
-    from magnetar.local.cluster import LocalCluster, free_port
-
-    c = LocalCluster(port=free_port(), aws_port=free_port()).start()
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 @pytest.fixture(scope="session")

@@ -143,11 +143,13 @@ class LedgerWriter:
             )
         sequence_id = max(batch.highest_sequence_id, batch.sequence_id)
         dedup = sequence_id >= 0 and policies.deduplication
-        claim = ProducerClaim(producer_name, now, sequence_id, dedup, batch.num_messages, len(batch.payload))
-        reserved = self._reserve_within_quota(topic, claim, create_topic)
+        claim = ProducerClaim(producer_name, self.clock.now_ms(), sequence_id, dedup, batch.num_messages,
+                              len(batch.payload))
+        reserved, claim = self._reserve_within_quota(topic, claim, create_topic)
         if isinstance(reserved, DedupRecord):
             return self._again(topic, batch, claim, reserved)
-        return self._write(topic, batch, producer_name, reserved, now)
+        # the write deadline counts from the moment just before the reservation (claim.now_ms)
+        return self._write(topic, batch, producer_name, reserved, claim.now_ms)
 
     def _write(self, topic: TopicName, batch: Batch, producer_name: str, reservation: Reservation,
                reserved_at: int) -> AppendResult:
@@ -218,12 +220,15 @@ class LedgerWriter:
             self._policies[name] = cached
         return cached[1]
 
-    def _reserve_within_quota(self, topic: TopicName, claim: ProducerClaim, create_topic: bool) -> Reservation | DedupRecord:
+    def _reserve_within_quota(
+        self, topic: TopicName, claim: ProducerClaim, create_topic: bool
+    ) -> tuple[Reservation | DedupRecord, ProducerClaim]:
         """Reserve an id; while the backlog quota blocks the topic, Pulsar's producer_request_hold
         holds the publish (re-checking the backlog, which may have drained since the last
         maintenance run) and producer_exception refuses it."""
         deadline = self.clock.now_ms() + QUOTA_HOLD_MS
         while True:
+            claim = replace(claim, now_ms=self.clock.now_ms())
             try:
                 return self._reserve(topic, claim, create_topic)
             except BacklogQuotaExceeded as exc:
@@ -237,14 +242,18 @@ class LedgerWriter:
                     ) from None
                 self.clock.sleep(QUOTA_HOLD_POLL_S)
 
-    def _reserve(self, topic: TopicName, claim: ProducerClaim, create_topic: bool) -> Reservation | DedupRecord:
+    def _reserve(
+        self, topic: TopicName, claim: ProducerClaim, create_topic: bool
+    ) -> tuple[Reservation | DedupRecord, ProducerClaim]:
+        """The reservation, and the claim it was made with (its time starts the write deadline)."""
         try:
-            return self.metadata.reserve_entry(topic, claim)
+            return self.metadata.reserve_entry(topic, claim), claim
         except TopicNotFound:
             if not create_topic:
                 raise
         ensure_topic(self.metadata, topic, self.clock.now_ms())
-        return self.metadata.reserve_entry(topic, claim)
+        claim = replace(claim, now_ms=self.clock.now_ms())
+        return self.metadata.reserve_entry(topic, claim), claim
 
     def _quota_still_exceeded(self, topic: TopicName) -> bool:
         """Re-evaluate a blocked topic's backlog, at most once a second per container."""
