@@ -257,7 +257,7 @@ class SubscriptionService:
                 if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
                     return entries, None, state.epoch
                 continue
-            delivered = self._claim(topic, view, state, consumer, max_messages, now, lease.ack_timeout_ms, request_id)
+            delivered = self.claim(topic, view, state, consumer, max_messages, now, lease.ack_timeout_ms, request_id)
             if sum(d.entry.num_messages for d in delivered) < min_messages and delivered:
                 return None, _unbounded_tail(pristine), state.epoch  # not enough yet: wait, write nothing
             if not delivered and state.to_dict() == before:
@@ -268,7 +268,7 @@ class SubscriptionService:
             self.clock.sleep(random.uniform(0.0, 0.02))
         raise RetryableError("Too much contention on the subscription; retry")
 
-    def _claim(
+    def claim(
         self,
         topic: TopicName,
         view: SubscriptionView,
@@ -279,7 +279,9 @@ class SubscriptionService:
         ack_timeout_ms: int,
         request_id: str,
     ) -> list[DeliveredEntry]:
-        """Move new entries into the cursor, then hand `consumer` what is ready for it, in order."""
+        """One dispatch step on a cursor read in `view` (the caller writes `state` back with a
+        conditional write): move new entries into the cursor, then hand `consumer` what is ready
+        for it, in order. Long polls and pushes to WebSocket consumers both go through here."""
         sub_type = state.subscription_type
         if sub_type == "Failover" and state.active_consumer(now, topic.partition_index) != consumer:
             return []  # a standby: it gets messages when the active consumer goes away

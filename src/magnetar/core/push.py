@@ -517,7 +517,7 @@ class PushService:
             delivered: list[DeliveredEntry] = []
             if limit > 0:
                 self._prefetch(topic, view, state.read_position, limit)
-                delivered = service._claim(topic, view, state, conn.name, limit, now, lease.ack_timeout_ms, "")
+                delivered = service.claim(topic, view, state, conn.name, limit, now, lease.ack_timeout_ms, "")
             more = bool(delivered) and (len(delivered) >= MAX_ENTRIES_PER_RECEIVE
                                         or state.read_position < view.seal.next_entry)
             if not delivered and state.to_dict() == before:
