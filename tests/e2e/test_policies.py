@@ -133,8 +133,8 @@ def test_ttl_expires_old_messages_for_every_subscription(cluster, admin: AdminCl
     topic = f"persistent://{namespace}/ttl"
     subs = [client.subscribe(topic, name, consumer_type=magnetar.ConsumerType.Shared) for name in ("a", "b")]
     send(client, topic, 5)
-    admin.set_message_ttl(namespace, 2)
-    time.sleep(2.5)
+    admin.set_message_ttl(namespace, 5)  # room for a slow machine between the second send and the run
+    time.sleep(5.5)
     send(client, topic, 2)  # younger than the TTL when the maintenance runs
     assert run_maintenance(cluster, topic)["expiredEntries"] >= 10
     for consumer in subs:
