@@ -236,9 +236,7 @@ def _bind_policy(policy: _Policy) -> None:
         return NamespaceName.of(unquote(tenant), unquote(namespace))
 
     def set_ns(tenant: str, namespace: str) -> Response[str]:
-        broker = build_broker()
-        broker.admin.set_policy(ns(tenant, namespace), policy.field, policy.read())
-        broker.writer.forget_policies()
+        build_broker().admin.set_policy(ns(tenant, namespace), policy.field, policy.read())
         return Response(status_code=204)
 
     def get_ns(tenant: str, namespace: str) -> Response[str]:
@@ -248,9 +246,7 @@ def _bind_policy(policy: _Policy) -> None:
         return _json(value)
 
     def remove_ns(tenant: str, namespace: str) -> Response[str]:
-        broker = build_broker()
-        broker.admin.remove_policy(ns(tenant, namespace), policy.field, _quota_type())
-        broker.writer.forget_policies()
+        build_broker().admin.remove_policy(ns(tenant, namespace), policy.field, _quota_type())
         return Response(status_code=204)
 
     app.post(ns_path)(set_ns)
@@ -262,9 +258,7 @@ def _bind_policy(policy: _Policy) -> None:
         topic_path = f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/{policy.topic_path}"
 
         def set_topic(tenant: str, namespace: str, topic: str, domain: str = domain) -> Response[str]:
-            broker = build_broker()
-            broker.admin.set_topic_policy(_topic(domain, tenant, namespace, topic), policy.field, policy.read())
-            broker.writer.forget_policies()
+            build_broker().admin.set_topic_policy(_topic(domain, tenant, namespace, topic), policy.field, policy.read())
             return Response(status_code=204)
 
         def get_topic(tenant: str, namespace: str, topic: str, domain: str = domain) -> Response[str]:
@@ -275,9 +269,8 @@ def _bind_policy(policy: _Policy) -> None:
             return _json(value)
 
         def remove_topic(tenant: str, namespace: str, topic: str, domain: str = domain) -> Response[str]:
-            broker = build_broker()
-            broker.admin.remove_topic_policy(_topic(domain, tenant, namespace, topic), policy.field, _quota_type())
-            broker.writer.forget_policies()
+            build_broker().admin.remove_topic_policy(_topic(domain, tenant, namespace, topic), policy.field,
+                                                     _quota_type())
             return Response(status_code=204)
 
         app.post(topic_path)(set_topic)

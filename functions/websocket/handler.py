@@ -20,7 +20,6 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from magnetar.adapters.aws.connections import LambdaSelfInvoker, build_push
 from magnetar.core.errors import MagnetarError
-from magnetar.core.naming import TopicName
 
 logger = Logger()
 BACKLOG_EVENT = "magnetarBacklog"
@@ -54,6 +53,6 @@ def _connect(event: dict[str, Any], connection_id: str, context: LambdaContext) 
         logger.info("connect refused", extra={"path": path, "status": exc.status, "reason": exc.reason})
         return {"statusCode": exc.status, "headers": {"Content-Type": "application/json"},
                 "body": json.dumps({"reason": exc.reason})}
-    if connection.role != "producer" and TopicName.parse(connection.topic).is_persistent:
+    if connection.has_backlog:
         LambdaSelfInvoker().invoke(context.invoked_function_arn, {BACKLOG_EVENT: connection_id})
     return {"statusCode": 200}

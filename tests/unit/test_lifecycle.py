@@ -39,7 +39,6 @@ def segments(broker) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
 
 def set_policy(broker, name: str, value: object) -> None:  # type: ignore[no-untyped-def]
     broker.admin.set_policy(NS, name, value)
-    broker.writer.forget_policies()
 
 
 def test_without_retention_acknowledged_segments_go_and_needed_ones_stay() -> None:

@@ -58,7 +58,6 @@ def test_counters_publishers_and_sizes_after_known_publishes() -> None:
     clock.advance(PRODUCER_IDLE_MS)
     assert broker.stats.topic_stats(T)["publishers"] == [], "idle producers are no longer publishers"
     broker.admin.set_policy(NamespaceName("public", "default"), "deduplicationEnabled", True)
-    broker.writer.forget_policies()
     assert broker.stats.topic_stats(T)["deduplicationStatus"] == "Enabled"
 
 

@@ -50,7 +50,69 @@ class _Chunks:
     first_seen: float = field(default_factory=time.monotonic)
 
 
-class Consumer:
+class ConsumerBase:
+    """What every SDK consumer shares, however its messages arrive (long polls or WebSocket pushes):
+    the pulsar-client accessors, the closed check, the message-listener loop, and taking a batch
+    off the prefetch queue under the batch-receive policy. Subclasses set the attributes below."""
+
+    _topic: TopicName
+    _subscription: str
+    _name: str
+    _closed: threading.Event
+    _queue: collections.deque[Message]
+    _queue_size: int
+    _batch_policy: ConsumerBatchReceivePolicy
+    _listener: Callable[[Any, Message], None] | None
+
+    def topic(self) -> str:
+        return str(self._topic)
+
+    def subscription_name(self) -> str:
+        return self._subscription
+
+    def consumer_name(self) -> str:
+        return self._name
+
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        raise NotImplementedError
+
+    def _check_open(self) -> None:
+        if self._closed.is_set():
+            raise exceptions.AlreadyClosed("Consumer already closed")
+
+    def _batch_limit(self) -> int:
+        policy = self._batch_policy
+        return policy.max_num_message if policy.max_num_message > 0 else self._queue_size
+
+    def _take_batch(self, limit: int) -> list[Message]:
+        """Up to `limit` queued messages, within the policy's byte bound (at least one message)."""
+        max_bytes = self._batch_policy.max_num_bytes
+        out: list[Message] = []
+        size = 0
+        while self._queue and len(out) < limit:
+            if out and max_bytes > 0 and size + len(self._queue[0].data()) > max_bytes:
+                break
+            message = self._queue.popleft()
+            size += len(message.data())
+            out.append(message)
+        return out
+
+    def _listen(self) -> None:
+        assert self._listener is not None
+        while not self._closed.is_set():
+            try:
+                message = self.receive(timeout_millis=1000)
+            except exceptions.Timeout:
+                continue
+            except exceptions.AlreadyClosed:
+                return
+            try:
+                self._listener(self, message)
+            except Exception:  # the application's listener must not kill the consumer
+                log.exception("message listener raised")
+
+
+class Consumer(ConsumerBase):
     def __init__(
         self,
         transport: Transport,
@@ -112,15 +174,6 @@ class Consumer:
             threading.Thread(target=self._listen, name=f"listener-{self._name}", daemon=True).start()
 
     # --- pulsar-client API -----------------------------------------------------------------
-    def topic(self) -> str:
-        return str(self._topic)
-
-    def subscription_name(self) -> str:
-        return self._subscription
-
-    def consumer_name(self) -> str:
-        return self._name
-
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; raises `Timeout` if none arrives within `timeout_millis`."""
         deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
@@ -142,22 +195,13 @@ class Consumer:
         The broker holds the poll until that many messages are ready or the timeout passes,
         so a busy consumer makes few, full requests.
         """
-        policy = self._batch_policy
-        limit = policy.max_num_message if policy.max_num_message > 0 else self._queue_size
+        limit = self._batch_limit()
         with self._receive_lock:
             self._check_open()
             if len(self._queue) < limit:
                 want = limit - len(self._queue)
-                self._poll(max(0, policy.timeout_ms), min_messages=want, max_messages=max(want, 1))
-            out: list[Message] = []
-            size = 0
-            while self._queue and len(out) < limit:
-                if out and policy.max_num_bytes > 0 and size + len(self._queue[0].data()) > policy.max_num_bytes:
-                    break
-                message = self._queue.popleft()
-                size += len(message.data())
-                out.append(message)
-            return out
+                self._poll(max(0, self._batch_policy.timeout_ms), min_messages=want, max_messages=max(want, 1))
+            return self._take_batch(limit)
 
     def acknowledge(self, message: Message | MessageId) -> None:
         message_id = message.message_id() if isinstance(message, Message) else message
@@ -249,10 +293,6 @@ class Consumer:
         return not self._closed.is_set()
 
     # --- internals -------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed.is_set():
-            raise exceptions.AlreadyClosed("Consumer already closed")
-
     def _poll(self, wait_ms: int, min_messages: int = 1, max_messages: int | None = None) -> None:
         body: dict[str, Any] = {
             "maxMessages": max_messages or self._queue_size,
@@ -391,16 +431,3 @@ class Consumer:
             except exceptions.PulsarException:
                 log.warning("consumer background call failed", exc_info=True)
 
-    def _listen(self) -> None:
-        assert self._listener is not None
-        while not self._closed.is_set():
-            try:
-                message = self.receive(timeout_millis=1000)
-            except exceptions.Timeout:
-                continue
-            except exceptions.AlreadyClosed:
-                return
-            try:
-                self._listener(self, message)
-            except Exception:  # the application's listener must not kill the consumer
-                log.exception("message listener raised")

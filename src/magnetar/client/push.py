@@ -35,6 +35,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.sync.client import ClientConnection, connect
 
 from magnetar.client import exceptions
+from magnetar.client.consumer import ConsumerBase
 from magnetar.client.message import Message, MessageId
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import ConsumerBatchReceivePolicy, ConsumerType, InitialPosition
@@ -76,7 +77,7 @@ def _refusal(exc: InvalidStatus) -> exceptions.PulsarException:
     return exceptions.from_response(status, reason or body.decode(errors="replace") or f"HTTP {status}")
 
 
-class PushConsumer:
+class PushConsumer(ConsumerBase):
     def __init__(
         self,
         transport: Transport,
@@ -130,15 +131,6 @@ class PushConsumer:
             threading.Thread(target=self._listen, name=f"listener-{self._name}", daemon=True).start()
 
     # --- pulsar-client API -----------------------------------------------------------------
-    def topic(self) -> str:
-        return str(self._topic)
-
-    def subscription_name(self) -> str:
-        return self._subscription
-
-    def consumer_name(self) -> str:
-        return self._name
-
     def is_connected(self) -> bool:
         return self._connected.is_set() and not self._closed.is_set()
 
@@ -157,23 +149,14 @@ class PushConsumer:
 
     def batch_receive(self) -> list[Message]:
         """Up to the batch-receive policy's count and bytes, waiting at most its timeout."""
-        policy = self._batch_policy
-        limit = policy.max_num_message if policy.max_num_message > 0 else self._queue_size
-        deadline = time.monotonic() + max(0, policy.timeout_ms) / 1000
+        limit = self._batch_limit()
+        deadline = time.monotonic() + max(0, self._batch_policy.timeout_ms) / 1000
         with self._cond:
             self._check_open()
             while len(self._queue) < limit and (left := deadline - time.monotonic()) > 0:
                 self._cond.wait(left)
                 self._check_open()
-            out: list[Message] = []
-            size = 0
-            while self._queue and len(out) < limit:
-                if out and policy.max_num_bytes > 0 and size + len(self._queue[0].data()) > policy.max_num_bytes:
-                    break
-                message = self._queue.popleft()
-                size += len(message.data())
-                out.append(message)
-            return out
+            return self._take_batch(limit)
 
     def acknowledge(self, message: Message | MessageId) -> None:
         message_id = message.message_id() if isinstance(message, Message) else message
@@ -253,10 +236,6 @@ class PushConsumer:
             self._reader.join(timeout=5)
 
     # --- internals -------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed.is_set():
-            raise exceptions.AlreadyClosed("Consumer already closed")
-
     @staticmethod
     def _wire(message_id: MessageId) -> str:
         return base64.b64encode(message_id.serialize()).decode()
@@ -375,17 +354,3 @@ class PushConsumer:
                 self._flush_acks()
             except exceptions.PulsarException:
                 log.debug("push consumer %s: acknowledgements wait for the reconnect", self._name)
-
-    def _listen(self) -> None:
-        assert self._listener is not None
-        while not self._closed.is_set():
-            try:
-                message = self.receive(timeout_millis=1000)
-            except exceptions.Timeout:
-                continue
-            except exceptions.AlreadyClosed:
-                return
-            try:
-                self._listener(self, message)
-            except Exception:  # the application's listener must not kill the consumer
-                log.exception("message listener raised")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from magnetar.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound
@@ -13,9 +14,16 @@ MAX_PARTITIONS = 1024
 
 
 class AdminService:
-    def __init__(self, metadata: MetadataStore, clock: Clock) -> None:
+    def __init__(self, metadata: MetadataStore, clock: Clock,
+                 on_policy_change: Callable[[], None] | None = None) -> None:
         self.metadata = metadata
         self.clock = clock
+        # called after a policy changes here (this container's policy cache; others expire in 10 s)
+        self.on_policy_change = on_policy_change
+
+    def _changed(self) -> None:
+        if self.on_policy_change is not None:
+            self.on_policy_change()
 
     def list_tenants(self) -> list[str]:
         return sorted(self.metadata.list_tenants())
@@ -50,10 +58,12 @@ class AdminService:
         """Set one namespace policy (Pulsar's field names, e.g. deduplicationEnabled)."""
         info = self.get_namespace(namespace)
         self.metadata.set_namespace_policies(namespace, _with(info.policies, name, value))
+        self._changed()
 
     def remove_policy(self, namespace: NamespaceName, name: str, quota_type: str | None = None) -> None:
         info = self.get_namespace(namespace)
         self.metadata.set_namespace_policies(namespace, _without(info.policies, name, quota_type))
+        self._changed()
 
     def policy(self, namespace: NamespaceName, name: str) -> Any:
         """The namespace's value of one policy as set, None when it is not set."""
@@ -64,11 +74,13 @@ class AdminService:
         policies = self.topic_policies(topic)
         if not self.metadata.set_topic_policies(topic, _with(policies, name, value)):
             raise NotFound(f"Topic {topic} not found")
+        self._changed()
 
     def remove_topic_policy(self, topic: TopicName, name: str, quota_type: str | None = None) -> None:
         policies = self.topic_policies(topic)
         if not self.metadata.set_topic_policies(topic, _without(policies, name, quota_type)):
             raise NotFound(f"Topic {topic} not found")
+        self._changed()
 
     def topic_policies(self, topic: TopicName) -> dict[str, Any]:
         if topic.partition_index >= 0:

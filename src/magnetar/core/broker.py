@@ -37,10 +37,12 @@ class Broker:
     def __post_init__(self) -> None:
         self.admin = AdminService(self.metadata, self.clock)
         self.writer = LedgerWriter(self.metadata, self.journal, self.clock, self.find_entry)
+        self.admin.on_policy_change = self.writer.forget_policies
         self.reader = EntryReader(self.metadata, self.segments, self.journal, self.cache)
         self.sealer = Sealer(self.metadata, self.segments, self.clock)
         self.subscriptions = SubscriptionService(self.metadata, self.reader, self.clock, self.writer.policies)
-        self.maintenance = LedgerMaintenance(self.metadata, self.segments, self.reader, self.writer, self.clock)
+        self.maintenance = LedgerMaintenance(self.metadata, self.segments, self.reader, self.writer,
+                                             self.subscriptions, self.clock)
         self.writer.quota_check = self.maintenance.quota_exceeded
         self.stats = TopicStatsService(self.metadata, self.maintenance, self.clock, self.writer.policies)
 

@@ -162,6 +162,21 @@ class SubscriptionService:
         position = entry_id if entry_id is not None else 0
         return self._update(topic, subscription, lambda state, now: state.seek(position))
 
+    def expire_messages(self, topic: TopicName, subscription: str, position: int) -> int:
+        """Pulsar's expireMessages: acknowledge every entry below `position` (message TTL, backlog
+        eviction); the number of entries it acknowledged, 0 if the subscription is gone."""
+        expired = 0
+
+        def change(state: CursorState, now: int) -> None:
+            nonlocal expired
+            expired = state.expire_before(position)  # a retried write counts its own attempt only
+
+        try:
+            self._update(topic, subscription, change)
+        except SubscriptionNotFound:
+            return 0
+        return expired
+
     def unsubscribe(self, topic: TopicName, subscription: str, consumer: str) -> None:
         """Delete the subscription (its cursor); refused while other consumers are attached."""
         for _ in range(CONFLICT_RETRIES):

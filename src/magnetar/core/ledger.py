@@ -266,43 +266,42 @@ class LedgerWriter:
         return self.quota_check(topic)
 
     def attach_producer(self, topic: TopicName, producer: str, access_mode: str, lease_ms: int) -> None:
-        """Pulsar's producer access modes: Exclusive takes the topic (or fails), Shared needs nothing."""
+        """Pulsar's producer access modes: Exclusive takes the topic (or fails), Shared needs nothing.
+
+        Also the admission checks Pulsar makes when a producer connects. An exclusive producer
+        renews its lease through here every few seconds: one read and one write."""
         if access_mode not in ("Shared", "Exclusive", "WaitForExclusive"):
             raise InvalidInput(f"Invalid access mode {access_mode!r}")
-        self._check_producer_admission(topic, producer)
+        self._admit_producer(topic, producer)
         if access_mode == "Shared":
             return
-        # An exclusive producer renews its lease every few seconds: one write, unless the topic is new.
-        if self.metadata.claim_exclusive(topic, producer, self.clock.now_ms(), lease_ms):
-            return
-        ensure_topic(self.metadata, topic, self.clock.now_ms())  # the claim fails on a missing topic too
-        if self.metadata.claim_exclusive(topic, producer, self.clock.now_ms(), lease_ms):
-            return
-        raise ProducerFenced(f"Topic {topic} already has an exclusive producer")
+        if not self.metadata.claim_exclusive(topic, producer, self.clock.now_ms(), lease_ms):
+            raise ProducerFenced(f"Topic {topic} already has an exclusive producer")
 
     def detach_producer(self, topic: TopicName, producer: str) -> None:
         self.metadata.release_exclusive(topic, producer)
         self.metadata.touch_producer(topic, producer, 0)  # disconnected: no longer a publisher
 
-    def _check_producer_admission(self, topic: TopicName, producer: str) -> None:
-        """Pulsar checks these when a producer connects: the topic's producer limit, and a backlog
-        quota that refuses producers (producer_exception)."""
+    def _admit_producer(self, topic: TopicName, producer: str) -> None:
+        """The topic's producer limit, and a backlog quota that refuses producers
+        (producer_exception); the topic is created on first use, the producer registered."""
         now = self.clock.now_ms()
-        ensure_topic(self.metadata, topic, now)
-        policies = TopicPolicies.of(self.policies(topic))
         _, writer = self.metadata.get_topic_state(topic)
         if writer is None:
-            raise TopicNotFound(f"Topic {topic} not found")
+            ensure_topic(self.metadata, topic, now)
+            _, writer = self.metadata.get_topic_state(topic)
+            if writer is None:
+                raise TopicNotFound(f"Topic {topic} not found")
         if writer.backlog_blocked == "producer_exception" and self._quota_still_exceeded(topic):
             raise BacklogQuotaExceeded(f"Cannot create producer on {topic}: backlog quota exceeded")
-        if policies.max_producers > 0:
+        max_producers = TopicPolicies.of(self.policies(topic)).max_producers
+        if max_producers > 0:
             live = [name for name, p in writer.producers.items()
                     if name != producer and p.connected_since and now - max(p.last_publish, p.connected_since) < PRODUCER_IDLE_MS]
-            if len(live) >= policies.max_producers:
-                raise ProducerBusy(f"Topic {topic} reached its maximum number of producers ({policies.max_producers})")
+            if len(live) >= max_producers:
+                raise ProducerBusy(f"Topic {topic} reached its maximum number of producers ({max_producers})")
         if producer not in writer.producers or not writer.producers[producer].connected_since:
             self.metadata.touch_producer(topic, producer, now)
-
 
 def ensure_topic(metadata: MetadataStore, topic: TopicName, now_ms: int) -> bool:
     """Create a topic on first use, as Pulsar's allowAutoTopicCreation does; False if it existed.

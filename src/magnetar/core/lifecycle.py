@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
+from magnetar.core.dispatch import SubscriptionService
 from magnetar.core.ledger import EntryReader, LedgerWriter
 from magnetar.core.naming import NamespaceName, TopicDomain, TopicName
 from magnetar.core.policies import TopicPolicies
@@ -93,8 +94,9 @@ def estimated_entry_size(seal: SealState) -> int:
 
 class LedgerMaintenance:
     def __init__(self, metadata: MetadataStore, segments: SegmentStore, reader: EntryReader,
-                 writer: LedgerWriter, clock: Clock) -> None:
+                 writer: LedgerWriter, subscriptions: SubscriptionService, clock: Clock) -> None:
         self.metadata = metadata
+        self.subscriptions = subscriptions
         self.segments = segments
         self.reader = reader
         self.writer = writer
@@ -221,21 +223,9 @@ class LedgerMaintenance:
 
     # --- TTL ------------------------------------------------------------------------------------
     def _expire_cursors(self, topic: TopicName, cursors: dict[str, tuple[CursorState, int]], position: int) -> int:
-        """Move every cursor below `position` up to it (conditional writes, retried on a race)."""
-        expired = 0
-        for name, (state, version) in cursors.items():
-            if state.mark_delete >= position:
-                continue
-            for _ in range(10):
-                count = state.expire_before(position)
-                if self.metadata.put_cursor(topic, name, state, version):
-                    expired += count
-                    break
-                fresh = self.metadata.list_cursors(topic).get(name)
-                if fresh is None:
-                    break  # unsubscribed meanwhile
-                state, version = fresh
-        return expired
+        """Move every cursor below `position` up to it (Pulsar's expireMessages on each)."""
+        return sum(self.subscriptions.expire_messages(topic, name, position)
+                   for name, (state, _) in cursors.items() if state.mark_delete < position)
 
     def _first_entry_since(self, topic: TopicName, seal: SealState, writer: WriterState, since_ms: int,
                            cursors: dict[str, tuple[CursorState, int]]) -> int:

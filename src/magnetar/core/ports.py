@@ -336,6 +336,11 @@ class Connection:
     # consumer: acknowledgements not yet written to the cursor ("entry" or "entry:size:index")
     acks: frozenset[str] = frozenset()
 
+    @property
+    def has_backlog(self) -> bool:
+        """A consumer or reader of a persistent topic: what is stored is pushed after the connect."""
+        return self.role != "producer" and TopicName.parse(self.topic).is_persistent
+
 
 class ConnectionRegistry(Protocol):
     """WebSocket connections, found by topic (one query) and by connection id (one read)."""
