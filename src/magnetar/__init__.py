@@ -33,10 +33,14 @@ _SDK = {
     "ConsumerBatchReceivePolicy": "magnetar.client.types",
     "InitialPosition": "magnetar.client.types",
     "Result": "magnetar.client.types",
+    "Authentication": "magnetar.client.auth",
+    "AuthenticationToken": "magnetar.client.auth",
+    "AuthenticationAwsIam": "magnetar.client.auth",
 }
 
 if TYPE_CHECKING:
     from magnetar.client import exceptions
+    from magnetar.client.auth import Authentication, AuthenticationAwsIam, AuthenticationToken
     from magnetar.client.client import Client
     from magnetar.client.consumer import Consumer
     from magnetar.client.message import Message, MessageId
@@ -67,6 +71,9 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Authentication",
+    "AuthenticationAwsIam",
+    "AuthenticationToken",
     "BatchingType",
     "Client",
     "CompressionType",

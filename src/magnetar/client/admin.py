@@ -1,17 +1,20 @@
-"""A small admin client for Pulsar's admin v2 REST paths (tenants, namespaces, topics)."""
+"""A small admin client for Pulsar's admin v2 REST paths (tenants, namespaces, topics, policies, permissions)."""
 
 from __future__ import annotations
 
 from typing import Any
 from urllib.parse import quote
 
+from magnetar.client.auth import Authentication
 from magnetar.client.transport import Transport, topic_path
 from magnetar.core.naming import NamespaceName, TopicName
 
 
 class AdminClient:
-    def __init__(self, service_url: str) -> None:
-        self._transport = Transport(service_url)
+    """`authentication`: as `magnetar.Client`'s (`AuthenticationToken`, `AuthenticationAwsIam`)."""
+
+    def __init__(self, service_url: str, authentication: Authentication | None = None) -> None:
+        self._transport = Transport(service_url, authentication=authentication)
 
     def health(self) -> str:
         return str(self._transport.call("GET", "/admin/v2/brokers/health"))
@@ -23,6 +26,20 @@ class AdminClient:
     def create_tenant(self, tenant: str, admin_roles: list[str] | None = None, allowed_clusters: list[str] | None = None) -> None:
         body = {"adminRoles": admin_roles or [], "allowedClusters": allowed_clusters or ["standalone"]}
         self._transport.call("PUT", f"/admin/v2/tenants/{quote(tenant, safe='')}", body)
+
+    def update_tenant(self, tenant: str, admin_roles: list[str] | None = None,
+                      allowed_clusters: list[str] | None = None) -> None:
+        """Replace the tenant's admin roles and allowed clusters (Pulsar's `POST /tenants/{t}`)."""
+        body = {"adminRoles": admin_roles or [], "allowedClusters": allowed_clusters or ["standalone"]}
+        self._transport.call("POST", f"/admin/v2/tenants/{quote(tenant, safe='')}", body)
+
+    def get_tenant(self, tenant: str) -> dict[str, Any]:
+        """The tenant's info: `{"adminRoles": [...], "allowedClusters": [...]}`."""
+        result: dict[str, Any] = self._transport.call("GET", f"/admin/v2/tenants/{quote(tenant, safe='')}")
+        return result
+
+    def delete_tenant(self, tenant: str) -> None:
+        self._transport.call("DELETE", f"/admin/v2/tenants/{quote(tenant, safe='')}")
 
     def namespaces(self, tenant: str) -> list[str]:
         result: list[str] = self._transport.call("GET", f"/admin/v2/namespaces/{quote(tenant, safe='')}")
@@ -111,6 +128,55 @@ class AdminClient:
 
     def get_deduplication(self, namespace: str) -> bool:
         return bool(self.get_policy(namespace, "deduplication"))
+
+    # --- permissions (Pulsar's paths and bodies) ---------------------------------------------------
+    @staticmethod
+    def _namespace_path(namespace: str) -> str:
+        ns = NamespaceName.parse(namespace)
+        return f"/admin/v2/namespaces/{quote(ns.tenant, safe='')}/{quote(ns.namespace, safe='')}"
+
+    def grant_permission_on_namespace(self, namespace: str, role: str, actions: list[str] | set[str]) -> None:
+        """Let `role` do `actions` ("produce", "consume", ...) on every topic of the namespace."""
+        path = f"{self._namespace_path(namespace)}/permissions/{quote(role, safe='')}"
+        self._transport.call("POST", path, sorted(actions))
+
+    def revoke_permission_on_namespace(self, namespace: str, role: str) -> None:
+        self._transport.call("DELETE", f"{self._namespace_path(namespace)}/permissions/{quote(role, safe='')}")
+
+    def namespace_permissions(self, namespace: str) -> dict[str, list[str]]:
+        """`{role: [actions]}` of the namespace's grants."""
+        result: dict[str, list[str]] = self._transport.call("GET", f"{self._namespace_path(namespace)}/permissions") or {}
+        return result
+
+    def grant_permission_on_topic(self, topic: str, role: str, actions: list[str] | set[str]) -> None:
+        """Let `role` do `actions` on this topic (a partitioned topic's grant covers its partitions)."""
+        path = f"/admin/v2/{topic_path(TopicName.parse(topic))}/permissions/{quote(role, safe='')}"
+        self._transport.call("POST", path, sorted(actions))
+
+    def revoke_permission_on_topic(self, topic: str, role: str) -> None:
+        path = f"/admin/v2/{topic_path(TopicName.parse(topic))}/permissions/{quote(role, safe='')}"
+        self._transport.call("DELETE", path)
+
+    def topic_permissions(self, topic: str) -> dict[str, list[str]]:
+        """`{role: [actions]}` that apply to the topic (its namespace's grants and its own)."""
+        path = f"/admin/v2/{topic_path(TopicName.parse(topic))}/permissions"
+        result: dict[str, list[str]] = self._transport.call("GET", path) or {}
+        return result
+
+    def grant_permission_on_subscription(self, namespace: str, subscription: str, roles: list[str] | set[str]) -> None:
+        """Only `roles` (among those allowed to consume) may consume on `subscription` in the namespace."""
+        path = f"{self._namespace_path(namespace)}/permissions/subscription/{quote(subscription, safe='')}"
+        self._transport.call("POST", path, sorted(roles))
+
+    def revoke_permission_on_subscription(self, namespace: str, subscription: str, role: str) -> None:
+        path = f"{self._namespace_path(namespace)}/permissions/{quote(subscription, safe='')}/{quote(role, safe='')}"
+        self._transport.call("DELETE", path)
+
+    def subscription_permissions(self, namespace: str) -> dict[str, list[str]]:
+        """`{subscription: [roles]}` of the namespace's subscription restrictions."""
+        path = f"{self._namespace_path(namespace)}/permissions/subscription"
+        result: dict[str, list[str]] = self._transport.call("GET", path) or {}
+        return result
 
     # --- stats (Pulsar's TopicStats, PersistentTopicInternalStats, PartitionedTopicStats JSON) -----
     def topic_stats(self, topic: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from magnetar.client import exceptions
+from magnetar.client.auth import Authentication
 from magnetar.client.consumer import Consumer
 from magnetar.client.message import Message, MessageId
 from magnetar.client.partitioned import MultiTopicsConsumer, PartitionedProducer, matching
@@ -49,11 +50,16 @@ class Client:
     """`websocket_url`: where push consumers connect (default: `service_url` with http -> ws,
     https -> wss, as the local stack serves both on one port; on AWS, the stack's `WebSocketUrl`).
     `delivery`: "auto" pushes non-persistent topics (the only way to consume them) and long-polls
-    persistent ones; "push" pushes both; "poll" never pushes."""
+    persistent ones; "push" pushes both; "poll" never pushes.
+    `authentication` (second, as in pulsar-client): `AuthenticationToken(token)` or
+    `AuthenticationAwsIam()`; every request, retry and WebSocket connect of every producer, consumer
+    and reader of this client presents it. A 401 raises `AuthenticationError`, a 403
+    `AuthorizationError`, with the broker's reason."""
 
-    def __init__(self, service_url: str, operation_timeout_seconds: int = 30, websocket_url: str | None = None,
+    def __init__(self, service_url: str, authentication: Authentication | None = None,
+                 operation_timeout_seconds: int = 30, websocket_url: str | None = None,
                  delivery: str = "auto") -> None:
-        self._transport = Transport(service_url, float(operation_timeout_seconds))
+        self._transport = Transport(service_url, float(operation_timeout_seconds), authentication)
         self._websocket_url = websocket_base(websocket_url or service_url)
         self._delivery = _delivery(delivery)
         self._closeables: list[Any] = []

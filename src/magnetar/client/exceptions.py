@@ -56,6 +56,14 @@ class ConnectError(PulsarException):
     pass
 
 
+class AuthenticationError(PulsarException):
+    """401: the client presented no credentials, or invalid or expired ones."""
+
+
+class AuthorizationError(PulsarException):
+    """403: the caller's role is not allowed this operation."""
+
+
 class ProducerBlockedQuotaExceededException(PulsarException):
     """The topic's backlog quota refuses producers (policy producer_exception)."""
 
@@ -75,6 +83,10 @@ def from_response(status: int, reason: str) -> PulsarException:
         return ProducerBlockedQuotaExceededException(reason, status)
     if status == 409 and "maximum number of producers" in reason:
         return ProducerBusy(reason, status)
+    if status == 401:
+        return AuthenticationError(reason, status)
+    if status == 403:
+        return AuthorizationError(reason, status)
     if status == 429:
         return ProducerBlockedQuotaExceededError(reason, status)
     if status == 404:

@@ -243,7 +243,10 @@ class PushConsumer(ConsumerBase):
     def _connect(self) -> ClientConnection:
         try:
             # entered, as websockets >= 17.1 asks of a connection not used in a `with` block
-            ws = connect(self._url, open_timeout=OPEN_TIMEOUT_S, close_timeout=2, max_size=None).__enter__()
+            auth = self._transport.authentication  # fresh at each (re)connect: a rotated token, a new signature
+            headers = auth.websocket_headers(self._url) if auth is not None else None
+            ws = connect(self._url, additional_headers=headers, open_timeout=OPEN_TIMEOUT_S, close_timeout=2,
+                         max_size=None).__enter__()
         except InvalidStatus as exc:
             raise _refusal(exc) from None
         except InvalidURI as exc:

@@ -11,6 +11,7 @@ from urllib.parse import quote
 import httpx
 
 from magnetar.client import exceptions
+from magnetar.client.auth import Authentication
 from magnetar.core.naming import TopicName
 
 RETRYABLE_STATUS = {429, 500, 502, 503, 504}
@@ -21,11 +22,17 @@ def topic_path(topic: TopicName) -> str:
 
 
 class Transport:
-    def __init__(self, service_url: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, service_url: str, timeout_s: float = 30.0, authentication: Authentication | None = None) -> None:
+        """`authentication` signs every request (and every retry) and the push consumers' connects."""
+        if authentication is not None and not isinstance(authentication, Authentication):
+            raise exceptions.InvalidConfiguration(
+                "authentication must be an AuthenticationToken or AuthenticationAwsIam")
         self.base = service_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.authentication = authentication
         self.http = httpx.Client(
             base_url=self.base,
+            auth=authentication,
             timeout=httpx.Timeout(timeout_s + 10, connect=5.0),
             limits=httpx.Limits(max_connections=100, max_keepalive_connections=50),
         )
