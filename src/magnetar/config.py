@@ -10,6 +10,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from magnetar.core.authz import AuthSettings
 
 # Logical ids of the stack's resources (CloudFormation) and their local physical names.
 METADATA_TABLE_ID = "MetadataTable"
@@ -23,6 +27,7 @@ MAINTENANCE_SCHEDULE_ID = "MaintenanceSchedule"
 WEBSOCKET_FUNCTION_ID = "WebSocketFunction"
 WEBSOCKET_API_ID = "WebSocketApi"
 CORE_LAYER_ID = "CoreLayer"
+AUTHORIZER_FUNCTION_ID = "AuthorizerFunction"
 
 LOCAL_TABLE_NAME = "magnetar-metadata"
 LOCAL_BUCKET_NAME = "magnetar-segments"
@@ -36,6 +41,26 @@ ENV_STREAM = "MAGNETAR_STREAM"
 # The WebSocket API's management endpoint (https://{apiId}.execute-api.{region}.amazonaws.com/{stage};
 # locally the HTTP API's own address): the functions push to WebSocket connections through it.
 ENV_WS_ENDPOINT = "MAGNETAR_WS_ENDPOINT"
+
+# Authentication and authorization (docs/security.md). Off by default, as Pulsar standalone.
+ENV_AUTH_ENABLED = "MAGNETAR_AUTH_ENABLED"  # "true": every route checks its caller's role
+ENV_SUPERUSER_ROLES = "MAGNETAR_SUPERUSER_ROLES"  # comma-separated roles (token subjects or IAM ARNs)
+# Token verification keys, as Pulsar's tokenSecretKey / tokenPublicKey (file:///path or data:;base64,...)
+ENV_TOKEN_SECRET_KEY = "MAGNETAR_TOKEN_SECRET_KEY"
+ENV_TOKEN_PUBLIC_KEY = "MAGNETAR_TOKEN_PUBLIC_KEY"
+# On AWS: a Secrets Manager secret holding every valid key (JSON, see magnetar.security.identity)
+ENV_TOKEN_KEYS_SECRET = "MAGNETAR_TOKEN_KEYS_SECRET"
+DEFAULT_SUPERUSER_ROLE = "admin"
+
+
+def auth_settings_from_env() -> AuthSettings:
+    """The broker's authorization settings from its environment."""
+    from magnetar.core.authz import AuthSettings
+
+    enabled = os.environ.get(ENV_AUTH_ENABLED, "").strip().lower() in ("1", "true", "yes", "on")
+    roles = os.environ.get(ENV_SUPERUSER_ROLES, "")
+    return AuthSettings(enabled, frozenset(r.strip() for r in roles.split(",") if r.strip()))
+
 
 # The maintenance function (ledger lifecycle: TTL, backlog quotas, retention) runs on this schedule.
 MAINTENANCE_INTERVAL_S = 60

@@ -109,6 +109,13 @@ class MemoryMetadataStore:
         with self._lock:
             return self.tenants.setdefault(tenant.name, tenant) is tenant
 
+    def update_tenant(self, tenant: TenantInfo) -> bool:
+        with self._lock:
+            if tenant.name not in self.tenants:
+                return False
+            self.tenants[tenant.name] = tenant
+            return True
+
     def get_tenant(self, name: str) -> TenantInfo | None:
         return self.tenants.get(name)
 

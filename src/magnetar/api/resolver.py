@@ -10,13 +10,19 @@ event per thread costs nothing on Lambda and makes the same handler correct in b
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from aws_lambda_powertools.utilities.data_classes.common import BaseProxyEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 _invocation = threading.local()
+
+
+def current_event() -> APIGatewayProxyEventV2:
+    """The request this thread is resolving (routers and their helpers read it from here)."""
+    return cast(APIGatewayProxyEventV2, _invocation.event)
 
 
 class HttpApiResolver(APIGatewayHttpResolver):

@@ -39,6 +39,12 @@ class AdminService:
         if not self.metadata.create_tenant(info):
             raise AlreadyExists(f"Tenant {name} already exists")
 
+    def update_tenant(self, name: str, admin_roles: list[str], allowed_clusters: list[str]) -> None:
+        info = TenantInfo(check_entity("tenant", name), tuple(admin_roles), tuple(allowed_clusters))
+        if not self.metadata.update_tenant(info):
+            raise NotFound(f"Tenant {name} does not exist")
+        self._changed()
+
     def list_namespaces(self, tenant: str) -> list[str]:
         self.get_tenant(tenant)
         return sorted(f"{tenant}/{ns}" for ns in self.metadata.list_namespaces(tenant))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from magnetar.core.admin import AdminService
+from magnetar.core.authz import AuthorizationService, AuthSettings
 from magnetar.core.dispatch import MAX_RECEIVE_BYTES, SubscriptionService
 from magnetar.core.entry import Entry
 from magnetar.core.errors import TopicNotFound
@@ -26,7 +27,9 @@ class Broker:
     journal: Journal
     clock: Clock = field(default_factory=SystemClock)
     cache: EntryCache = field(default_factory=EntryCache)
+    auth: AuthSettings = field(default_factory=AuthSettings)
     admin: AdminService = field(init=False)
+    authz: AuthorizationService = field(init=False)
     writer: LedgerWriter = field(init=False)
     reader: EntryReader = field(init=False)
     sealer: Sealer = field(init=False)
@@ -37,7 +40,8 @@ class Broker:
     def __post_init__(self) -> None:
         self.admin = AdminService(self.metadata, self.clock)
         self.writer = LedgerWriter(self.metadata, self.journal, self.clock, self.find_entry)
-        self.admin.on_policy_change = self.writer.forget_policies
+        self.authz = AuthorizationService(self.metadata, self.clock, self.auth)
+        self.admin.on_policy_change = self._forget_policies
         self.reader = EntryReader(self.metadata, self.segments, self.journal, self.cache)
         self.sealer = Sealer(self.metadata, self.segments, self.clock)
         self.subscriptions = SubscriptionService(self.metadata, self.reader, self.clock, self.writer.policies)
@@ -45,6 +49,10 @@ class Broker:
                                              self.subscriptions, self.clock)
         self.writer.quota_check = self.maintenance.quota_exceeded
         self.stats = TopicStatsService(self.metadata, self.maintenance, self.clock, self.writer.policies)
+
+    def _forget_policies(self) -> None:
+        self.writer.forget_policies()
+        self.authz.forget()
 
     def read_entries(self, topic: TopicName, start: int, max_entries: int) -> list[Entry]:
         """A non-durable read (readers, Spark): entries from `start`, no cursor involved."""

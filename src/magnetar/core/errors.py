@@ -20,6 +20,18 @@ class InvalidInput(MagnetarError):
     status = 400
 
 
+class Unauthenticated(MagnetarError):
+    """Missing, malformed or expired credentials (Pulsar's AuthenticationException)."""
+
+    status = 401
+
+
+class Forbidden(MagnetarError):
+    """Authenticated, but the role holds no grant for this operation (Pulsar's 403)."""
+
+    status = 403
+
+
 class NotAllowed(MagnetarError):
     """The request is well-formed but the subscription's configuration forbids it."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
-from magnetar.config import ResourceNames
+from magnetar.config import ResourceNames, auth_settings_from_env
 from magnetar.core.broker import Broker
 
 
@@ -16,4 +16,5 @@ def build_broker() -> Broker:
     from magnetar.adapters.aws.s3 import S3SegmentStore
 
     names = ResourceNames.from_env()
-    return Broker(DynamoMetadataStore(names.table), S3SegmentStore(names.bucket), KinesisJournal(names.stream))
+    return Broker(DynamoMetadataStore(names.table), S3SegmentStore(names.bucket), KinesisJournal(names.stream),
+                  auth=auth_settings_from_env())

@@ -135,6 +135,17 @@ class DynamoMetadataStore:
             }
         )
 
+    def update_tenant(self, tenant: TenantInfo) -> bool:
+        return self._if(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _s("TENANTS"), "sk": _s(tenant.name)},
+            UpdateExpression="SET adminRoles = :a, allowedClusters = :c",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":a": {"L": [_s(r) for r in tenant.admin_roles]},
+                                       ":c": {"L": [_s(c) for c in tenant.allowed_clusters]}},
+        )
+
     def get_tenant(self, name: str) -> TenantInfo | None:
         item = self._get("TENANTS", name)
         if item is None:

@@ -1,0 +1,79 @@
+"""Every route declares the access it needs; one middleware checks it before the route runs.
+
+`guarded(router, method, path, access)` registers a route with Powertools and records it in
+`ROUTE_TABLE`, which is the route x role table of docs/security.md (and of the test that
+enforces it). The middleware reads the caller from the request (`magnetar.security.identity`),
+builds the target from the path (tenant, namespace, topic, subscription) and asks the core
+(`AuthorizationService.check`): 401 without valid credentials, 403 without a grant, before any
+work or write is done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.router import Router
+
+from magnetar.adapters.aws import build_broker
+from magnetar.api.resolver import current_event
+from magnetar.core.authz import Access, Target
+from magnetar.core.naming import NamespaceName, TopicName, check_entity
+from magnetar.security.identity import principal_of_http_event
+
+
+@dataclass(frozen=True)
+class RouteAccess:
+    method: str
+    path: str  # Powertools' rule, e.g. /admin/v2/tenants/<tenant>
+    access: Access
+
+    @property
+    def openapi_path(self) -> str:
+        return self.path.replace("<", "{").replace(">", "}")
+
+
+ROUTE_TABLE: list[RouteAccess] = []
+Handler = Callable[..., Response[str]]
+
+
+def target_of(args: dict[str, str], domain: str | None) -> Target:
+    """What the path names, from the most specific part it has."""
+    values = {k: unquote(v) for k, v in args.items()}
+    tenant = values.get("tenant")
+    if tenant is None:
+        return Target()
+    if "namespace" not in values:
+        return Target(check_entity("tenant", tenant))
+    if "topic" in values and domain is not None:
+        topic = TopicName.of(domain, tenant, values["namespace"], values["topic"])
+        return Target.of_topic(topic, values.get("subscription"))
+    namespace = NamespaceName.of(tenant, values["namespace"])
+    return Target(namespace.tenant, namespace, None, values.get("subscription"))
+
+
+def _authorize(access: Access, domain: str | None) -> Callable[[Any, NextMiddleware], Response[str]]:
+    def authorize(app: Any, next_middleware: NextMiddleware) -> Response[str]:
+        authz = build_broker().authz
+        principal = principal_of_http_event(current_event().raw_event)
+        authz.authenticate(principal, access)  # 401 comes before anything about the path
+        authz.check(principal, access, target_of(app.context.get("_route_args", {}), domain))
+        return next_middleware(app)
+
+    return authorize
+
+
+def guarded(router: Router, method: str, path: str, access: Access,
+            domain: str | None = None) -> Callable[[Handler], Handler]:
+    """Register `method path` on `router`, requiring `access` of the caller."""
+    ROUTE_TABLE.append(RouteAccess(method, path, access))
+
+    def register(func: Handler) -> Handler:
+        router.route(path, method, middlewares=[_authorize(access, domain)])(func)
+        return func
+
+    return register

@@ -1,0 +1,137 @@
+"""Consuming over HTTP: durable subscriptions with long-poll receive, acks, redelivery, seek and
+unsubscribe (`/magnetar/v1/consumer/...`), and non-durable reads for readers and Spark
+(`/magnetar/v1/reader/...`)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import Router
+
+from magnetar.adapters.aws import build_broker
+from magnetar.adapters.aws.connections import build_push
+from magnetar.api.access import guarded
+from magnetar.api.http import DOMAINS, body, json_response, no_content, query, topic_name
+from magnetar.api.models import AckRequest, ReadRequest, ReceiveRequest, SeekRequest, SubscribeRequest
+from magnetar.api.wire import acks_from_request, entry_messages, entry_to_wire
+from magnetar.core.authz import Access
+from magnetar.core.dispatch import NO_ACKS
+from magnetar.core.entry import MessageIdData
+from magnetar.core.errors import InvalidInput, NotAllowed
+from magnetar.core.push import NON_PERSISTENT_POLL_REASON
+
+router = Router()
+
+
+def _push_only(domain: str) -> None:
+    """Non-persistent topics store nothing to poll: their consumers are WebSocket (push) consumers."""
+    if domain != "persistent":
+        raise NotAllowed(NON_PERSISTENT_POLL_REASON)
+
+
+def _bind(domain: str) -> None:
+    base = f"/magnetar/v1/consumer/{domain}/<tenant>/<namespace>/<topic>/<subscription>"
+
+    @guarded(router, "PUT", f"{base}/<consumer>", Access.CONSUME, domain)
+    def subscribe(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        _push_only(domain)
+        request = body(SubscribeRequest)
+        state = build_broker().subscriptions.subscribe(
+            topic_name(domain, tenant, namespace, topic),
+            unquote(subscription),
+            unquote(consumer),
+            request.subscriptionType,
+            request.initialPosition,
+            request.ackTimeoutMs,
+        )
+        return json_response({"subscriptionType": state.subscription_type, "consumers": sorted(state.consumers),
+                              "epoch": state.epoch})
+
+    @guarded(router, "DELETE", f"{base}/<consumer>", Access.CONSUME, domain)
+    def close_consumer(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        build_broker().subscriptions.close_consumer(
+            topic_name(domain, tenant, namespace, topic), unquote(subscription), unquote(consumer)
+        )
+        return no_content()
+
+    @guarded(router, "POST", f"{base}/<consumer>/receive", Access.CONSUME, domain)
+    def receive(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        _push_only(domain)
+        name = topic_name(domain, tenant, namespace, topic)
+        request = body(ReceiveRequest)
+        result = build_broker().subscriptions.receive(
+            name,
+            unquote(subscription),
+            unquote(consumer),
+            request.maxMessages,
+            request.waitMs,
+            request.requestId or str(uuid.uuid4()),
+            acks_from_request(request.acks, unquote(consumer)) if request.acks else NO_ACKS,
+            request.minMessages,
+        )
+        partition = name.partition_index
+        entries = [entry_to_wire(d.entry, partition, d.redelivery_count, d.acked_indexes) for d in result.entries]
+        return json_response({"entries": entries, "epoch": result.epoch})
+
+    @guarded(router, "POST", f"{base}/<consumer>/ack", Access.CONSUME, domain)
+    def acknowledge(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        acks = acks_from_request(body(AckRequest), unquote(consumer))
+        state = build_broker().subscriptions.acknowledge(
+            topic_name(domain, tenant, namespace, topic), unquote(subscription), acks
+        )
+        return json_response({"markDeleteEntryId": state.mark_delete - 1, "epoch": state.epoch})
+
+    @guarded(router, "POST", f"{base}/<consumer>/redeliver", Access.CONSUME, domain)
+    def redeliver(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        build_broker().subscriptions.redeliver_unacknowledged(
+            topic_name(domain, tenant, namespace, topic), unquote(subscription), unquote(consumer)
+        )
+        return no_content()
+
+    @guarded(router, "DELETE", f"{base}/<consumer>/subscription", Access.CONSUME, domain)
+    def unsubscribe(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        build_broker().subscriptions.unsubscribe(
+            topic_name(domain, tenant, namespace, topic), unquote(subscription), unquote(consumer)
+        )
+        return no_content()
+
+    @guarded(router, "POST", f"{base}/seek", Access.CONSUME, domain)
+    def seek(tenant: str, namespace: str, topic: str, subscription: str) -> Response[str]:
+        request = body(SeekRequest)
+        entry_id = MessageIdData.parse(request.messageId).entry_id if request.messageId else None
+        name = topic_name(domain, tenant, namespace, topic)
+        state = build_broker().subscriptions.seek(name, unquote(subscription), entry_id, request.timestamp)
+        build_push().after_seek(name, unquote(subscription))  # its WebSocket consumers start over
+        return json_response({"position": state.read_position, "epoch": state.epoch})
+
+    # --- non-durable reads (readers, Spark) --------------------------------------------------
+    reader = f"/magnetar/v1/reader/{domain}/<tenant>/<namespace>/<topic>"
+
+    @guarded(router, "POST", f"{reader}/read", Access.CONSUME, domain)
+    def read(tenant: str, namespace: str, topic: str) -> Response[str]:
+        name = topic_name(domain, tenant, namespace, topic)
+        request = body(ReadRequest)
+        entries = build_broker().read_entries(name, request.startEntryId, request.maxEntries)
+        next_entry = entries[-1].entry_id + 1 if entries else request.startEntryId
+        live = [e for e in entries if not e.hole]
+        out: dict[str, Any] = {"nextEntryId": next_entry}
+        if request.format == "entries":
+            out["entries"] = [entry_to_wire(e, name.partition_index, 0, []) for e in live]
+        else:
+            out["messages"] = [m for e in live for m in entry_messages(str(name), name.partition_index, e)]
+        return json_response(out)
+
+    @guarded(router, "GET", f"{reader}/position", Access.CONSUME, domain)
+    def position_at(tenant: str, namespace: str, topic: str) -> Response[str]:
+        timestamp = query("timestamp")
+        if timestamp is None or not timestamp.isdigit():
+            raise InvalidInput("Query parameter timestamp (ms) is required")
+        entry_id = build_broker().entry_at_time(topic_name(domain, tenant, namespace, topic), int(timestamp))
+        return json_response({"entryId": entry_id})
+
+
+for _domain in DOMAINS:
+    _bind(_domain)

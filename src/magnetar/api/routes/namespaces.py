@@ -1,0 +1,72 @@
+"""Namespaces and their permissions (`/admin/v2/namespaces/{tenant}/{namespace}...`)."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import Router
+
+from magnetar.adapters.aws import build_broker
+from magnetar.api.access import guarded
+from magnetar.api.http import json_body, json_response, namespace_name, no_content
+from magnetar.core.authz import Access, check_actions, check_roles
+from magnetar.core.naming import check_subscription
+
+router = Router()
+NS = "/admin/v2/namespaces/<tenant>/<namespace>"
+
+
+@guarded(router, "GET", "/admin/v2/namespaces/<tenant>", Access.TENANT_ADMIN)
+def list_namespaces(tenant: str) -> Response[str]:
+    return json_response(build_broker().admin.list_namespaces(unquote(tenant)))
+
+
+@guarded(router, "PUT", NS, Access.TENANT_ADMIN)
+def create_namespace(tenant: str, namespace: str) -> Response[str]:
+    build_broker().admin.create_namespace(namespace_name(tenant, namespace))
+    return no_content()
+
+
+@guarded(router, "GET", NS, Access.TENANT_ADMIN)
+def get_namespace(tenant: str, namespace: str) -> Response[str]:
+    return json_response(build_broker().admin.get_namespace(namespace_name(tenant, namespace)).policies)
+
+
+# --- permissions: grants of produce/consume to roles, restrictions of subscriptions to roles ----
+@guarded(router, "GET", f"{NS}/permissions", Access.TENANT_ADMIN)
+def namespace_permissions(tenant: str, namespace: str) -> Response[str]:
+    return json_response(build_broker().authz.namespace_permissions(namespace_name(tenant, namespace)))
+
+
+@guarded(router, "POST", f"{NS}/permissions/<role>", Access.TENANT_ADMIN)
+def grant_on_namespace(tenant: str, namespace: str, role: str) -> Response[str]:
+    actions = check_actions(json_body())
+    build_broker().authz.grant_on_namespace(namespace_name(tenant, namespace), unquote(role), actions)
+    return no_content()
+
+
+@guarded(router, "DELETE", f"{NS}/permissions/<role>", Access.TENANT_ADMIN)
+def revoke_on_namespace(tenant: str, namespace: str, role: str) -> Response[str]:
+    build_broker().authz.revoke_on_namespace(namespace_name(tenant, namespace), unquote(role))
+    return no_content()
+
+
+@guarded(router, "GET", f"{NS}/permissions/subscription", Access.TENANT_ADMIN)
+def subscription_permissions(tenant: str, namespace: str) -> Response[str]:
+    return json_response(build_broker().authz.subscription_permissions(namespace_name(tenant, namespace)))
+
+
+@guarded(router, "POST", f"{NS}/permissions/subscription/<subscription>", Access.TENANT_ADMIN)
+def grant_on_subscription(tenant: str, namespace: str, subscription: str) -> Response[str]:
+    roles = check_roles(json_body())
+    build_broker().authz.grant_on_subscription(namespace_name(tenant, namespace),
+                                               check_subscription(unquote(subscription)), roles)
+    return no_content()
+
+
+@guarded(router, "DELETE", f"{NS}/permissions/<subscription>/<role>", Access.TENANT_ADMIN)
+def revoke_on_subscription(tenant: str, namespace: str, subscription: str, role: str) -> Response[str]:
+    build_broker().authz.revoke_on_subscription(namespace_name(tenant, namespace),
+                                                check_subscription(unquote(subscription)), unquote(role))
+    return no_content()

@@ -1,0 +1,138 @@
+"""Namespace and topic policies on Pulsar's paths and JSON shapes (retention, TTL, quotas...).
+
+One table, `POLICIES`, names each policy's Pulsar field, its namespace and topic paths and how
+its body is read; the routes for both levels are generated from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import Router
+
+from magnetar.adapters.aws import build_broker
+from magnetar.api.access import guarded
+from magnetar.api.http import (
+    DOMAINS,
+    body,
+    has_body,
+    int_body,
+    json_body,
+    json_response,
+    namespace_name,
+    no_content,
+    query,
+    topic_name,
+)
+from magnetar.api.models import BacklogQuotaRequest, RetentionPolicies
+from magnetar.core import policies as rules
+from magnetar.core.authz import Access
+from magnetar.core.errors import InvalidInput
+
+router = Router()
+
+
+@dataclass(frozen=True)
+class Policy:
+    field: str  # Pulsar's Policies field the value is stored under
+    namespace_path: str
+    topic_path: str
+    read: Callable[[], Any]  # parses and checks the request body
+
+
+def _read_retention() -> dict[str, int]:
+    request = body(RetentionPolicies)
+    return rules.check_retention(request.retentionTimeInMinutes, request.retentionSizeInMB)
+
+
+def _read_backlog_quota() -> dict[str, Any]:
+    request = body(BacklogQuotaRequest)
+    quota_type = query("backlogQuotaType") or "destination_storage"
+    return {quota_type: rules.check_backlog_quota(request.limitSize, request.limitTime, request.policy, quota_type)}
+
+
+def _read_count(name: str) -> Callable[[], int]:
+    def read() -> int:
+        value = query(name)  # Pulsar's topic API also takes ?messageTTL=
+        if value is not None and not has_body():
+            if not value.lstrip("-").isdigit():
+                raise InvalidInput(f"Query parameter {name} must be an integer")
+            return rules.check_non_negative(name, int(value))
+        return rules.check_non_negative(name, int_body())
+
+    return read
+
+
+def _read_flag() -> bool:
+    value = json_body()
+    if not isinstance(value, bool):
+        raise InvalidInput("Request body must be true or false")
+    return value
+
+
+POLICIES = (
+    Policy(rules.RETENTION, "retention", "retention", _read_retention),
+    Policy(rules.MESSAGE_TTL, "messageTTL", "messageTTL", _read_count("messageTTL")),
+    Policy(rules.BACKLOG_QUOTA, "backlogQuota", "backlogQuota", _read_backlog_quota),
+    Policy(rules.DEDUPLICATION, "deduplication", "deduplicationEnabled", _read_flag),
+    Policy(rules.MAX_PRODUCERS, "maxProducersPerTopic", "maxProducers", _read_count("maxProducers")),
+    Policy(rules.MAX_CONSUMERS, "maxConsumersPerTopic", "maxConsumers", _read_count("maxConsumers")),
+    Policy(rules.MAX_MESSAGE_SIZE, "maxMessageSize", "maxMessageSize", _read_count("maxMessageSize")),
+)
+
+
+def _shown(policy: Policy, value: Any) -> Any:
+    return {} if value is None and policy.field == rules.BACKLOG_QUOTA else value
+
+
+def _bind_namespace_policy(policy: Policy) -> None:
+    path = f"/admin/v2/namespaces/<tenant>/<namespace>/{policy.namespace_path}"
+    getters = [path] + ([f"{path}Map"] if policy.field == rules.BACKLOG_QUOTA else [])
+
+    def set_policy(tenant: str, namespace: str) -> Response[str]:
+        build_broker().admin.set_policy(namespace_name(tenant, namespace), policy.field, policy.read())
+        return no_content()
+
+    def get_policy(tenant: str, namespace: str) -> Response[str]:
+        return json_response(_shown(policy, build_broker().admin.policy(namespace_name(tenant, namespace), policy.field)))
+
+    def remove_policy(tenant: str, namespace: str) -> Response[str]:
+        build_broker().admin.remove_policy(namespace_name(tenant, namespace), policy.field, query("backlogQuotaType"))
+        return no_content()
+
+    guarded(router, "POST", path, Access.TENANT_ADMIN)(set_policy)
+    for getter in getters:
+        guarded(router, "GET", getter, Access.TENANT_ADMIN)(get_policy)
+    guarded(router, "DELETE", path, Access.TENANT_ADMIN)(remove_policy)
+
+
+def _bind_topic_policy(policy: Policy, domain: str) -> None:
+    path = f"/admin/v2/{domain}/<tenant>/<namespace>/<topic>/{policy.topic_path}"
+    getters = [path] + ([f"{path}Map"] if policy.field == rules.BACKLOG_QUOTA else [])
+
+    def set_policy(tenant: str, namespace: str, topic: str) -> Response[str]:
+        build_broker().admin.set_topic_policy(topic_name(domain, tenant, namespace, topic), policy.field, policy.read())
+        return no_content()
+
+    def get_policy(tenant: str, namespace: str, topic: str) -> Response[str]:
+        policies = build_broker().admin.topic_policies(topic_name(domain, tenant, namespace, topic))
+        return json_response(_shown(policy, policies.get(policy.field)))
+
+    def remove_policy(tenant: str, namespace: str, topic: str) -> Response[str]:
+        build_broker().admin.remove_topic_policy(topic_name(domain, tenant, namespace, topic), policy.field,
+                                                 query("backlogQuotaType"))
+        return no_content()
+
+    guarded(router, "POST", path, Access.TENANT_ADMIN, domain)(set_policy)
+    for getter in getters:
+        guarded(router, "GET", getter, Access.TENANT_ADMIN, domain)(get_policy)
+    guarded(router, "DELETE", path, Access.TENANT_ADMIN, domain)(remove_policy)
+
+
+for _policy in POLICIES:
+    _bind_namespace_policy(_policy)
+    for _domain in DOMAINS:
+        _bind_topic_policy(_policy, _domain)

@@ -1,0 +1,72 @@
+"""Producing: Pulsar's REST producer (`POST /topics/...`) and producer registration (access
+modes, deduplication's last sequence id)."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import Router
+
+from magnetar.adapters.aws import build_broker
+from magnetar.adapters.aws.connections import build_push
+from magnetar.api.access import guarded
+from magnetar.api.http import DOMAINS, body, json_response, no_content, topic_name
+from magnetar.api.models import ProduceRequest, ProduceResponse, ProducerRequest, PublishResult
+from magnetar.api.wire import batch_from_request
+from magnetar.core.authz import Access
+from magnetar.core.compression import decompress
+from magnetar.core.entry import decode_messages
+from magnetar.core.errors import InvalidInput
+from magnetar.core.naming import TopicName
+
+router = Router()
+
+
+def _publish_non_persistent(name: TopicName, request: ProduceRequest) -> dict[str, Any]:
+    """Fanned out at once to the WebSocket consumers attached now; nothing is stored."""
+    batch = batch_from_request(request)
+    if batch.chunk is not None:
+        raise InvalidInput("Chunked messages are not supported on non-persistent topics")
+    messages = list(decode_messages(decompress(batch.compression, batch.payload, batch.uncompressed_size)))
+    ids = build_push().publish_non_persistent(name, messages, request.producerName)
+    first = next((i for i in ids if i.entry_id >= 0), ids[0])
+    return ProduceResponse(messagePublishResults=[PublishResult(messageId=str(i)) for i in ids],
+                           ledgerId=first.ledger_id, entryId=first.entry_id).model_dump()
+
+
+def _bind(domain: str) -> None:
+    @guarded(router, "POST", f"/topics/{domain}/<tenant>/<namespace>/<topic>", Access.PRODUCE, domain)
+    def produce(tenant: str, namespace: str, topic: str) -> Response[str]:
+        name = topic_name(domain, tenant, namespace, topic)
+        request = body(ProduceRequest)
+        if not name.is_persistent:
+            return json_response(_publish_non_persistent(name, request))
+        result = build_broker().writer.append(name, batch_from_request(request), request.producerName)
+        response = ProduceResponse(
+            messagePublishResults=[PublishResult(messageId=str(i)) for i in result.message_ids],
+            ledgerId=result.ledger_id,
+            entryId=result.entry_id,
+            duplicate=result.duplicate,
+        )
+        return json_response(response.model_dump())
+
+    producer = f"/magnetar/v1/producer/{domain}/<tenant>/<namespace>/<topic>/<producer>"
+
+    @guarded(router, "PUT", producer, Access.PRODUCE, domain)
+    def attach_producer(tenant: str, namespace: str, topic: str, producer: str) -> Response[str]:
+        request = body(ProducerRequest)
+        name = topic_name(domain, tenant, namespace, topic)
+        writer = build_broker().writer
+        writer.attach_producer(name, unquote(producer), request.accessMode, request.leaseMs)
+        return json_response({"lastSequenceId": writer.metadata.last_sequence_id(name, unquote(producer))})
+
+    @guarded(router, "DELETE", producer, Access.PRODUCE, domain)
+    def detach_producer(tenant: str, namespace: str, topic: str, producer: str) -> Response[str]:
+        build_broker().writer.detach_producer(topic_name(domain, tenant, namespace, topic), unquote(producer))
+        return no_content()
+
+
+for _domain in DOMAINS:
+    _bind(_domain)

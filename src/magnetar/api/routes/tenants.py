@@ -1,0 +1,46 @@
+"""Tenants and the broker's health (`/admin/v2/tenants`, `/admin/v2/brokers/health`)."""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+from aws_lambda_powertools.event_handler import Response, content_types
+from aws_lambda_powertools.event_handler.router import Router
+
+from magnetar.adapters.aws import build_broker
+from magnetar.api.access import guarded
+from magnetar.api.http import body, json_response, no_content
+from magnetar.api.models import TenantRequest
+from magnetar.core.authz import Access
+
+router = Router()
+
+
+@guarded(router, "GET", "/admin/v2/brokers/health", Access.AUTHENTICATED)
+def health() -> Response[str]:
+    return Response(status_code=200, content_type=content_types.TEXT_PLAIN, body="ok")
+
+
+@guarded(router, "GET", "/admin/v2/tenants", Access.SUPERUSER)
+def list_tenants() -> Response[str]:
+    return json_response(build_broker().admin.list_tenants())
+
+
+@guarded(router, "GET", "/admin/v2/tenants/<tenant>", Access.TENANT_ADMIN)
+def get_tenant(tenant: str) -> Response[str]:
+    info = build_broker().admin.get_tenant(unquote(tenant))
+    return json_response({"adminRoles": list(info.admin_roles), "allowedClusters": list(info.allowed_clusters)})
+
+
+@guarded(router, "PUT", "/admin/v2/tenants/<tenant>", Access.SUPERUSER)
+def create_tenant(tenant: str) -> Response[str]:
+    request = body(TenantRequest)
+    build_broker().admin.create_tenant(unquote(tenant), request.adminRoles, request.allowedClusters)
+    return no_content()
+
+
+@guarded(router, "POST", "/admin/v2/tenants/<tenant>", Access.SUPERUSER)
+def update_tenant(tenant: str) -> Response[str]:
+    request = body(TenantRequest)
+    build_broker().admin.update_tenant(unquote(tenant), request.adminRoles, request.allowedClusters)
+    return no_content()
