@@ -12,18 +12,28 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from magnetar.cli.common import (
+    DEFAULT_URL,
+    SERVICE_URL_ENV,
+    AuthParams,
+    AuthPlugin,
+    ServiceUrl,
+    admin_client,
+    authentication,
+    call,
+    split_list,
+)
 from magnetar.cli.cost import cost_command
 from magnetar.cli.perf import perf_app
+from magnetar.cli.permissions import register as register_permission_commands
+from magnetar.cli.tokens import tokens_app
 from magnetar.cli.verify import verify_command
 from magnetar.client.admin import AdminClient
 from magnetar.config import MAINTENANCE_INTERVAL_S
-from magnetar.core.errors import InvalidInput
 
 console = Console()
 err = Console(stderr=True)
 T = TypeVar("T")
-SERVICE_URL_ENV = "MAGNETAR_SERVICE_URL"
-DEFAULT_URL = "http://127.0.0.1:8080"
 
 app = typer.Typer(help="Magnetar: Apache Pulsar's messaging model on AWS serverless.", no_args_is_help=True)
 local_app = typer.Typer(help="Run Magnetar on this machine.", no_args_is_help=True)
@@ -34,13 +44,12 @@ topics_app = typer.Typer(help="Topics.", no_args_is_help=True)
 app.add_typer(local_app, name="local")
 app.add_typer(admin_app, name="admin")
 app.add_typer(perf_app, name="perf")
+app.add_typer(tokens_app, name="tokens")
 app.command("verify")(verify_command)
 app.command("cost")(cost_command)
 admin_app.add_typer(tenants_app, name="tenants")
 admin_app.add_typer(namespaces_app, name="namespaces")
 admin_app.add_typer(topics_app, name="topics")
-
-ServiceUrl = Annotated[str, typer.Option("--service-url", "-u", envvar=SERVICE_URL_ENV, help="Broker URL.")]
 
 
 def _fail(message: str) -> None:
@@ -50,13 +59,7 @@ def _fail(message: str) -> None:
 
 def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run an SDK call; a refusal becomes a one-line error and exit code 1."""
-    from magnetar.client import exceptions
-
-    try:
-        return fn(*args, **kwargs)
-    except (exceptions.PulsarException, InvalidInput) as exc:
-        err.print(f"[red]error:[/red] {exc.reason}")
-        raise typer.Exit(1) from None
+    return call(fn, *args, **kwargs)
 
 
 @local_app.command("up")
@@ -100,11 +103,13 @@ def produce(
     num_produce: Annotated[int, typer.Option("--num-produce", "-n", help="Times to send each message.")] = 1,
     key: Annotated[str | None, typer.Option("--key", "-k", help="Partition key.")] = None,
     service_url: ServiceUrl = DEFAULT_URL,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
     """Produce messages to a topic (pulsar-client produce)."""
     import magnetar
 
-    client = magnetar.Client(service_url)
+    client = magnetar.Client(service_url, authentication(auth_plugin, auth_params))
     try:
         producer = _call(client.create_producer, topic)
         sent = 0
@@ -127,6 +132,8 @@ def consume(
     position: Annotated[str, typer.Option("--subscription-position", "-p", help="Latest or Earliest.")] = "Latest",
     timeout_s: Annotated[int, typer.Option("--timeout", help="Give up after this many seconds without a message.")] = 30,
     service_url: ServiceUrl = DEFAULT_URL,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
     """Consume messages from a topic (pulsar-client consume)."""
     import magnetar
@@ -136,7 +143,7 @@ def consume(
         initial = magnetar.InitialPosition[position]
     except KeyError:
         _fail(f"unknown subscription type or position: {subscription_type}, {position}")
-    client = magnetar.Client(service_url)
+    client = magnetar.Client(service_url, authentication(auth_plugin, auth_params))
     try:
         consumer = _call(client.subscribe, topic, subscription, consumer_type=ctype, initial_position=initial)
         count = 0
@@ -154,9 +161,9 @@ def consume(
         client.close()
 
 
-def _admin(service_url: str) -> AdminClient:
-
-    return AdminClient(service_url)
+def _admin(service_url: str, auth_plugin: str | None = None, auth_params: str | None = None) -> AdminClient:
+    """An admin client with the command's credentials (--auth-plugin/--auth-params, or the environment)."""
+    return admin_client(service_url, auth_plugin, auth_params)
 
 
 def _print_list(title: str, items: list[str]) -> None:
@@ -167,8 +174,9 @@ def _print_list(title: str, items: list[str]) -> None:
 
 
 @tenants_app.command("list")
-def tenants_list(service_url: ServiceUrl = DEFAULT_URL) -> None:
-    _print_list("Tenants", _call(_admin(service_url).tenants))
+def tenants_list(service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                 auth_params: AuthParams = None) -> None:
+    _print_list("Tenants", _call(_admin(service_url, auth_plugin, auth_params).tenants))
 
 
 @tenants_app.command("create")
@@ -177,30 +185,37 @@ def tenants_create(
     admin_roles: Annotated[list[str] | None, typer.Option("--admin-roles", "-r")] = None,
     allowed_clusters: Annotated[list[str] | None, typer.Option("--allowed-clusters", "-c")] = None,
     service_url: ServiceUrl = DEFAULT_URL,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
-    _call(_admin(service_url).create_tenant, tenant, admin_roles, allowed_clusters)
+    _call(_admin(service_url, auth_plugin, auth_params).create_tenant, tenant, split_list(admin_roles),
+          split_list(allowed_clusters) or None)
     console.print(f"created tenant {tenant}")
 
 
 @namespaces_app.command("list")
-def namespaces_list(tenant: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
-    _print_list("Namespaces", _call(_admin(service_url).namespaces, tenant))
+def namespaces_list(tenant: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                    auth_params: AuthParams = None) -> None:
+    _print_list("Namespaces", _call(_admin(service_url, auth_plugin, auth_params).namespaces, tenant))
 
 
 @namespaces_app.command("create")
-def namespaces_create(namespace: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
-    _call(_admin(service_url).create_namespace, namespace)
+def namespaces_create(namespace: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                      auth_params: AuthParams = None) -> None:
+    _call(_admin(service_url, auth_plugin, auth_params).create_namespace, namespace)
     console.print(f"created namespace {namespace}")
 
 
 @topics_app.command("list")
-def topics_list(namespace: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
-    _print_list("Topics", _call(_admin(service_url).topics, namespace))
+def topics_list(namespace: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                auth_params: AuthParams = None) -> None:
+    _print_list("Topics", _call(_admin(service_url, auth_plugin, auth_params).topics, namespace))
 
 
 @topics_app.command("create")
-def topics_create(topic: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
-    _call(_admin(service_url).create_topic, topic)
+def topics_create(topic: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                  auth_params: AuthParams = None) -> None:
+    _call(_admin(service_url, auth_plugin, auth_params).create_topic, topic)
     console.print(f"created topic {topic}")
 
 
@@ -209,8 +224,10 @@ def topics_create_partitioned(
     topic: str,
     partitions: Annotated[int, typer.Option("--partitions", "-p", help="Number of partitions.")],
     service_url: ServiceUrl = DEFAULT_URL,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
-    _call(_admin(service_url).create_partitioned_topic, topic, partitions)
+    _call(_admin(service_url, auth_plugin, auth_params).create_partitioned_topic, topic, partitions)
     console.print(f"created partitioned topic {topic} with {partitions} partitions")
 
 
@@ -219,26 +236,31 @@ def topics_update_partitioned(
     topic: str,
     partitions: Annotated[int, typer.Option("--partitions", "-p", help="New number of partitions (only grows).")],
     service_url: ServiceUrl = DEFAULT_URL,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
-    _call(_admin(service_url).update_partitioned_topic, topic, partitions)
+    _call(_admin(service_url, auth_plugin, auth_params).update_partitioned_topic, topic, partitions)
     console.print(f"{topic} now has {partitions} partitions")
 
 
 @topics_app.command("get-partitioned-topic-metadata")
-def topics_partition_metadata(topic: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
-    console.print_json(data={"partitions": _call(_admin(service_url).partitioned_topic_metadata, topic)})
+def topics_partition_metadata(topic: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                              auth_params: AuthParams = None) -> None:
+    console.print_json(data={"partitions": _call(_admin(service_url, auth_plugin, auth_params).partitioned_topic_metadata, topic)})
 
 
 @topics_app.command("stats")
-def topics_stats(topic: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
+def topics_stats(topic: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                 auth_params: AuthParams = None) -> None:
     """A topic's (or a partition's) stats: rates, counters, publishers, subscriptions (pulsar-admin topics stats)."""
-    console.print_json(data=_call(_admin(service_url).topic_stats, topic))
+    console.print_json(data=_call(_admin(service_url, auth_plugin, auth_params).topic_stats, topic))
 
 
 @topics_app.command("stats-internal")
-def topics_stats_internal(topic: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
+def topics_stats_internal(topic: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                          auth_params: AuthParams = None) -> None:
     """A topic's internal stats: ledgers, segments, cursors' positions (pulsar-admin topics stats-internal)."""
-    console.print_json(data=_call(_admin(service_url).topic_internal_stats, topic))
+    console.print_json(data=_call(_admin(service_url, auth_plugin, auth_params).topic_internal_stats, topic))
 
 
 @topics_app.command("partitioned-stats")
@@ -248,9 +270,11 @@ def topics_partitioned_stats(
         bool, typer.Option("--per-partition/--no-per-partition", help="Include each partition's stats.")
     ] = True,
     service_url: ServiceUrl = DEFAULT_URL,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
     """A partitioned topic's stats summed over its partitions (pulsar-admin topics partitioned-stats)."""
-    console.print_json(data=_call(_admin(service_url).partitioned_topic_stats, topic, per_partition))
+    console.print_json(data=_call(_admin(service_url, auth_plugin, auth_params).partitioned_topic_stats, topic, per_partition))
 
 
 @namespaces_app.command("set-deduplication")
@@ -258,14 +282,17 @@ def namespaces_set_deduplication(
     namespace: str,
     enable: Annotated[bool, typer.Option("--enable/--disable", help="Turn deduplication on or off.")],
     service_url: ServiceUrl = DEFAULT_URL,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
-    _call(_admin(service_url).set_deduplication, namespace, enable)
+    _call(_admin(service_url, auth_plugin, auth_params).set_deduplication, namespace, enable)
     console.print(f"deduplication {'enabled' if enable else 'disabled'} on {namespace}")
 
 
 @namespaces_app.command("get-deduplication")
-def namespaces_get_deduplication(namespace: str, service_url: ServiceUrl = DEFAULT_URL) -> None:
-    console.print_json(data=_call(_admin(service_url).get_deduplication, namespace))
+def namespaces_get_deduplication(namespace: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                                 auth_params: AuthParams = None) -> None:
+    console.print_json(data=_call(_admin(service_url, auth_plugin, auth_params).get_deduplication, namespace))
 
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -301,18 +328,21 @@ def namespaces_set_retention(
     time: Annotated[str, typer.Option("--time", "-t", help="Retention time: 10m, 3h, 2d, -1 (infinite), 0.")],
     size: Annotated[str, typer.Option("--size", "-s", help="Retention size: 10M, 2G, -1 (infinite), 0.")],
     service_url: ServiceUrl = DEFAULT_URL,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
     """Keep acknowledged messages this long and up to this size (Pulsar's set-retention)."""
     minutes, size_bytes = _seconds(time), _bytes(size)
     minutes = minutes if minutes <= 0 else max(1, minutes // 60)
     size_mb = size_bytes if size_bytes <= 0 else max(1, size_bytes // 1024**2)
-    _call(_admin(service_url).set_retention, namespace, minutes, size_mb)
+    _call(_admin(service_url, auth_plugin, auth_params).set_retention, namespace, minutes, size_mb)
     console.print(f"retention of {namespace}: {minutes} minutes, {size_mb} MB")
 
 
 @namespaces_app.command("get-retention")
-def namespaces_get_retention(namespace: Target, service_url: ServiceUrl = DEFAULT_URL) -> None:
-    console.print_json(data=_call(_admin(service_url).get_retention, namespace))
+def namespaces_get_retention(namespace: Target, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                             auth_params: AuthParams = None) -> None:
+    console.print_json(data=_call(_admin(service_url, auth_plugin, auth_params).get_retention, namespace))
 
 
 @namespaces_app.command("set-message-ttl")
@@ -320,16 +350,19 @@ def namespaces_set_message_ttl(
     namespace: Target,
     ttl: Annotated[str, typer.Option("--messageTTL", "-ttl", help="Message TTL: 60, 10m, 1h; 0: never expire.")],
     service_url: ServiceUrl = DEFAULT_URL,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
     """Messages older than this are acknowledged for every subscription (Pulsar's set-message-ttl)."""
     seconds = _seconds(ttl)
-    _call(_admin(service_url).set_message_ttl, namespace, seconds)
+    _call(_admin(service_url, auth_plugin, auth_params).set_message_ttl, namespace, seconds)
     console.print(f"message TTL of {namespace}: {seconds} s")
 
 
 @namespaces_app.command("get-message-ttl")
-def namespaces_get_message_ttl(namespace: Target, service_url: ServiceUrl = DEFAULT_URL) -> None:
-    console.print_json(data=_call(_admin(service_url).get_message_ttl, namespace))
+def namespaces_get_message_ttl(namespace: Target, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                               auth_params: AuthParams = None) -> None:
+    console.print_json(data=_call(_admin(service_url, auth_plugin, auth_params).get_message_ttl, namespace))
 
 
 @namespaces_app.command("set-backlog-quota")
@@ -341,15 +374,18 @@ def namespaces_set_backlog_quota(
     limit_time: Annotated[str, typer.Option("--limitTime", "-lt", help="Backlog age limit: 60, 10m, 1h; -1: none.")] = "-1",
     quota_type: Annotated[str, typer.Option("--type", help="destination_storage | message_age")] = "destination_storage",
     service_url: ServiceUrl = DEFAULT_URL,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
     """Limit the backlog of every topic in the namespace (Pulsar's set-backlog-quota)."""
-    _call(_admin(service_url).set_backlog_quota, namespace, _bytes(limit_size), _seconds(limit_time), policy, quota_type)
+    _call(_admin(service_url, auth_plugin, auth_params).set_backlog_quota, namespace, _bytes(limit_size), _seconds(limit_time), policy, quota_type)
     console.print(f"backlog quota of {namespace}: {quota_type} {policy}")
 
 
 @namespaces_app.command("get-backlog-quotas")
-def namespaces_get_backlog_quotas(namespace: Target, service_url: ServiceUrl = DEFAULT_URL) -> None:
-    console.print_json(data=_call(_admin(service_url).get_backlog_quotas, namespace))
+def namespaces_get_backlog_quotas(namespace: Target, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                                  auth_params: AuthParams = None) -> None:
+    console.print_json(data=_call(_admin(service_url, auth_plugin, auth_params).get_backlog_quotas, namespace))
 
 
 @namespaces_app.command("remove-backlog-quota")
@@ -357,26 +393,31 @@ def namespaces_remove_backlog_quota(
     namespace: Target,
     quota_type: Annotated[str, typer.Option("--type", help="destination_storage | message_age")] = "destination_storage",
     service_url: ServiceUrl = DEFAULT_URL,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
-    _call(_admin(service_url).remove_backlog_quota, namespace, quota_type)
+    _call(_admin(service_url, auth_plugin, auth_params).remove_backlog_quota, namespace, quota_type)
     console.print(f"removed the {quota_type} backlog quota of {namespace}")
 
 
 def _count_policy(command: str, path: str, what: str) -> None:
     @namespaces_app.command(f"set-{command}", help=f"Set the {what} (0: no limit).")
     def set_count(namespace: Target, value: Annotated[int, typer.Argument(help="The limit; 0: none.")],
-                  service_url: ServiceUrl = DEFAULT_URL) -> None:
-        _call(_admin(service_url).set_policy, namespace, path, value)
+                  service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                  auth_params: AuthParams = None) -> None:
+        _call(_admin(service_url, auth_plugin, auth_params).set_policy, namespace, path, value)
         console.print(f"{what} of {namespace}: {value}")
 
     @namespaces_app.command(f"get-{command}", help=f"Get the {what}.")
-    def get_count(namespace: Target, service_url: ServiceUrl = DEFAULT_URL) -> None:
-        console.print_json(data=_call(_admin(service_url).get_policy, namespace, path))
+    def get_count(namespace: Target, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                  auth_params: AuthParams = None) -> None:
+        console.print_json(data=_call(_admin(service_url, auth_plugin, auth_params).get_policy, namespace, path))
 
 
 _count_policy("max-producers-per-topic", "maxProducersPerTopic", "maximum producers per topic")
 _count_policy("max-consumers-per-topic", "maxConsumersPerTopic", "maximum consumers per topic")
 _count_policy("max-message-size", "maxMessageSize", "maximum message size in bytes")
+register_permission_commands(tenants_app, namespaces_app, topics_app)
 
 
 def main() -> None:  # pragma: no cover - console entry point
