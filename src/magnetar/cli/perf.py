@@ -15,6 +15,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from magnetar.cli.common import AuthParams, AuthPlugin, authentication
+
 console = Console()
 perf_app = typer.Typer(help="Measure throughput, latency and AWS cost (like pulsar-perf).", no_args_is_help=True)
 
@@ -59,6 +61,7 @@ def _run(mode: str, **options: Any) -> None:
     from magnetar.perf.runner import PerfConfig, PerfRun
 
     json_out, aws_endpoint, no_limits = options.pop("json_out"), options.pop("aws_endpoint"), options.pop("no_limits")
+    credentials = authentication(options.pop("auth_plugin"), options.pop("auth_params"))
     with _service(options.pop("service_url"), aws_endpoint) as (url, endpoint, pids):
         try:
             config = PerfConfig(mode=mode, service_url=url, watch_pids=pids, **options)
@@ -73,7 +76,7 @@ def _run(mode: str, **options: Any) -> None:
                     f"p99 publish {s['publish_p99']:.0f} ms  e2e {s['e2e_p99']:.0f} ms"
                 )
 
-            result = PerfRun(config, tick).run()
+            result = PerfRun(config, tick, credentials).run()
         result["config"] = dict(vars(config))
         if endpoint and not no_limits:
             from magnetar.perf.limits import measure_all
@@ -162,13 +165,15 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
         receive_wait_ms: ReceiveWait = 100,
         keys: Keys = 0,
         nack_fraction: NackFraction = 0.0,
+        auth_plugin: AuthPlugin = None,
+        auth_params: AuthParams = None,
     ) -> None:
         _run(mode, service_url=service_url, topic=topic, partitions=partitions, producers=producers,
              consumers=consumers if mode != "produce" else 0, subscription_type=subscription_type, rate=rate,
              size=size, batch_max_messages=batch_max_messages, batch_max_delay_ms=batch_max_delay_ms,
              compression=compression, duration_s=duration, json_out=json_out, aws_endpoint=aws_endpoint,
              no_limits=no_limits, receive_batch=receive_batch, receive_wait_ms=receive_wait_ms, keys=keys,
-             nack_fraction=nack_fraction)
+             nack_fraction=nack_fraction, auth_plugin=auth_plugin, auth_params=auth_params)
 
     command.__doc__ = {
         "produce": "Produce at a rate (or flat out) and measure publish latency.",

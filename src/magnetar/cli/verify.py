@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from magnetar.cli.common import AuthParams, AuthPlugin, authentication
+
 console = Console()
 
 
@@ -21,9 +23,16 @@ def verify_command(
     seed: Annotated[int, typer.Option("--seed", "-s", help="Seed: the same seed plans the same runs.")] = 1,
     crash_points: Annotated[str, typer.Option("--crash-points", help="'all', 'none' or a comma list.")] = "all",
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the summary to this file.")] = None,
+    auth_plugin: AuthPlugin = None,
+    auth_params: AuthParams = None,
 ) -> None:
     """Run randomized workloads while firing crash points; check nothing acknowledged is lost,
-    nothing is handed out twice, orders hold, cursors never move back, every segment exists."""
+    nothing is handed out twice, orders hold, cursors never move back, every segment exists.
+
+    The cluster runs in this process with the broker settings of the environment: with
+    MAGNETAR_AUTH_ENABLED=true (and a token key, superuser roles) give the workload's credentials
+    with --auth-params or MAGNETAR_AUTH_TOKEN."""
+    credentials = authentication(auth_plugin, auth_params)
     from magnetar.local.cluster import LocalCluster, free_port
     from magnetar.verify.runner import CRASH_POINTS, Verifier
 
@@ -47,7 +56,7 @@ def verify_command(
             def on_run(run: int, summary) -> None:  # type: ignore[no-untyped-def]
                 progress.update(task, advance=1, status=f"acked {summary.acked:,}  violations {summary.violations}")
 
-            summary = Verifier(cluster.url).run_all(runs, seed, allowed, on_run)
+            summary = Verifier(cluster.url, authentication=credentials).run_all(runs, seed, allowed, on_run)
     result = summary.as_dict() | {"seed": seed, "crash_points_allowed": list(allowed),
                                   "seconds": round(time.monotonic() - started, 1)}
     table = Table(title=f"magnetar verify: {runs} runs, seed {seed}")

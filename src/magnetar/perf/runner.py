@@ -23,6 +23,7 @@ from hdrh.histogram import HdrHistogram
 
 import magnetar
 from magnetar.client import exceptions
+from magnetar.client.auth import Authentication
 
 MODES = ("produce", "consume", "e2e")
 
@@ -100,8 +101,13 @@ class Counters:
 
 
 class PerfRun:
-    def __init__(self, config: PerfConfig, on_tick: Callable[[dict[str, float]], None] | None = None) -> None:
+    """`authentication`: the credentials of every client of the run (kept out of the config, which
+    goes into the result file)."""
+
+    def __init__(self, config: PerfConfig, on_tick: Callable[[dict[str, float]], None] | None = None,
+                 authentication: Authentication | None = None) -> None:
         self.config = config
+        self.authentication = authentication
         self.on_tick = on_tick
         self.publish = Latency()
         self.e2e = Latency()
@@ -120,7 +126,8 @@ class PerfRun:
     # --- the local runtime's counters --------------------------------------------------------
     def _stats(self, method: str = "GET") -> dict[str, Any]:
         try:
-            response = httpx.request(method, f"{self.config.service_url}/_magnetar/local/stats", timeout=10)
+            response = httpx.request(method, f"{self.config.service_url}/_magnetar/local/stats", timeout=10,
+                                     auth=self.authentication)
             return dict(response.json()) if response.status_code == 200 else {}
         except httpx.HTTPError:
             return {}
@@ -193,11 +200,13 @@ class PerfRun:
     # --- the run ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.config
-        client = magnetar.Client(cfg.service_url)
+        client = magnetar.Client(cfg.service_url, self.authentication)
         if cfg.partitions > 1:
             from magnetar.client.admin import AdminClient
 
-            AdminClient(cfg.service_url).create_partitioned_topic(cfg.topic, cfg.partitions)
+            admin = AdminClient(cfg.service_url, self.authentication)
+            admin.create_partitioned_topic(cfg.topic, cfg.partitions)
+            admin.close()
         consumers: list[Any] = []
         threads: list[threading.Thread] = []
         if cfg.mode in ("consume", "e2e"):

@@ -19,6 +19,7 @@ from typing import Any
 
 import magnetar
 from magnetar.client import exceptions
+from magnetar.client.auth import Authentication
 from magnetar.core import crashpoints
 from magnetar.verify.history import Delivery, History, Send, Verdict, check
 
@@ -112,8 +113,10 @@ class Summary:
 
 
 class Verifier:
-    def __init__(self, service_url: str, drain_timeout_s: float = 30.0) -> None:
+    def __init__(self, service_url: str, drain_timeout_s: float = 30.0,
+                 authentication: Authentication | None = None) -> None:
         self.url = service_url
+        self.authentication = authentication
         self.drain_timeout_s = drain_timeout_s
 
     def run_all(self, runs: int, seed: int, allowed: tuple[str, ...],
@@ -146,7 +149,7 @@ class Verifier:
     def _prepare(self, plan: RunPlan, history: History) -> None:
         from magnetar.client.admin import AdminClient
 
-        admin = AdminClient(self.url)
+        admin = AdminClient(self.url, self.authentication)
         if plan.deduplicate:
             with contextlib.suppress(exceptions.PulsarException):
                 admin.create_namespace(DEDUP_NAMESPACE)
@@ -157,7 +160,7 @@ class Verifier:
         admin.close()
 
     def _execute(self, plan: RunPlan, history: History, rng: random.Random) -> None:
-        client = magnetar.Client(self.url)
+        client = magnetar.Client(self.url, self.authentication)
         stop = threading.Event()
         try:
             self._prepare(plan, history)
