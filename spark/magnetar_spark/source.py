@@ -29,6 +29,14 @@ Options (case-insensitive):
     maxRetries         retries of a transient failure: connection error, 429, 5xx (default 5)
     readTimeoutMs      how long a task waits for entries below the snapshot that are not
                        readable yet before failing (default 30000)
+    pulsar.client.authPluginClassName
+                       org.apache.pulsar.client.impl.auth.AuthenticationToken (the Pulsar
+                       connector's option), or aws-iam (SigV4 with the node's AWS credentials)
+    pulsar.client.authParams
+                       token:XYZ or file:///path/to/token (read on each node, at each request);
+                       for aws-iam optionally region:NAME
+
+Credentials go on every request, from the driver (planning) and the executors (reading).
 """
 
 from __future__ import annotations
@@ -125,6 +133,52 @@ def _int_option(
     return value
 
 
+AUTH_PLUGIN_OPTION = "pulsar.client.authPluginClassName"
+AUTH_PARAMS_OPTION = "pulsar.client.authParams"
+TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+
+
+class _TokenAuth:
+    """`Authorization: Bearer` from Pulsar's token parameters: `token:XYZ` or `file:///path` (read at
+    each request on the node making it, so a rotated file is used at once); other text is the
+    token. A callable `auth=` for httpx (which is imported on the executors only when used)."""
+
+    def __init__(self, params: str) -> None:
+        text = params.strip()
+        self._token = text[len("token:"):].strip() if text.startswith("token:") else None
+        self._path: str | None = None
+        if text.startswith("file:"):
+            from urllib.parse import unquote, urlsplit
+
+            self._path = unquote(urlsplit(text).path) if text.startswith("file://") else text[len("file:"):]
+        elif self._token is None:
+            self._token = text
+
+    def token(self) -> str:
+        if self._path is None:
+            return self._token or ""
+        from pathlib import Path
+
+        try:
+            return Path(self._path).expanduser().read_text().strip()
+        except OSError as exc:
+            raise MagnetarSourceError(f"magnetar: cannot read the token file {self._path}: {exc}",
+                                      status=401, reason=str(exc)) from None
+
+    def __call__(self, request: Any) -> Any:  # httpx calls it for every request it sends
+        request.headers["Authorization"] = f"Bearer {self.token()}"
+        return request
+
+
+def _option(options: Mapping[str, str], name: str) -> str | None:
+    """An option by its name, case-insensitively (Spark's options are; a plain dict is not)."""
+    value = options.get(name)
+    if value is None:
+        lowered = name.lower()
+        value = next((v for k, v in options.items() if str(k).lower() == lowered), None)
+    return None if value is None or str(value).strip() == "" else str(value).strip()
+
+
 class _Settings:
     """The validated options; plain attributes, so it pickles to the executors."""
 
@@ -147,6 +201,29 @@ class _Settings:
         self.request_timeout_s = _int_option(options, "requestTimeoutMs", 30_000, 1) / 1000
         self.max_retries = _int_option(options, "maxRetries", 5, 0)
         self.read_timeout_s = _int_option(options, "readTimeoutMs", 30_000, 0) / 1000
+        # the credentials as given (strings pickle; each node builds its own signer from them)
+        self.auth_plugin = _option(options, AUTH_PLUGIN_OPTION)
+        self.auth_params = _option(options, AUTH_PARAMS_OPTION)
+        self.authentication()  # a bad plugin or parameters fail here, on the driver
+
+    def authentication(self) -> Any:
+        """A fresh `httpx.Auth` for the options' credentials, or None."""
+        plugin, params = self.auth_plugin or "", self.auth_params
+        if not plugin and params is None:
+            return None
+        if plugin.lower() in ("aws-iam", "awsiam", "sigv4") or plugin.endswith("AuthenticationAwsIam"):
+            try:  # the SDK's signer: needs the magnetar wheel (not only the --py-files zip) and botocore
+                from magnetar.client.auth import from_params
+            except ImportError as exc:
+                raise ValueError(f"magnetar: {AUTH_PLUGIN_OPTION}={plugin} needs the magnetar package installed "
+                                 f"on every node (the wheel) and botocore: {exc}") from None
+            return from_params(plugin, params)
+        if plugin and plugin not in (TOKEN_PLUGIN, "token", "AuthenticationToken"):
+            raise ValueError(f"magnetar: option {AUTH_PLUGIN_OPTION} must be {TOKEN_PLUGIN} or aws-iam, got {plugin!r}")
+        if params is None:
+            raise ValueError(f"magnetar: option {AUTH_PARAMS_OPTION} is required with {AUTH_PLUGIN_OPTION}: "
+                             "token:XYZ or file:///path/to/token")
+        return _TokenAuth(params)
 
     @property
     def topic_path(self) -> str:
@@ -170,6 +247,7 @@ class _Broker:
             timeout=settings.request_timeout_s,
             headers={"Accept": "application/json", "User-Agent": "magnetar-spark"},
             transport=transport,
+            auth=settings.authentication(),
         )
 
     def close(self) -> None:
