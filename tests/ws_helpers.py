@@ -29,15 +29,15 @@ def new_topic(domain: str = "persistent") -> str:
 
 
 @contextlib.contextmanager
-def open_ws(cluster: Any, path: str) -> Iterator[ClientConnection]:
-    with connect(ws_url(cluster, path), open_timeout=10, close_timeout=5) as ws:
+def open_ws(cluster: Any, path: str, headers: dict[str, str] | None = None) -> Iterator[ClientConnection]:
+    with connect(ws_url(cluster, path), open_timeout=10, close_timeout=5, additional_headers=headers) as ws:
         yield ws
 
 
-def refusal(cluster: Any, path: str) -> tuple[int, dict[str, Any]]:
+def refusal(cluster: Any, path: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     """(status, body) of a connect the server refuses."""
     try:
-        with connect(ws_url(cluster, path), open_timeout=10):
+        with connect(ws_url(cluster, path), open_timeout=10, additional_headers=headers):
             pass
     except InvalidStatus as exc:
         body = bytes(exc.response.body or b"")

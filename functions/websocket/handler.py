@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from magnetar.adapters.aws.connections import LambdaSelfInvoker, build_push
 from magnetar.core.errors import MagnetarError
+from magnetar.security.identity import principal_of_websocket_connect
 
 logger = Logger()
 BACKLOG_EVENT = "magnetarBacklog"
@@ -47,8 +48,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
 def _connect(event: dict[str, Any], connection_id: str, context: LambdaContext) -> dict[str, Any]:
     params = {str(k): str(v) for k, v in (event.get("queryStringParameters") or {}).items()}
     path = params.pop("path", "")
+    params.pop("token", None)  # a browser's credentials (Pulsar's WebSocket API), read by the authorizer
     try:
-        connection = build_push().connect(connection_id, path, params)
+        connection = build_push().connect(connection_id, path, params, principal_of_websocket_connect(event))
     except MagnetarError as exc:  # the upgrade is refused with Pulsar's status and reason
         logger.info("connect refused", extra={"path": path, "status": exc.status, "reason": exc.reason})
         return {"statusCode": exc.status, "headers": {"Content-Type": "application/json"},

@@ -28,6 +28,8 @@ WEBSOCKET_FUNCTION_ID = "WebSocketFunction"
 WEBSOCKET_API_ID = "WebSocketApi"
 CORE_LAYER_ID = "CoreLayer"
 AUTHORIZER_FUNCTION_ID = "AuthorizerFunction"
+IAM_HTTP_API_ID = "IamHttpApi"  # the SigV4 (IAM-authorized) twin of the HTTP API, for AWS workloads
+TOKEN_KEYS_SECRET_ID = "TokenKeysSecret"  # Secrets Manager: the token verification keys (ENV_TOKEN_KEYS_SECRET)
 
 LOCAL_TABLE_NAME = "magnetar-metadata"
 LOCAL_BUCKET_NAME = "magnetar-segments"
@@ -51,6 +53,8 @@ ENV_TOKEN_PUBLIC_KEY = "MAGNETAR_TOKEN_PUBLIC_KEY"
 # On AWS: a Secrets Manager secret holding every valid key (JSON, see magnetar.security.identity)
 ENV_TOKEN_KEYS_SECRET = "MAGNETAR_TOKEN_KEYS_SECRET"
 DEFAULT_SUPERUSER_ROLE = "admin"
+# Routes served without authentication (the stack attaches no authorizer to them)
+PUBLIC_ROUTES = frozenset({"GET /openapi.json"})
 
 
 def auth_settings_from_env() -> AuthSettings:

@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -29,9 +30,10 @@ from magnetar.cli.permissions import register as register_permission_commands
 from magnetar.cli.tokens import tokens_app
 from magnetar.cli.verify import verify_command
 from magnetar.client.admin import AdminClient
-from magnetar.config import MAINTENANCE_INTERVAL_S
+from magnetar.config import DEFAULT_SUPERUSER_ROLE, MAINTENANCE_INTERVAL_S
 
 console = Console()
+LOCAL_TOKEN_KEY = Path.home() / ".magnetar" / "local-token-secret.key"
 err = Console(stderr=True)
 T = TypeVar("T")
 
@@ -73,13 +75,25 @@ def local_up(
     maintenance_interval: Annotated[
         float, typer.Option(help="Seconds between runs of the maintenance function (TTL, quotas, retention); 0: never.")
     ] = MAINTENANCE_INTERVAL_S,
+    auth: Annotated[bool, typer.Option("--auth", help="Require authentication and enforce authorization.")] = False,
+    token_secret_key: Annotated[
+        str | None, typer.Option(help="HS256 secret key file tokens are verified with (--auth; default: "
+                                      f"generated once at {LOCAL_TOKEN_KEY}).")
+    ] = None,
+    superuser_role: Annotated[
+        list[str], typer.Option(help="Superuser role (repeatable; --auth).")
+    ] = [DEFAULT_SUPERUSER_ROLE],  # noqa: B006 - typer reads the default, nothing mutates it
 ) -> None:
     """Start the AWS emulator, the resources, the HTTP API, the journal consumer and the maintenance
     schedule; Ctrl-C stops all."""
     from magnetar.local.cluster import LocalCluster
 
+    key_file = None
+    if auth:
+        key_file = token_secret_key or _local_token_key()
     cluster = LocalCluster(host=host, port=port, aws_port=aws_port, aws_endpoint=aws_endpoint,
-                           maintenance_interval_s=maintenance_interval)
+                           maintenance_interval_s=maintenance_interval, auth=auth, token_secret_key=key_file,
+                           superuser_roles=tuple(superuser_role))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -87,6 +101,12 @@ def local_up(
             cluster.start()
         console.print(f"[green]Magnetar is up[/green]  HTTP API [bold]{cluster.url}[/bold]  AWS endpoint {cluster.endpoint}")
         console.print(f"  export {SERVICE_URL_ENV}={cluster.url}    (Ctrl-C to stop)")
+        if auth and key_file is not None:
+            from magnetar.security.tokens import create_token, read_key_material
+
+            token = create_token(superuser_role[0], secret_key=read_key_material(key_file))
+            console.print(f"  authentication on: token secret key {key_file}, superuser role {superuser_role[0]}")
+            console.print(f"  export MAGNETAR_AUTH_TOKEN={token}", soft_wrap=True)
         while not stop.wait(0.5):
             pass
     except KeyboardInterrupt:
@@ -94,6 +114,17 @@ def local_up(
     finally:
         cluster.stop()
         console.print("stopped")
+
+
+def _local_token_key() -> str:
+    """The local cluster's token key: generated on first use, then kept (tokens survive restarts)."""
+    from magnetar.security.tokens import new_secret_key
+
+    if not LOCAL_TOKEN_KEY.exists():
+        LOCAL_TOKEN_KEY.parent.mkdir(parents=True, exist_ok=True)
+        LOCAL_TOKEN_KEY.touch(mode=0o600)
+        LOCAL_TOKEN_KEY.write_bytes(new_secret_key())
+    return str(LOCAL_TOKEN_KEY)
 
 
 @app.command()

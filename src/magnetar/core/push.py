@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from magnetar.core.authz import ANONYMOUS, Access, Principal, Target
 from magnetar.core.broker import Broker
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import HASH_RANGE, CursorState, key_hash
@@ -153,9 +154,15 @@ class PushService:
         self._round_robin = itertools.count(random.randrange(1 << 16))
 
     # --- connect / disconnect ------------------------------------------------------------
-    def connect(self, connection_id: str, path: str, params: dict[str, str]) -> Connection:
-        """$connect: validate the Pulsar path and parameters, attach, record the connection."""
+    def connect(self, connection_id: str, path: str, params: dict[str, str],
+                principal: Principal = ANONYMOUS) -> Connection:
+        """$connect: authorize, validate the Pulsar path and parameters, attach, record the
+        connection. Its frames act on this topic and subscription only, so they need no check."""
+        authz = self.broker.authz
+        authz.authenticate(principal, Access.PRODUCE)
         request = parse_open(path, params)
+        access = Access.PRODUCE if request.role == "producer" else Access.CONSUME
+        authz.check(principal, access, Target.of_topic(request.topic, request.subscription or None))
         now = self.clock.now_ms()
         if request.role == "producer":
             conn = self._open_producer(connection_id, request, now)

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from magnetar.local.authorizers import LocalAuthorizers, Refused
 from magnetar.local.lambda_runtime import LocalFunction
 from magnetar.local.scheduler import Schedule
 from magnetar.local.websocket import LocalWebSocketApi
@@ -75,13 +76,28 @@ def http_api_event(request: Request, body: bytes) -> dict[str, Any]:
 LAMBDA_CONCURRENCY = 256  # concurrent invocations the emulated function may run (long polls hold one)
 
 
+def _signed_url(request: Request) -> str:
+    """The URL as the client sent (and signed) it: the raw, still percent-encoded path."""
+    raw_path = request.scope.get("raw_path") or request.url.path.encode()
+    query = request.scope.get("query_string") or b""
+    host = request.headers.get("host", "127.0.0.1")
+    return f"http://{host}{raw_path.decode('latin-1')}" + (f"?{query.decode('latin-1')}" if query else "")
+
+
 def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = None,
-              websocket: LocalFunction | None = None) -> Starlette:
+              websocket: LocalFunction | None = None, authorizers: LocalAuthorizers | None = None) -> Starlette:
     async def invoke(request: Request) -> Response:
         body = await request.body()
         if len(body) > MAX_REQUEST_BYTES:
             return JSONResponse({"message": "Request Entity Too Large"}, status_code=413)
         event = http_api_event(request, body)
+        if authorizers is not None:  # API Gateway authorizes before the function runs
+            try:
+                authorizer = await run_in_threadpool(authorizers.http, event, _signed_url(request), body)
+            except Refused as refused:
+                return JSONResponse(refused.body(), status_code=refused.status)
+            if authorizer is not None:
+                event["requestContext"]["authorizer"] = authorizer
         if len(body) * 4 // 3 > MAX_INVOKE_BYTES:
             return JSONResponse({"message": "Request too long"}, status_code=413)
         try:
@@ -151,7 +167,7 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
             Route("/_magnetar/local/stats", local_stats, methods=["GET", "DELETE"]),
             Route("/_magnetar/local/schedules/{name}", run_schedule, methods=["POST"]),
             # the WebSocket API, its management API and Lambda's Invoke API (magnetar.local.websocket)
-            *(LocalWebSocketApi(websocket).routes() if websocket is not None else []),
+            *(LocalWebSocketApi(websocket, authorizers).routes() if websocket is not None else []),
             Route("/{path:path}", invoke, methods=methods),
         ]
     )

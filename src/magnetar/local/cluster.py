@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 import uvicorn
 
 from magnetar.config import (
+    DEFAULT_SUPERUSER_ROLE,
+    ENV_AUTH_ENABLED,
+    ENV_SUPERUSER_ROLES,
+    ENV_TOKEN_SECRET_KEY,
     ENV_WS_ENDPOINT,
     JOURNAL_BATCH_SIZE,
     JOURNAL_MAX_BATCHING_WINDOW_S,
@@ -24,9 +28,11 @@ from magnetar.config import (
     ResourceNames,
 )
 from magnetar.local.apigw import build_app
+from magnetar.local.authorizers import LocalAuthorizers
 from magnetar.local.esm import KinesisEventSourceMapping
-from magnetar.local.lambda_runtime import BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
+from magnetar.local.lambda_runtime import AUTHORIZER, BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
 from magnetar.local.scheduler import Schedule
+from magnetar.local.sigv4 import EmulatorIam
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +95,11 @@ class LocalCluster:
     poll_interval_s: float = 1.0  # the event-source mapping polls an idle shard once a second, as on AWS
     maintenance_interval_s: float = MAINTENANCE_INTERVAL_S  # the EventBridge schedule (0: never, tests)
     maintenance: Schedule | None = None
+    # authentication and authorization (off by default, as Pulsar standalone): the token key file
+    # the authorizer verifies with, and the superuser roles
+    auth: bool = False
+    token_secret_key: str | None = None
+    superuser_roles: tuple[str, ...] = (DEFAULT_SUPERUSER_ROLE,)
     emulator: subprocess.Popen[bytes] | None = None
     esm: KinesisEventSourceMapping | None = None
     _server: uvicorn.Server | None = None
@@ -111,6 +122,7 @@ class LocalCluster:
         # the WebSocket API's management endpoint and Lambda's Invoke API are emulated on our port
         os.environ[ENV_WS_ENDPOINT] = self.url
         os.environ["AWS_ENDPOINT_URL_LAMBDA"] = self.url
+        authorizers = self._configure_auth()
         from magnetar.local.provision import provision
 
         provision(self.names)
@@ -125,13 +137,27 @@ class LocalCluster:
         self.maintenance = Schedule(MAINTENANCE, self.maintenance_interval_s)
         self.maintenance.start()
         config = uvicorn.Config(
-            build_app(BROKER, schedules={"maintenance": self.maintenance}, websocket=WEBSOCKET), host=self.host, port=self.port, log_level="warning", timeout_keep_alive=30
+            build_app(BROKER, schedules={"maintenance": self.maintenance}, websocket=WEBSOCKET,
+                      authorizers=authorizers), host=self.host, port=self.port, log_level="warning", timeout_keep_alive=30
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="http-api", daemon=True)
         self._thread.start()
         _wait_for_port(self.host, self.port, 30)
         return self
+
+    def _configure_auth(self) -> LocalAuthorizers | None:
+        """The functions' auth settings (as the stack sets them) and API Gateway's authorizers."""
+        if not self.auth:
+            os.environ.pop(ENV_AUTH_ENABLED, None)
+            return None
+        if self.token_secret_key is None:
+            raise ValueError("Authentication needs a token secret key file")
+        os.environ[ENV_AUTH_ENABLED] = "true"
+        os.environ[ENV_SUPERUSER_ROLES] = ",".join(self.superuser_roles)
+        key = self.token_secret_key
+        os.environ[ENV_TOKEN_SECRET_KEY] = key if key.startswith(("file:", "data:")) else f"file://{os.path.abspath(key)}"
+        return LocalAuthorizers(AUTHORIZER, EmulatorIam(self.endpoint))
 
     def stop(self) -> None:
         if self._stopped:
@@ -162,8 +188,10 @@ class LocalCluster:
 class LocalUpProcess:
     """`magnetar local up` in a process of its own, on free ports (benchmarks, tests, perf)."""
 
-    def __init__(self, poll_interval_s: float | None = None, maintenance_interval_s: float | None = None) -> None:
+    def __init__(self, poll_interval_s: float | None = None, maintenance_interval_s: float | None = None,
+                 extra_args: list[str] | None = None) -> None:
         self.maintenance_interval_s = maintenance_interval_s
+        self.extra_args = list(extra_args or [])  # more `local up` options (e.g. --auth ...)
         self.port, self.aws_port = free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.aws_endpoint = f"http://127.0.0.1:{self.aws_port}"
@@ -175,7 +203,7 @@ class LocalUpProcess:
             [sys.executable, "-m", "magnetar.cli.main", "local", "up", "--port", str(self.port),
              "--aws-port", str(self.aws_port),
              *(["--maintenance-interval", str(self.maintenance_interval_s)] if self.maintenance_interval_s is not None
-               else [])],
+               else []), *self.extra_args],
             stdout=subprocess.DEVNULL,
             env=env,
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,

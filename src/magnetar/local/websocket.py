@@ -37,6 +37,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from magnetar.local.authorizers import LocalAuthorizers, Refused
 from magnetar.local.lambda_runtime import LocalFunction
 
 log = logging.getLogger(__name__)
@@ -78,8 +79,9 @@ def _gone() -> Response:
 
 
 class LocalWebSocketApi:
-    def __init__(self, function: LocalFunction) -> None:
+    def __init__(self, function: LocalFunction, authorizers: LocalAuthorizers | None = None) -> None:
         self.function = function
+        self.authorizers = authorizers
         self.sockets: dict[str, _Socket] = {}
 
     def routes(self) -> list[BaseRoute]:
@@ -127,6 +129,13 @@ class LocalWebSocketApi:
         event = self._event("$connect", connection_id, sock, headers=headers,
                             multiValueHeaders={k: [v] for k, v in headers.items()}, queryStringParameters=params,
                             multiValueQueryStringParameters={k: [v] for k, v in params.items()})
+        if self.authorizers is not None:  # the $connect route's REQUEST authorizer
+            try:
+                event["requestContext"]["authorizer"] = await run_in_threadpool(
+                    self.authorizers.websocket, connection_id, headers, dict(websocket.query_params.items()))
+            except Refused as refused:
+                await websocket.send_denial_response(JSONResponse(refused.body(), status_code=refused.status))
+                return
         try:
             result = await run_in_threadpool(self.function.invoke, event)
         except BaseException as exc:
