@@ -152,7 +152,6 @@ def test_admin_permission_paths_and_bodies(mock_http: dict[str, Any]) -> None:
     admin.revoke_permission_on_subscription("my-tenant/ns", "sub", "ops")
     admin.subscription_permissions("my-tenant/ns")
     admin.update_tenant("my-tenant", ["boss"], ["standalone"])
-    admin.delete_tenant("my-tenant")
     calls = [(r.method, r.url.raw_path.decode(), json.loads(r.content) if r.content else None)
              for r in mock_http["requests"]]
     ns = "/admin/v2/namespaces/my-tenant/ns"
@@ -167,7 +166,6 @@ def test_admin_permission_paths_and_bodies(mock_http: dict[str, Any]) -> None:
         ("DELETE", f"{ns}/permissions/sub/ops", None),
         ("GET", f"{ns}/permissions/subscription", None),
         ("POST", "/admin/v2/tenants/my-tenant", {"adminRoles": ["boss"], "allowedClusters": ["standalone"]}),
-        ("DELETE", "/admin/v2/tenants/my-tenant", None),
     ]
     assert {r.headers["authorization"] for r in mock_http["requests"]} == {"Bearer t"}
 

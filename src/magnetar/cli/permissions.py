@@ -9,7 +9,7 @@ subscriptions, and the tenant commands that set admin roles.
     magnetar admin namespaces subscription-permissions my-tenant/ns
     magnetar admin topics grant-permission persistent://my-tenant/ns/t --role app --actions consume
     magnetar admin topics revoke-permission|permissions ...
-    magnetar admin tenants update|get|delete my-tenant [--admin-roles a,b]
+    magnetar admin tenants update|get my-tenant [--admin-roles a,b]
 """
 
 from __future__ import annotations
@@ -64,13 +64,6 @@ def register(tenants_app: typer.Typer, namespaces_app: typer.Typer, topics_app: 
                     auth_params: AuthParams = None) -> None:
         """A tenant's admin roles and allowed clusters (pulsar-admin tenants get)."""
         console.print_json(data=call(admin_client(service_url, auth_plugin, auth_params).get_tenant, tenant))
-
-    @tenants_app.command("delete")
-    def tenants_delete(tenant: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
-                       auth_params: AuthParams = None) -> None:
-        """Delete a tenant that has no namespaces (pulsar-admin tenants delete)."""
-        call(admin_client(service_url, auth_plugin, auth_params).delete_tenant, tenant)
-        console.print(f"deleted tenant {tenant}")
 
     @namespaces_app.command("grant-permission")
     def namespaces_grant(namespace: Namespace, role: Role, actions: Actions, service_url: ServiceUrl = DEFAULT_URL,

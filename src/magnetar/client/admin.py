@@ -38,9 +38,6 @@ class AdminClient:
         result: dict[str, Any] = self._transport.call("GET", f"/admin/v2/tenants/{quote(tenant, safe='')}")
         return result
 
-    def delete_tenant(self, tenant: str) -> None:
-        self._transport.call("DELETE", f"/admin/v2/tenants/{quote(tenant, safe='')}")
-
     def namespaces(self, tenant: str) -> list[str]:
         result: list[str] = self._transport.call("GET", f"/admin/v2/namespaces/{quote(tenant, safe='')}")
         return result
