@@ -30,6 +30,11 @@ MAX_INVOKE_BYTES = 6 * 1024 * 1024  # Lambda synchronous invocation payload limi
 _TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded")
 
 
+def _raw_path(request: Request) -> str:
+    raw: bytes = request.scope.get("raw_path") or request.url.path.encode()
+    return raw.decode("latin-1")
+
+
 def http_api_event(request: Request, body: bytes) -> dict[str, Any]:
     content_type = request.headers.get("content-type", "")
     is_text = not body or any(content_type.startswith(t) for t in _TEXT_TYPES)
@@ -43,7 +48,7 @@ def http_api_event(request: Request, body: bytes) -> dict[str, Any]:
     event: dict[str, Any] = {
         "version": "2.0",
         "routeKey": "$default",
-        "rawPath": request.url.path,
+        "rawPath": _raw_path(request),  # as API Gateway: still percent-encoded (routes unquote parameters)
         "rawQueryString": request.url.query,
         "headers": headers,
         "requestContext": {
@@ -78,10 +83,9 @@ LAMBDA_CONCURRENCY = 256  # concurrent invocations the emulated function may run
 
 def _signed_url(request: Request) -> str:
     """The URL as the client sent (and signed) it: the raw, still percent-encoded path."""
-    raw_path = request.scope.get("raw_path") or request.url.path.encode()
     query = request.scope.get("query_string") or b""
     host = request.headers.get("host", "127.0.0.1")
-    return f"http://{host}{raw_path.decode('latin-1')}" + (f"?{query.decode('latin-1')}" if query else "")
+    return f"http://{host}{_raw_path(request)}" + (f"?{query.decode('latin-1')}" if query else "")
 
 
 def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = None,
