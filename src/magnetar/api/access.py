@@ -2,24 +2,26 @@
 
 `guarded(router, method, path, access)` registers a route with Powertools and records it in
 `ROUTE_TABLE`, which is the route x role table of docs/security.md (and of the test that
-enforces it). The middleware reads the caller from the request (`magnetar.security.identity`),
-builds the target from the path (tenant, namespace, topic, subscription) and asks the core
-(`AuthorizationService.check`): 401 without valid credentials, 403 without a grant, before any
-work or write is done.
+enforces it) and, with what each route declares of its bodies (`request=`, `response=`,
+`query=`...), the source of the OpenAPI document (`magnetar.api.openapi`). The middleware
+reads the caller from the request (`magnetar.security.identity`), builds the target from the
+path (tenant, namespace, topic, subscription) and asks the core (`AuthorizationService.check`):
+401 without valid credentials, 403 without a grant, before any work or write is done.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
-from aws_lambda_powertools.event_handler.router import Router
 
 from magnetar.adapters.aws import build_broker
+from magnetar.api.openapi import Doc, Param, Schema
 from magnetar.api.resolver import current_event
 from magnetar.core.authz import Access, Target
 from magnetar.core.naming import NamespaceName, TopicName, check_entity
@@ -31,6 +33,7 @@ class RouteAccess:
     method: str
     path: str  # Powertools' rule, e.g. /admin/v2/tenants/<tenant>
     access: Access
+    doc: Doc = field(default_factory=Doc, compare=False)  # what the OpenAPI document says of it
 
     @property
     def openapi_path(self) -> str:
@@ -67,12 +70,20 @@ def _authorize(access: Access, domain: str | None) -> Callable[[Any, NextMiddlew
     return authorize
 
 
-def guarded(router: Router, method: str, path: str, access: Access,
-            domain: str | None = None) -> Callable[[Handler], Handler]:
-    """Register `method path` on `router`, requiring `access` of the caller."""
-    ROUTE_TABLE.append(RouteAccess(method, path, access))
+def guarded(router: Router, method: str, path: str, access: Access, domain: str | None = None, *,
+            request: Schema = None, response: Schema = None, query: dict[str, Param] | None = None,
+            errors: tuple[int, ...] = (), summary: str = "") -> Callable[[Handler], Handler]:
+    """Register `method path` on `router`, requiring `access` of the caller.
+
+    The rest documents the route (`magnetar.api.openapi`): its `request` body and its 200
+    `response` (a pydantic model or a JSON schema; no response: 204 No Content), its `query`
+    parameters, refusals beyond those its access, path and body imply, and a summary.
+    """
 
     def register(func: Handler) -> Handler:
+        doc = Doc(request, response, query or {}, errors, summary or (func.__doc__ or func.__name__).split("\n")[0],
+                  func.__module__.rsplit(".", 1)[-1])
+        ROUTE_TABLE.append(RouteAccess(method, path, access, doc))
         router.route(path, method, middlewares=[_authorize(access, domain)])(func)
         return func
 

@@ -8,20 +8,20 @@ from pydantic import ValidationError
 
 from magnetar.api.http import json_response
 from magnetar.api.resolver import HttpApiResolver, current_event
-from magnetar.api.routes import consumers, namespaces, policies, producers, tenants, topics
+from magnetar.api.routes import consumers, namespaces, openapi, policies, producers, tenants, topics
 from magnetar.core.errors import MagnetarError
 
 app = HttpApiResolver()
-for _module in (tenants, namespaces, policies, topics, producers, consumers):
+for _module in (tenants, namespaces, policies, topics, producers, consumers, openapi):
     app.include_router(_module.router)
 
 
-@app.exception_handler(MagnetarError)
+@app.exception_handler(MagnetarError)  # type: ignore[untyped-decorator]
 def _refused(exc: MagnetarError) -> Response[str]:
     return json_response({"reason": exc.reason}, exc.status)
 
 
-@app.exception_handler(ValidationError)
+@app.exception_handler(ValidationError)  # type: ignore[untyped-decorator]
 def _invalid(exc: ValidationError) -> Response[str]:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first.get("loc", ())) or "body"

@@ -180,3 +180,76 @@ class BacklogQuotaRequest(BaseModel):
     policy: Literal["producer_request_hold", "producer_exception", "consumer_backlog_eviction"] = (
         "producer_request_hold"
     )
+
+
+# --- responses (documented in the OpenAPI document, magnetar.api.openapi) ----------------------
+class TenantInfo(BaseModel):
+    adminRoles: list[str]
+    allowedClusters: list[str]
+
+
+class PartitionedTopicMetadata(BaseModel):
+    partitions: int
+
+
+class LastMessageId(BaseModel):
+    ledgerId: int
+    entryId: int
+    partitionIndex: int
+
+
+class AttachProducerResponse(BaseModel):
+    lastSequenceId: int
+
+
+class SubscribeResponse(BaseModel):
+    subscriptionType: str
+    consumers: list[str]
+    epoch: int
+
+
+class WireEntry(BaseModel):
+    """An entry as the SDK receives it: metadata plus the still-compressed batch (base64)."""
+
+    ledgerId: int
+    entryId: int
+    partition: int
+    batched: bool
+    redeliveryCount: int
+    publishTime: int
+    producerName: str
+    sequenceId: int
+    numMessages: int
+    compression: str
+    uncompressedSize: int
+    payload: str
+    key: str | None = None
+    ackedIndexes: list[int] | None = None
+    chunk: ChunkModel | None = None
+
+
+class ReceiveResponse(BaseModel):
+    entries: list[WireEntry]
+    epoch: int
+
+
+class AckResponse(BaseModel):
+    markDeleteEntryId: int
+    epoch: int
+
+
+class SeekResponse(BaseModel):
+    position: int
+    epoch: int
+
+
+class ReadResponse(BaseModel):
+    """`messages` (format=messages) or `entries` (format=entries), and where to read next."""
+
+    nextEntryId: int
+    messages: list[ConsumerMessage] | None = None
+    entries: list[WireEntry] | None = None
+
+
+class PositionResponse(BaseModel):
+    entryId: int

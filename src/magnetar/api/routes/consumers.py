@@ -9,13 +9,26 @@ from typing import Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.router import Router
+from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from magnetar.adapters.aws import build_broker
 from magnetar.adapters.aws.connections import build_push
 from magnetar.api.access import guarded
 from magnetar.api.http import DOMAINS, body, json_response, no_content, query, topic_name
-from magnetar.api.models import AckRequest, ReadRequest, ReceiveRequest, SeekRequest, SubscribeRequest
+from magnetar.api.models import (
+    AckRequest,
+    AckResponse,
+    PositionResponse,
+    ReadRequest,
+    ReadResponse,
+    ReceiveRequest,
+    ReceiveResponse,
+    SeekRequest,
+    SeekResponse,
+    SubscribeRequest,
+    SubscribeResponse,
+)
+from magnetar.api.openapi import Param
 from magnetar.api.wire import acks_from_request, entry_messages, entry_to_wire
 from magnetar.core.authz import Access
 from magnetar.core.dispatch import NO_ACKS
@@ -23,7 +36,7 @@ from magnetar.core.entry import MessageIdData
 from magnetar.core.errors import InvalidInput, NotAllowed
 from magnetar.core.push import NON_PERSISTENT_POLL_REASON
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 
 def _push_only(domain: str) -> None:
@@ -35,8 +48,10 @@ def _push_only(domain: str) -> None:
 def _bind(domain: str) -> None:
     base = f"/magnetar/v1/consumer/{domain}/<tenant>/<namespace>/<topic>/<subscription>"
 
-    @guarded(router, "PUT", f"{base}/<consumer>", Access.CONSUME, domain)
+    @guarded(router, "PUT", f"{base}/<consumer>", Access.CONSUME, domain, request=SubscribeRequest,
+             response=SubscribeResponse, errors=(405,))
     def subscribe(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        """Subscribe a consumer (creating the subscription)."""
         _push_only(domain)
         request = body(SubscribeRequest)
         state = build_broker().subscriptions.subscribe(
@@ -52,13 +67,16 @@ def _bind(domain: str) -> None:
 
     @guarded(router, "DELETE", f"{base}/<consumer>", Access.CONSUME, domain)
     def close_consumer(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        """Close a consumer (its unacknowledged messages go to the others)."""
         build_broker().subscriptions.close_consumer(
             topic_name(domain, tenant, namespace, topic), unquote(subscription), unquote(consumer)
         )
         return no_content()
 
-    @guarded(router, "POST", f"{base}/<consumer>/receive", Access.CONSUME, domain)
+    @guarded(router, "POST", f"{base}/<consumer>/receive", Access.CONSUME, domain, request=ReceiveRequest,
+             response=ReceiveResponse, errors=(405,))
     def receive(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        """Long-poll for messages (acknowledgements may ride along)."""
         _push_only(domain)
         name = topic_name(domain, tenant, namespace, topic)
         request = body(ReceiveRequest)
@@ -76,8 +94,10 @@ def _bind(domain: str) -> None:
         entries = [entry_to_wire(d.entry, partition, d.redelivery_count, d.acked_indexes) for d in result.entries]
         return json_response({"entries": entries, "epoch": result.epoch})
 
-    @guarded(router, "POST", f"{base}/<consumer>/ack", Access.CONSUME, domain)
+    @guarded(router, "POST", f"{base}/<consumer>/ack", Access.CONSUME, domain, request=AckRequest, response=AckResponse,
+             errors=(405,))
     def acknowledge(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        """Acknowledge (individually, cumulatively, batch indexes) or negatively acknowledge messages."""
         acks = acks_from_request(body(AckRequest), unquote(consumer))
         state = build_broker().subscriptions.acknowledge(
             topic_name(domain, tenant, namespace, topic), unquote(subscription), acks
@@ -86,6 +106,7 @@ def _bind(domain: str) -> None:
 
     @guarded(router, "POST", f"{base}/<consumer>/redeliver", Access.CONSUME, domain)
     def redeliver(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        """Redeliver the consumer's unacknowledged messages."""
         build_broker().subscriptions.redeliver_unacknowledged(
             topic_name(domain, tenant, namespace, topic), unquote(subscription), unquote(consumer)
         )
@@ -93,13 +114,15 @@ def _bind(domain: str) -> None:
 
     @guarded(router, "DELETE", f"{base}/<consumer>/subscription", Access.CONSUME, domain)
     def unsubscribe(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
+        """Delete the subscription."""
         build_broker().subscriptions.unsubscribe(
             topic_name(domain, tenant, namespace, topic), unquote(subscription), unquote(consumer)
         )
         return no_content()
 
-    @guarded(router, "POST", f"{base}/seek", Access.CONSUME, domain)
+    @guarded(router, "POST", f"{base}/seek", Access.CONSUME, domain, request=SeekRequest, response=SeekResponse)
     def seek(tenant: str, namespace: str, topic: str, subscription: str) -> Response[str]:
+        """Move the subscription to a message id or a publish time."""
         request = body(SeekRequest)
         entry_id = MessageIdData.parse(request.messageId).entry_id if request.messageId else None
         name = topic_name(domain, tenant, namespace, topic)
@@ -110,8 +133,9 @@ def _bind(domain: str) -> None:
     # --- non-durable reads (readers, Spark) --------------------------------------------------
     reader = f"/magnetar/v1/reader/{domain}/<tenant>/<namespace>/<topic>"
 
-    @guarded(router, "POST", f"{reader}/read", Access.CONSUME, domain)
+    @guarded(router, "POST", f"{reader}/read", Access.CONSUME, domain, request=ReadRequest, response=ReadResponse)
     def read(tenant: str, namespace: str, topic: str) -> Response[str]:
+        """Read entries from an entry id on, without a subscription (readers, Spark)."""
         name = topic_name(domain, tenant, namespace, topic)
         request = body(ReadRequest)
         entries = build_broker().read_entries(name, request.startEntryId, request.maxEntries)
@@ -124,8 +148,11 @@ def _bind(domain: str) -> None:
             out["messages"] = [m for e in live for m in entry_messages(str(name), name.partition_index, e)]
         return json_response(out)
 
-    @guarded(router, "GET", f"{reader}/position", Access.CONSUME, domain)
+    @guarded(router, "GET", f"{reader}/position", Access.CONSUME, domain, response=PositionResponse,
+             query={"timestamp": Param({"type": "integer", "minimum": 0}, required=True,
+                                       description="Publish time (ms since the epoch)")})
     def position_at(tenant: str, namespace: str, topic: str) -> Response[str]:
+        """The first entry published at or after a time."""
         timestamp = query("timestamp")
         if timestamp is None or not timestamp.isdigit():
             raise InvalidInput("Query parameter timestamp (ms) is required")

@@ -5,42 +5,51 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.router import Router
+from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from magnetar.adapters.aws import build_broker
 from magnetar.api.access import guarded
 from magnetar.api.http import json_body, json_response, namespace_name, no_content
-from magnetar.core.authz import Access, check_actions, check_roles
+from magnetar.api.openapi import OBJECT, STRINGS
+from magnetar.core.authz import ACTIONS, Access, check_actions, check_roles
 from magnetar.core.naming import check_subscription
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
+ACTION_LIST = {"type": "array", "items": {"enum": list(ACTIONS)}, "description": "Pulsar's AuthActions."}
+ROLE_LIST = {"type": "array", "items": {"type": "string", "minLength": 1}, "minItems": 1}
+PERMISSIONS = {"type": "object", "additionalProperties": ACTION_LIST, "description": "Role -> actions."}
 NS = "/admin/v2/namespaces/<tenant>/<namespace>"
 
 
-@guarded(router, "GET", "/admin/v2/namespaces/<tenant>", Access.TENANT_ADMIN)
+@guarded(router, "GET", "/admin/v2/namespaces/<tenant>", Access.TENANT_ADMIN, response=STRINGS)
 def list_namespaces(tenant: str) -> Response[str]:
+    """A tenant's namespaces."""
     return json_response(build_broker().admin.list_namespaces(unquote(tenant)))
 
 
 @guarded(router, "PUT", NS, Access.TENANT_ADMIN)
 def create_namespace(tenant: str, namespace: str) -> Response[str]:
+    """Create a namespace."""
     build_broker().admin.create_namespace(namespace_name(tenant, namespace))
     return no_content()
 
 
-@guarded(router, "GET", NS, Access.TENANT_ADMIN)
+@guarded(router, "GET", NS, Access.TENANT_ADMIN, response=OBJECT)
 def get_namespace(tenant: str, namespace: str) -> Response[str]:
+    """A namespace's policies."""
     return json_response(build_broker().admin.get_namespace(namespace_name(tenant, namespace)).policies)
 
 
 # --- permissions: grants of produce/consume to roles, restrictions of subscriptions to roles ----
-@guarded(router, "GET", f"{NS}/permissions", Access.TENANT_ADMIN)
+@guarded(router, "GET", f"{NS}/permissions", Access.TENANT_ADMIN, response=PERMISSIONS)
 def namespace_permissions(tenant: str, namespace: str) -> Response[str]:
+    """The roles granted actions on the namespace."""
     return json_response(build_broker().authz.namespace_permissions(namespace_name(tenant, namespace)))
 
 
-@guarded(router, "POST", f"{NS}/permissions/<role>", Access.TENANT_ADMIN)
+@guarded(router, "POST", f"{NS}/permissions/<role>", Access.TENANT_ADMIN, request=ACTION_LIST)
 def grant_on_namespace(tenant: str, namespace: str, role: str) -> Response[str]:
+    """Grant a role actions on the namespace."""
     actions = check_actions(json_body())
     build_broker().authz.grant_on_namespace(namespace_name(tenant, namespace), unquote(role), actions)
     return no_content()
@@ -48,17 +57,21 @@ def grant_on_namespace(tenant: str, namespace: str, role: str) -> Response[str]:
 
 @guarded(router, "DELETE", f"{NS}/permissions/<role>", Access.TENANT_ADMIN)
 def revoke_on_namespace(tenant: str, namespace: str, role: str) -> Response[str]:
+    """Revoke a role's grant on the namespace."""
     build_broker().authz.revoke_on_namespace(namespace_name(tenant, namespace), unquote(role))
     return no_content()
 
 
-@guarded(router, "GET", f"{NS}/permissions/subscription", Access.TENANT_ADMIN)
+@guarded(router, "GET", f"{NS}/permissions/subscription", Access.TENANT_ADMIN,
+         response={"type": "object", "additionalProperties": ROLE_LIST, "description": "Subscription -> roles."})
 def subscription_permissions(tenant: str, namespace: str) -> Response[str]:
+    """The subscriptions restricted to roles."""
     return json_response(build_broker().authz.subscription_permissions(namespace_name(tenant, namespace)))
 
 
-@guarded(router, "POST", f"{NS}/permissions/subscription/<subscription>", Access.TENANT_ADMIN)
+@guarded(router, "POST", f"{NS}/permissions/subscription/<subscription>", Access.TENANT_ADMIN, request=ROLE_LIST)
 def grant_on_subscription(tenant: str, namespace: str, subscription: str) -> Response[str]:
+    """Restrict a subscription to roles."""
     roles = check_roles(json_body())
     build_broker().authz.grant_on_subscription(namespace_name(tenant, namespace),
                                                check_subscription(unquote(subscription)), roles)
@@ -67,6 +80,7 @@ def grant_on_subscription(tenant: str, namespace: str, subscription: str) -> Res
 
 @guarded(router, "DELETE", f"{NS}/permissions/<subscription>/<role>", Access.TENANT_ADMIN)
 def revoke_on_subscription(tenant: str, namespace: str, subscription: str, role: str) -> Response[str]:
+    """Remove a role from a subscription's restriction."""
     build_broker().authz.revoke_on_subscription(namespace_name(tenant, namespace),
                                                 check_subscription(unquote(subscription)), unquote(role))
     return no_content()

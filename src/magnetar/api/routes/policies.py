@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.router import Router
+from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from magnetar.adapters.aws import build_broker
 from magnetar.api.access import guarded
@@ -28,11 +28,12 @@ from magnetar.api.http import (
     topic_name,
 )
 from magnetar.api.models import BacklogQuotaRequest, RetentionPolicies
+from magnetar.api.openapi import COUNT, Content, Param, Schema, nullable
 from magnetar.core import policies as rules
 from magnetar.core.authz import Access
 from magnetar.core.errors import InvalidInput
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,10 @@ class Policy:
     namespace_path: str
     topic_path: str
     read: Callable[[], Any]  # parses and checks the request body
+    # what the OpenAPI document says: the body POST takes, what GET answers, query parameters
+    request: Schema = None
+    response: dict[str, Any] | None = None
+    query: tuple[str, ...] = ()
 
 
 def _read_retention() -> dict[str, int]:
@@ -73,15 +78,45 @@ def _read_flag() -> bool:
     return value
 
 
+_QUOTA = {"type": "object", "properties": {"limitSize": {"type": "integer"}, "limitTime": {"type": "integer"},
+                                            "policy": {"type": "string"}}}
+_QUOTAS = {"type": "object", "additionalProperties": _QUOTA, "description": "Quota type -> backlog quota."}
+_RETENTION = {"type": "object", "properties": {"retentionTimeInMinutes": {"type": "integer"},
+                                               "retentionSizeInMB": {"type": "integer"}}}
+_COUNT = nullable(COUNT)
+_COUNT_BODY = Content("application/json", COUNT, required=False)  # or the ?query parameter
 POLICIES = (
-    Policy(rules.RETENTION, "retention", "retention", _read_retention),
-    Policy(rules.MESSAGE_TTL, "messageTTL", "messageTTL", _read_count("messageTTL")),
-    Policy(rules.BACKLOG_QUOTA, "backlogQuota", "backlogQuota", _read_backlog_quota),
-    Policy(rules.DEDUPLICATION, "deduplication", "deduplicationEnabled", _read_flag),
-    Policy(rules.MAX_PRODUCERS, "maxProducersPerTopic", "maxProducers", _read_count("maxProducers")),
-    Policy(rules.MAX_CONSUMERS, "maxConsumersPerTopic", "maxConsumers", _read_count("maxConsumers")),
-    Policy(rules.MAX_MESSAGE_SIZE, "maxMessageSize", "maxMessageSize", _read_count("maxMessageSize")),
+    Policy(rules.RETENTION, "retention", "retention", _read_retention, RetentionPolicies, nullable(_RETENTION)),
+    Policy(rules.MESSAGE_TTL, "messageTTL", "messageTTL", _read_count("messageTTL"), _COUNT_BODY, _COUNT,
+           ("messageTTL",)),
+    Policy(rules.BACKLOG_QUOTA, "backlogQuota", "backlogQuota", _read_backlog_quota, BacklogQuotaRequest, _QUOTAS,
+           ("backlogQuotaType",)),
+    Policy(rules.DEDUPLICATION, "deduplication", "deduplicationEnabled", _read_flag, {"type": "boolean"},
+           nullable({"type": "boolean"})),
+    Policy(rules.MAX_PRODUCERS, "maxProducersPerTopic", "maxProducers", _read_count("maxProducers"), _COUNT_BODY, _COUNT,
+           ("maxProducers",)),
+    Policy(rules.MAX_CONSUMERS, "maxConsumersPerTopic", "maxConsumers", _read_count("maxConsumers"), _COUNT_BODY, _COUNT,
+           ("maxConsumers",)),
+    Policy(rules.MAX_MESSAGE_SIZE, "maxMessageSize", "maxMessageSize", _read_count("maxMessageSize"), _COUNT_BODY,
+           _COUNT, ("maxMessageSize",)),
 )
+_QUERY = {
+    "backlogQuotaType": Param({"enum": ["destination_storage", "message_age"]}),
+    **{name: Param(COUNT, description="The value, instead of a body") for name in
+       ("messageTTL", "maxProducers", "maxConsumers", "maxMessageSize")},
+}
+
+
+def _documented(policy: Policy, level: str) -> dict[str, Any]:
+    """What guarded() documents of a policy's POST, GET and DELETE routes."""
+    query = {name: _QUERY[name] for name in policy.query}
+    remove_query = {k: v for k, v in query.items() if k == "backlogQuotaType"}
+    name = policy.namespace_path if level == "namespace" else policy.topic_path
+    return {
+        "POST": {"request": policy.request, "query": query, "summary": f"Set the {level}'s {name} policy"},
+        "GET": {"response": policy.response or {}, "summary": f"The {level}'s {name} policy"},
+        "DELETE": {"query": remove_query, "summary": f"Remove the {level}'s {name} policy"},
+    }
 
 
 def _shown(policy: Policy, value: Any) -> Any:
@@ -103,10 +138,11 @@ def _bind_namespace_policy(policy: Policy) -> None:
         build_broker().admin.remove_policy(namespace_name(tenant, namespace), policy.field, query("backlogQuotaType"))
         return no_content()
 
-    guarded(router, "POST", path, Access.TENANT_ADMIN)(set_policy)
+    doc = _documented(policy, "namespace")
+    guarded(router, "POST", path, Access.TENANT_ADMIN, **doc["POST"])(set_policy)
     for getter in getters:
-        guarded(router, "GET", getter, Access.TENANT_ADMIN)(get_policy)
-    guarded(router, "DELETE", path, Access.TENANT_ADMIN)(remove_policy)
+        guarded(router, "GET", getter, Access.TENANT_ADMIN, **doc["GET"])(get_policy)
+    guarded(router, "DELETE", path, Access.TENANT_ADMIN, **doc["DELETE"])(remove_policy)
 
 
 def _bind_topic_policy(policy: Policy, domain: str) -> None:
@@ -126,10 +162,11 @@ def _bind_topic_policy(policy: Policy, domain: str) -> None:
                                                  query("backlogQuotaType"))
         return no_content()
 
-    guarded(router, "POST", path, Access.TENANT_ADMIN, domain)(set_policy)
+    doc = _documented(policy, "topic")
+    guarded(router, "POST", path, Access.TENANT_ADMIN, domain, **doc["POST"])(set_policy)
     for getter in getters:
-        guarded(router, "GET", getter, Access.TENANT_ADMIN, domain)(get_policy)
-    guarded(router, "DELETE", path, Access.TENANT_ADMIN, domain)(remove_policy)
+        guarded(router, "GET", getter, Access.TENANT_ADMIN, domain, **doc["GET"])(get_policy)
+    guarded(router, "DELETE", path, Access.TENANT_ADMIN, domain, **doc["DELETE"])(remove_policy)
 
 
 for _policy in POLICIES:

@@ -7,13 +7,19 @@ from typing import Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.router import Router
+from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from magnetar.adapters.aws import build_broker
 from magnetar.adapters.aws.connections import build_push
 from magnetar.api.access import guarded
 from magnetar.api.http import DOMAINS, body, json_response, no_content, topic_name
-from magnetar.api.models import ProduceRequest, ProduceResponse, ProducerRequest, PublishResult
+from magnetar.api.models import (
+    AttachProducerResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ProducerRequest,
+    PublishResult,
+)
 from magnetar.api.wire import batch_from_request
 from magnetar.core.authz import Access
 from magnetar.core.compression import decompress
@@ -21,7 +27,7 @@ from magnetar.core.entry import decode_messages
 from magnetar.core.errors import InvalidInput
 from magnetar.core.naming import TopicName
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 
 def _publish_non_persistent(name: TopicName, request: ProduceRequest) -> dict[str, Any]:
@@ -37,8 +43,10 @@ def _publish_non_persistent(name: TopicName, request: ProduceRequest) -> dict[st
 
 
 def _bind(domain: str) -> None:
-    @guarded(router, "POST", f"/topics/{domain}/<tenant>/<namespace>/<topic>", Access.PRODUCE, domain)
+    @guarded(router, "POST", f"/topics/{domain}/<tenant>/<namespace>/<topic>", Access.PRODUCE, domain,
+             request=ProduceRequest, response=ProduceResponse)
     def produce(tenant: str, namespace: str, topic: str) -> Response[str]:
+        """Publish messages (Pulsar's REST producer) or one SDK-encoded batch."""
         name = topic_name(domain, tenant, namespace, topic)
         request = body(ProduceRequest)
         if not name.is_persistent:
@@ -54,8 +62,9 @@ def _bind(domain: str) -> None:
 
     producer = f"/magnetar/v1/producer/{domain}/<tenant>/<namespace>/<topic>/<producer>"
 
-    @guarded(router, "PUT", producer, Access.PRODUCE, domain)
+    @guarded(router, "PUT", producer, Access.PRODUCE, domain, request=ProducerRequest, response=AttachProducerResponse)
     def attach_producer(tenant: str, namespace: str, topic: str, producer: str) -> Response[str]:
+        """Register a producer (access mode, lease); answers its last sequence id."""
         request = body(ProducerRequest)
         name = topic_name(domain, tenant, namespace, topic)
         writer = build_broker().writer
@@ -64,6 +73,7 @@ def _bind(domain: str) -> None:
 
     @guarded(router, "DELETE", producer, Access.PRODUCE, domain)
     def detach_producer(tenant: str, namespace: str, topic: str, producer: str) -> Response[str]:
+        """Close a producer."""
         build_broker().writer.detach_producer(topic_name(domain, tenant, namespace, topic), unquote(producer))
         return no_content()
 

@@ -5,42 +5,48 @@ from __future__ import annotations
 from urllib.parse import unquote
 
 from aws_lambda_powertools.event_handler import Response, content_types
-from aws_lambda_powertools.event_handler.router import Router
+from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from magnetar.adapters.aws import build_broker
 from magnetar.api.access import guarded
 from magnetar.api.http import body, json_response, no_content
-from magnetar.api.models import TenantRequest
+from magnetar.api.models import TenantInfo, TenantRequest
+from magnetar.api.openapi import PLAIN_TEXT, STRINGS
 from magnetar.core.authz import Access
 
-router = Router()
+router = Router()  # type: ignore[no-untyped-call]
 
 
-@guarded(router, "GET", "/admin/v2/brokers/health", Access.AUTHENTICATED)
+@guarded(router, "GET", "/admin/v2/brokers/health", Access.AUTHENTICATED, response=PLAIN_TEXT)
 def health() -> Response[str]:
+    """The broker's health check: `ok`."""
     return Response(status_code=200, content_type=content_types.TEXT_PLAIN, body="ok")
 
 
-@guarded(router, "GET", "/admin/v2/tenants", Access.SUPERUSER)
+@guarded(router, "GET", "/admin/v2/tenants", Access.SUPERUSER, response=STRINGS)
 def list_tenants() -> Response[str]:
+    """The tenants."""
     return json_response(build_broker().admin.list_tenants())
 
 
-@guarded(router, "GET", "/admin/v2/tenants/<tenant>", Access.TENANT_ADMIN)
+@guarded(router, "GET", "/admin/v2/tenants/<tenant>", Access.TENANT_ADMIN, response=TenantInfo)
 def get_tenant(tenant: str) -> Response[str]:
+    """A tenant's admin roles and allowed clusters."""
     info = build_broker().admin.get_tenant(unquote(tenant))
     return json_response({"adminRoles": list(info.admin_roles), "allowedClusters": list(info.allowed_clusters)})
 
 
-@guarded(router, "PUT", "/admin/v2/tenants/<tenant>", Access.SUPERUSER)
+@guarded(router, "PUT", "/admin/v2/tenants/<tenant>", Access.SUPERUSER, request=TenantRequest)
 def create_tenant(tenant: str) -> Response[str]:
+    """Create a tenant."""
     request = body(TenantRequest)
     build_broker().admin.create_tenant(unquote(tenant), request.adminRoles, request.allowedClusters)
     return no_content()
 
 
-@guarded(router, "POST", "/admin/v2/tenants/<tenant>", Access.SUPERUSER)
+@guarded(router, "POST", "/admin/v2/tenants/<tenant>", Access.SUPERUSER, request=TenantRequest)
 def update_tenant(tenant: str) -> Response[str]:
+    """Update a tenant's admin roles and allowed clusters."""
     request = body(TenantRequest)
     build_broker().admin.update_tenant(unquote(tenant), request.adminRoles, request.allowedClusters)
     return no_content()
