@@ -3,6 +3,15 @@
 Puts `<repo>/src` on sys.path so the app runs without installing magnetar, and builds the core
 layer with --no-deps when it is missing so `cdk synth` never fails on an absent asset directory
 (a deploy needs the full build: `python layers/build.py`).
+
+cdk-nag's AwsSolutions pack checks every synthesis: an unacknowledged finding fails `cdk synth` and
+`cdk deploy` (the stack acknowledges its few exceptions itself, with reasons). `-c nag=false` skips it.
+
+Settings come as context (see MagnetarStack): `-c superuserRoles=admin,arn:aws:iam::111122223333:role/ops`,
+`-c authorizerCacheTtlSeconds=300`, `-c throttleRateLimit=1000 -c throttleBurstLimit=2000`,
+`-c logRetentionDays=30`, `-c iteratorAgeAlarmSeconds=300`, `-c alarmTopicArn=arn:aws:sns:...`,
+`-c apiGatewayCloudWatchRole=false` (the account already has API Gateway's logging role),
+`-c journalShards=N`.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ for path in (REPO_ROOT / "src", Path(__file__).resolve().parent):
 
 import aws_cdk as cdk  # noqa: E402
 
-from magnetar_stack import MagnetarStack  # noqa: E402
+from magnetar_stack import MagnetarStack, context_flag  # noqa: E402
 
 STACK_NAME = "Magnetar"
 
@@ -44,6 +53,11 @@ def main() -> None:
         layer_dir=layer_dir,
         description="Magnetar: Apache Pulsar's messaging model on Lambda, DynamoDB, S3 and Kinesis",
     )
+    nag = app.node.try_get_context("nag")
+    if nag is None or context_flag(nag):
+        from cdk_nag import AwsSolutionsChecks
+
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     app.synth()
 
 

@@ -28,9 +28,16 @@ DEFAULT_BUILD_DIR = REPO_ROOT / "layers" / "core" / "build"
 # Subpackages of `magnetar` that only run on a developer machine (emulator, CLI).
 EXCLUDED_SUBPACKAGES = frozenset({"local", "cli"})
 
+# The python3.12 runtime is Amazon Linux 2023 (glibc 2.34): manylinux2014 (glibc 2.17) wheels and
+# the newer manylinux_2_28 / _2_34 ones all load there, so pip may pick any of them (cryptography,
+# PyJWT[crypto]'s backend, ships some releases with the newer tags only).
 PIP_PLATFORM_ARGS = [
     "--platform",
     "manylinux2014_aarch64",
+    "--platform",
+    "manylinux_2_28_aarch64",
+    "--platform",
+    "manylinux_2_34_aarch64",
     "--only-binary=:all:",
     "--python-version",
     "3.12",
@@ -51,9 +58,31 @@ def _ignore(package_dir: Path) -> Callable[[str, list[str]], set[str]]:
     return ignore
 
 
+# Packages whose presence tells a full build from a --no-deps one (the stack warns on the latter).
+MARKER_PACKAGES = ("pydantic", "jwt", "cryptography")
+ELF_MACHINE_AARCH64 = 183  # e_machine of an arm64 ELF object
+
+
 def has_dependencies(build_dir: Path = DEFAULT_BUILD_DIR) -> bool:
     """Tell whether a built layer holds the pip dependencies (i.e. was not built with --no-deps)."""
-    return (build_dir / "python" / "pydantic").is_dir()
+    return all((build_dir / "python" / name).is_dir() for name in MARKER_PACKAGES)
+
+
+def foreign_extensions(python_dir: Path) -> list[Path]:
+    """Compiled extension modules in the layer that are not arm64 Linux ELF objects.
+
+    A wheel for the build machine's platform (x86_64, macOS) would import fine in a local test and
+    fail on Lambda with an ImportError at the first cold start; cryptography is the one that
+    matters most (the authorizer cannot verify a token without it).
+    """
+    foreign = []
+    for path in sorted(python_dir.rglob("*.so")):
+        with path.open("rb") as file:
+            header = file.read(20)
+        # ELF magic, then e_machine (little-endian uint16 at offset 18)
+        if header[:4] != b"\x7fELF" or int.from_bytes(header[18:20], "little") != ELF_MACHINE_AARCH64:
+            foreign.append(path)
+    return foreign
 
 
 def build(build_dir: Path = DEFAULT_BUILD_DIR, *, no_deps: bool = False) -> Path:
@@ -85,6 +114,9 @@ def build(build_dir: Path = DEFAULT_BUILD_DIR, *, no_deps: bool = False) -> Path
             ],
             check=True,
         )
+        foreign = foreign_extensions(python_dir)
+        if foreign:
+            raise RuntimeError(f"not arm64 Linux extension modules in the layer: {foreign}")
     return build_dir
 
 
