@@ -9,8 +9,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from magnetar.core.cursor import CursorState
-from magnetar.core.errors import BacklogQuotaExceeded, NotFound, ProducerFenced, RetryableError, TopicNotFound
+from magnetar.core.errors import (
+    BacklogQuotaExceeded,
+    NotFound,
+    ProducerFenced,
+    RetryableError,
+    TooManyRequests,
+    TopicNotFound,
+)
 from magnetar.core.naming import NamespaceName, TopicName
+from magnetar.core.policies import TOPIC_LIMIT_REASON, TopicLimitReached, admit
 from magnetar.core.ports import (
     Connection,
     DedupRecord,
@@ -94,6 +102,7 @@ class _Topic:
     segments: dict[int, SegmentMeta] = field(default_factory=dict)  # by last entry
     cursors: dict[str, tuple[dict[str, object], int]] = field(default_factory=dict)
     policies: dict[str, Any] = field(default_factory=dict)
+    rate_tat: tuple[int, int] = (0, 0)  # publish rate: the virtual clocks of messages and bytes (ns)
 
 
 class MemoryMetadataStore:
@@ -103,6 +112,7 @@ class MemoryMetadataStore:
         self.topics: dict[str, _Topic] = {}
         self.partitioned: dict[str, int] = {}
         self.partitioned_policies: dict[str, dict[str, Any]] = {}
+        self.topic_counts: dict[NamespaceName, int] = {}  # counted while maxTopicsPerNamespace is set
         self._lock = threading.RLock()
 
     def create_tenant(self, tenant: TenantInfo) -> bool:
@@ -132,30 +142,45 @@ class MemoryMetadataStore:
     def list_namespaces(self, tenant: str) -> list[str]:
         return [n.namespace for n in self.namespaces if n.tenant == tenant]
 
-    def create_topic(self, topic: TopicName, now_ms: int) -> bool:
+    def create_topic(self, topic: TopicName, now_ms: int, max_topics: int = 0) -> bool:
         with self._lock:
             if str(topic) in self.topics:
                 return False
+            self._count_topics(topic.namespace_name, 1, max_topics)
             self.topics[str(topic)] = _Topic(WriterState(0, 0, 0, now_ms, now_ms))
             return True
+
+    def _count_topics(self, namespace: NamespaceName, added: int, max_topics: int) -> None:
+        if max_topics > 0:
+            count = self.topic_counts.get(namespace, 0)
+            if count + added > max_topics:
+                raise TopicLimitReached(TOPIC_LIMIT_REASON)
+            self.topic_counts[namespace] = count + added
+
+    def set_topic_count(self, namespace: NamespaceName, count: int) -> None:
+        with self._lock:
+            self.topic_counts[namespace] = count
 
     def list_topics(self, namespace: NamespaceName) -> list[str]:
         return [t for t in self.topics if TopicName.parse(t).namespace_name == namespace]
 
-    def create_partitioned_topic(self, topic: TopicName, partitions: int) -> bool:
+    def create_partitioned_topic(self, topic: TopicName, partitions: int, max_topics: int = 0) -> bool:
         with self._lock:
             if str(topic) in self.partitioned or str(topic) in self.topics:
                 return False
+            self._count_topics(topic.namespace_name, partitions, max_topics)
             self.partitioned[str(topic)] = partitions
             return True
 
     def get_partitions(self, topic: TopicName) -> int | None:
         return self.partitioned.get(str(topic))
 
-    def update_partitions(self, topic: TopicName, partitions: int) -> bool:
+    def update_partitions(self, topic: TopicName, partitions: int, max_topics: int = 0, previous: int = 0) -> bool:
         with self._lock:
-            if self.partitioned.get(str(topic), partitions) >= partitions:
+            current = self.partitioned.get(str(topic), partitions)
+            if current >= partitions or (max_topics > 0 and current != previous):
                 return False
+            self._count_topics(topic.namespace_name, partitions - current, max_topics)
             self.partitioned[str(topic)] = partitions
             return True
 
@@ -174,6 +199,13 @@ class MemoryMetadataStore:
             last = t.dedup.get(claim.producer)
             if claim.deduplicate and last is not None and last.sequence_id >= claim.sequence_id:
                 return last
+            if claim.rate is not None:
+                r = claim.rate
+                tats = [admit(tat, r.now_ns, cost, r.burst_ns) if cost else tat
+                        for tat, cost in zip(t.rate_tat, (r.msg_cost_ns, r.byte_cost_ns), strict=True)]
+                if None in tats:
+                    raise TooManyRequests(f"Publish rate of {topic} exceeded ({r.description}); retry later")
+                t.rate_tat = (tats[0] or 0, tats[1] or 0)
             return self._take(t, claim)
 
     def _take(self, t: _Topic, claim: ProducerClaim) -> Reservation:

@@ -182,6 +182,23 @@ class BacklogQuotaRequest(BaseModel):
     )
 
 
+class PublishRateRequest(_Body):
+    """Pulsar's PublishRate: what each topic partition accepts per second (-1 or 0: no limit)."""
+
+    publishThrottlingRateInMsg: int = Field(default=-1, strict=True)
+    publishThrottlingRateInByte: int = Field(default=-1, strict=True)
+
+
+class DispatchRateRequest(_Body):
+    """Pulsar's DispatchRate: what each subscription is handed per `ratePeriodInSecond` (-1 or 0:
+    no limit); `relativeToPublishRate` adds the topic's publish rate to the limits."""
+
+    dispatchThrottlingRateInMsg: int = Field(default=-1, strict=True)
+    dispatchThrottlingRateInByte: int = Field(default=-1, strict=True)
+    ratePeriodInSecond: int = Field(default=1, strict=True)
+    relativeToPublishRate: bool = Field(default=False, strict=True)
+
+
 # --- responses (documented in the OpenAPI document, magnetar.api.openapi) ----------------------
 class TenantInfo(BaseModel):
     adminRoles: list[str]

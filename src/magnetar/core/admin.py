@@ -7,7 +7,13 @@ from typing import Any
 
 from magnetar.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound
 from magnetar.core.naming import NamespaceName, TopicName, check_entity
-from magnetar.core.policies import BACKLOG_QUOTA
+from magnetar.core.policies import (
+    BACKLOG_QUOTA,
+    MAX_TOPICS,
+    TOPIC_LIMIT_REASON,
+    TopicLimitReached,
+    TopicPolicies,
+)
 from magnetar.core.ports import Clock, MetadataStore, NamespaceInfo, TenantInfo
 
 MAX_PARTITIONS = 1024
@@ -63,8 +69,23 @@ class AdminService:
     def set_policy(self, namespace: NamespaceName, name: str, value: object) -> None:
         """Set one namespace policy (Pulsar's field names, e.g. deduplicationEnabled)."""
         info = self.get_namespace(namespace)
+        if name == MAX_TOPICS and isinstance(value, int) and value > 0 and not info.policies.get(MAX_TOPICS):
+            # topics are counted while a limit is set: count those created before it
+            self.metadata.set_topic_count(namespace, self.count_topics(namespace))
         self.metadata.set_namespace_policies(namespace, _with(info.policies, name, value))
         self._changed()
+
+    def count_topics(self, namespace: NamespaceName) -> int:
+        """Topics as Pulsar's maxTopicsPerNamespace counts them: each plain topic, and each
+        partition of a partitioned topic (created on first use or not)."""
+        partitioned = {name: self.metadata.get_partitions(TopicName.parse(name)) or 0
+                       for name in self.metadata.list_partitioned_topics(namespace)}
+        plain = [t for t in self.metadata.list_topics(namespace)
+                 if str(TopicName.parse(t).partitioned_topic) not in partitioned]
+        return len(plain) + sum(partitioned.values())
+
+    def _max_topics(self, namespace: NamespaceName) -> int:
+        return TopicPolicies.of(self.get_namespace(namespace).policies).max_topics
 
     def remove_policy(self, namespace: NamespaceName, name: str, quota_type: str | None = None) -> None:
         info = self.get_namespace(namespace)
@@ -102,8 +123,15 @@ class AdminService:
         return sorted(t for t in topics if domain is None or t.startswith(f"{domain}://"))
 
     def create_topic(self, topic: TopicName) -> None:
-        self.get_namespace(topic.namespace_name)
-        if not self.metadata.create_topic(topic, self.clock.now_ms()):
+        max_topics = self._max_topics(topic.namespace_name)
+        partitioned = self.metadata.get_partitions(topic.partitioned_topic) if topic.partition_index >= 0 else None
+        if partitioned is not None:
+            max_topics = 0  # a partition: counted with its partitioned topic
+        try:
+            created = self.metadata.create_topic(topic, self.clock.now_ms(), max_topics)
+        except TopicLimitReached:
+            raise TopicLimitReached(TOPIC_LIMIT_REASON) from None
+        if not created:
             raise AlreadyExists(f"Topic {topic} already exists")
 
     def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
@@ -111,8 +139,10 @@ class AdminService:
             raise InvalidInput(f"{topic} names a partition; give the partitioned topic's name")
         if not 1 <= partitions <= MAX_PARTITIONS:
             raise InvalidInput(f"Number of partitions must be between 1 and {MAX_PARTITIONS}")
-        self.get_namespace(topic.namespace_name)
-        if not self.metadata.create_partitioned_topic(topic, partitions):
+        max_topics = self._max_topics(topic.namespace_name)
+        if max_topics and partitions > max_topics:
+            raise TopicLimitReached(TOPIC_LIMIT_REASON)
+        if not self.metadata.create_partitioned_topic(topic, partitions, max_topics):
             raise AlreadyExists(f"Topic {topic} already exists")
 
     def update_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
@@ -121,7 +151,8 @@ class AdminService:
             raise NotFound(f"Partitioned topic {topic} does not exist")
         if not current < partitions <= MAX_PARTITIONS:
             raise InvalidInput(f"Partitions can only grow: {topic} has {current}, asked for {partitions}")
-        if not self.metadata.update_partitions(topic, partitions):
+        max_topics = self._max_topics(topic.namespace_name)
+        if not self.metadata.update_partitions(topic, partitions, max_topics, current):
             raise Conflict(f"Partitions of {topic} changed meanwhile; retry")
 
     def partitions(self, topic: TopicName) -> int:

@@ -126,10 +126,13 @@ class CursorState:
     out_messages: int = 0
     out_bytes: int = 0
     rate_out: tuple[float, float, int] = (0.0, 0.0, 0)  # (messages/s, bytes/s, at ms)
+    # dispatch rate (Pulsar's dispatchRate): messages and bytes handed out in the current period,
+    # (period start ms, messages, bytes); kept by the dispatch write, only while a limit is set
+    dispatch_window: tuple[int, int, int] = (0, 0, 0)
 
     # --- persistence: compact, the item is limited to 400 KB ------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "t": self.subscription_type, "md": self.mark_delete, "rp": self.read_position,
             "a": [list(r) for r in self.acked],  # copies: a snapshot must not change with the state
             "ba": {k: list(v) for k, v in self.batch_acks.items()}, "d": [d.to_list() for d in self.deliveries],
@@ -138,6 +141,9 @@ class CursorState:
             "o": [self.out_messages, self.out_bytes, round(self.rate_out[0], 4), round(self.rate_out[1], 2),
                   self.rate_out[2]],
         }
+        if self.dispatch_window[0]:
+            data["dw"] = list(self.dispatch_window)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CursorState:
@@ -148,6 +154,7 @@ class CursorState:
             epoch=data.get("e", 0), created_at=data.get("ca", 0),
             out_messages=data.get("o", [0])[0], out_bytes=data.get("o", [0, 0])[1],
             rate_out=tuple(data["o"][2:5]) if "o" in data else (0.0, 0.0, 0),
+            dispatch_window=tuple(data["dw"]) if "dw" in data else (0, 0, 0),
         )
 
     # --- consumers -----------------------------------------------------------------------
@@ -361,6 +368,13 @@ class CursorState:
         self.out_messages += messages
         self.out_bytes += size
         self.rate_out = (ewma_add(rate_msgs, at, messages, now), ewma_add(rate_bytes, at, size, now), now)
+
+    def count_dispatch(self, period_start: int, messages: int, size: int) -> None:
+        """Count what a dispatch handed out against the dispatch rate's current period."""
+        start, msgs, total = self.dispatch_window
+        if start != period_start:
+            msgs = total = 0
+        self.dispatch_window = (period_start, msgs + messages, total + size)
 
     def backlog(self, end: int) -> int:
         """Entries not acknowledged yet, up to the topic's end (Pulsar's msgBacklog, in entries)."""

@@ -28,7 +28,7 @@ from magnetar.core.errors import (
 )
 from magnetar.core.ledger import EntryReader, ensure_topic
 from magnetar.core.naming import TopicName, check_consumer_name, check_subscription
-from magnetar.core.policies import TopicPolicies
+from magnetar.core.policies import TopicPolicies, dispatch_budget, subscription_limit_reason
 from magnetar.core.ports import Clock, MetadataStore, SubscriptionView
 
 log = logging.getLogger(__name__)
@@ -145,6 +145,13 @@ class SubscriptionService:
         if len(live) >= limit:
             raise ConsumerLimitReached(f"Topic {topic} reached its maximum number of consumers ({limit})")
 
+    def _check_subscription_limit(self, topic: TopicName) -> None:
+        """Pulsar's maxSubscriptionsPerTopic, checked when a new subscription's cursor is created
+        (one Query, only then); refused with Pulsar's NotAllowedError (405)."""
+        limit = TopicPolicies.of(self.policies(topic)).max_subscriptions if self.policies else 0
+        if limit > 0 and len(self.metadata.list_subscriptions(topic)) >= limit:
+            raise NotAllowed(subscription_limit_reason(topic))
+
     def close_consumer(self, topic: TopicName, subscription: str, consumer: str) -> None:
         self._update(topic, subscription, lambda state, now: state.detach(consumer))
 
@@ -218,14 +225,18 @@ class SubscriptionService:
         idle_interval = POLL_INTERVAL_S
         while True:
             final = self.clock.now_ms() >= deadline
-            delivered, refill, epoch = self._receive_once(
+            delivered, refill, epoch, throttled_until = self._receive_once(
                 topic, subscription, consumer, max_messages, request_id, acks, 1 if final else min_messages, refill
             )
             if delivered is not None:
                 acks = NO_ACKS  # written with the cursor
                 if delivered or final:
                     return Received(delivered, epoch)
-                self.clock.sleep(min(idle_interval, max(0.0, (deadline - self.clock.now_ms()) / 1000) + 0.001))
+                left_s = max(0.0, (deadline - self.clock.now_ms()) / 1000)
+                if throttled_until:  # the dispatch rate's period is used up: wait for the next
+                    self.clock.sleep(min(max(throttled_until - self.clock.now_ms(), 1) / 1000, left_s + 0.001))
+                    continue
+                self.clock.sleep(min(idle_interval, left_s + 0.001))
                 idle_interval = min(idle_interval * 2, MAX_POLL_INTERVAL_S)
             else:  # some ready, not enough: look again once the wait is over (or in 250 ms)
                 left_s = (deadline - self.clock.now_ms()) / 1000
@@ -241,8 +252,9 @@ class SubscriptionService:
         acks: Acks,
         min_messages: int,
         refill: SubscriptionView | None,
-    ) -> tuple[list[DeliveredEntry] | None, SubscriptionView | None, int]:
-        """One dispatch step; (None, view) when fewer than `min_messages` are ready (nothing written).
+    ) -> tuple[list[DeliveredEntry] | None, SubscriptionView | None, int, int]:
+        """One dispatch step; (None, view) when fewer than `min_messages` are ready (nothing written);
+        last, when the subscription's dispatch rate held everything back, the time its next period starts.
 
         The view returned with None lets the next step of the same poll skip re-reading the
         cursor: it only looks at the journal tail again, and its conditional write still
@@ -270,16 +282,29 @@ class SubscriptionService:
             if retried:  # the same receive again (a client retry after a lost response)
                 entries = self._fetch(topic, view, retried)
                 if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
-                    return entries, None, state.epoch
+                    return entries, None, state.epoch, 0
                 continue
-            delivered = self.claim(topic, view, state, consumer, max_messages, now, lease.ack_timeout_ms, request_id)
+            throttled_until = 0
+            budget = self.dispatch_budget(topic, view, state, now)
+            if budget is not None and 0 in budget[:2]:
+                delivered = []  # the subscription's dispatch rate is used up for this period
+                throttled_until = budget[2]
+            else:
+                cap_msgs = max_messages if budget is None or budget[0] < 0 else min(max_messages, budget[0])
+                cap_bytes = MAX_RECEIVE_BYTES if budget is None or budget[1] < 0 else min(MAX_RECEIVE_BYTES, budget[1])
+                min_messages = min(min_messages, cap_msgs)
+                delivered = self.claim(topic, view, state, consumer, cap_msgs, now, lease.ack_timeout_ms, request_id,
+                                       cap_bytes)
+                if budget is not None and delivered:
+                    state.count_dispatch(budget[2], sum(d.entry.num_messages for d in delivered),
+                                         sum(d.entry.size for d in delivered))
             if sum(d.entry.num_messages for d in delivered) < min_messages and delivered:
-                return None, _unbounded_tail(pristine), state.epoch  # not enough yet: wait, write nothing
+                return None, _unbounded_tail(pristine), state.epoch, 0  # not enough yet: wait, write nothing
             if not delivered and state.to_dict() == before:
-                return [], None, state.epoch  # nothing to hand out and nothing changed: no write
+                return [], None, state.epoch, throttled_until  # nothing to hand out, nothing changed: no write
             if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
                 crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
-                return delivered, None, state.epoch
+                return delivered, None, state.epoch, throttled_until
             self.clock.sleep(random.uniform(0.0, 0.02))
         raise RetryableError("Too much contention on the subscription; retry")
 
@@ -293,10 +318,12 @@ class SubscriptionService:
         now: int,
         ack_timeout_ms: int,
         request_id: str,
+        max_bytes: int = MAX_RECEIVE_BYTES,
     ) -> list[DeliveredEntry]:
         """One dispatch step on a cursor read in `view` (the caller writes `state` back with a
         conditional write): move new entries into the cursor, then hand `consumer` what is ready
-        for it, in order. Long polls and pushes to WebSocket consumers both go through here."""
+        for it, in order (at least one entry, then up to `max_messages` and `max_bytes`). Long
+        polls and pushes to WebSocket consumers both go through here."""
         sub_type = state.subscription_type
         if sub_type == "Failover" and state.active_consumer(now, topic.partition_index) != consumer:
             return []  # a standby: it gets messages when the active consumer goes away
@@ -309,7 +336,7 @@ class SubscriptionService:
             entries = self.reader.read(topic, d.start, length, view.seal, view.writer)
             taken = 0
             for entry in entries:
-                if out and (messages + entry.num_messages > max_messages or size + entry.size > MAX_RECEIVE_BYTES):
+                if out and (messages + entry.num_messages > max_messages or size + entry.size > max_bytes):
                     break
                 out.append(DeliveredEntry(entry, d.redelivery_count, state.acked_indexes(entry.entry_id)))
                 messages += entry.num_messages
@@ -351,6 +378,17 @@ class SubscriptionService:
             state.add_new(e, e + 1, None, False, None, "", not_before, key_hash(entry.key) if key_shared else None)
             messages += entry.num_messages
 
+    def dispatch_budget(self, topic: TopicName, view: SubscriptionView, state: CursorState,
+                        now: int) -> tuple[int, int, int] | None:
+        """Pulsar's dispatchRate for this subscription: (messages, bytes) it may still hand out in
+        the current period (-1: no limit on that dimension) and the period's start, or None when
+        no rate is set. The count rides on the cursor write that hands entries out."""
+        rate = TopicPolicies.of(self.policies(topic)).dispatch_rate if self.policies else None
+        if rate is None or not rate.active:
+            return None
+        msgs, size, start = dispatch_budget(rate, state.dispatch_window, now, view.seal.rates_at(now))
+        return msgs, size, start + rate.period_s * 1000 if 0 in (msgs, size) else start
+
     # --- acknowledge ---------------------------------------------------------------------
     def acknowledge(self, topic: TopicName, subscription: str, acks: Acks) -> CursorState:
         return self._update(topic, subscription, acks.apply)
@@ -380,6 +418,7 @@ class SubscriptionService:
                 if view.writer is None:  # a first subscription may create the topic (auto-creation)
                     ensure_topic(self.metadata, topic, now)
                     continue
+                self._check_subscription_limit(topic)
                 sub_type, initial = create
                 end = view.writer.next_entry if view.writer else 0
                 start = end if initial == "Latest" else first_available_entry(view)

@@ -52,7 +52,15 @@ from magnetar.core.errors import (
     TopicNotFound,
 )
 from magnetar.core.naming import TopicName
-from magnetar.core.policies import TopicPolicies, effective_policies
+from magnetar.core.policies import (
+    PUBLISH_BURST_S,
+    TOPIC_LIMIT_REASON,
+    PublishRate,
+    TopicLimitReached,
+    TopicPolicies,
+    effective_policies,
+    rate_cost_ns,
+)
 from magnetar.core.ports import (
     Clock,
     DedupRecord,
@@ -61,6 +69,7 @@ from magnetar.core.ports import (
     JournalRecord,
     MetadataStore,
     ProducerClaim,
+    RateClaim,
     Reservation,
     SealState,
     SegmentMeta,
@@ -144,7 +153,8 @@ class LedgerWriter:
         sequence_id = max(batch.highest_sequence_id, batch.sequence_id)
         dedup = sequence_id >= 0 and policies.deduplication
         claim = ProducerClaim(producer_name, self.clock.now_ms(), sequence_id, dedup, batch.num_messages,
-                              len(batch.payload))
+                              len(batch.payload), rate_claim(policies.publish_rate, batch.num_messages,
+                                                             len(batch.payload), self.clock.now_ms()))
         reserved, claim = self._reserve_within_quota(topic, claim, create_topic)
         if isinstance(reserved, DedupRecord):
             return self._again(topic, batch, claim, reserved)
@@ -193,7 +203,7 @@ class LedgerWriter:
         if not stored.hole:
             return self._result(topic, record.ledger_id, record.entry_id, batch, duplicate=True)
         # the first attempt died before writing and its id became a hole: publish for real now
-        reservation = self.metadata.replace_reservation(topic, replace(claim, now_ms=now), record.entry_id)
+        reservation = self.metadata.replace_reservation(topic, replace(claim, now_ms=now, rate=None), record.entry_id)
         return self._write(topic, batch, claim.producer, reservation, now)
 
     def policies(self, topic: TopicName) -> dict[str, Any]:
@@ -228,7 +238,7 @@ class LedgerWriter:
         maintenance run) and producer_exception refuses it."""
         deadline = self.clock.now_ms() + QUOTA_HOLD_MS
         while True:
-            claim = replace(claim, now_ms=self.clock.now_ms())
+            claim = _at(claim, self.clock.now_ms())
             try:
                 return self._reserve(topic, claim, create_topic)
             except BacklogQuotaExceeded as exc:
@@ -252,7 +262,7 @@ class LedgerWriter:
             if not create_topic:
                 raise
         ensure_topic(self.metadata, topic, self.clock.now_ms())
-        claim = replace(claim, now_ms=self.clock.now_ms())
+        claim = _at(claim, self.clock.now_ms())
         return self.metadata.reserve_entry(topic, claim), claim
 
     def _quota_still_exceeded(self, topic: TopicName) -> bool:
@@ -303,22 +313,49 @@ class LedgerWriter:
         if producer not in writer.producers or not writer.producers[producer].connected_since:
             self.metadata.touch_producer(topic, producer, now)
 
+def rate_claim(rate: PublishRate, messages: int, size: int, now_ms: int) -> RateClaim | None:
+    """The publish-rate part of a reservation (None without a limit: the write has no rate condition)."""
+    if not rate.active:
+        return None
+    limits = [f"{rate.msgs} msg/s"] if rate.msgs > 0 else []
+    limits += [f"{rate.bytes} bytes/s"] if rate.bytes > 0 else []
+    return RateClaim(now_ms * 1_000_000, rate_cost_ns(messages, rate.msgs), rate_cost_ns(size, rate.bytes),
+                     PUBLISH_BURST_S * 1_000_000_000, ", ".join(limits))
+
+
+def _at(claim: ProducerClaim, now_ms: int) -> ProducerClaim:
+    """The claim made again at `now_ms` (a retried or held reservation)."""
+    rate = replace(claim.rate, now_ns=now_ms * 1_000_000) if claim.rate is not None else None
+    return replace(claim, now_ms=now_ms, rate=rate)
+
+
 def ensure_topic(metadata: MetadataStore, topic: TopicName, now_ms: int) -> bool:
     """Create a topic on first use, as Pulsar's allowAutoTopicCreation does; False if it existed.
 
     A partition of a partitioned topic is created on first use too, within the partition count;
-    the name of a partitioned topic itself holds no data (clients route to its partitions)."""
-    from magnetar.core.errors import Conflict, NotFound
+    the name of a partitioned topic itself holds no data (clients route to its partitions).
+    A namespace at its maxTopicsPerNamespace refuses with Pulsar's client-side NotAllowedError
+    (405); its partitions were counted when the partitioned topic was created."""
+    from magnetar.core.errors import Conflict, NotAllowed, NotFound
 
-    if metadata.get_namespace(topic.namespace_name) is None:
+    namespace = metadata.get_namespace(topic.namespace_name)
+    if namespace is None:
         raise NotFound(f"Namespace {topic.namespace_name} does not exist")
+    max_topics = 0
     if topic.partition_index >= 0:
         partitions = metadata.get_partitions(topic.partitioned_topic)
         if partitions is not None and topic.partition_index >= partitions:
             raise NotFound(f"{topic} is beyond the {partitions} partitions of {topic.partitioned_topic}")
+        if partitions is None:  # a plain topic named like a partition
+            max_topics = TopicPolicies.of(namespace.policies).max_topics
     elif metadata.get_partitions(topic) is not None:
         raise Conflict(f"{topic} is a partitioned topic: produce and consume through its partitions")
-    return metadata.create_topic(topic, now_ms)
+    else:
+        max_topics = TopicPolicies.of(namespace.policies).max_topics
+    try:
+        return metadata.create_topic(topic, now_ms, max_topics)
+    except TopicLimitReached:
+        raise NotAllowed(TOPIC_LIMIT_REASON) from None
 
 
 class EntryCache:

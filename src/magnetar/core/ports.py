@@ -43,6 +43,20 @@ class Reservation:
 
 
 @dataclass(frozen=True)
+class RateClaim:
+    """A publish-rate limit the reservation write enforces (`policies.admit`, per dimension):
+    what this publish costs on the virtual clock of the message rate and of the byte rate
+    (nanoseconds; 0: no limit on that dimension), and how far ahead of now a clock may run.
+    Refused, the write changes nothing and the store raises TooManyRequests."""
+
+    now_ns: int
+    msg_cost_ns: int
+    byte_cost_ns: int
+    burst_ns: int
+    description: str = ""  # the limit, for the refusal's reason
+
+
+@dataclass(frozen=True)
 class ProducerClaim:
     """What a produce asks of the writer counter besides an id: the exclusive-producer fence,
     and, with deduplication, the batch's highest sequence id."""
@@ -53,6 +67,7 @@ class ProducerClaim:
     deduplicate: bool = False
     messages: int = 0  # counted into the topic's and the producer's totals by the same write (stats)
     size: int = 0
+    rate: RateClaim | None = None  # the topic's publish rate, checked and counted by the same write
 
 
 @dataclass(frozen=True)
@@ -205,18 +220,28 @@ class MetadataStore(Protocol):
     def create_namespace(self, namespace: NamespaceInfo) -> bool: ...
     def get_namespace(self, name: NamespaceName) -> NamespaceInfo | None: ...
     def list_namespaces(self, tenant: str) -> list[str]: ...
-    def create_topic(self, topic: TopicName, now_ms: int) -> bool: ...
+    def create_topic(self, topic: TopicName, now_ms: int, max_topics: int = 0) -> bool:
+        """False if it exists. With `max_topics` (the namespace's limit), the namespace's topic
+        counter goes up in the same write, refused with TopicLimitReached at the limit."""
+        ...
+
     def list_topics(self, namespace: NamespaceName) -> list[str]: ...
-    def create_partitioned_topic(self, topic: TopicName, partitions: int) -> bool:
-        """False if a partitioned or a plain topic of that name exists."""
+    def create_partitioned_topic(self, topic: TopicName, partitions: int, max_topics: int = 0) -> bool:
+        """False if a partitioned or a plain topic of that name exists; each partition counts
+        against `max_topics` (as create_topic)."""
         ...
 
     def get_partitions(self, topic: TopicName) -> int | None:
         """Partitions of a partitioned topic; None when the name is not a partitioned topic."""
         ...
 
-    def update_partitions(self, topic: TopicName, partitions: int) -> bool:
-        """Raise the partition count; False unless it grows."""
+    def update_partitions(self, topic: TopicName, partitions: int, max_topics: int = 0, previous: int = 0) -> bool:
+        """Raise the partition count; False unless it grows. With `max_topics`, the count must
+        still be `previous` and the added partitions count against the limit (as create_topic)."""
+        ...
+
+    def set_topic_count(self, namespace: NamespaceName, count: int) -> None:
+        """Set the namespace's topic counter (counted when maxTopicsPerNamespace is set)."""
         ...
 
     def list_partitioned_topics(self, namespace: NamespaceName) -> list[str]: ...
@@ -225,7 +250,8 @@ class MetadataStore(Protocol):
     def reserve_entry(self, topic: TopicName, claim: ProducerClaim) -> Reservation | DedupRecord:
         """Atomically take the next entry id, unless another producer holds the topic exclusively
         (ProducerFenced) or, deduplicating, the producer already published this sequence id (then
-        its record is returned). Raises TopicNotFound when the topic does not exist."""
+        its record is returned). Raises TopicNotFound when the topic does not exist, and
+        TooManyRequests (nothing taken) when the claim's publish rate refuses it."""
         ...
 
     def replace_reservation(self, topic: TopicName, claim: ProducerClaim, lost_entry: int) -> Reservation:

@@ -19,20 +19,31 @@ from __future__ import annotations
 
 import array
 import json
+import random
+import time
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from magnetar.adapters.aws.clients import client
 from magnetar.core.cursor import CursorState
-from magnetar.core.errors import BacklogQuotaExceeded, ProducerFenced, RetryableError, TopicNotFound
+from magnetar.core.errors import (
+    BacklogQuotaExceeded,
+    NotFound,
+    ProducerFenced,
+    RetryableError,
+    TooManyRequests,
+    TopicNotFound,
+)
 from magnetar.core.naming import NamespaceName, TopicName
+from magnetar.core.policies import TOPIC_LIMIT_REASON, TopicLimitReached
 from magnetar.core.ports import (
     DedupRecord,
     JournalPosition,
     NamespaceInfo,
     ProducerActivity,
     ProducerClaim,
+    RateClaim,
     Reservation,
     SealState,
     SegmentMeta,
@@ -42,6 +53,9 @@ from magnetar.core.ports import (
 )
 
 _SEG_WIDTH = 20
+_RATE_ATTRS = ("rate_tat_msgs", "rate_tat_bytes")  # publish rate: virtual clocks (ns) on the writer counter
+_RATE_CACHE = 10_000
+_TXN_RETRIES = 5
 
 
 def _s(value: str) -> dict[str, str]:
@@ -78,6 +92,9 @@ class DynamoMetadataStore:
     def __init__(self, table: str, dynamodb: Any | None = None) -> None:
         self.table = table
         self.ddb = dynamodb or client("dynamodb")
+        # publish rate: the virtual clocks this container last saw per topic partition, to pick the
+        # form of the reservation write (a hint: a wrong guess costs one more write, never a wrong answer)
+        self._rate_tats: dict[str, tuple[int, int]] = {}
 
     # --- small helpers -------------------------------------------------------------------
     def _if(self, operation: str, **kwargs: Any) -> bool:
@@ -177,10 +194,10 @@ class DynamoMetadataStore:
     def list_namespaces(self, tenant: str) -> list[str]:
         return self._query_sks(f"NAMESPACES#{tenant}")
 
-    def create_topic(self, topic: TopicName, now_ms: int) -> bool:
-        return self._if(
-            "transact_write_items",
-            TransactItems=[
+    def create_topic(self, topic: TopicName, now_ms: int, max_topics: int = 0) -> bool:
+        return self._transact_counted(
+            topic.namespace_name, 1, max_topics,
+            [
                 {
                     "Put": {
                         "TableName": self.table,
@@ -213,16 +230,63 @@ class DynamoMetadataStore:
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
                 },
-            ]
+            ],
+        )
+
+    def _transact_counted(self, namespace: NamespaceName, added: int, max_topics: int,
+                          items: list[dict[str, Any]]) -> bool:
+        """Run a transaction that creates topics; with `max_topics`, the namespace's topic counter
+        goes up by `added` in it, refused (TopicLimitReached) when that would pass the limit.
+        False when one of `items`' own conditions failed (the topic exists)."""
+        if max_topics <= 0:
+            return self._if("transact_write_items", TransactItems=items)
+        counter = {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"pk": _s(f"NAMESPACES#{namespace.tenant}"), "sk": _s(namespace.namespace)},
+                "UpdateExpression": "SET topic_count = if_not_exists(topic_count, :zero) + :added",
+                "ConditionExpression": "attribute_exists(pk) AND"
+                                       " (attribute_not_exists(topic_count) OR topic_count <= :room)",
+                "ExpressionAttributeValues": {":zero": _n(0), ":added": _n(added), ":room": _n(max_topics - added)},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        for attempt in range(_TXN_RETRIES):
+            try:
+                self.ddb.transact_write_items(TransactItems=[*items, counter])
+                return True
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                    raise
+                reasons = exc.response.get("CancellationReasons", [])
+                codes = [r.get("Code", "None") for r in reasons]
+                if not reasons or any(code == "ConditionalCheckFailed" for code in codes[: len(items)]):
+                    return False
+                if len(codes) > len(items) and codes[len(items)] == "ConditionalCheckFailed":
+                    if not reasons[len(items)].get("Item"):
+                        raise NotFound(f"Namespace {namespace} does not exist") from None
+                    raise TopicLimitReached(TOPIC_LIMIT_REASON) from None
+                # TransactionConflict: another creation in the namespace moved its counter; again
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+        raise RetryableError(f"Too many topics created at once in {namespace}; retry")
+
+    def set_topic_count(self, namespace: NamespaceName, count: int) -> None:
+        self._if(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _s(f"NAMESPACES#{namespace.tenant}"), "sk": _s(namespace.namespace)},
+            UpdateExpression="SET topic_count = :n",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":n": _n(count)},
         )
 
     def list_topics(self, namespace: NamespaceName) -> list[str]:
         return self._query_sks(f"TOPICS#{namespace}")
 
-    def create_partitioned_topic(self, topic: TopicName, partitions: int) -> bool:
-        return self._if(
-            "transact_write_items",
-            TransactItems=[
+    def create_partitioned_topic(self, topic: TopicName, partitions: int, max_topics: int = 0) -> bool:
+        return self._transact_counted(
+            topic.namespace_name, partitions, max_topics,
+            [
                 {
                     "Put": {
                         "TableName": self.table,
@@ -245,7 +309,18 @@ class DynamoMetadataStore:
         item = self._get(f"PARTITIONED#{topic.namespace_name}", str(topic))
         return _int(item, "partitions") if item else None
 
-    def update_partitions(self, topic: TopicName, partitions: int) -> bool:
+    def update_partitions(self, topic: TopicName, partitions: int, max_topics: int = 0, previous: int = 0) -> bool:
+        if max_topics > 0:  # the added partitions count against the namespace's limit
+            return self._transact_counted(topic.namespace_name, partitions - previous, max_topics, [{
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic))},
+                    "UpdateExpression": "SET #n = :n",
+                    "ConditionExpression": "#n = :previous AND #n < :n",
+                    "ExpressionAttributeNames": {"#n": "partitions"},
+                    "ExpressionAttributeValues": {":n": _n(partitions), ":previous": _n(previous)},
+                }
+            }])
         return self._if(
             "update_item",
             TableName=self.table,
@@ -263,7 +338,8 @@ class DynamoMetadataStore:
     _FENCE = "(attribute_not_exists(exclusive_producer) OR exclusive_producer = :p OR exclusive_until < :now)"
 
     def _reserve(self, topic: TopicName, claim: ProducerClaim, condition: str, extra: dict[str, Any]) -> Reservation:
-        # The id, the topic's and the producer's counters (stats) and the dedup record: one write.
+        # The id, the topic's and the producer's counters (stats), the dedup record and the
+        # publish rate's virtual clocks: one write.
         update = (
             "SET next_entry = next_entry + :one, msg_in = if_not_exists(msg_in, :zero) + :m,"
             " bytes_in = if_not_exists(bytes_in, :zero) + :b, pub_last.#p = :now,"
@@ -279,6 +355,10 @@ class DynamoMetadataStore:
             update += (", dedup_seq.#p = :seq, dedup_entry.#p = next_entry, dedup_ledger.#p = ledger_id,"
                        " dedup_at.#p = :now")
             values[":seq"] = _n(claim.sequence_id)
+        if claim.rate is not None:
+            rate_update, rate_condition = self._rate_parts(str(topic), claim.rate, values)
+            update += rate_update
+            condition += rate_condition
         old = self.ddb.update_item(
             TableName=self.table,
             Key={"pk": _tp(topic), "sk": _s("WRITER")},
@@ -289,9 +369,65 @@ class DynamoMetadataStore:
             ReturnValues="ALL_OLD",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
         )["Attributes"]
+        if claim.rate is not None:
+            self._remember_rate(str(topic), claim.rate, old)
         return Reservation(
             _int(old, "ledger_id"), _int(old, "next_entry"), _int(old, "ledger_first_entry"), _int(old, "ledger_opened_at")
         )
+
+    # --- the publish rate: a GCRA token bucket (policies.admit) on the writer counter ----------
+    # Each limited dimension keeps a virtual clock `tat` (ns). DynamoDB has no max(), so the write
+    # takes one of two forms, each with the condition under which it computes policies.admit:
+    # "add" (tat in [now, now + burst]: tat += cost) and "reset" (tat < now or absent:
+    # tat = now + cost). Above now + burst both fail: the publish is refused. The clocks only
+    # grow, so a clock this container saw is never ahead of the stored one: a guess of "add" is
+    # right or refused, and a wrong "reset" (another container moved the clock meanwhile) costs
+    # one retry, which the failed write's old item tells exactly.
+    def _rate_parts(self, topic: str, rate: RateClaim, values: dict[str, Any]) -> tuple[str, str]:
+        seen = self._rate_tats.get(topic, (0, 0))
+        update = condition = ""
+        for i, (attr, cost) in enumerate(zip(_RATE_ATTRS, (rate.msg_cost_ns, rate.byte_cost_ns), strict=True)):
+            if not cost:
+                continue
+            values[f":rc{i}"] = _n(cost)
+            values[":rnow"] = _n(rate.now_ns)
+            if seen[i] >= rate.now_ns:  # the clock runs ahead of now: add to it
+                values[":rahead"] = _n(rate.now_ns + rate.burst_ns)
+                update += f", {attr} = {attr} + :rc{i}"
+                condition += f" AND {attr} BETWEEN :rnow AND :rahead"
+            else:  # behind now (or never set): it restarts from now
+                values[f":rnew{i}"] = _n(rate.now_ns + cost)
+                update += f", {attr} = :rnew{i}"
+                condition += f" AND (attribute_not_exists({attr}) OR {attr} < :rnow)"
+        return update, condition
+
+    def _remember_rate(self, topic: str, rate: RateClaim, old: dict[str, Any]) -> None:
+        """The clocks after a write that succeeded (old clocks plus this publish's cost)."""
+        tats = []
+        for attr, cost in zip(_RATE_ATTRS, (rate.msg_cost_ns, rate.byte_cost_ns), strict=True):
+            tat = _int(old, attr)
+            tats.append(max(tat, rate.now_ns) + cost if cost else tat)
+        self._seen_rate(topic, (tats[0], tats[1]))
+
+    def _seen_rate(self, topic: str, tats: tuple[int, int]) -> None:
+        if len(self._rate_tats) >= _RATE_CACHE:
+            self._rate_tats.clear()
+        self._rate_tats[topic] = tats
+
+    def _rate_refusal(self, topic: TopicName, rate: RateClaim, item: dict[str, Any]) -> bool:
+        """After a failed reservation: raise TooManyRequests if the rate refused it; True if only
+        this container's guess of the write's form was wrong (the stored clocks are now known)."""
+        stored = (_int(item, _RATE_ATTRS[0]), _int(item, _RATE_ATTRS[1]))
+        for tat, cost in zip(stored, (rate.msg_cost_ns, rate.byte_cost_ns), strict=True):
+            if cost and tat > rate.now_ns + rate.burst_ns:
+                self._seen_rate(str(topic), stored)
+                wait_ms = (tat - rate.now_ns - rate.burst_ns) // 1_000_000 + 1
+                raise TooManyRequests(
+                    f"Publish rate of {topic} exceeded ({rate.description}); retry in {wait_ms} ms") from None
+        guessed = self._rate_tats.get(str(topic), (0, 0))
+        self._seen_rate(str(topic), stored)
+        return any(cost and (g >= rate.now_ns) != (t >= rate.now_ns)
+                   for g, t, cost in zip(guessed, stored, (rate.msg_cost_ns, rate.byte_cost_ns), strict=True))
 
     @staticmethod
     def _dedup_record(item: dict[str, Any], producer: str) -> DedupRecord | None:
@@ -310,24 +446,30 @@ class DynamoMetadataStore:
         extra: dict[str, Any] = {}
         if claim.deduplicate:
             condition += " AND (attribute_not_exists(dedup_seq.#p) OR dedup_seq.#p < :seq)"
-        try:
-            return self._reserve(topic, claim, condition, extra)
-        except ClientError as exc:
-            if not _condition_failed(exc):
-                raise
-            item: dict[str, Any] | None = exc.response.get("Item")  # type: ignore[assignment]
+        for _ in range(3):  # a second try only when the publish rate's form was guessed wrong
+            try:
+                return self._reserve(topic, claim, condition, extra)
+            except ClientError as exc:
+                if not _condition_failed(exc):
+                    raise
+                item: dict[str, Any] | None = exc.response.get("Item")  # type: ignore[assignment]
             if not item:
-                raise TopicNotFound(f"Topic {topic} not found") from None
+                raise TopicNotFound(f"Topic {topic} not found")
             if "backlog_blocked" in item:
                 policy = item["backlog_blocked"]["S"]
-                raise BacklogQuotaExceeded(f"Cannot publish on {topic}: backlog quota exceeded", policy) from None
+                raise BacklogQuotaExceeded(f"Cannot publish on {topic}: backlog quota exceeded", policy)
             holder = item.get("exclusive_producer", {}).get("S")
             if holder and holder != claim.producer and _int(item, "exclusive_until") >= claim.now_ms:
-                raise ProducerFenced(f"Topic {topic} has an exclusive producer: {holder}") from None
+                raise ProducerFenced(f"Topic {topic} has an exclusive producer: {holder}")
             record = self._dedup_record(item, claim.producer)
+            if claim.deduplicate and record is not None and record.sequence_id >= claim.sequence_id:
+                return record
+            if claim.rate is not None and self._rate_refusal(topic, claim.rate, item):
+                continue
             if record is None:
-                raise RetryableError(f"Writer state of {topic} changed meanwhile; retry") from None
+                raise RetryableError(f"Writer state of {topic} changed meanwhile; retry")
             return record
+        raise RetryableError(f"Writer state of {topic} changed meanwhile; retry")
 
     def replace_reservation(self, topic: TopicName, claim: ProducerClaim, lost_entry: int) -> Reservation:
         condition = f"attribute_exists(pk) AND {self._FENCE} AND dedup_entry.#p = :lost"

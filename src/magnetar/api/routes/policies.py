@@ -27,7 +27,12 @@ from magnetar.api.http import (
     query,
     topic_name,
 )
-from magnetar.api.models import BacklogQuotaRequest, RetentionPolicies
+from magnetar.api.models import (
+    BacklogQuotaRequest,
+    DispatchRateRequest,
+    PublishRateRequest,
+    RetentionPolicies,
+)
 from magnetar.api.openapi import COUNT, Content, Param, Schema, nullable
 from magnetar.core import policies as rules
 from magnetar.core.authz import Access
@@ -40,7 +45,7 @@ router = Router()  # type: ignore[no-untyped-call]
 class Policy:
     field: str  # Pulsar's Policies field the value is stored under
     namespace_path: str
-    topic_path: str
+    topic_path: str  # "": a namespace policy only (maxTopicsPerNamespace)
     read: Callable[[], Any]  # parses and checks the request body
     # what the OpenAPI document says: the body POST takes, what GET answers, query parameters
     request: Schema = None
@@ -71,6 +76,17 @@ def _read_count(name: str) -> Callable[[], int]:
     return read
 
 
+def _read_publish_rate() -> dict[str, int]:
+    request = body(PublishRateRequest)
+    return rules.check_publish_rate(request.publishThrottlingRateInMsg, request.publishThrottlingRateInByte)
+
+
+def _read_dispatch_rate() -> dict[str, Any]:
+    request = body(DispatchRateRequest)
+    return rules.check_dispatch_rate(request.dispatchThrottlingRateInMsg, request.dispatchThrottlingRateInByte,
+                                     request.ratePeriodInSecond, request.relativeToPublishRate)
+
+
 def _read_flag() -> bool:
     value = json_body()
     if not isinstance(value, bool):
@@ -99,6 +115,15 @@ POLICIES = (
            ("maxConsumers",)),
     Policy(rules.MAX_MESSAGE_SIZE, "maxMessageSize", "maxMessageSize", _read_count("maxMessageSize"), _COUNT_BODY,
            _COUNT, ("maxMessageSize",)),
+    # noisy neighbours: rates and limits (Pulsar's PublishRate / DispatchRate bodies, bare counts)
+    Policy(rules.PUBLISH_RATE, "publishRate", "publishRate", _read_publish_rate, PublishRateRequest,
+           nullable({"type": "object"})),
+    Policy(rules.DISPATCH_RATE, "dispatchRate", "dispatchRate", _read_dispatch_rate, DispatchRateRequest,
+           nullable({"type": "object"})),
+    Policy(rules.MAX_TOPICS, "maxTopicsPerNamespace", "", _read_count("maxTopicsPerNamespace"),
+           _COUNT_BODY, _COUNT),
+    Policy(rules.MAX_SUBSCRIPTIONS, "maxSubscriptionsPerTopic", "maxSubscriptionsPerTopic",
+           _read_count("maxSubscriptionsPerTopic"), _COUNT_BODY, _COUNT),
 )
 _QUERY = {
     "backlogQuotaType": Param({"enum": ["destination_storage", "message_age"]}),
@@ -171,5 +196,5 @@ def _bind_topic_policy(policy: Policy, domain: str) -> None:
 
 for _policy in POLICIES:
     _bind_namespace_policy(_policy)
-    for _domain in DOMAINS:
+    for _domain in DOMAINS if _policy.topic_path else ():
         _bind_topic_policy(_policy, _domain)
