@@ -389,9 +389,9 @@ class DynamoMetadataStore:
         for i, (attr, cost) in enumerate(zip(_RATE_ATTRS, (rate.msg_cost_ns, rate.byte_cost_ns), strict=True)):
             if not cost:
                 continue
-            values[f":rc{i}"] = _n(cost)
             values[":rnow"] = _n(rate.now_ns)
             if seen[i] >= rate.now_ns:  # the clock runs ahead of now: add to it
+                values[f":rc{i}"] = _n(cost)
                 values[":rahead"] = _n(rate.now_ns + rate.burst_ns)
                 update += f", {attr} = {attr} + :rc{i}"
                 condition += f" AND {attr} BETWEEN :rnow AND :rahead"
