@@ -1,0 +1,466 @@
+"""Dispatch: pushing a persistent topic's entries to its connected consumers and readers.
+
+A WebSocket consumer is an ordinary consumer of the durable cursor: one consumer name per
+connection, attached with a lease covering API Gateway's 2 h connection limit. Every push is a
+*dispatch step* exactly like a long poll with no wait: read the cursor, admit new entries, hand
+the consumer what is ready for it within its permits, one conditional write; then one
+PostToConnection per message. So Shared, Failover, Key_Shared, ack timeouts, negative acks and
+redelivery behave as they do for polling consumers, and a consumer's window is computed from the
+cursor itself (the entries it holds unacknowledged), which costs no write of its own.
+
+What triggers a dispatch (no Lambda waits for anything):
+- the journal consumer, after sealing a batch, for the topics of the batch that have
+  connections (entries served from the batch it holds in memory, through the broker's cache:
+  `plan_journal_batch`, `dispatch_journal_batch`);
+- a consumer's frames: an acknowledgement (which rides on the dispatch write), a negative
+  acknowledgement, a permit;
+- the connect: API Gateway accepts pushes only once $connect has returned, so the WebSocket
+  function invokes itself asynchronously to push the backlog (`deliver_backlog`);
+- a disconnect, for the other consumers of the subscription (the released entries);
+- the maintenance run, once a minute (`redispatch`): due redeliveries (negative-ack delays, ack
+  timeouts, expired leases) and anything a failed push left behind.
+
+In pull mode a dispatch takes what it pushed from the connection's permits with a conditional
+write (so two dispatchers never push past the permits). A reader's position lives in its
+connection's item too (it has no cursor), moved by a conditional write before its push.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+
+from magnetar.core.broker import Broker
+from magnetar.core.crashpoints import crash_point
+from magnetar.core.cursor import CursorState
+from magnetar.core.dispatch import MAX_ENTRIES_PER_RECEIVE, NO_ACKS, Acks, DeliveredEntry
+from magnetar.core.entry import Entry, decode_entry, peek_header
+from magnetar.core.errors import (
+    InvalidInput,
+    MagnetarError,
+    RetryableError,
+    SubscriptionNotFound,
+    TopicNotFound,
+)
+from magnetar.core.naming import TopicName
+from magnetar.core.ports import Connection, ConnectionRegistry, JournalRecord, PushGateway, SubscriptionView
+from magnetar.core.push.common import ConnectionCache, inbox_acks
+from magnetar.core.websocket import MAX_CONNECTION_MS, entry_frames
+
+log = logging.getLogger(__name__)
+
+DISPATCH_WORKERS = 8  # subscriptions and readers dispatched in parallel by one run
+MAX_ROUNDS = 20  # claims per connection per dispatch (each up to 100 entries)
+BACKLOG_WAIT_S = 5.0  # how long the post-connect dispatch waits for API Gateway to open the connection
+CLAIM_RETRIES = 40  # conflicting cursor writes (parallel frames of one subscription), backing off
+MAX_BACKOFF_S = 0.25
+MAX_PREFETCH = 1_000  # entries of a sealed backlog read into the cache ahead of a dispatch's claims
+
+
+def outstanding(state: CursorState, consumer: str) -> int:
+    """Entries handed to `consumer` and not acknowledged: its part of the window."""
+    return sum(d.end - d.start for d in state.deliveries if d.sent and d.consumer == consumer)
+
+
+@dataclass
+class JournalPlan:
+    """What the journal consumer pushes after sealing a batch: the topics that have connections,
+    and the batch's entries for them, decoded once (served from the broker's cache)."""
+
+    connections: dict[str, list[Connection]] = field(default_factory=dict)
+    entries: list[Entry] = field(default_factory=list)
+    messages: dict[str, int] = field(default_factory=dict)  # new messages per topic
+
+
+@dataclass
+class PushReport:
+    topics: int = 0
+    connections: int = 0
+    pushed: int = 0
+    gone: int = 0  # connections found closed (detached and forgotten)
+
+    def add(self, other: PushReport) -> None:
+        self.pushed += other.pushed
+        self.gone += other.gone
+
+
+class Dispatcher:
+    def __init__(self, broker: Broker, registry: ConnectionRegistry, gateway: PushGateway,
+                 known: ConnectionCache, workers: int = DISPATCH_WORKERS) -> None:
+        self.broker = broker
+        self.registry = registry
+        self.gateway = gateway
+        self.known = known
+        self.clock = broker.clock
+        self.workers = workers
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def deliver_backlog(self, connection_id: str, wait_s: float = BACKLOG_WAIT_S) -> int:
+        """The dispatch that follows a connect: once API Gateway has opened the connection (it
+        refuses pushes while $connect runs), push what is already there for it."""
+        conn = self.known.lookup(connection_id)
+        if conn is None or conn.role == "producer" or not TopicName.parse(conn.topic).is_persistent:
+            return 0
+        deadline = time.monotonic() + wait_s
+        pause = 0.05
+        while not self.gateway.connected(connection_id):
+            if time.monotonic() >= deadline:
+                self.known.drop(conn)  # it never opened (or closed at once)
+                return 0
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+        current = self.registry.current(conn)
+        return self.dispatch_one(current) if current is not None else 0
+
+    # --- one connection ------------------------------------------------------------------------
+    def dispatch_one(self, conn: Connection) -> int:
+        if conn.role == "reader":
+            return self.dispatch_reader(conn)
+        if conn.role == "consumer":
+            return self.dispatch_consumer(conn)
+        return 0
+
+    def dispatch_consumer(self, conn: Connection, acks: Acks = NO_ACKS, cap: int | None = None,
+                          refill_at: int = 1) -> int:
+        """Dispatch steps for one connected consumer, until its permits or what is ready run out.
+
+        `refill_at`: an acknowledgement frame gives its permit back, but claims only once that
+        much of the window is free (Pulsar's consumers send flow permits once half their queue is
+        consumed): a backlog is then read in chunks, not an entry per acknowledgement."""
+        topic = TopicName.parse(conn.topic)
+        pushed = 0
+
+        def window(state: CursorState) -> int:
+            if conn.pull_mode:
+                room = conn.permits - pushed
+            else:
+                room = conn.queue_size - outstanding(state, conn.name)
+                if room < refill_at:
+                    room = 0
+            return room if cap is None else min(room, cap)
+
+        if conn.acks:  # the inbox is written to the cursor with the first claim
+            acks = inbox_acks(conn.acks, conn.name, acks)
+        for _ in range(MAX_ROUNDS):
+            try:
+                delivered, more = self._claim(topic, conn, window, acks)
+            except SubscriptionNotFound:
+                if acks:  # not attached (any more): its acknowledgements count all the same
+                    with contextlib.suppress(SubscriptionNotFound):
+                        self.broker.subscriptions.acknowledge(topic, conn.subscription, acks)
+                self.clear_inbox(conn)
+                return pushed
+            acks = NO_ACKS  # written with the first claim
+            conn = self.clear_inbox(conn)
+            if not delivered:
+                break
+            frames = [f for d in delivered for f in entry_frames(d.entry, topic.partition_index, d.redelivery_count,
+                                                                  set(d.acked_indexes))]
+            if conn.pull_mode:
+                need = min(len(frames), 1) if len(delivered) == 1 else len(frames)  # a batch may overshoot
+                if frames and not self.registry.take_permits(conn, len(frames), need):
+                    self._release(topic, conn, delivered)  # another dispatcher used the permits first
+                    break
+            sent = self.gateway.send(conn.connection_id, frames) if frames else 0
+            pushed += sent
+            if sent < len(frames):
+                self.known.drop(conn)  # gone: its deliveries are released for the others
+                break
+            if cap is not None or not more:
+                break
+        return pushed
+
+    def _claim(self, topic: TopicName, conn: Connection, budget: Callable[[CursorState], int],
+               acks: Acks) -> tuple[list[DeliveredEntry], bool]:
+        """One dispatch step for a push consumer: `SubscriptionService.receive` with no wait, but
+        the number of messages comes from the cursor read by this very step (the window). Also
+        says whether more may be ready (a step hands out at most 100 entries and reads ahead a few
+        segments at a time)."""
+        service = self.broker.subscriptions
+        for attempt in range(CLAIM_RETRIES):
+            view = service.metadata.get_subscription_view(topic, conn.subscription)
+            if view.cursor is None:
+                raise SubscriptionNotFound(f"Subscription {conn.subscription} not found on {topic}")
+            _sealed_only(view)
+            now = self.clock.now_ms()
+            state = view.cursor
+            before = state.to_dict()
+            acks.apply(state, now)
+            state.expire(now)
+            lease = state.consumers.get(conn.name)
+            if lease is None:
+                raise SubscriptionNotFound(f"Consumer {conn.name} is not attached to {conn.subscription}")
+            limit = budget(state)
+            delivered: list[DeliveredEntry] = []
+            if limit > 0:
+                self._prefetch(topic, view, state.read_position, limit)
+                delivered = service.claim(topic, view, state, conn.name, limit, now, lease.ack_timeout_ms, "")
+            more = bool(delivered) and (len(delivered) >= MAX_ENTRIES_PER_RECEIVE
+                                        or state.read_position < view.seal.next_entry)
+            if not delivered and state.to_dict() == before:
+                return [], False
+            if service.metadata.put_cursor(topic, conn.subscription, state, view.cursor_version):
+                crash_point("dispatch.after_claim")
+                return delivered, more
+            # acknowledgement frames of one subscription arrive in parallel invocations: back off
+            self.clock.sleep(random.uniform(0.0, min(MAX_BACKOFF_S, 0.005 * 2 ** attempt)))
+        raise RetryableError("Too much contention on the subscription; retry")
+
+    def clear_inbox(self, conn: Connection) -> Connection:
+        if conn.acks:
+            self.registry.clear_acks(conn, conn.acks)
+        return replace(conn, acks=frozenset())
+
+    def _prefetch(self, topic: TopicName, view: SubscriptionView, start: int, count: int) -> None:
+        """Read a sealed backlog into the cache ahead of the claims: a read takes a few segments
+        at a time (a trickle seals one-entry segments), and each claim is a cursor write, so the
+        claims should find whole windows in memory."""
+        position, end = start, min(view.seal.next_entry, start + min(count, MAX_PREFETCH))
+        while position < end:
+            entries = self.broker.reader.read(topic, position, min(MAX_ENTRIES_PER_RECEIVE, end - position),
+                                              view.seal, view.writer)
+            if not entries:
+                return
+            position = entries[-1].entry_id + 1
+
+    def _release(self, topic: TopicName, conn: Connection, delivered: list[DeliveredEntry]) -> None:
+        entries = tuple(sorted({d.entry.entry_id for d in delivered}))
+        self.broker.subscriptions.acknowledge(topic, conn.subscription,
+                                              Acks(nacks=entries, nack_delay_ms=0, consumer=conn.name))
+
+    def dispatch_reader(self, conn: Connection) -> int:
+        """A reader's push: entries from its position within its window; the position moves by a
+        conditional write first, so two dispatchers never send the same messages."""
+        topic = TopicName.parse(conn.topic)
+        if not topic.is_persistent:
+            return 0
+        pushed = 0
+        for _ in range(MAX_ROUNDS):
+            budget = conn.queue_size - conn.inflight
+            if budget <= 0:
+                break
+            try:
+                entries = self._read_sealed(topic, conn.position, min(budget, MAX_ENTRIES_PER_RECEIVE))
+            except TopicNotFound:
+                break
+            frames: list[str] = []
+            position, skip = conn.position, conn.skip
+            for entry in entries:
+                first = skip + 1 if entry.entry_id == position else 0
+                room = budget - len(frames)
+                out = entry_frames(entry, topic.partition_index, 0, first_index=first, limit=room)
+                frames.extend(out)
+                count = 1 if entry.chunk is not None else entry.num_messages
+                if not entry.hole and first + len(out) < count:  # the window closed inside this entry
+                    position, skip = entry.entry_id, first + len(out) - 1
+                    break
+                position, skip = entry.entry_id + 1, -1
+            if (position, skip) == (conn.position, conn.skip):
+                break
+            if not self.registry.advance_reader(conn, position, skip, len(frames)):
+                break  # another dispatcher moved it: it pushes
+            sent = self.gateway.send(conn.connection_id, frames) if frames else 0
+            pushed += sent
+            if sent < len(frames):
+                self.known.drop(conn)
+                break
+            conn = replace(conn, position=position, skip=skip, inflight=conn.inflight + len(frames))
+            if len(entries) < MAX_ENTRIES_PER_RECEIVE:
+                break
+        return pushed
+
+    def _read_sealed(self, topic: TopicName, start: int, count: int) -> list[Entry]:
+        seal, writer = self.broker.metadata.get_topic_state(topic)
+        if writer is None:
+            raise TopicNotFound(f"Topic {topic} not found")
+        view = SubscriptionView(None, 0, seal, writer)
+        _sealed_only(view)
+        return self.broker.reader.read(topic, max(start, seal.first_entry), count, seal, view.writer)
+
+    # --- a topic's connections -------------------------------------------------------------------
+    def dispatch_topic(self, topic: str, connections: list[Connection] | None = None,
+                       new_messages: int = 0) -> PushReport:
+        """Push to a topic's connected consumers and readers: subscriptions in parallel, the
+        consumers of one subscription one after the other (in random order). With `new_messages`
+        (a journal batch), a Shared subscription's consumers first get a fair share each."""
+        conns = self.registry.of_topic(topic) if connections is None else connections
+        report = PushReport(topics=1, connections=len(conns))
+        for result in self.run(self._topic_tasks(topic, conns, new_messages)):
+            report.add(result)
+        return report
+
+    def _topic_tasks(self, topic: str, conns: list[Connection], new_messages: int) -> list[Callable[[], PushReport]]:
+        """One task per subscription (its consumers in turn) and per reader."""
+        if not TopicName.parse(topic).is_persistent:
+            return []
+        groups: dict[str, list[Connection]] = {}
+        tasks: list[Callable[[], PushReport]] = []
+        for c in conns:
+            if c.role == "consumer":
+                groups.setdefault(c.subscription, []).append(c)
+            elif c.role == "reader":
+                tasks.append(lambda c=c: self._count(self.dispatch_reader, c))  # type: ignore[misc]
+        for members in groups.values():
+            tasks.append(lambda members=members: self._dispatch_group(members, new_messages))  # type: ignore[misc]
+        return tasks
+
+    def _dispatch_group(self, members: list[Connection], new_messages: int) -> PushReport:
+        report = PushReport()
+        order = random.sample(members, len(members))
+        cap = None
+        if new_messages and len(order) > 1 and order[0].subscription_type == "Shared":
+            cap = math.ceil(new_messages / len(order))
+        saturated = False
+        for c in order:
+            got = self._count(lambda conn: self.dispatch_consumer(conn, cap=cap), c)
+            report.add(got)
+            saturated = saturated or (cap is not None and got.pushed >= cap)
+        if saturated:  # more than the fair shares was ready: let them take the rest
+            for c in order:
+                report.add(self._count(self.dispatch_consumer, c))
+        return report
+
+    def _count(self, dispatch: Callable[[Connection], int], conn: Connection) -> PushReport:
+        report = PushReport()
+        try:
+            report.pushed = dispatch(conn)
+        except MagnetarError as exc:
+            log.warning("push to %s on %s failed: %s", conn.connection_id, conn.topic, exc.reason)
+        except Exception:  # a push problem never fails the caller (the journal batch, a frame)
+            log.exception("push to %s on %s failed", conn.connection_id, conn.topic)
+        return report
+
+    def run(self, tasks: list[Callable[[], PushReport]]) -> Iterable[PushReport]:
+        """Run pushes, in parallel on the container's pool when there are several."""
+        inside = threading.current_thread().name.startswith("push")  # never wait on the pool from it
+        if len(tasks) <= 1 or self.workers <= 1 or inside:
+            return [task() for task in tasks]
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="push")
+            pool = self._pool
+        return list(pool.map(lambda task: task(), tasks))
+
+    def safely(self, dispatch: Callable[[Connection], int], conn: Connection) -> int:
+        return self._count(dispatch, conn).pushed
+
+    # --- the journal consumer ------------------------------------------------------------------
+    def plan_journal_batch(self, records: list[JournalRecord]) -> JournalPlan:
+        """Before sealing: the batch's topics that have connections (one query per topic) and
+        their entries that this batch settles, decoded once. Only the record the sealer keeps for
+        an id is cached: the first at or past the seal state's next entry (one read for all topics)."""
+        by_topic: dict[str, list[tuple[int, JournalRecord]]] = {}
+        for record in records:
+            try:
+                header = peek_header(record.data)
+            except InvalidInput:
+                continue
+            by_topic.setdefault(header.topic, []).append((header.entry_id, record))
+        plan = JournalPlan()
+        try:  # pushing never holds sealing up: without a plan, the next dispatch catches up
+            for topic in by_topic:
+                conns = [c for c in self.registry.of_topic(topic) if c.role in ("consumer", "reader")]
+                if conns:
+                    plan.connections[topic] = conns
+            if not plan.connections:
+                return plan
+            states = self.broker.metadata.get_seal_states(sorted(plan.connections))
+        except Exception:
+            log.exception("no push plan for this journal batch")
+            return JournalPlan()
+        for topic in plan.connections:
+            start = states[topic].next_entry if topic in states else 0
+            seen: set[int] = set()
+            for entry_id, record in by_topic[topic]:
+                if entry_id < start or entry_id in seen:
+                    continue
+                seen.add(entry_id)
+                try:
+                    entry = decode_entry(record.data)
+                except InvalidInput:
+                    continue
+                plan.entries.append(entry)
+                plan.messages[topic] = plan.messages.get(topic, 0) + entry.num_messages
+        return plan
+
+    def dispatch_journal_batch(self, plan: JournalPlan) -> PushReport:
+        """After sealing: push to the planned topics' connections, entries served from memory."""
+        for entry in plan.entries:
+            self.broker.cache.put(entry)
+        report = PushReport(topics=len(plan.connections),
+                            connections=sum(len(c) for c in plan.connections.values()))
+        tasks = [task for topic, conns in plan.connections.items()
+                 for task in self._topic_tasks(topic, conns, plan.messages.get(topic, 0))]
+        try:
+            for result in self.run(tasks):
+                report.add(result)
+        except Exception:  # never fails the journal batch: the next dispatch catches up
+            log.exception("push after a journal batch failed")
+        return report
+
+    # --- maintenance -----------------------------------------------------------------------
+    def redispatch(self) -> PushReport:
+        """For the maintenance run: push due redeliveries (negative-ack delays, ack timeouts,
+        expired leases) and anything a failed push left, for every connected subscription; forget
+        connections past API Gateway's 2 h limit whose $disconnect never came. One query per
+        topic with connections, one read per subscription, a dispatch only where something is due."""
+        report = PushReport()
+        now = self.clock.now_ms()
+        for topic, last_connect in self.registry.topics().items():
+            alive: list[Connection] = []
+            for conn in self.registry.of_topic(topic):
+                if now - conn.connected_at > MAX_CONNECTION_MS + 60_000:
+                    self.known.drop(conn)
+                    report.gone += 1
+                else:
+                    alive.append(conn)
+            if not alive:
+                self.registry.forget_topic(topic, last_connect)
+                continue
+            due = [c for c in alive if c.role == "reader"]
+            name = TopicName.parse(topic)
+            for subscription in {c.subscription for c in alive if c.role == "consumer"}:
+                try:
+                    view = self.broker.metadata.get_subscription_view(name, subscription)
+                except MagnetarError:
+                    continue
+                members = [c for c in alive if c.role == "consumer" and c.subscription == subscription]
+                if view.cursor is not None and (_due(view, now) or any(c.acks for c in members)):
+                    due.extend(c for c in alive if c.role == "consumer" and c.subscription == subscription)
+            if due:
+                result = self.dispatch_topic(topic, due)
+                report.topics += 1
+                report.connections += len(due)
+                report.add(result)
+        return report
+
+
+def _sealed_only(view: SubscriptionView) -> None:
+    """Pushes serve sealed entries (and what the journal consumer put in the cache): never the
+    journal tail, which a dispatch per frame would read far beyond Kinesis' 5 reads/s per shard.
+    Newer entries are pushed by the journal consumer once it has sealed them."""
+    if view.writer is not None and view.writer.next_entry > view.seal.next_entry:
+        view.writer = replace(view.writer, next_entry=view.seal.next_entry)
+
+
+def _due(view: SubscriptionView, now: int) -> bool:
+    """Whether a dispatch of this subscription could hand something out now."""
+    state = view.cursor
+    if state is None:
+        return False
+    if any(lease.expires_at <= now for lease in state.consumers.values()):
+        return True
+    for d in state.deliveries:
+        if d.sent and d.consumer is not None and d.deadline is not None and d.deadline <= now:
+            return True
+        if not d.sent and d.not_before <= now:
+            return True
+    return state.read_position < view.seal.next_entry
