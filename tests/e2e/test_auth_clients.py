@@ -34,8 +34,8 @@ def cli(*args: str, env: dict[str, str | None] | None = None) -> tuple[int, str]
 
 
 class Secured:
-    def __init__(self, url: str, key_file: Path, tmp: Path) -> None:
-        self.url, self.key_file, self.tmp = url, key_file, tmp
+    def __init__(self, url: str, key_file: Path, tmp: Path, aws_endpoint: str) -> None:
+        self.url, self.key_file, self.tmp, self.aws_endpoint = url, key_file, tmp, aws_endpoint
 
     def token(self, role: str, expiry: str | None = None) -> str:
         """A token made by `magnetar tokens create` (its last line)."""
@@ -68,7 +68,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     except TypeError as exc:  # a LocalUpProcess without extra_args: the server side is not there yet
         pytest.skip(f"LocalUpProcess(extra_args=...) is not available: {exc}")
     with proc:
-        s = Secured(proc.url, key_file, tmp)
+        s = Secured(proc.url, key_file, tmp, proc.aws_endpoint)
         with closing(s.admin()) as admin:
             admin.create_tenant(TENANT, admin_roles=["tenant-admin"], allowed_clusters=["standalone"])
             admin.create_namespace(NS)
@@ -184,6 +184,33 @@ def test_topic_grants_and_revocation_through_the_admin_client(secured: Secured) 
     with closing(secured.admin()) as admin:
         admin.revoke_permission_on_topic(topic, "topic-reader")
         assert "topic-reader" not in admin.topic_permissions(topic)
+
+
+def test_an_iam_principal_signs_every_request(secured: Secured) -> None:
+    import boto3
+
+    iam = boto3.client("iam", endpoint_url=secured.aws_endpoint, region_name="us-east-1",
+                       aws_access_key_id="test", aws_secret_access_key="test")
+    user = f"spark-{uuid.uuid4().hex[:6]}"
+    arn = iam.create_user(UserName=user)["User"]["Arn"]
+    key = iam.create_access_key(UserName=user)["AccessKey"]
+    session = boto3.Session(aws_access_key_id=key["AccessKeyId"], aws_secret_access_key=key["SecretAccessKey"],
+                            region_name="us-east-1")
+    topic = topic_name("iam")
+    with closing(secured.admin()) as admin:
+        admin.grant_permission_on_namespace(NS, arn, ["produce", "consume"])
+    # polling only: the WebSocket API's $connect authorizer takes tokens (a SigV4-signed upgrade is
+    # sent, see test_client_auth.py, but the local runtime's $connect does not verify SigV4)
+    with closing(magnetar.Client(secured.url, magnetar.AuthenticationAwsIam(session=session))) as client:
+        polled = eventually(lambda: client.subscribe(topic, "iam-poll",
+                                                     initial_position=magnetar.InitialPosition.Earliest))
+        client.create_producer(topic).send(b"signed")
+        assert polled.receive(timeout_millis=15_000).data() == b"signed"
+    env: dict[str, str | None] = {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"],
+                                  "AWS_SESSION_TOKEN": None, "AWS_PROFILE": None, "AWS_DEFAULT_REGION": "us-east-1"}
+    code, out = cli("produce", topic, "-m", "from-cli", "--service-url", secured.url, "--auth-plugin", "aws-iam",
+                    env=env)
+    assert code == 0 and "1 messages successfully produced" in out, out
 
 
 # --- the command line ----------------------------------------------------------------------------

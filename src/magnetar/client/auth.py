@@ -145,8 +145,10 @@ class AuthenticationAwsIam(Authentication):
     boto3 chain (environment, profile, SSO, container or instance role); they are read for each
     request, so refreshed credentials are used as they rotate. The region is `region`, else the
     one in an `…execute-api.<region>.amazonaws.com` URL, else the session's. Signed: the method,
-    path, query, `host`, `content-type` and the body's SHA-256; WebSocket connects sign their
-    upgrade request the same way (headers, not query parameters).
+    path, query, `host`, `content-type` and the body's SHA-256. A WebSocket connect (push
+    consumers) signs its upgrade request the same way (headers, not query parameters), which only a
+    WebSocket API with IAM authorization on `$connect` accepts; where `$connect` takes tokens (the
+    local runtime), consume with long polling (`delivery="poll"`, persistent topics) or a token.
     """
 
     requires_request_body = True
