@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from magnetar.cli.common import AuthParams, AuthPlugin, authentication
+from magnetar.cli.common import AuthParams, AuthPlugin, authentication, call
 
 console = Console()
 perf_app = typer.Typer(help="Measure throughput, latency and AWS cost (like pulsar-perf).", no_args_is_help=True)
@@ -76,7 +76,7 @@ def _run(mode: str, **options: Any) -> None:
                     f"p99 publish {s['publish_p99']:.0f} ms  e2e {s['e2e_p99']:.0f} ms"
                 )
 
-            result = PerfRun(config, tick, credentials).run()
+            result = call(PerfRun(config, tick, credentials).run)  # a refusal (401, 403): one line, exit 1
         result["config"] = dict(vars(config))
         if endpoint and not no_limits:
             from magnetar.perf.limits import measure_all
