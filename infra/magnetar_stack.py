@@ -500,6 +500,7 @@ class MagnetarStack(Stack):
                 ],
             )
         )
+        assert self.websocket_function.role is not None
         self._acknowledge(
             self.websocket_function.role,
             f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:"
@@ -779,6 +780,7 @@ class MagnetarStack(Stack):
         function.add_to_role_policy(
             iam.PolicyStatement(actions=["s3:ListBucket"], resources=[self.bucket.bucket_arn])
         )
+        assert function.role is not None
         self._acknowledge(
             function.role,
             f"AwsSolutions-IAM5[Resource::<{SEGMENT_BUCKET_ID}.Arn>/*]",
@@ -801,6 +803,7 @@ class MagnetarStack(Stack):
                 ],
             )
         )
+        assert function.role is not None
         self._acknowledge(
             function.role,
             "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
