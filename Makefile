@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
 
-.PHONY: install run test lint typecheck unit synth layer bench clean
+.PHONY: install run test lint typecheck unit synth layer bench openapi clean
 
 install: $(STAMP) $(NODE_STAMP)
 
@@ -47,6 +47,10 @@ deploy: layer
 
 bench: install
 	$(BIN)/magnetar perf e2e --duration 20 --json bench/results/perf-e2e-latest.json
+
+# The HTTP API's OpenAPI document, generated from the routes (tests/e2e/test_openapi.py fails when stale)
+openapi: install
+	$(BIN)/python -m magnetar.api.openapi docs/openapi.json
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out layers/core/build .pytest_cache .mypy_cache .ruff_cache

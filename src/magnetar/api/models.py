@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from magnetar.core.dispatch import MAX_WAIT_MS
 
+INT64_MAX = 2**63 - 1  # Pulsar's ids, times and sizes are Java longs (and msgpack's limit)
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -32,7 +34,7 @@ class ProducerMessage(_Body):
     payload: str
     properties: dict[str, str] = Field(default_factory=dict)
     key: str | None = None
-    eventTime: int = Field(default=0, ge=0)
+    eventTime: int = Field(default=0, ge=0, le=INT64_MAX)
 
     @field_validator("payload")
     @classmethod
@@ -46,7 +48,7 @@ class ChunkModel(_Body):
     uuid: str = Field(min_length=1, max_length=128)
     chunkId: int = Field(ge=0)
     numChunks: int = Field(ge=1, le=100_000)
-    totalSize: int = Field(ge=0)
+    totalSize: int = Field(ge=0, le=INT64_MAX)
 
 
 class BatchModel(_Body):
@@ -55,10 +57,10 @@ class BatchModel(_Body):
     payload: str
     numMessages: int = Field(ge=1, le=10_000)
     compression: str = "NONE"
-    uncompressedSize: int = Field(ge=0)
+    uncompressedSize: int = Field(ge=0, le=INT64_MAX)
     key: str | None = None
     batched: bool = True
-    deliverAt: int = Field(default=0, ge=0)
+    deliverAt: int = Field(default=0, ge=0, le=INT64_MAX)
     chunk: ChunkModel | None = None
 
     @field_validator("payload")
@@ -72,8 +74,8 @@ class ProduceRequest(_Body):
     """Pulsar's REST producer body (`messages`), or one SDK-encoded `batch`."""
 
     producerName: str = Field(default="rest-producer", min_length=1, max_length=255)
-    sequenceId: int = Field(default=-1, ge=-1)
-    highestSequenceId: int = Field(default=-1, ge=-1)
+    sequenceId: int = Field(default=-1, ge=-1, le=INT64_MAX)
+    highestSequenceId: int = Field(default=-1, ge=-1, le=INT64_MAX)
     batched: bool = True
     messages: list[ProducerMessage] | None = Field(default=None, min_length=1)
     batch: BatchModel | None = None
@@ -111,7 +113,7 @@ class TenantRequest(_Body):
 class SubscribeRequest(_Body):
     subscriptionType: Literal["Exclusive", "Shared", "Failover", "Key_Shared"] = "Exclusive"
     initialPosition: Literal["Earliest", "Latest"] = "Latest"
-    ackTimeoutMs: int = Field(default=0, ge=0)
+    ackTimeoutMs: int = Field(default=0, ge=0, le=INT64_MAX)
 
 
 class AckRequest(_Body):
@@ -123,7 +125,7 @@ class AckRequest(_Body):
     cumulative: str | None = None
     nacks: list[str] = Field(default_factory=list, max_length=100_000)
     nackDelayMs: int = Field(default=60_000, ge=0, le=7 * 24 * 3600 * 1000)
-    epoch: int | None = None
+    epoch: int | None = Field(default=None, ge=-INT64_MAX - 1, le=INT64_MAX)
 
 
 class ReceiveRequest(_Body):
@@ -135,14 +137,14 @@ class ReceiveRequest(_Body):
 
 
 class ReadRequest(_Body):
-    startEntryId: int = Field(default=0, ge=0)
+    startEntryId: int = Field(default=0, ge=0, le=INT64_MAX)
     maxEntries: int = Field(default=100, ge=1, le=1000)
     format: Literal["messages", "entries"] = "messages"
 
 
 class SeekRequest(_Body):
     messageId: str | None = None
-    timestamp: int | None = Field(default=None, ge=0)
+    timestamp: int | None = Field(default=None, ge=0, le=INT64_MAX)
 
     @model_validator(mode="after")
     def _one_target(self) -> SeekRequest:

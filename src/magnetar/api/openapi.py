@@ -205,7 +205,7 @@ def _operation(route: RouteAccess, refs: dict[Any, dict[str, Any]]) -> dict[str,
     for segment in route.path.split("/"):
         if segment.startswith("<"):
             name = segment.strip("<>")
-            params.append({"name": name, "in": "path", "required": True, **PATH_PARAMETERS[name]})
+            params.append({"$ref": f"#/components/parameters/{name}"})
     for name, param in doc.query.items():
         params.append({"name": name, "in": "query", "required": param.required, "schema": param.schema,
                        **({"description": param.description} if param.description else {})})
@@ -260,6 +260,8 @@ def document(routes: Iterable[RouteAccess] | None = None) -> dict[str, Any]:
         "paths": paths,
         "components": {
             "schemas": {**defs.get("$defs", {}), **_ERROR_SCHEMAS},
+            "parameters": {name: {"name": name, "in": "path", "required": True, **spec}
+                           for name, spec in PATH_PARAMETERS.items()},
             "responses": {name: _error(status) for status, name in _RESPONSE_NAMES.items()},
             "securitySchemes": SECURITY_SCHEMES,
         },
