@@ -11,9 +11,10 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from magnetar.api.app import app
+from magnetar.api.app import build_app
 
 logger = Logger()
+app = build_app()  # one per execution environment (see magnetar.api.app)
 
 
 @logger.inject_lambda_context(clear_state=True)
