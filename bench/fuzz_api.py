@@ -1,6 +1,6 @@
 """The HTTP API fuzzed from its own contract: schemathesis against the local stack.
 
-    .venv/bin/python bench/fuzz_api.py --max-examples 50 --seed 8
+    .venv/bin/python bench/fuzz_api.py --max-examples 30 --seed 8
 
 Starts its own `magnetar local up` (unless given `--url`), reads the OpenAPI document the broker
 serves (`GET /openapi.json`), points the path parameters' examples at a tenant, namespace, topic
@@ -128,7 +128,7 @@ def run(url: str, workdir: Path, *, max_examples: int, seed: int, token: str | N
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", help="an already running broker (default: start `magnetar local up`)")
-    parser.add_argument("--max-examples", type=int, default=50, help="per operation and phase (the test uses 5)")
+    parser.add_argument("--max-examples", type=int, default=30, help="per operation and phase (the test: 3)")
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--token", help="a bearer token for every request (a cluster with --auth)")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/magnetar-fuzz"))

@@ -23,7 +23,7 @@ from magnetar.api.access import ROUTE_TABLE
 from magnetar.api.app import app  # noqa: F401  (registers every route)
 
 SEED = 20
-MAX_EXAMPLES = 3  # per operation and phase; bench/fuzz_api.py runs 50
+MAX_EXAMPLES = 3  # per operation and phase; bench/fuzz_api.py runs 30
 
 
 def _load_bench() -> ModuleType:
@@ -90,13 +90,13 @@ def test_without_credentials_every_operation_but_the_public_ones_answers_401(aut
     refused = {k: v for k, v in answered.items() if v == 401}
     assert len(refused) == len(answered) - 1, {k: v for k, v in answered.items() if v != 401}
     # and those refusals are the documented ones
-    result = fuzz.run(url, tmp_path, max_examples=1, seed=SEED, phases="examples,fuzzing", examples=examples)
+    result = fuzz.run(url, tmp_path, max_examples=1, seed=SEED, phases="examples", examples=examples)
     assert result.ok, f"{result.summary()}\n{result.output}"
 
 
 def test_fuzz_every_operation_as_a_superuser(auth_stack, tmp_path) -> None:  # type: ignore[no-untyped-def]
     url, token = auth_stack
-    result = fuzz.run(url, tmp_path, max_examples=2, seed=SEED, token=token, phases="examples,fuzzing,stateful")
+    result = fuzz.run(url, tmp_path, max_examples=2, seed=SEED, token=token, phases="examples,fuzzing")
     print(result.summary())
     assert result.operations == len(ROUTE_TABLE)
     assert result.ok, f"{result.summary()}\n{result.failed_operations}\n{result.output}"
