@@ -6,6 +6,7 @@ import base64
 import contextlib
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -38,6 +39,11 @@ def _raw_path(request: Request) -> str:
 def http_api_event(request: Request, body: bytes) -> dict[str, Any]:
     content_type = request.headers.get("content-type", "")
     is_text = not body or any(content_type.startswith(t) for t in _TEXT_TYPES)
+    if is_text and body:
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError:  # API Gateway passes a body that is not UTF-8 on base64-encoded
+            is_text = False
     now = time.time()
     headers: dict[str, str] = {}
     for k, v in request.headers.items():  # repeated headers are comma-joined, as API Gateway does
@@ -172,6 +178,14 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
             Route("/_magnetar/local/schedules/{name}", run_schedule, methods=["POST"]),
             # the WebSocket API, its management API and Lambda's Invoke API (magnetar.local.websocket)
             *(LocalWebSocketApi(websocket, authorizers).routes() if websocket is not None else []),
-            Route("/{path:path}", invoke, methods=methods),
+            _every_path(invoke, methods),
         ]
     )
+
+
+def _every_path(endpoint: Any, methods: list[str]) -> Route:
+    """The catch-all route; API Gateway forwards any path, even one with an encoded newline
+    (Starlette's path convertor stops at one)."""
+    route = Route("/{path:path}", endpoint, methods=methods)
+    route.path_regex = re.compile(r"^/(?P<path>.*)$", re.DOTALL)
+    return route
