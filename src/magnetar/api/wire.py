@@ -5,16 +5,19 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from magnetar.api.models import AckRequest, ConsumerMessage, ProduceRequest, decode_b64
+from magnetar.api.models import INT64_MAX, AckRequest, ConsumerMessage, ProduceRequest, decode_b64
 from magnetar.core.compression import Codec
 from magnetar.core.dispatch import Acks
 from magnetar.core.entry import Batch, ChunkInfo, Entry, Message, MessageIdData
+from magnetar.core.errors import InvalidInput
 
 
 def batch_from_request(request: ProduceRequest) -> Batch:
     """A produce body as one batch: Pulsar's REST `messages`, or the SDK's encoded `batch`."""
     if request.messages is not None:
         messages = [Message(decode_b64(m.payload), m.key, m.properties, m.eventTime) for m in request.messages]
+        if request.sequenceId + len(messages) - 1 > INT64_MAX:
+            raise InvalidInput("sequenceId + number of messages - 1 must fit in a signed 64-bit integer")
         return Batch.of(messages, batched=request.batched, sequence_id=request.sequenceId,
                         highest_sequence_id=max(request.highestSequenceId, request.sequenceId + len(messages) - 1))
     b = request.batch
