@@ -105,8 +105,6 @@ def test_sdk_raises_clear_exceptions(client: magnetar.Client) -> None:
 
 
 def test_a_sequence_id_that_overflows_with_the_batch_is_refused(cluster) -> None:  # type: ignore[no-untyped-def]
-    import httpx
-
     body = {"sequenceId": 2**63 - 1, "messages": [{"payload": "aGk="}, {"payload": "aGk="}]}
     response = httpx.post(f"{cluster.url}/topics/persistent/public/default/overflow-seq", json=body)
     assert response.status_code == 400 and "64-bit" in response.json()["reason"]
