@@ -92,6 +92,10 @@ def test_the_new_policy_routes_need_a_tenant_admin() -> None:
         ("maxTopicsPerNamespace", -1, "must be 0 or positive"),
         ("maxTopicsPerNamespace", "ten", "JSON integer"),
         ("maxSubscriptionsPerTopic", 2.5, "JSON integer"),
+        ("maxTopicsPerNamespace", 10**40, "between 0 and 2147483647"),
+        ("maxSubscriptionsPerTopic", 2**31, "between 0 and 2147483647"),
+        ("publishRate", {"publishThrottlingRateInByte": 2**63}, "publishThrottlingRateInByte"),
+        ("dispatchRate", {"dispatchThrottlingRateInMsg": 2**31}, "dispatchThrottlingRateInMsg"),
     ],
 )
 def test_bad_rate_policies_are_refused_with_a_reason_and_change_nothing(cluster: Any, namespace: str, path: str,

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from magnetar.core.dispatch import MAX_WAIT_MS
 
 INT64_MAX = 2**63 - 1  # Pulsar's ids, times and sizes are Java longs (and msgpack's limit)
+INT32_MAX = 2**31 - 1  # Pulsar's rates in messages and its limits are Java ints
 
 
 class _Body(BaseModel):
@@ -187,17 +188,17 @@ class BacklogQuotaRequest(BaseModel):
 class PublishRateRequest(_Body):
     """Pulsar's PublishRate: what each topic partition accepts per second (-1 or 0: no limit)."""
 
-    publishThrottlingRateInMsg: int = Field(default=-1, strict=True)
-    publishThrottlingRateInByte: int = Field(default=-1, strict=True)
+    publishThrottlingRateInMsg: int = Field(default=-1, strict=True, le=INT32_MAX)  # Pulsar's int
+    publishThrottlingRateInByte: int = Field(default=-1, strict=True, le=INT64_MAX)  # Pulsar's long
 
 
 class DispatchRateRequest(_Body):
     """Pulsar's DispatchRate: what each subscription is handed per `ratePeriodInSecond` (-1 or 0:
     no limit); `relativeToPublishRate` adds the topic's publish rate to the limits."""
 
-    dispatchThrottlingRateInMsg: int = Field(default=-1, strict=True)
-    dispatchThrottlingRateInByte: int = Field(default=-1, strict=True)
-    ratePeriodInSecond: int = Field(default=1, strict=True)
+    dispatchThrottlingRateInMsg: int = Field(default=-1, strict=True, le=INT32_MAX)
+    dispatchThrottlingRateInByte: int = Field(default=-1, strict=True, le=INT64_MAX)
+    ratePeriodInSecond: int = Field(default=1, strict=True, le=INT32_MAX)
     relativeToPublishRate: bool = Field(default=False, strict=True)
 
 

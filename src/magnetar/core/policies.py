@@ -181,6 +181,13 @@ def check_non_negative(name: str, value: int) -> int:
     return value
 
 
+def check_limit(name: str, value: int) -> int:
+    """A topic or subscription limit: 0 (none) or positive, within Pulsar's Java int."""
+    if not 0 <= value <= 2**31 - 1:
+        raise InvalidInput(f"{name} must be between 0 and {2**31 - 1}")
+    return value
+
+
 def check_publish_rate(msgs: int, size: int) -> dict[str, int]:
     """Pulsar's PublishRate body; -1 or 0 means no limit on that dimension."""
     if msgs < -1 or size < -1:

@@ -76,6 +76,16 @@ def _read_count(name: str) -> Callable[[], int]:
     return read
 
 
+def _read_limit(name: str) -> Callable[[], int]:
+    """A count policy Pulsar keeps as a Java int (maxTopicsPerNamespace, maxSubscriptionsPerTopic)."""
+    read_count = _read_count(name)
+
+    def read() -> int:
+        return rules.check_limit(name, read_count())
+
+    return read
+
+
 def _read_publish_rate() -> dict[str, int]:
     request = body(PublishRateRequest)
     return rules.check_publish_rate(request.publishThrottlingRateInMsg, request.publishThrottlingRateInByte)
@@ -120,10 +130,10 @@ POLICIES = (
            nullable({"type": "object"})),
     Policy(rules.DISPATCH_RATE, "dispatchRate", "dispatchRate", _read_dispatch_rate, DispatchRateRequest,
            nullable({"type": "object"})),
-    Policy(rules.MAX_TOPICS, "maxTopicsPerNamespace", "", _read_count("maxTopicsPerNamespace"),
+    Policy(rules.MAX_TOPICS, "maxTopicsPerNamespace", "", _read_limit("maxTopicsPerNamespace"),
            _COUNT_BODY, _COUNT),
     Policy(rules.MAX_SUBSCRIPTIONS, "maxSubscriptionsPerTopic", "maxSubscriptionsPerTopic",
-           _read_count("maxSubscriptionsPerTopic"), _COUNT_BODY, _COUNT),
+           _read_limit("maxSubscriptionsPerTopic"), _COUNT_BODY, _COUNT),
 )
 _QUERY = {
     "backlogQuotaType": Param({"enum": ["destination_storage", "message_age"]}),
