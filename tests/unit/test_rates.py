@@ -14,10 +14,10 @@ from magnetar.adapters.memory import ManualClock, memory_broker
 from magnetar.core import policies as rules
 from magnetar.core.broker import Broker
 from magnetar.core.entry import Batch, Message
-from magnetar.core.errors import InvalidInput, NotAllowed, TooManyRequests
+from magnetar.core.errors import InvalidInput, NotAllowed, TooManyRequests, TopicLimitReached
 from magnetar.core.ledger import rate_claim
 from magnetar.core.naming import NamespaceName, TopicName
-from magnetar.core.policies import PublishRate, TopicLimitReached, admit, dispatch_budget
+from magnetar.core.policies import PublishRate, admit, dispatch_budget
 from magnetar.core.ports import NamespaceInfo, ProducerClaim, TenantInfo
 
 NS = NamespaceName("public", "default")

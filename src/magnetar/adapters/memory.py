@@ -15,10 +15,11 @@ from magnetar.core.errors import (
     ProducerFenced,
     RetryableError,
     TooManyRequests,
+    TopicLimitReached,
     TopicNotFound,
 )
 from magnetar.core.naming import NamespaceName, TopicName
-from magnetar.core.policies import TOPIC_LIMIT_REASON, TopicLimitReached, admit
+from magnetar.core.policies import TOPIC_LIMIT_REASON, admit
 from magnetar.core.ports import (
     Connection,
     DedupRecord,

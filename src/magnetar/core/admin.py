@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound
+from magnetar.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound, TopicLimitReached
 from magnetar.core.naming import NamespaceName, TopicName, check_entity
 from magnetar.core.policies import (
     BACKLOG_QUOTA,
     MAX_TOPICS,
     TOPIC_LIMIT_REASON,
-    TopicLimitReached,
     TopicPolicies,
 )
 from magnetar.core.ports import Clock, MetadataStore, NamespaceInfo, TenantInfo

@@ -83,6 +83,14 @@ class BacklogQuotaExceeded(Conflict):
         self.policy = policy
 
 
+class TopicLimitReached(MagnetarError):
+    """Pulsar's admin answer for a namespace at its maxTopicsPerNamespace (412 Precondition
+    Failed, "Exceed maximum number of topics in namespace."). A topic created on first use gets
+    Pulsar's client-side NotAllowedError instead (405, see ledger.ensure_topic)."""
+
+    status = 412
+
+
 class TooManyRequests(MagnetarError):
     """Back-pressure: the request was held as long as allowed; the client retries later."""
 

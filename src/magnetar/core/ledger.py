@@ -49,6 +49,7 @@ from magnetar.core.errors import (
     ProducerFenced,
     RetryableError,
     TooManyRequests,
+    TopicLimitReached,
     TopicNotFound,
 )
 from magnetar.core.naming import TopicName
@@ -56,7 +57,6 @@ from magnetar.core.policies import (
     PUBLISH_BURST_S,
     TOPIC_LIMIT_REASON,
     PublishRate,
-    TopicLimitReached,
     TopicPolicies,
     effective_policies,
     rate_cost_ns,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.core.errors import InvalidInput, MagnetarError
+from magnetar.core.errors import InvalidInput
 
 RETENTION = "retention_policies"
 MESSAGE_TTL = "message_ttl_in_seconds"
@@ -206,13 +206,6 @@ def check_dispatch_rate(msgs: int, size: int, period_s: int, relative: bool) -> 
 
 
 # --- noisy neighbours: limits and rates ----------------------------------------------------------
-class TopicLimitReached(MagnetarError):
-    """Pulsar's admin answer for a namespace at its maxTopicsPerNamespace (412 Precondition
-    Failed, "Exceed maximum number of topics in namespace."). A topic created on first use gets
-    Pulsar's client-side NotAllowedError instead (405, see ledger.ensure_topic)."""
-
-    status = 412
-
 
 TOPIC_LIMIT_REASON = "Exceed maximum number of topics in namespace."
 

@@ -33,10 +33,11 @@ from magnetar.core.errors import (
     ProducerFenced,
     RetryableError,
     TooManyRequests,
+    TopicLimitReached,
     TopicNotFound,
 )
 from magnetar.core.naming import NamespaceName, TopicName
-from magnetar.core.policies import TOPIC_LIMIT_REASON, TopicLimitReached
+from magnetar.core.policies import TOPIC_LIMIT_REASON
 from magnetar.core.ports import (
     DedupRecord,
     JournalPosition,
