@@ -268,11 +268,13 @@ def test_max_subscriptions_refuses_a_new_subscription_but_not_an_existing_one() 
 
 # --- the DynamoDB adapter (moto in-process): one write per publish, limits in the same write ---------
 @pytest.fixture
-def dynamo() -> Iterator[tuple[Any, Counter[str]]]:
+def dynamo(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Counter[str]]]:
     moto = pytest.importorskip("moto")
     import boto3
 
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    for name in [n for n in os.environ if n.startswith("AWS_ENDPOINT_URL")]:  # the suite's emulator
+        monkeypatch.delenv(name)
     with moto.mock_aws():
         ddb = boto3.client("dynamodb", region_name="us-east-1", aws_access_key_id="test",
                            aws_secret_access_key="test")
