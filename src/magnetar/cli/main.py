@@ -31,6 +31,7 @@ from magnetar.cli.tokens import tokens_app
 from magnetar.cli.verify import verify_command
 from magnetar.client.admin import AdminClient
 from magnetar.config import DEFAULT_SUPERUSER_ROLE, MAINTENANCE_INTERVAL_S
+from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
 
 console = Console()
 LOCAL_TOKEN_KEY = Path.home() / ".magnetar" / "local-token-secret.key"
@@ -83,6 +84,13 @@ def local_up(
     superuser_role: Annotated[
         list[str], typer.Option(help="Superuser role (repeatable; --auth).")
     ] = [DEFAULT_SUPERUSER_ROLE],  # noqa: B006 - typer reads the default, nothing mutates it
+    aws_limits: Annotated[
+        str, typer.Option(help="Enforce AWS's service limits (Kinesis, DynamoDB, S3, Lambda, API Gateway): on|off.")
+    ] = "off",
+    aws_latency: Annotated[bool, typer.Option("--aws-latency", help="Add modeled AWS latency per operation.")] = False,
+    lambda_concurrency: Annotated[
+        int, typer.Option(help="Lambda concurrency limit with --aws-limits on (a new account's quota by default).")
+    ] = DEFAULT_LAMBDA_CONCURRENCY,
 ) -> None:
     """Start the AWS emulator, the resources, the HTTP API, the journal consumer and the maintenance
     schedule; Ctrl-C stops all."""
@@ -93,7 +101,8 @@ def local_up(
         key_file = token_secret_key or _local_token_key()
     cluster = LocalCluster(host=host, port=port, aws_port=aws_port, aws_endpoint=aws_endpoint,
                            maintenance_interval_s=maintenance_interval, auth=auth, token_secret_key=key_file,
-                           superuser_roles=tuple(superuser_role))
+                           superuser_roles=tuple(superuser_role),
+                           fidelity=AwsFidelity(_on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -114,6 +123,12 @@ def local_up(
     finally:
         cluster.stop()
         console.print("stopped")
+
+
+def _on_off(option: str, value: str) -> bool:
+    if value not in ("on", "off"):
+        raise typer.BadParameter(f"{option} takes on or off, not {value!r}")
+    return value == "on"
 
 
 def _local_token_key() -> str:

@@ -30,6 +30,7 @@ from magnetar.config import (
 from magnetar.local.apigw import build_app
 from magnetar.local.authorizers import LocalAuthorizers
 from magnetar.local.esm import KinesisEventSourceMapping
+from magnetar.local.fidelity import EMULATOR_AS_IS, AwsFidelity
 from magnetar.local.lambda_runtime import AUTHORIZER, BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
 from magnetar.local.scheduler import Schedule
 from magnetar.local.sigv4 import EmulatorIam
@@ -63,9 +64,10 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def start_emulator(host: str, port: int) -> subprocess.Popen[bytes]:
+def start_emulator(host: str, port: int, fidelity: AwsFidelity = EMULATOR_AS_IS) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "magnetar.local.emulator", "--host", host, "--port", str(port)],
+        [sys.executable, "-m", "magnetar.local.emulator", "--host", host, "--port", str(port),
+         *fidelity.emulator_args()],
         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
     )
     _wait_for_port(host, port, 30, proc)
@@ -100,6 +102,7 @@ class LocalCluster:
     auth: bool = False
     token_secret_key: str | None = None
     superuser_roles: tuple[str, ...] = (DEFAULT_SUPERUSER_ROLE,)
+    fidelity: AwsFidelity = field(default_factory=AwsFidelity)  # AWS limits and modeled latency (magnetar.local.fidelity)
     emulator: subprocess.Popen[bytes] | None = None
     esm: KinesisEventSourceMapping | None = None
     _server: uvicorn.Server | None = None
@@ -116,7 +119,7 @@ class LocalCluster:
 
     def start(self) -> LocalCluster:
         if self.aws_endpoint is None:
-            self.emulator = start_emulator(self.host, self.aws_port)
+            self.emulator = start_emulator(self.host, self.aws_port, self.fidelity)
         configure_aws_environment(self.endpoint)
         os.environ.update(self.names.as_env())
         # the WebSocket API's management endpoint and Lambda's Invoke API are emulated on our port

@@ -44,6 +44,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Magnetar's embedded AWS emulator (moto server)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=4566)
+    parser.add_argument("--limits", choices=("on", "off"), default="off",
+                        help="Enforce AWS's service limits with AWS's errors (magnetar.local.fidelity).")
+    parser.add_argument("--latency", action="store_true", help="Add modeled AWS latency per operation.")
+    parser.add_argument("--seed", type=int, default=None, help="The latency model's random seed.")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no dev-server banner, no access log
