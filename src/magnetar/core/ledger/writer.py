@@ -1,49 +1,30 @@
-"""The managed ledger of one topic partition: append, seal, read.
-
-Pulsar lets one broker own a topic and write its ledger; here any Lambda may append to any
-topic at any moment, so the owner's job is split across AWS primitives:
+"""The writer: appending to a topic partition's ledger (Pulsar's managed-ledger owner, split
+across AWS primitives because any Lambda may append to any topic at any moment).
 
 - **Ids** come from one conditional counter per topic partition (`MetadataStore.reserve_entry`):
   entry ids are dense, and a reservation is valid for `WRITE_DEADLINE_MS` only. A writer that
   is past its deadline before the journal write gives up (the client retries) and never writes.
 - **Durability** comes from the Kinesis journal: an append is acknowledged once its record is
   stored; the partition key is the topic partition, so its records stay in one shard, in order.
-- **Sealing** (`Sealer`) moves journal records into immutable S3 segments in entry-id order and
-  commits the segment list and the seal state in one DynamoDB transaction. A reserved id whose
-  record never arrives (its writer died between the two steps) becomes a *hole*: once the
-  journal holds a later entry reserved more than `HOLE_GRACE_MS` ago, the writer of the missing
-  id is certainly past its deadline, and a tombstone takes the id (consumers skip it).
-- **Reading** (`EntryReader`) serves sealed entries from S3 ranged GETs and the rest from the
-  journal tail, only ever a contiguous run from the requested position, so no consumer sees an
-  entry before all earlier ones are settled.
+- The reservation carries the admission checks of a publish: deduplication (a retried publish
+  gets its original ids), the publish rate (`rate_claim`) and the backlog quota (held or refused);
+  a ledger is rolled over past `MAX_ENTRIES_PER_LEDGER` entries or `MAX_LEDGER_AGE_MS`.
+- Producers: the access modes (Shared, Exclusive) and the admission checks of a connecting
+  producer; topics are created on first use (`ensure_topic`); the effective policies are cached
+  per container for `POLICY_CACHE_MS`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
-from urllib.parse import quote
 
 from magnetar.core.crashpoints import crash_point
-from magnetar.core.entry import (
-    Batch,
-    Entry,
-    MessageIdData,
-    decode_entry,
-    encode_entry,
-    hole_entry,
-    make_entry,
-    peek_header,
-)
+from magnetar.core.entry import Batch, Entry, MessageIdData, encode_entry, make_entry
 from magnetar.core.errors import (
     BacklogQuotaExceeded,
     InvalidInput,
-    NotFound,
     PayloadTooLarge,
     ProducerBusy,
     ProducerFenced,
@@ -52,6 +33,7 @@ from magnetar.core.errors import (
     TopicLimitReached,
     TopicNotFound,
 )
+from magnetar.core.ledger.common import WRITE_DEADLINE_MS, journal_key
 from magnetar.core.naming import TopicName
 from magnetar.core.policies import (
     PUBLISH_BURST_S,
@@ -65,41 +47,16 @@ from magnetar.core.ports import (
     Clock,
     DedupRecord,
     Journal,
-    JournalPosition,
-    JournalRecord,
     MetadataStore,
     ProducerClaim,
     RateClaim,
     Reservation,
-    SealState,
-    SegmentMeta,
-    SegmentStore,
-    WriterState,
 )
-from magnetar.core.rates import ewma_add
 
-log = logging.getLogger(__name__)
-
-WRITE_DEADLINE_MS = 10_000  # a writer never writes a reservation older than this
-HOLE_GRACE_MS = 60_000  # a missing id is a hole once a later id's reservation is this old
 MAX_MESSAGES_PER_ENTRY = 10_000
 MAX_ENTRIES_PER_LEDGER = 50_000  # Pulsar's managedLedgerMaxEntriesPerLedger
 MAX_LEDGER_AGE_MS = 240 * 60_000  # Pulsar's managedLedgerMaxLedgerRolloverTimeMinutes
-MAX_SEGMENT_ENTRIES = 2_000
-MAX_SEGMENT_BYTES = 16 * 1024 * 1024
 _HEADER_PROBE = 2**62  # ids this large bound the encoded header size before the real ids exist
-
-
-def journal_key(topic: str) -> str:
-    """Kinesis partition key of a topic partition (keys are limited to 256 characters)."""
-    return topic if len(topic) <= 256 else "sha256:" + hashlib.sha256(topic.encode()).hexdigest()
-
-
-def segment_key(topic: TopicName, ledger_id: int, first: int, last: int) -> str:
-    return (
-        f"segments/{topic.tenant}/{topic.namespace}/{topic.domain}/{quote(topic.local_name, safe='')}"
-        f"/{ledger_id:016x}/{first:016x}-{last:016x}.seg"
-    )
 
 
 @dataclass(frozen=True)
@@ -313,6 +270,7 @@ class LedgerWriter:
         if producer not in writer.producers or not writer.producers[producer].connected_since:
             self.metadata.touch_producer(topic, producer, now)
 
+
 def rate_claim(rate: PublishRate, messages: int, size: int, now_ms: int) -> RateClaim | None:
     """The publish-rate part of a reservation (None without a limit: the write has no rate condition)."""
     if not rate.active:
@@ -356,310 +314,3 @@ def ensure_topic(metadata: MetadataStore, topic: TopicName, now_ms: int) -> bool
         return metadata.create_topic(topic, now_ms, max_topics)
     except TopicLimitReached:
         raise NotAllowed(TOPIC_LIMIT_REASON) from None
-
-
-class EntryCache:
-    """The managed-ledger cache: decoded entries by (topic, entry id), bounded by bytes.
-
-    Entries are immutable once their id is taken, so a cached entry can never be stale.
-    A warm Lambda container keeps it between invocations; it is only ever a cache.
-    """
-
-    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[str, int], Entry] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, topic: str, entry_id: int) -> Entry | None:
-        with self._lock:
-            entry = self._items.get((topic, entry_id))
-            if entry is not None:
-                self._items.move_to_end((topic, entry_id))
-            return entry
-
-    def put(self, entry: Entry) -> None:
-        key = (entry.topic, entry.entry_id)
-        with self._lock:
-            if key in self._items:
-                return
-            self._items[key] = entry
-            self._bytes += entry.size + 64
-            while self._bytes > self.max_bytes and self._items:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= old.size + 64
-
-
-class EntryReader:
-    """Reads a contiguous run of entries of a topic partition from segments and the journal tail."""
-
-    def __init__(
-        self, metadata: MetadataStore, segments: SegmentStore, journal: Journal, cache: EntryCache | None = None
-    ) -> None:
-        self.metadata = metadata
-        self.segments = segments
-        self.journal = journal
-        self.cache = cache or EntryCache()
-        # topic -> (last entry id read from the journal tail, its journal position): a warm cache
-        self._tail_positions: dict[str, tuple[int, JournalPosition]] = {}
-
-    def read(
-        self, topic: TopicName, start: int, max_entries: int, seal: SealState, writer: WriterState | None
-    ) -> list[Entry]:
-        key = str(topic)
-        out: list[Entry] = []
-        position = start
-        while len(out) < max_entries:
-            cached = self.cache.get(key, position)
-            if cached is None:
-                break
-            out.append(cached)
-            position += 1
-        if len(out) < max_entries and position < seal.next_entry:
-            for entry in self._read_sealed(topic, position, max_entries - len(out)):
-                if entry.entry_id != position:
-                    break
-                out.append(entry)
-                position += 1
-        end = writer.next_entry if writer else 0
-        if len(out) < max_entries and position >= seal.next_entry and position < end:
-            since = writer.created_at if writer else 0
-            out.extend(self._read_tail(topic, position, max_entries - len(out), seal, since))
-        return out
-
-    def find_by_time(self, topic: TopicName, timestamp_ms: int, seal: SealState, writer: WriterState | None) -> int:
-        """The first entry published at or after `timestamp_ms` (the end of the topic if none)."""
-        position = 0
-        while position < seal.next_entry:
-            segments = self.metadata.list_segments(topic, position, limit=100)
-            if not segments:
-                break
-            for seg in segments:
-                if seg.max_publish_time >= timestamp_ms:
-                    for entry in self._read_sealed(topic, max(seg.first_entry, position), seg.last_entry - max(seg.first_entry, position) + 1):
-                        if not entry.hole and entry.publish_time >= timestamp_ms:
-                            return entry.entry_id
-                position = seg.last_entry + 1
-        end = writer.next_entry if writer else position
-        while position < end:
-            entries = self.read(topic, position, 100, seal, writer)
-            if not entries:
-                break
-            for entry in entries:
-                if not entry.hole and entry.publish_time >= timestamp_ms:
-                    return entry.entry_id
-            position = entries[-1].entry_id + 1
-        return end
-
-    def _read_sealed(self, topic: TopicName, start: int, max_entries: int) -> list[Entry]:
-        out: list[Entry] = []
-        position = start
-        for seg in self.metadata.list_segments(topic, start, limit=4):
-            if seg.first_entry > position or len(out) >= max_entries:
-                break  # a gap: trimmed data, nothing more to read contiguously
-            first_index = position - seg.first_entry
-            last_index = min(seg.last_entry, position + max_entries - len(out) - 1) - seg.first_entry
-            lo, hi = seg.offsets[first_index], seg.offsets[last_index + 1]
-            try:
-                blob = self.segments.get_range(seg.key, lo, hi)
-            except NotFound:
-                break  # trimmed after we listed it: the reader starts again from the first entry
-            for i in range(first_index, last_index + 1):
-                a, b = seg.offsets[i] - lo, seg.offsets[i + 1] - lo
-                entry = decode_entry(blob[a:b])
-                self.cache.put(entry)
-                out.append(entry)
-            position = seg.first_entry + last_index + 1
-        return out
-
-    def _read_tail(
-        self, topic: TopicName, start: int, max_entries: int, seal: SealState, since_ms: int
-    ) -> list[Entry]:
-        key = str(topic)
-        after = seal.last_position
-        known = self._tail_positions.get(key)
-        if known is not None and known[0] == start - 1 and start > seal.next_entry:
-            # This container already read the tail up to start - 1: read only what came after it.
-            # (An earlier id landing before that record is found by the sealer; we only lose latency.)
-            after = known[1]
-        records = self.journal.read_after(journal_key(key), after, since_ms - 5_000, 10_000)
-        found: dict[int, JournalRecord] = {}
-        for record in records:
-            header = peek_header(record.data)
-            if header.topic == key and header.entry_id >= start and header.entry_id not in found:
-                found[header.entry_id] = record
-        out: list[Entry] = []
-        position = start
-        while position in found and len(out) < max_entries:
-            entry = decode_entry(found[position].data)
-            self.cache.put(entry)
-            out.append(entry)
-            position += 1
-        if out:
-            self._tail_positions[key] = (position - 1, found[position - 1].position)
-        return out
-
-
-@dataclass
-class SealOutcome:
-    """What one sealer invocation did; `retry_from` is the journal record to resume from."""
-
-    sealed_entries: int = 0
-    segments_written: int = 0
-    holes: int = 0
-    late_after_hole: int = 0
-    retry_from: str | None = None
-
-
-class Sealer:
-    """Moves journal records into S3 segments (the journal consumer's logic).
-
-    Idempotent: the seal state says which entry comes next, so a replayed or retried batch
-    skips what is already sealed, and a segment key names its exact entry range, so a re-put
-    after a crash between the S3 write and the DynamoDB commit writes the same bytes again.
-    """
-
-    def __init__(self, metadata: MetadataStore, segments: SegmentStore, clock: Clock) -> None:
-        self.metadata = metadata
-        self.segments = segments
-        self.clock = clock
-
-    def seal(self, records: list[JournalRecord]) -> SealOutcome:
-        outcome = SealOutcome()
-        by_topic: dict[str, list[tuple[int, JournalRecord, int, int, int]]] = {}
-        for index, record in enumerate(records):
-            try:
-                header = peek_header(record.data)
-            except InvalidInput:
-                log.error("dropping undecodable journal record %s", record.position)
-                continue
-            by_topic.setdefault(header.topic, []).append(
-                (index, record, header.ledger_id, header.entry_id, header.reserved_at)
-            )
-        if not by_topic:
-            return outcome
-        states = self.metadata.get_seal_states(sorted(by_topic))
-        retry_index: int | None = None
-        for topic, items in by_topic.items():
-            blocked_at = self._seal_topic(TopicName.parse(topic), items, states.get(topic, SealState()), outcome)
-            if blocked_at is not None and (retry_index is None or blocked_at < retry_index):
-                retry_index = blocked_at
-        if retry_index is not None:
-            outcome.retry_from = records[retry_index].position.sequence
-        return outcome
-
-    def _seal_topic(
-        self,
-        topic: TopicName,
-        items: list[tuple[int, JournalRecord, int, int, int]],
-        state: SealState,
-        outcome: SealOutcome,
-    ) -> int | None:
-        """Seal what can be sealed for one topic; the index of the first record to retry, if any."""
-        waiting: dict[int, tuple[int, JournalRecord, int, int]] = {}
-        for index, record, ledger_id, entry_id, reserved_at in items:
-            if entry_id < state.next_entry:
-                if entry_id in state.recent_holes:
-                    outcome.late_after_hole += 1
-                    log.error("entry %s/%d arrived after its id was declared a hole", topic, entry_id)
-                continue  # already sealed: a replay
-            waiting.setdefault(entry_id, (index, record, ledger_id, reserved_at))
-        run: list[tuple[Entry | bytes, int, JournalRecord | None]] = []  # (entry or bytes, ledger, record)
-        position = state.next_entry
-        holes: list[int] = []
-        now = self.clock.now_ms()
-        blocked_at: int | None = None
-        while waiting:
-            if position in waiting:
-                _, record, ledger_id, _ = waiting.pop(position)
-                run.append((record.data, ledger_id, record))
-                position += 1
-                continue
-            later = min(waiting)
-            index, _, ledger_id, reserved_at = waiting[later]
-            if now - reserved_at >= HOLE_GRACE_MS:
-                holes.append(position)
-                run.append((hole_entry(str(topic), ledger_id, position, now), ledger_id, None))
-                position += 1
-                continue
-            blocked_at = min(i for i, _, _, _ in waiting.values())
-            break
-        if run:
-            self._write_segments(topic, run, state, holes, outcome)
-        return blocked_at
-
-    def _write_segments(
-        self,
-        topic: TopicName,
-        run: list[tuple[Entry | bytes, int, JournalRecord | None]],
-        state: SealState,
-        holes: list[int],
-        outcome: SealOutcome,
-    ) -> None:
-        first = state.next_entry
-        chunk: list[tuple[bytes, int, JournalRecord | None]] = []
-        chunk_bytes = 0
-        for item, ledger_id, record in run:
-            data = encode_entry(item) if isinstance(item, Entry) else item
-            starts_new = chunk and (
-                ledger_id != chunk[0][1] or len(chunk) >= MAX_SEGMENT_ENTRIES or chunk_bytes + len(data) > MAX_SEGMENT_BYTES
-            )
-            if starts_new:
-                state = self._commit(topic, first, chunk, state, holes, outcome)
-                first += len(chunk)
-                chunk, chunk_bytes = [], 0
-            chunk.append((data, ledger_id, record))
-            chunk_bytes += len(data)
-        if chunk:
-            self._commit(topic, first, chunk, state, holes, outcome)
-
-    def _commit(
-        self,
-        topic: TopicName,
-        first: int,
-        chunk: list[tuple[bytes, int, JournalRecord | None]],
-        state: SealState,
-        holes: list[int],
-        outcome: SealOutcome,
-    ) -> SealState:
-        last = first + len(chunk) - 1
-        ledger_id = chunk[0][1]
-        offsets = [0]
-        messages = 0
-        for data, _, _ in chunk:
-            offsets.append(offsets[-1] + len(data))
-        blob = b"".join(data for data, _, _ in chunk)
-        max_publish_time = 0
-        for data, _, record in chunk:
-            if record is not None:
-                header = peek_header(data)
-                messages += header.num_messages
-                max_publish_time = max(max_publish_time, header.publish_time)
-        key = segment_key(topic, ledger_id, first, last)
-        self.segments.put_if_absent(key, blob)
-        crash_point("seal.after_segment_put")  # object in S3, not in the metadata: a replay re-puts it
-        last_position = next((r.position for _, _, r in reversed(chunk) if r is not None), state.last_position)
-        chunk_holes = tuple(h for h in holes if first <= h <= last)
-        now = self.clock.now_ms()
-        new_state = replace(
-            state,
-            next_entry=last + 1,
-            last_position=last_position,
-            recent_holes=(state.recent_holes + chunk_holes)[-64:],
-            sealed_entries=state.sealed_entries + len(chunk) - len(chunk_holes),
-            sealed_messages=state.sealed_messages + messages,
-            sealed_bytes=state.sealed_bytes + len(blob),
-            segment_count=state.segment_count + 1,
-            rate_msgs=ewma_add(state.rate_msgs, state.rate_at, messages, now),
-            rate_bytes=ewma_add(state.rate_bytes, state.rate_at, len(blob), now),
-            rate_at=now,
-        )
-        meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, self.clock.now_ms(),
-                           max_publish_time)
-        if not self.metadata.commit_segment(meta, state.next_entry, new_state):
-            raise RetryableError(f"seal state of {topic} moved under us; the batch is retried")
-        crash_point("seal.after_commit")  # committed, batch not checkpointed: a replay skips it
-        outcome.sealed_entries += len(chunk)
-        outcome.segments_written += 1
-        outcome.holes += len(chunk_holes)
-        return replace(new_state)

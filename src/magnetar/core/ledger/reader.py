@@ -1,0 +1,168 @@
+"""The reader: serving a topic partition's entries to consumers.
+
+`EntryReader` serves sealed entries from S3 ranged GETs of the segments and the rest from the
+journal tail, only ever a contiguous run from the requested position, so no consumer sees an
+entry before all earlier ones are settled; `find_by_time` finds the first entry published at or
+after a time (a seek by timestamp). `EntryCache` keeps decoded entries per container.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+from magnetar.core.entry import Entry, decode_entry, peek_header
+from magnetar.core.errors import NotFound
+from magnetar.core.ledger.common import journal_key
+from magnetar.core.naming import TopicName
+from magnetar.core.ports import (
+    Journal,
+    JournalPosition,
+    JournalRecord,
+    MetadataStore,
+    SealState,
+    SegmentStore,
+    WriterState,
+)
+
+
+class EntryCache:
+    """The managed-ledger cache: decoded entries by (topic, entry id), bounded by bytes.
+
+    Entries are immutable once their id is taken, so a cached entry can never be stale.
+    A warm Lambda container keeps it between invocations; it is only ever a cache.
+    """
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, int], Entry] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, topic: str, entry_id: int) -> Entry | None:
+        with self._lock:
+            entry = self._items.get((topic, entry_id))
+            if entry is not None:
+                self._items.move_to_end((topic, entry_id))
+            return entry
+
+    def put(self, entry: Entry) -> None:
+        key = (entry.topic, entry.entry_id)
+        with self._lock:
+            if key in self._items:
+                return
+            self._items[key] = entry
+            self._bytes += entry.size + 64
+            while self._bytes > self.max_bytes and self._items:
+                _, old = self._items.popitem(last=False)
+                self._bytes -= old.size + 64
+
+
+class EntryReader:
+    """Reads a contiguous run of entries of a topic partition from segments and the journal tail."""
+
+    def __init__(
+        self, metadata: MetadataStore, segments: SegmentStore, journal: Journal, cache: EntryCache | None = None
+    ) -> None:
+        self.metadata = metadata
+        self.segments = segments
+        self.journal = journal
+        self.cache = cache or EntryCache()
+        # topic -> (last entry id read from the journal tail, its journal position): a warm cache
+        self._tail_positions: dict[str, tuple[int, JournalPosition]] = {}
+
+    def read(
+        self, topic: TopicName, start: int, max_entries: int, seal: SealState, writer: WriterState | None
+    ) -> list[Entry]:
+        key = str(topic)
+        out: list[Entry] = []
+        position = start
+        while len(out) < max_entries:
+            cached = self.cache.get(key, position)
+            if cached is None:
+                break
+            out.append(cached)
+            position += 1
+        if len(out) < max_entries and position < seal.next_entry:
+            for entry in self._read_sealed(topic, position, max_entries - len(out)):
+                if entry.entry_id != position:
+                    break
+                out.append(entry)
+                position += 1
+        end = writer.next_entry if writer else 0
+        if len(out) < max_entries and position >= seal.next_entry and position < end:
+            since = writer.created_at if writer else 0
+            out.extend(self._read_tail(topic, position, max_entries - len(out), seal, since))
+        return out
+
+    def find_by_time(self, topic: TopicName, timestamp_ms: int, seal: SealState, writer: WriterState | None) -> int:
+        """The first entry published at or after `timestamp_ms` (the end of the topic if none)."""
+        position = 0
+        while position < seal.next_entry:
+            segments = self.metadata.list_segments(topic, position, limit=100)
+            if not segments:
+                break
+            for seg in segments:
+                if seg.max_publish_time >= timestamp_ms:
+                    for entry in self._read_sealed(topic, max(seg.first_entry, position), seg.last_entry - max(seg.first_entry, position) + 1):
+                        if not entry.hole and entry.publish_time >= timestamp_ms:
+                            return entry.entry_id
+                position = seg.last_entry + 1
+        end = writer.next_entry if writer else position
+        while position < end:
+            entries = self.read(topic, position, 100, seal, writer)
+            if not entries:
+                break
+            for entry in entries:
+                if not entry.hole and entry.publish_time >= timestamp_ms:
+                    return entry.entry_id
+            position = entries[-1].entry_id + 1
+        return end
+
+    def _read_sealed(self, topic: TopicName, start: int, max_entries: int) -> list[Entry]:
+        out: list[Entry] = []
+        position = start
+        for seg in self.metadata.list_segments(topic, start, limit=4):
+            if seg.first_entry > position or len(out) >= max_entries:
+                break  # a gap: trimmed data, nothing more to read contiguously
+            first_index = position - seg.first_entry
+            last_index = min(seg.last_entry, position + max_entries - len(out) - 1) - seg.first_entry
+            lo, hi = seg.offsets[first_index], seg.offsets[last_index + 1]
+            try:
+                blob = self.segments.get_range(seg.key, lo, hi)
+            except NotFound:
+                break  # trimmed after we listed it: the reader starts again from the first entry
+            for i in range(first_index, last_index + 1):
+                a, b = seg.offsets[i] - lo, seg.offsets[i + 1] - lo
+                entry = decode_entry(blob[a:b])
+                self.cache.put(entry)
+                out.append(entry)
+            position = seg.first_entry + last_index + 1
+        return out
+
+    def _read_tail(
+        self, topic: TopicName, start: int, max_entries: int, seal: SealState, since_ms: int
+    ) -> list[Entry]:
+        key = str(topic)
+        after = seal.last_position
+        known = self._tail_positions.get(key)
+        if known is not None and known[0] == start - 1 and start > seal.next_entry:
+            # This container already read the tail up to start - 1: read only what came after it.
+            # (An earlier id landing before that record is found by the sealer; we only lose latency.)
+            after = known[1]
+        records = self.journal.read_after(journal_key(key), after, since_ms - 5_000, 10_000)
+        found: dict[int, JournalRecord] = {}
+        for record in records:
+            header = peek_header(record.data)
+            if header.topic == key and header.entry_id >= start and header.entry_id not in found:
+                found[header.entry_id] = record
+        out: list[Entry] = []
+        position = start
+        while position in found and len(out) < max_entries:
+            entry = decode_entry(found[position].data)
+            self.cache.put(entry)
+            out.append(entry)
+            position += 1
+        if out:
+            self._tail_positions[key] = (position - 1, found[position - 1].position)
+        return out

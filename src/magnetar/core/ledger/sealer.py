@@ -1,0 +1,192 @@
+"""The sealer: moving journal records into immutable S3 segments (the journal consumer's logic).
+
+`Sealer` writes a topic partition's records in entry-id order into segments (at most
+`MAX_SEGMENT_ENTRIES` entries and `MAX_SEGMENT_BYTES`, never spanning two ledgers) and commits
+each segment and the seal state in one DynamoDB transaction. A reserved id whose record never
+arrives (its writer died between the reservation and the journal write) becomes a *hole*: once
+the journal holds a later entry reserved more than `HOLE_GRACE_MS` ago, the writer of the
+missing id is certainly past its deadline, and a tombstone takes the id (consumers skip it).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+from magnetar.core.crashpoints import crash_point
+from magnetar.core.entry import Entry, encode_entry, hole_entry, peek_header
+from magnetar.core.errors import InvalidInput, RetryableError
+from magnetar.core.ledger.common import HOLE_GRACE_MS, segment_key
+from magnetar.core.naming import TopicName
+from magnetar.core.ports import Clock, JournalRecord, MetadataStore, SealState, SegmentMeta, SegmentStore
+from magnetar.core.rates import ewma_add
+
+log = logging.getLogger(__name__)
+
+MAX_SEGMENT_ENTRIES = 2_000
+MAX_SEGMENT_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class SealOutcome:
+    """What one sealer invocation did; `retry_from` is the journal record to resume from."""
+
+    sealed_entries: int = 0
+    segments_written: int = 0
+    holes: int = 0
+    late_after_hole: int = 0
+    retry_from: str | None = None
+
+
+class Sealer:
+    """Moves journal records into S3 segments (the journal consumer's logic).
+
+    Idempotent: the seal state says which entry comes next, so a replayed or retried batch
+    skips what is already sealed, and a segment key names its exact entry range, so a re-put
+    after a crash between the S3 write and the DynamoDB commit writes the same bytes again.
+    """
+
+    def __init__(self, metadata: MetadataStore, segments: SegmentStore, clock: Clock) -> None:
+        self.metadata = metadata
+        self.segments = segments
+        self.clock = clock
+
+    def seal(self, records: list[JournalRecord]) -> SealOutcome:
+        outcome = SealOutcome()
+        by_topic: dict[str, list[tuple[int, JournalRecord, int, int, int]]] = {}
+        for index, record in enumerate(records):
+            try:
+                header = peek_header(record.data)
+            except InvalidInput:
+                log.error("dropping undecodable journal record %s", record.position)
+                continue
+            by_topic.setdefault(header.topic, []).append(
+                (index, record, header.ledger_id, header.entry_id, header.reserved_at)
+            )
+        if not by_topic:
+            return outcome
+        states = self.metadata.get_seal_states(sorted(by_topic))
+        retry_index: int | None = None
+        for topic, items in by_topic.items():
+            blocked_at = self._seal_topic(TopicName.parse(topic), items, states.get(topic, SealState()), outcome)
+            if blocked_at is not None and (retry_index is None or blocked_at < retry_index):
+                retry_index = blocked_at
+        if retry_index is not None:
+            outcome.retry_from = records[retry_index].position.sequence
+        return outcome
+
+    def _seal_topic(
+        self,
+        topic: TopicName,
+        items: list[tuple[int, JournalRecord, int, int, int]],
+        state: SealState,
+        outcome: SealOutcome,
+    ) -> int | None:
+        """Seal what can be sealed for one topic; the index of the first record to retry, if any."""
+        waiting: dict[int, tuple[int, JournalRecord, int, int]] = {}
+        for index, record, ledger_id, entry_id, reserved_at in items:
+            if entry_id < state.next_entry:
+                if entry_id in state.recent_holes:
+                    outcome.late_after_hole += 1
+                    log.error("entry %s/%d arrived after its id was declared a hole", topic, entry_id)
+                continue  # already sealed: a replay
+            waiting.setdefault(entry_id, (index, record, ledger_id, reserved_at))
+        run: list[tuple[Entry | bytes, int, JournalRecord | None]] = []  # (entry or bytes, ledger, record)
+        position = state.next_entry
+        holes: list[int] = []
+        now = self.clock.now_ms()
+        blocked_at: int | None = None
+        while waiting:
+            if position in waiting:
+                _, record, ledger_id, _ = waiting.pop(position)
+                run.append((record.data, ledger_id, record))
+                position += 1
+                continue
+            later = min(waiting)
+            index, _, ledger_id, reserved_at = waiting[later]
+            if now - reserved_at >= HOLE_GRACE_MS:
+                holes.append(position)
+                run.append((hole_entry(str(topic), ledger_id, position, now), ledger_id, None))
+                position += 1
+                continue
+            blocked_at = min(i for i, _, _, _ in waiting.values())
+            break
+        if run:
+            self._write_segments(topic, run, state, holes, outcome)
+        return blocked_at
+
+    def _write_segments(
+        self,
+        topic: TopicName,
+        run: list[tuple[Entry | bytes, int, JournalRecord | None]],
+        state: SealState,
+        holes: list[int],
+        outcome: SealOutcome,
+    ) -> None:
+        first = state.next_entry
+        chunk: list[tuple[bytes, int, JournalRecord | None]] = []
+        chunk_bytes = 0
+        for item, ledger_id, record in run:
+            data = encode_entry(item) if isinstance(item, Entry) else item
+            starts_new = chunk and (
+                ledger_id != chunk[0][1] or len(chunk) >= MAX_SEGMENT_ENTRIES or chunk_bytes + len(data) > MAX_SEGMENT_BYTES
+            )
+            if starts_new:
+                state = self._commit(topic, first, chunk, state, holes, outcome)
+                first += len(chunk)
+                chunk, chunk_bytes = [], 0
+            chunk.append((data, ledger_id, record))
+            chunk_bytes += len(data)
+        if chunk:
+            self._commit(topic, first, chunk, state, holes, outcome)
+
+    def _commit(
+        self,
+        topic: TopicName,
+        first: int,
+        chunk: list[tuple[bytes, int, JournalRecord | None]],
+        state: SealState,
+        holes: list[int],
+        outcome: SealOutcome,
+    ) -> SealState:
+        last = first + len(chunk) - 1
+        ledger_id = chunk[0][1]
+        offsets = [0]
+        messages = 0
+        for data, _, _ in chunk:
+            offsets.append(offsets[-1] + len(data))
+        blob = b"".join(data for data, _, _ in chunk)
+        max_publish_time = 0
+        for data, _, record in chunk:
+            if record is not None:
+                header = peek_header(data)
+                messages += header.num_messages
+                max_publish_time = max(max_publish_time, header.publish_time)
+        key = segment_key(topic, ledger_id, first, last)
+        self.segments.put_if_absent(key, blob)
+        crash_point("seal.after_segment_put")  # object in S3, not in the metadata: a replay re-puts it
+        last_position = next((r.position for _, _, r in reversed(chunk) if r is not None), state.last_position)
+        chunk_holes = tuple(h for h in holes if first <= h <= last)
+        now = self.clock.now_ms()
+        new_state = replace(
+            state,
+            next_entry=last + 1,
+            last_position=last_position,
+            recent_holes=(state.recent_holes + chunk_holes)[-64:],
+            sealed_entries=state.sealed_entries + len(chunk) - len(chunk_holes),
+            sealed_messages=state.sealed_messages + messages,
+            sealed_bytes=state.sealed_bytes + len(blob),
+            segment_count=state.segment_count + 1,
+            rate_msgs=ewma_add(state.rate_msgs, state.rate_at, messages, now),
+            rate_bytes=ewma_add(state.rate_bytes, state.rate_at, len(blob), now),
+            rate_at=now,
+        )
+        meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, self.clock.now_ms(),
+                           max_publish_time)
+        if not self.metadata.commit_segment(meta, state.next_entry, new_state):
+            raise RetryableError(f"seal state of {topic} moved under us; the batch is retried")
+        crash_point("seal.after_commit")  # committed, batch not checkpointed: a replay skips it
+        outcome.sealed_entries += len(chunk)
+        outcome.segments_written += 1
+        outcome.holes += len(chunk_holes)
+        return replace(new_state)
