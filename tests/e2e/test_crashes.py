@@ -70,7 +70,7 @@ def test_producer_dying_after_reserving_an_id_leaves_a_hole_that_consumers_skip(
 ) -> None:
     import magnetar.core.ledger as ledger
 
-    monkeypatch.setattr(ledger, "HOLE_GRACE_MS", 1500)
+    monkeypatch.setattr(ledger.common, "HOLE_GRACE_MS", 1500)
     producer = client.create_producer(topic, batching_enabled=False)
     consumer = client.subscribe(topic, "holes", initial_position=magnetar.InitialPosition.Earliest)
     crashpoints.enable("produce.after_reserve", times=1)

@@ -152,7 +152,7 @@ def test_bad_input_is_refused_before_anything_is_written() -> None:
 def test_ledger_rolls_over_and_segments_never_span_ledgers(monkeypatch: pytest.MonkeyPatch) -> None:
     import magnetar.core.ledger as ledger
 
-    monkeypatch.setattr(ledger, "MAX_ENTRIES_PER_LEDGER", 3)
+    monkeypatch.setattr(ledger.writer, "MAX_ENTRIES_PER_LEDGER", 3)
     broker = memory_broker()
     results = publish(broker, 7)
     assert [r.ledger_id for r in results] == [0, 0, 0, 1, 1, 1, 2]

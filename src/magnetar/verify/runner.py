@@ -125,7 +125,7 @@ class Verifier:
 
         # Short hole timing so a writer killed after reserving an id costs seconds, not a minute;
         # the rule is the same (deadline < grace), only the numbers shrink.
-        ledger.WRITE_DEADLINE_MS, ledger.HOLE_GRACE_MS = 500, 1500
+        ledger.common.WRITE_DEADLINE_MS, ledger.common.HOLE_GRACE_MS = 500, 1500
         rng = random.Random(seed)
         summary = Summary()
         for run in range(runs):

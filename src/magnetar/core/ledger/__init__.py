@@ -16,14 +16,11 @@ responsibility:
   earlier ones are settled (`EntryReader`, `EntryCache`);
 - `common`: what they share (the journal and segment keys, the deadline and grace of holes).
 
-Setting a name on this package (a test or the verifier shortening the hole timing, say) sets it
-in the modules that hold it too, as when the ledger was one module.
+The hole timing is read from `common` when it is used, so a test or the verifier shortens it
+by setting `ledger.common.WRITE_DEADLINE_MS` / `HOLE_GRACE_MS`.
 """
 
-import sys
-from types import ModuleType
-
-from magnetar.core.ledger import common, reader, sealer, writer
+from magnetar.core.ledger import common
 from magnetar.core.ledger.common import HOLE_GRACE_MS, WRITE_DEADLINE_MS, journal_key, segment_key
 from magnetar.core.ledger.reader import EntryCache, EntryReader
 from magnetar.core.ledger.sealer import MAX_SEGMENT_BYTES, MAX_SEGMENT_ENTRIES, Sealer, SealOutcome
@@ -61,21 +58,9 @@ __all__ = [
     "LedgerWriter",
     "SealOutcome",
     "Sealer",
+    "common",
     "ensure_topic",
     "journal_key",
     "rate_claim",
     "segment_key",
 ]
-
-
-class _Ledger(ModuleType):
-    """The package, whose names set from outside reach the modules that use them."""
-
-    def __setattr__(self, name: str, value: object) -> None:
-        super().__setattr__(name, value)
-        for module in (common, writer, reader, sealer):
-            if name in vars(module):
-                setattr(module, name, value)
-
-
-sys.modules[__name__].__class__ = _Ledger

@@ -16,7 +16,8 @@ from dataclasses import dataclass, replace
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.entry import Entry, encode_entry, hole_entry, peek_header
 from magnetar.core.errors import InvalidInput, RetryableError
-from magnetar.core.ledger.common import HOLE_GRACE_MS, segment_key
+from magnetar.core.ledger import common
+from magnetar.core.ledger.common import segment_key
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import Clock, JournalRecord, MetadataStore, SealState, SegmentMeta, SegmentStore
 from magnetar.core.rates import ewma_add
@@ -104,7 +105,7 @@ class Sealer:
                 continue
             later = min(waiting)
             index, _, ledger_id, reserved_at = waiting[later]
-            if now - reserved_at >= HOLE_GRACE_MS:
+            if now - reserved_at >= common.HOLE_GRACE_MS:
                 holes.append(position)
                 run.append((hole_entry(str(topic), ledger_id, position, now), ledger_id, None))
                 position += 1

@@ -33,7 +33,8 @@ from magnetar.core.errors import (
     TopicLimitReached,
     TopicNotFound,
 )
-from magnetar.core.ledger.common import WRITE_DEADLINE_MS, journal_key
+from magnetar.core.ledger import common
+from magnetar.core.ledger.common import journal_key
 from magnetar.core.naming import TopicName
 from magnetar.core.policies import (
     PUBLISH_BURST_S,
@@ -125,7 +126,7 @@ class LedgerWriter:
                            producer_name, batch)
         data = encode_entry(entry)
         crash_point("produce.after_reserve")  # id reserved, journal not written: a hole
-        if self.clock.now_ms() - reserved_at > WRITE_DEADLINE_MS:
+        if self.clock.now_ms() - reserved_at > common.WRITE_DEADLINE_MS:
             raise RetryableError("Reservation expired before the journal write; retry the publish")
         self.journal.append(journal_key(key), data)
         crash_point("produce.after_journal_write")  # durable but not acknowledged: the client retries
@@ -147,7 +148,7 @@ class LedgerWriter:
         if record.sequence_id > claim.sequence_id:  # an older message: stored long ago
             return self._result(topic, -1, -1, batch, duplicate=True)
         now = self.clock.now_ms()
-        if now - record.reserved_at < WRITE_DEADLINE_MS:
+        if now - record.reserved_at < common.WRITE_DEADLINE_MS:
             # the same publish retried while its reservation is valid: its first attempt may have
             # died before the journal write, so write again under the same id (the sealer keeps one)
             entry = make_entry(str(topic), record.ledger_id, record.entry_id, record.reserved_at, now,
