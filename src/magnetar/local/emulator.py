@@ -6,6 +6,10 @@ backends are not thread-safe (its Kinesis put_record says so; its DynamoDB condi
 read and write in two steps), while AWS applies each write atomically per item and per shard —
 the very property Magnetar's coordination relies on. Serializing requests gives the emulator
 that atomicity; its throughput is GIL-bound anyway.
+
+`--limits on` enforces AWS's service limits with AWS's errors and `--latency` adds modeled AWS
+latency (`magnetar.local.aws_limits`: a WSGI middleware around the serialized app; the modeled
+wait happens outside the lock).
 """
 
 from __future__ import annotations
@@ -51,8 +55,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no dev-server banner, no access log
-    app = DomainDispatcherApplication(create_backend_app)
-    run_simple(args.host, args.port, SerializedApp(app), threaded=True, request_handler=_QuietHandler)
+    serialized = SerializedApp(DomainDispatcherApplication(create_backend_app))
+    app: Any = serialized
+    if args.limits == "on" or args.latency:  # off: moto as is, not one more call per request
+        from magnetar.local.aws_latency import LatencyModel
+        from magnetar.local.aws_limits import AwsEndpoint
+
+        app = AwsEndpoint(serialized, limits=args.limits == "on",
+                          latency=LatencyModel(args.seed) if args.latency else None, backend_lock=serialized.lock)
+    run_simple(args.host, args.port, app, threaded=True, request_handler=_QuietHandler)
 
 
 if __name__ == "__main__":
