@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import json
@@ -20,7 +21,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from magnetar.local.authorizers import LocalAuthorizers, Refused
-from magnetar.local.lambda_runtime import LocalFunction
+from magnetar.local.fidelity import (
+    AWS_TIMEOUTS,
+    EMULATOR_AS_IS,
+    HTTP_API_OVERHEAD,
+    AwsFidelity,
+    LatencyModel,
+    RuntimeTimeouts,
+)
+from magnetar.local.lambda_runtime import LocalFunction, ResponseTooLarge, Throttled
 from magnetar.local.scheduler import Schedule
 from magnetar.local.websocket import LocalWebSocketApi
 
@@ -94,9 +103,26 @@ def _signed_url(request: Request) -> str:
     return f"http://{host}{_raw_path(request)}" + (f"?{query.decode('latin-1')}" if query else "")
 
 
+def _internal_error() -> Response:
+    return JSONResponse({"message": "Internal Server Error"}, status_code=500)
+
+
 def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = None,
-              websocket: LocalFunction | None = None, authorizers: LocalAuthorizers | None = None) -> Starlette:
+              websocket: LocalFunction | None = None, authorizers: LocalAuthorizers | None = None,
+              fidelity: AwsFidelity = EMULATOR_AS_IS, timeouts: RuntimeTimeouts = AWS_TIMEOUTS,
+              latency: LatencyModel | None = None) -> Starlette:
+    """The HTTP API (and, with `websocket`, the WebSocket API) in front of `function`.
+
+    With `fidelity.limits`, the integration times out after `timeouts.http_integration_s` (503,
+    the function keeps running); with `latency` (a model shared with the functions' settings, or
+    one of `fidelity`'s), API Gateway's own overhead is added to every request."""
+    if latency is None and fidelity.latency:
+        latency = LatencyModel(fidelity.seed)
+    integration_timeout_s = timeouts.http_integration_s if fidelity.limits else None
+
     async def invoke(request: Request) -> Response:
+        if latency is not None:
+            await asyncio.sleep(latency.delay(HTTP_API_OVERHEAD))
         body = await request.body()
         if len(body) > MAX_REQUEST_BYTES:
             return JSONResponse({"message": "Request Entity Too Large"}, status_code=413)
@@ -106,12 +132,33 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
                 authorizer = await run_in_threadpool(authorizers.http, event, _signed_url(request), body)
             except Refused as refused:
                 return JSONResponse(refused.body(), status_code=refused.status)
+            except Throttled as exc:  # the authorizer could not run: API Gateway answers 500
+                log.warning("%s throttled: %s", exc.function, exc)
+                return _internal_error()
             if authorizer is not None:
                 event["requestContext"]["authorizer"] = authorizer
         if len(body) * 4 // 3 > MAX_INVOKE_BYTES:
             return JSONResponse({"message": "Request too long"}, status_code=413)
+        call = run_in_threadpool(function.invoke, event)
         try:
-            result = await run_in_threadpool(function.invoke, event)
+            if integration_timeout_s is None:
+                result = await call
+            else:
+                invocation = asyncio.ensure_future(call)
+                done, _ = await asyncio.wait({invocation}, timeout=integration_timeout_s)
+                if not done:  # API Gateway gives up; the function runs on to its end (or its own timeout)
+                    invocation.add_done_callback(_quiet_late_result)
+                    log.warning("%s %s: no response after %ss: 503", request.method, request.url.path,
+                                integration_timeout_s)
+                    return JSONResponse({"message": "Service Unavailable"}, status_code=503)
+                result = invocation.result()
+        except Throttled as exc:  # Lambda refused the invocation: API Gateway answers 500, as for any
+            # invocation error (a function error would be a 502 on a REST API; an HTTP API says 500 for both)
+            log.warning("%s throttled on %s %s: %s", function.name, request.method, request.url.path, exc)
+            return _internal_error()
+        except ResponseTooLarge as exc:  # a function error (Function.ResponseSizeTooLarge)
+            log.warning("%s on %s %s: %s", exc.error_type, request.method, request.url.path, exc)
+            return _internal_error()
         except Exception:  # the function crashed: API Gateway answers 500 Internal Server Error
             log.exception("%s crashed on %s %s", function.name, request.method, request.url.path)
             return JSONResponse({"message": "Internal Server Error"}, status_code=500)
@@ -134,7 +181,7 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
         from magnetar.adapters.aws.clients import REQUESTS
         from magnetar.local.lambda_runtime import BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
 
-        functions = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET)
+        functions = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET)  # (the authorizer's run only with --auth)
         if request.method == "DELETE":
             REQUESTS.reset()
             for f in functions:
@@ -177,10 +224,17 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
             Route("/_magnetar/local/stats", local_stats, methods=["GET", "DELETE"]),
             Route("/_magnetar/local/schedules/{name}", run_schedule, methods=["POST"]),
             # the WebSocket API, its management API and Lambda's Invoke API (magnetar.local.websocket)
-            *(LocalWebSocketApi(websocket, authorizers).routes() if websocket is not None else []),
+            *(LocalWebSocketApi(websocket, authorizers, fidelity=fidelity, timeouts=timeouts, latency=latency).routes()
+              if websocket is not None else []),
             _every_path(invoke, methods),
         ]
     )
+
+
+def _quiet_late_result(invocation: asyncio.Future[Any]) -> None:
+    """The end of an invocation API Gateway stopped waiting for: its outcome goes nowhere."""
+    if not invocation.cancelled() and invocation.exception() is not None:
+        log.warning("an invocation that timed out ended with %r", invocation.exception())
 
 
 def _every_path(endpoint: Any, methods: list[str]) -> Route:

@@ -29,9 +29,17 @@ from magnetar.config import (
 )
 from magnetar.local.apigw import build_app
 from magnetar.local.authorizers import LocalAuthorizers
-from magnetar.local.esm import KinesisEventSourceMapping
-from magnetar.local.fidelity import EMULATOR_AS_IS, AwsFidelity
-from magnetar.local.lambda_runtime import AUTHORIZER, BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
+from magnetar.local.esm import KinesisEventSourceMapping, poll_interval
+from magnetar.local.fidelity import EMULATOR_AS_IS, AwsFidelity, latency_model
+from magnetar.local.lambda_runtime import (
+    AUTHORIZER,
+    BROKER,
+    JOURNAL_CONSUMER,
+    MAINTENANCE,
+    WEBSOCKET,
+    LambdaSettings,
+    configure,
+)
 from magnetar.local.scheduler import Schedule
 from magnetar.local.sigv4 import EmulatorIam
 
@@ -126,6 +134,9 @@ class LocalCluster:
         os.environ[ENV_WS_ENDPOINT] = self.url
         os.environ["AWS_ENDPOINT_URL_LAMBDA"] = self.url
         authorizers = self._configure_auth()
+        # the runtime's fidelity: one account (one concurrency pool) and one latency model for all
+        latency = latency_model(self.fidelity)
+        configure(LambdaSettings.from_fidelity(self.fidelity, latency))
         from magnetar.local.provision import provision
 
         provision(self.names)
@@ -134,14 +145,14 @@ class LocalCluster:
             self.names.stream,
             JOURNAL_BATCH_SIZE,
             JOURNAL_MAX_BATCHING_WINDOW_S,
-            poll_interval_s=self.poll_interval_s,
+            poll_interval_s=poll_interval(self.fidelity, self.poll_interval_s),
         )
         self.esm.start()
         self.maintenance = Schedule(MAINTENANCE, self.maintenance_interval_s)
         self.maintenance.start()
         config = uvicorn.Config(
             build_app(BROKER, schedules={"maintenance": self.maintenance}, websocket=WEBSOCKET,
-                      authorizers=authorizers), host=self.host, port=self.port, log_level="warning", timeout_keep_alive=30
+                      authorizers=authorizers, fidelity=self.fidelity, latency=latency), host=self.host, port=self.port, log_level="warning", timeout_keep_alive=30
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name="http-api", daemon=True)

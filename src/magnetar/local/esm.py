@@ -5,7 +5,9 @@ What it reproduces from the real mapping (see the CDK stack for the settings):
   for up to `batching_window_s`; idle shards are polled every `poll_interval_s`;
 - a failed invocation (the handler raised or died) is retried with the same batch, forever
   (MaximumRetryAttempts -1, no bisect);
-- `ReportBatchItemFailures`: the mapping resumes from the lowest failed sequence number.
+- `ReportBatchItemFailures`: the mapping resumes from the lowest failed sequence number;
+- a throttled invocation (the account's Lambda concurrency in use, `AwsFidelity.limits`) is not a
+  function error: the batch is retried with the same backoff, counted in `throttled_invocations`.
 """
 
 from __future__ import annotations
@@ -17,10 +19,17 @@ import time
 from typing import Any
 
 from magnetar.adapters.aws.clients import client
-from magnetar.local.lambda_runtime import LocalFunction
+from magnetar.local.fidelity import ESM_POLL_INTERVAL_S, AwsFidelity
+from magnetar.local.lambda_runtime import LocalFunction, Throttled
 
 log = logging.getLogger(__name__)
 REGION = "us-east-1"
+
+
+def poll_interval(fidelity: AwsFidelity, configured_s: float) -> float:
+    """The idle-shard poll interval: AWS's once a second with modeled latency, else as configured
+    (the test suite polls every 0.2 s)."""
+    return max(configured_s, ESM_POLL_INTERVAL_S) if fidelity.latency else configured_s
 
 
 class KinesisEventSourceMapping:
@@ -44,6 +53,7 @@ class KinesisEventSourceMapping:
         self._threads: list[threading.Thread] = []
         self.invocations = 0
         self.failed_invocations = 0
+        self.throttled_invocations = 0
         self.stream_arn = ""
 
     def start(self) -> None:
@@ -140,6 +150,12 @@ class KinesisEventSourceMapping:
                 response = self.function.invoke(event) or {}
             except (KeyboardInterrupt, SystemExit):
                 raise
+            except Throttled as exc:
+                self.throttled_invocations += 1
+                log.info("journal consumer throttled on %s (%s); retrying the batch", shard_id, exc)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
             except BaseException as exc:
                 self.failed_invocations += 1
                 log.warning("journal consumer failed on %s (%s); retrying the batch", shard_id, exc)

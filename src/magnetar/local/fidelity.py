@@ -9,6 +9,9 @@ limits and adds Lambda's invocation overhead. `magnetar local up --aws-limits on
 
 from __future__ import annotations
 
+import math
+import random
+import threading
 from dataclasses import dataclass
 
 # A new account's Lambda concurrency quota per region (AWS documents 1,000; accounts created
@@ -34,3 +37,56 @@ class AwsFidelity:
 
 
 EMULATOR_AS_IS = AwsFidelity()  # no limits, no modeled latency
+
+# --- the runtime's side: Lambda, API Gateway (HTTP and WebSocket APIs), event-source mapping ----
+# Each figure's source is in docs/architecture.md, "AWS runtime limits and latency, locally".
+HTTP_INTEGRATION_TIMEOUT_S = 30.0  # HTTP API: maximum integration timeout (not adjustable)
+WEBSOCKET_IDLE_TIMEOUT_S = 600.0  # WebSocket API: idle connection timeout, 10 min
+WEBSOCKET_MAX_CONNECTION_S = 7200.0  # WebSocket API: connection duration, 2 h
+ESM_POLL_INTERVAL_S = 1.0  # Kinesis event-source mapping: each shard polled once a second
+
+# Modeled latency, (p50, p99) in seconds
+LAMBDA_WARM_OVERHEAD = (0.002, 0.010)  # Invoke of a warm execution environment
+LAMBDA_COLD_START = (0.8, 1.5)  # a new environment: Python 3.12, Magnetar's layer (pydantic, Powertools, boto3)
+HTTP_API_OVERHEAD = (0.004, 0.010)  # HTTP API, request and response together
+WEBSOCKET_API_OVERHEAD = (0.004, 0.010)  # WebSocket API, per message (no published figure: the HTTP API's)
+
+
+@dataclass(frozen=True)
+class RuntimeTimeouts:
+    """API Gateway's timing limits, enforced with `AwsFidelity.limits` (tests shorten them)."""
+
+    http_integration_s: float = HTTP_INTEGRATION_TIMEOUT_S
+    websocket_idle_s: float = WEBSOCKET_IDLE_TIMEOUT_S
+    websocket_max_connection_s: float = WEBSOCKET_MAX_CONNECTION_S
+
+
+AWS_TIMEOUTS = RuntimeTimeouts()
+
+
+class LatencyModel:
+    """Seeded samples of modeled latencies: log-normal through the figure's p50 and p99, capped
+    at three times the p99. `added_s` sums what the runtime has added (tests, reports)."""
+
+    def __init__(self, seed: int | None = None) -> None:
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self.added_s = 0.0
+
+    def sample(self, figure: tuple[float, float]) -> float:
+        p50, p99 = figure
+        sigma = math.log(p99 / p50) / 2.326  # z of the 99th percentile
+        with self._lock:
+            value = min(p50 * math.exp(sigma * self._random.gauss()), 3 * p99)
+        return value
+
+    def delay(self, figure: tuple[float, float], already_s: float = 0.0) -> float:
+        """The delay to add now: a sample, less what the emulation already spent (never < 0)."""
+        value = max(0.0, self.sample(figure) - already_s)
+        with self._lock:
+            self.added_s += value
+        return value
+
+
+def latency_model(fidelity: AwsFidelity) -> LatencyModel | None:
+    return LatencyModel(fidelity.seed) if fidelity.latency else None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import threading
 import time
@@ -12,8 +13,83 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from magnetar.local.fidelity import (
+    LAMBDA_COLD_START,
+    LAMBDA_WARM_OVERHEAD,
+    AwsFidelity,
+    LatencyModel,
+    latency_model,
+)
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+# Lambda's synchronous payload limit, 6 MB each way; a response over it fails with the figure
+# Lambda's error message names (Function.ResponseSizeTooLarge)
+MAX_RESPONSE_BYTES = 6_291_556
+
+
+class Throttled(Exception):
+    """Lambda refused the invocation: TooManyRequestsException, ConcurrentInvocationLimitExceeded
+    (the account's concurrency is in use). The function did not run."""
+
+    def __init__(self, function: str, limit: int) -> None:
+        super().__init__(f"Rate Exceeded. {function}: the account's {limit} concurrent executions are in use")
+        self.function, self.limit = function, limit
+
+
+class ResponseTooLarge(Exception):
+    """The function ran but its response is over Lambda's payload limit: a function error."""
+
+    error_type = "Function.ResponseSizeTooLarge"
+
+    def __init__(self, size: int) -> None:
+        super().__init__(f"Response payload size exceeded maximum allowed payload size ({MAX_RESPONSE_BYTES} bytes).")
+        self.size = size
+
+
+class AccountConcurrency:
+    """The account's concurrent executions, shared by every function, as Lambda counts them: an
+    invocation holds one from the start of its environment's initialization to its end."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.running = 0
+        self.peak = 0
+        self.throttles = 0
+        self._lock = threading.Lock()
+
+    def acquire(self) -> bool:
+        with self._lock:
+            if self.running >= self.limit:
+                self.throttles += 1
+                return False
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            return True
+
+    def release(self) -> None:
+        with self._lock:
+            self.running -= 1
+
+
+@dataclass
+class LambdaSettings:
+    """How faithfully invocations imitate Lambda (`magnetar.local.fidelity`): off by default."""
+
+    concurrency: AccountConcurrency | None = None  # limits: the account's concurrency quota
+    check_response_size: bool = False  # limits: a response over 6 MB is a function error
+    latency: LatencyModel | None = None  # modeled invocation overhead and cold starts
+
+    @classmethod
+    def from_fidelity(cls, fidelity: AwsFidelity, latency: LatencyModel | None = None) -> LambdaSettings:
+        return cls(concurrency=AccountConcurrency(fidelity.lambda_concurrency) if fidelity.limits else None,
+                   check_response_size=fidelity.limits,
+                   latency=latency if latency is not None else latency_model(fidelity))
+
+
+def response_size(result: Any) -> int:
+    """The bytes Lambda returns for a handler's result: its JSON, as the Python runtime serializes it."""
+    return len(json.dumps(result, default=str))
 
 
 @dataclass
@@ -52,6 +128,7 @@ class LocalFunction:
     code_dir: str
     handler: str = "handler.handler"
     timeout_s: int = 29
+    settings: LambdaSettings = field(default_factory=LambdaSettings)
     _warm: list[Handler] = field(default_factory=list)
     _created: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -74,16 +151,38 @@ class LocalFunction:
 
     invocations: int = 0
     errors: int = 0
+    throttles: int = 0
     duration_ms_total: float = 0.0
 
     def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        """One synchronous invocation. With the settings' limits: Throttled when the account's
+        concurrency is in use (the function does not run), ResponseTooLarge for a response over
+        6 MB (it did run); with modeled latency: Lambda's overhead, a cold start's on a new
+        environment (the local import's own time counts toward it)."""
+        concurrency = self.settings.concurrency
+        if concurrency is not None and not concurrency.acquire():
+            self.throttles += 1
+            raise Throttled(self.name, concurrency.limit)
+        try:
+            return self._run(event)
+        finally:
+            if concurrency is not None:
+                concurrency.release()
+
+    def _run(self, event: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             fn = self._warm.pop() if self._warm else None
+        cold_s = 0.0
         if fn is None:
+            loading = time.perf_counter()
             fn = self.load()
+            cold_s = time.perf_counter() - loading
+        latency = self.settings.latency
+        if latency is not None:
+            time.sleep(latency.delay(LAMBDA_COLD_START, cold_s) if cold_s else latency.delay(LAMBDA_WARM_OVERHEAD))
         started = time.perf_counter()
         try:
-            return fn(event, LambdaContext(self.name, timeout_s=self.timeout_s))
+            result = fn(event, LambdaContext(self.name, timeout_s=self.timeout_s))
         except BaseException:
             self.errors += 1
             raise
@@ -93,6 +192,12 @@ class LocalFunction:
             self.duration_ms_total += (time.perf_counter() - started) * 1000
             with self._lock:
                 self._warm.append(fn)  # warm for the next invocation, as Lambda keeps it
+        if self.settings.check_response_size:
+            size = response_size(result)
+            if size > MAX_RESPONSE_BYTES:
+                self.errors += 1
+                raise ResponseTooLarge(size)
+        return result
 
     @property
     def environments(self) -> int:
@@ -101,10 +206,10 @@ class LocalFunction:
 
     def stats(self) -> dict[str, float]:
         return {"invocations": self.invocations, "errors": self.errors, "duration_ms_total": self.duration_ms_total,
-                "environments": self._created}
+                "environments": self._created, "throttles": self.throttles}
 
     def reset_stats(self) -> None:
-        self.invocations, self.errors, self.duration_ms_total = 0, 0, 0.0
+        self.invocations, self.errors, self.throttles, self.duration_ms_total = 0, 0, 0, 0.0
 
 
 BROKER = LocalFunction("magnetar-broker", "functions/broker", timeout_s=29)
@@ -112,3 +217,10 @@ JOURNAL_CONSUMER = LocalFunction("magnetar-journal-consumer", "functions/journal
 MAINTENANCE = LocalFunction("magnetar-maintenance", "functions/maintenance", timeout_s=300)
 WEBSOCKET = LocalFunction("magnetar-websocket", "functions/websocket", timeout_s=29)
 AUTHORIZER = LocalFunction("magnetar-authorizer", "functions/authorizer", timeout_s=10)
+FUNCTIONS = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET, AUTHORIZER)  # one account: one concurrency pool
+
+
+def configure(settings: LambdaSettings, functions: tuple[LocalFunction, ...] = FUNCTIONS) -> None:
+    """Every function of the account under the same settings (and concurrency pool)."""
+    for function in functions:
+        function.settings = settings

@@ -8,7 +8,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from magnetar.local.lambda_runtime import LocalFunction
+from magnetar.local.lambda_runtime import LocalFunction, Throttled
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,12 @@ def scheduled_event(rule: str = "MaintenanceSchedule") -> dict[str, Any]:
 
 class Schedule:
     """rate(interval): one invocation at a time (the stack gives the function a reserved
-    concurrency of 1); a failed run is logged and the next tick runs again."""
+    concurrency of 1); a failed run is logged and the next tick runs again. EventBridge invokes
+    asynchronously: an invocation Lambda throttles waits in Lambda's event queue and is retried,
+    from 1 s, doubling up to 5 min (until the schedule stops)."""
+
+    retry_first_s = 1.0
+    retry_max_s = 300.0
 
     def __init__(self, function: LocalFunction, interval_s: float) -> None:
         self.function = function
@@ -49,8 +54,16 @@ class Schedule:
     def run_now(self, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """One run at once (tests, `POST /_magnetar/local/schedules/maintenance`); `event` stands
         for a rule's constant input, as EventBridge sends it instead of the scheduled event."""
+        event = event if event is not None else scheduled_event()
+        wait = self.retry_first_s
         with self._lock:
-            return self.function.invoke(event if event is not None else scheduled_event())
+            while True:
+                try:
+                    return self.function.invoke(event)
+                except Throttled:
+                    if self._stop.wait(wait):
+                        raise
+                    wait = min(wait * 2, self.retry_max_s)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

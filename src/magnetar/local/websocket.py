@@ -12,7 +12,11 @@ What it reproduces, on the HTTP API's port:
   all `410 GoneException` for a connection that is not open — including while its `$connect`
   runs, since API Gateway opens a connection only once `$connect` has returned;
 - Lambda's Invoke API (`POST /2015-03-31/functions/{name}/invocations`) for the function's
-  asynchronous invocation of itself (`AWS_ENDPOINT_URL_LAMBDA` points here for the local functions).
+  asynchronous invocation of itself (`AWS_ENDPOINT_URL_LAMBDA` points here for the local functions);
+  an asynchronous invocation Lambda throttles is retried as Lambda's event queue retries it;
+- with `AwsFidelity.limits`: the idle timeout (10 min without a client message) and the 2 h
+  connection limit, both closing with 1001 "Going away"; with modeled latency, API Gateway's
+  overhead per message. Message sizes (128 KB) are enforced always: a hard limit.
 """
 
 from __future__ import annotations
@@ -38,7 +42,15 @@ from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from magnetar.local.authorizers import LocalAuthorizers, Refused
-from magnetar.local.lambda_runtime import LocalFunction
+from magnetar.local.fidelity import (
+    AWS_TIMEOUTS,
+    EMULATOR_AS_IS,
+    WEBSOCKET_API_OVERHEAD,
+    AwsFidelity,
+    LatencyModel,
+    RuntimeTimeouts,
+)
+from magnetar.local.lambda_runtime import LocalFunction, ResponseTooLarge, Throttled
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +65,10 @@ class _DenialIsNotAnError(logging.Filter):
 logging.getLogger("uvicorn.error").addFilter(_DenialIsNotAnError())
 MAX_MESSAGE_BYTES = 128 * 1024  # API Gateway's WebSocket message limit, both ways
 STAGE = "local"
+GOING_AWAY = (1001, "Going away")  # how API Gateway closes an idle or a 2 h old connection
+# Lambda's event queue retries a throttled asynchronous invocation for up to 6 h, the interval
+# growing from 1 s to 5 min
+ASYNC_RETRY_FIRST_S, ASYNC_RETRY_MAX_S, ASYNC_RETRY_FOR_S = 1.0, 300.0, 6 * 3600.0
 
 
 @dataclass
@@ -64,6 +80,9 @@ class _Socket:
     last_active: int = 0
     closed: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    opened: float = field(default_factory=time.monotonic)  # for the timeouts (monotonic clock)
+    last_message: float = field(default_factory=time.monotonic)
+    closed_with: tuple[int, str] | None = None  # the code and reason API Gateway closed it with
 
 
 def _now_ms() -> int:
@@ -79,10 +98,18 @@ def _gone() -> Response:
 
 
 class LocalWebSocketApi:
-    def __init__(self, function: LocalFunction, authorizers: LocalAuthorizers | None = None) -> None:
+    def __init__(self, function: LocalFunction, authorizers: LocalAuthorizers | None = None, *,
+                 fidelity: AwsFidelity = EMULATOR_AS_IS, timeouts: RuntimeTimeouts = AWS_TIMEOUTS,
+                 latency: LatencyModel | None = None) -> None:
         self.function = function
         self.authorizers = authorizers
         self.sockets: dict[str, _Socket] = {}
+        self.timeouts = timeouts if fidelity.limits else None
+        self.latency = latency if latency is not None else (LatencyModel(fidelity.seed) if fidelity.latency else None)
+
+    async def _overhead(self) -> None:
+        if self.latency is not None:
+            await asyncio.sleep(self.latency.delay(WEBSOCKET_API_OVERHEAD))
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -136,8 +163,12 @@ class LocalWebSocketApi:
             except Refused as refused:
                 await websocket.send_denial_response(JSONResponse(refused.body(), status_code=refused.status))
                 return
+        await self._overhead()
         try:
             result = await run_in_threadpool(self.function.invoke, event)
+        except (Throttled, ResponseTooLarge) as exc:  # the connection is refused, as for a crash
+            log.warning("%s on $connect: %s", self.function.name, exc)
+            result = {"statusCode": 500, "body": json.dumps({"message": "Internal server error"})}
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
@@ -149,9 +180,11 @@ class LocalWebSocketApi:
                 Response((result or {}).get("body") or "", status_code=status, media_type="application/json"))
             return
         await websocket.accept()
+        sock.opened = sock.last_message = time.monotonic()
         self.sockets[connection_id] = sock
         frames: set[asyncio.Task[None]] = set()
         status, reason = 1000, ""
+        expiry = asyncio.create_task(self._expire(sock)) if self.timeouts is not None else None
         try:
             while True:
                 message = await websocket.receive()
@@ -163,6 +196,7 @@ class LocalWebSocketApi:
                 if text is None and message.get("bytes") is not None:
                     text = message["bytes"].decode("utf-8", errors="replace")
                 sock.last_active = _now_ms()
+                sock.last_message = time.monotonic()
                 task = asyncio.create_task(self._frame(connection_id, sock, text or ""))
                 frames.add(task)
                 task.add_done_callback(frames.discard)
@@ -171,25 +205,49 @@ class LocalWebSocketApi:
         finally:
             sock.closed = True
             self.sockets.pop(connection_id, None)
+            if expiry is not None:
+                expiry.cancel()
+        if sock.closed_with is not None:  # API Gateway closed it (timeouts): $disconnect says so
+            status, reason = sock.closed_with
         if frames:  # frames the client sent before closing are handled first (acknowledgements)
             await asyncio.wait(frames, timeout=10)
         event = self._event("$disconnect", connection_id, sock, status=status, reason=reason)
         try:
             await run_in_threadpool(self.function.invoke, event)
+        except Throttled as exc:  # API Gateway delivers $disconnect at best effort: this one is lost
+            log.warning("%s on $disconnect: %s", self.function.name, exc)
         except Exception:
             log.exception("%s crashed on $disconnect", self.function.name)
+
+    async def _expire(self, sock: _Socket) -> None:
+        """Close the connection as API Gateway does: idle (no client message) for the idle
+        timeout, or open for the maximum connection duration; both with 1001 "Going away"."""
+        assert self.timeouts is not None
+        while not sock.closed:
+            now = time.monotonic()
+            deadline = min(sock.opened + self.timeouts.websocket_max_connection_s,
+                           sock.last_message + self.timeouts.websocket_idle_s)
+            if now >= deadline:
+                sock.closed_with = GOING_AWAY
+                await self._close(sock, *GOING_AWAY)
+                return
+            await asyncio.sleep(deadline - now)
 
     async def _frame(self, connection_id: str, sock: _Socket, text: str) -> None:
         if len(text.encode()) > MAX_MESSAGE_BYTES:
             await self._close(sock, 1009, "Message too big")
             return
+        await self._overhead()
         event = self._event("$default", connection_id, sock, body=text)
         try:
             result = await run_in_threadpool(self.function.invoke, event)
         except BaseException as exc:  # API Gateway tells the client, and keeps the connection
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
-            log.exception("%s crashed on $default", self.function.name)
+            if isinstance(exc, Throttled | ResponseTooLarge):
+                log.warning("%s on $default: %s", self.function.name, exc)
+            else:
+                log.exception("%s crashed on $default", self.function.name)
             result = {"statusCode": 500}
             await self._send(sock, json.dumps({"message": "Internal server error", "connectionId": connection_id,
                                                "requestId": uuid.uuid4().hex}))
@@ -223,6 +281,7 @@ class LocalWebSocketApi:
         if sock is None or sock.closed:
             return _gone()
         if request.method == "POST":
+            await self._overhead()
             data = await request.body()
             if len(data) > MAX_MESSAGE_BYTES:
                 return JSONResponse({"message": f"Message of {len(data)} bytes is too large"}, status_code=413,
@@ -248,11 +307,30 @@ class LocalWebSocketApi:
         if request.headers.get("x-amz-invocation-type", "RequestResponse") == "Event":
             threading.Thread(target=self._invoke_quietly, args=(payload,), name=f"{name}-async", daemon=True).start()
             return Response(status_code=202)
-        result = await run_in_threadpool(self.function.invoke, payload)
+        try:
+            result = await run_in_threadpool(self.function.invoke, payload)
+        except Throttled:  # Lambda's answer to a synchronous invocation it cannot run
+            return JSONResponse({"Type": "User", "message": "Rate Exceeded.", "Reason": "ConcurrentInvocationLimitExceeded"},
+                                status_code=429, headers={"x-amzn-ErrorType": "TooManyRequestsException"})
+        except ResponseTooLarge as exc:  # a function error: 200 with X-Amz-Function-Error, as Lambda
+            return JSONResponse({"errorType": exc.error_type, "errorMessage": str(exc)},
+                                headers={"X-Amz-Function-Error": "Unhandled"})
         return JSONResponse(result)
 
     def _invoke_quietly(self, payload: dict[str, Any]) -> None:
-        try:
-            self.function.invoke(payload)
-        except BaseException as exc:  # (also when the cluster stops meanwhile) the maintenance run catches up
-            log.debug("%s failed on an asynchronous invocation: %s", self.function.name, exc)
+        """An asynchronous invocation: Lambda's event queue retries it while it is throttled."""
+        wait, given_up_at = ASYNC_RETRY_FIRST_S, time.monotonic() + ASYNC_RETRY_FOR_S
+        while True:
+            try:
+                self.function.invoke(payload)
+                return
+            except Throttled as exc:
+                if time.monotonic() + wait > given_up_at:
+                    log.warning("%s: an asynchronous invocation throttled for 6 h is dropped", self.function.name)
+                    return
+                log.debug("%s: asynchronous invocation throttled (%s), retried in %ss", self.function.name, exc, wait)
+                time.sleep(wait)
+                wait = min(wait * 2, ASYNC_RETRY_MAX_S)
+            except BaseException as exc:  # (also when the cluster stops meanwhile) the maintenance run catches up
+                log.debug("%s failed on an asynchronous invocation: %s", self.function.name, exc)
+                return
