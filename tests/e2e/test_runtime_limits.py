@@ -314,3 +314,38 @@ def test_throttled_is_raised_before_the_function_runs(log: Path) -> None:
         fn.invoke({"marker": "never"})
     holder.join()
     assert [r["marker"] for r in records(log, "marker")] == ["hold"]
+
+
+# --- `magnetar local up --aws-limits on --lambda-concurrency 1 --aws-latency`, end to end -------------
+def test_local_up_with_limits_throttles_beyond_its_concurrency() -> None:
+    import magnetar
+    from magnetar.local.cluster import LocalUpProcess
+
+    args = ["--aws-limits", "on", "--lambda-concurrency", "1", "--aws-latency"]
+    with LocalUpProcess(maintenance_interval_s=0, extra_args=args) as stack:
+        wait_for(lambda: _health(stack.url) == 200, timeout_s=30)
+        client = magnetar.Client(stack.url)
+        try:
+            consumer = client.subscribe("runtime-limits", "s")
+            polling = threading.Thread(target=_receive_quietly, args=(consumer, 4000))
+            polling.start()  # its long poll holds the account's one execution
+            time.sleep(1.5)
+            assert _health(stack.url) == 500
+            polling.join()
+            wait_for(lambda: _health(stack.url) == 200, timeout_s=10)
+            stats = httpx.get(f"{stack.url}/_magnetar/local/stats").json()["lambda"]["magnetar-broker"]
+            assert stats["throttles"] >= 1
+        finally:
+            client.close()
+
+
+def _health(url: str) -> int:
+    try:
+        return httpx.get(f"{url}/admin/v2/brokers/health", timeout=5).status_code
+    except httpx.HTTPError:
+        return 0
+
+
+def _receive_quietly(consumer: Any, timeout_millis: int) -> None:
+    with contextlib.suppress(Exception):
+        consumer.receive(timeout_millis)
