@@ -10,7 +10,9 @@ attempt, i.e. per billed request) so benchmarks report measured, not estimated, 
 
 from __future__ import annotations
 
+import random
 import threading
+import time
 from collections import Counter
 from functools import cache
 from typing import Any
@@ -54,6 +56,16 @@ class RequestCounter:
 
 
 REQUESTS = RequestCounter()
+
+# BatchGetItem/BatchWriteItem answer the items a throttled partition could not take as
+# UnprocessedKeys/UnprocessedItems (HTTP 200, so botocore does not retry them): AWS asks callers to
+# retry those with exponential backoff, never at once.
+UNPROCESSED_ATTEMPTS = 8
+
+
+def unprocessed_backoff(attempt: int) -> None:
+    """Wait before retrying a batch's unprocessed items: full jitter, 50 ms doubling up to 2 s."""
+    time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
 
 
 @cache

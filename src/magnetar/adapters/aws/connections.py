@@ -29,8 +29,9 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from magnetar.adapters.aws.clients import _CONFIG, REQUESTS, client
+from magnetar.adapters.aws.clients import _CONFIG, REQUESTS, UNPROCESSED_ATTEMPTS, client, unprocessed_backoff
 from magnetar.config import ENV_WS_ENDPOINT, ResourceNames
+from magnetar.core.errors import RetryableError
 from magnetar.core.ports import Connection
 from magnetar.core.push import PushService
 from magnetar.core.websocket import MAX_CONNECTION_MS
@@ -192,8 +193,13 @@ class DynamoConnectionRegistry:
 
     def _batch_write(self, requests: list[dict[str, Any]]) -> None:
         pending: dict[str, Any] = {self.table: requests}
-        while pending:
+        for attempt in range(UNPROCESSED_ATTEMPTS + 1):
+            if attempt:
+                unprocessed_backoff(attempt - 1)  # throttled items: back off before writing them again
             pending = self.ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+            if not pending:
+                return
+        raise RetryableError("DynamoDB throttled a batch write; retry")
 
 
 class ApiGatewayPushGateway:

@@ -25,7 +25,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from magnetar.adapters.aws.clients import client
+from magnetar.adapters.aws.clients import UNPROCESSED_ATTEMPTS, client, unprocessed_backoff
 from magnetar.core.cursor import CursorState
 from magnetar.core.errors import (
     BacklogQuotaExceeded,
@@ -136,10 +136,16 @@ class DynamoMetadataStore:
         found: list[dict[str, Any]] = []
         for start in range(0, len(keys), 100):
             request: dict[str, Any] = {self.table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
-            while request:
+            for attempt in range(UNPROCESSED_ATTEMPTS + 1):
+                if attempt:
+                    unprocessed_backoff(attempt - 1)  # throttled keys: back off before asking again
                 page = self.ddb.batch_get_item(RequestItems=request)
                 found.extend(page["Responses"].get(self.table, []))
                 request = page.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+            else:
+                raise RetryableError("DynamoDB throttled a batch read; retry")
         return found
 
     # --- tenants, namespaces, topics -------------------------------------------------------
