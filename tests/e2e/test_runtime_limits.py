@@ -253,9 +253,12 @@ def test_a_throttled_scheduled_run_waits_in_the_queue(log: Path) -> None:
     holder.join()
 
 
-def test_a_throttled_event_source_batch_is_retried_not_failed(log: Path) -> None:
+def test_a_throttled_event_source_batch_is_retried_not_failed(log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     one = AwsFidelity(limits=True, lambda_concurrency=1)
     consumer, other = functions(one, "consumer", "other")
+    # no Kinesis client: boto clients are cached process-wide, and this one would miss the session
+    # cluster's endpoint if it was made first
+    monkeypatch.setattr("magnetar.local.esm.client", lambda service: None)
     esm = KinesisEventSourceMapping(consumer, "stream", 100, 0.0, retry_backoff_s=0.1)
     holder = threading.Thread(target=other.invoke, args=({"marker": "hold", "sleep": 0.6},))
     holder.start()
