@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
+import httpx
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
@@ -102,6 +103,8 @@ def test_a_hot_shard_is_throttled_and_a_standard_retry_gets_through(limited: str
     for _ in range(3):
         retrying.put_record(StreamName=name, Data=record, PartitionKey="hot")
     assert tries[0] > 3  # throttled, backed off, written
+    refusals = httpx.get(f"{limited}/_magnetar/aws-limits").json()["refusals"]  # what the limits refused
+    assert refusals["kinesis.PutRecord:ProvisionedThroughputExceededException"] >= 2
 
 
 def test_put_records_fails_record_by_record(limited: str) -> None:
@@ -129,6 +132,10 @@ def test_a_sixth_get_records_within_a_second_is_refused(limited: str) -> None:
     assert code(refused.value) == "ProvisionedThroughputExceededException"
     time.sleep(1.0)
     kinesis.get_records(ShardIterator=iterator)
+    with pytest.raises(ClientError) as iterators:  # GetShardIterator: 5 a second per shard too
+        for _ in range(6):
+            kinesis.get_shard_iterator(StreamName=name, ShardId="shardId-000000000000", ShardIteratorType="LATEST")
+    assert code(iterators.value) == "ProvisionedThroughputExceededException"
 
 
 def test_a_record_over_1_mib_is_refused(limited: str) -> None:

@@ -12,7 +12,8 @@ botocore's retry logic treats it exactly as it would AWS's:
   are written. Record data ≤ 1 MiB (ValidationException), data + key ≤ 1 MiB, PutRecords ≤ 500
   records and ≤ 10 MiB (InvalidArgumentException). GetRecords: 5 calls/s per shard shared by all
   readers, 2 MiB/s per shard (a large answer puts the shard in debt: the calls after it are
-  refused until the debt is paid), ProvisionedThroughputExceededException.
+  refused until the debt is paid), GetShardIterator 5 calls/s per shard:
+  ProvisionedThroughputExceededException.
 - DynamoDB (`X-Amz-Target: DynamoDB_20120810.*`): item ≤ 400 KB (ValidationException), transactions
   ≤ 100 items and 4 MB, BatchWriteItem ≤ 25; per partition key value ~1,000 write units/s and
   ~3,000 read units/s (writes ceil(KB), transactional x2; reads ceil(4 KB), eventually consistent
@@ -39,7 +40,7 @@ import threading
 import time
 import uuid
 import zlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from io import BytesIO
@@ -55,6 +56,7 @@ KINESIS_SHARD_WRITE_BYTES_S = 1 * MIB
 KINESIS_SHARD_WRITE_RECORDS_S = 1000
 KINESIS_SHARD_READ_BYTES_S = 2 * MIB
 KINESIS_SHARD_READ_CALLS_S = 5
+KINESIS_SHARD_ITERATOR_CALLS_S = 5  # GetShardIterator, per open shard
 KINESIS_MAX_RECORD = 1 * MIB
 KINESIS_PUT_RECORDS_MAX = 500
 KINESIS_PUT_RECORDS_BYTES = 10 * MIB
@@ -78,6 +80,10 @@ DDB_UPDATE_TOO_LARGE = "Item size to update has exceeded the maximum allowed siz
 _WRITE_OPS = {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/([^/]+)/")
 _EQUALITY = re.compile(r"(#?[\w.]+)\s*=\s*(:\w+)")
+
+REFUSED_HEADER = "x-magnetar-refused"
+REFUSED_COUNT_HEADER = "x-magnetar-refused-count"
+REFUSALS_PATH = "/_magnetar/aws-limits"  # GET: what the limits refused, by service.operation:code
 
 StartResponse = Callable[..., Any]
 Response = tuple[str, list[tuple[str, str]], bytes]
@@ -176,14 +182,21 @@ def _json_response(status: str, body: dict[str, Any], content_type: str, crc: bo
     return status, headers, data
 
 
+def _refused(response: Response, code: str, count: int = 1) -> Response:
+    """Mark a response the limits made (counted, then the marks are taken off: see `refusals`)."""
+    status, headers, data = response
+    return status, [*headers, (REFUSED_HEADER, code), (REFUSED_COUNT_HEADER, str(count))], data
+
+
 def kinesis_error(code: str, message: str) -> Response:
-    return _json_response("400 Bad Request", {"__type": code, "message": message}, "application/x-amz-json-1.1")
+    return _refused(_json_response("400 Bad Request", {"__type": code, "message": message},
+                                   "application/x-amz-json-1.1"), code)
 
 
 def dynamodb_error(code: str, message: str, **extra: Any) -> Response:
     prefix = "com.amazon.coral.validate#" if code == "ValidationException" else "com.amazonaws.dynamodb.v20120810#"
-    return _json_response("400 Bad Request", {"__type": prefix + code, "message": message, **extra},
-                          "application/x-amz-json-1.0", crc=True)
+    return _refused(_json_response("400 Bad Request", {"__type": prefix + code, "message": message, **extra},
+                                   "application/x-amz-json-1.0", crc=True), code)
 
 
 def s3_slow_down() -> Response:
@@ -191,8 +204,8 @@ def s3_slow_down() -> Response:
     data = ('<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
             f"<Message>Please reduce your request rate.</Message><RequestId>{request_id}</RequestId>"
             f"<HostId>{base64.b64encode(uuid.uuid4().bytes).decode()}</HostId></Error>").encode()
-    return "503 Slow Down", [("Content-Type", "application/xml"), ("Content-Length", str(len(data))),
-                             ("x-amz-request-id", request_id)], data
+    return _refused(("503 Slow Down", [("Content-Type", "application/xml"), ("Content-Length", str(len(data))),
+                                       ("x-amz-request-id", request_id)], data), "SlowDown")
 
 
 class AwsEndpoint:
@@ -212,12 +225,24 @@ class AwsEndpoint:
         self.state = _State()
         self._shards: dict[tuple[str, str, str], _Shards] = {}
         self._key_schemas: dict[tuple[str, str, str], tuple[str, str | None]] = {}
+        self.refusals: Counter[str] = Counter()  # "kinesis.GetRecords:ProvisionedThroughputExceededException" -> n
 
     # --- WSGI -----------------------------------------------------------------------------
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = time.monotonic()
+        if environ.get("PATH_INFO") == REFUSALS_PATH and environ.get("REQUEST_METHOD") == "GET":
+            with self.state.lock:
+                report = {"limits": self.limits, "refusals": dict(sorted(self.refusals.items()))}
+            status, headers, data = _json_response("200 OK", report, "application/json")
+            start_response(status, headers)
+            return [data]
         service, operation, body = self._classify(environ)
         response = self._handle(environ, service, operation, body) if service else self._forward(environ)
+        marks = {k: v for k, v in response[1] if k in (REFUSED_HEADER, REFUSED_COUNT_HEADER)}
+        if marks:
+            with self.state.lock:
+                self.refusals[f"{service}.{operation}:{marks[REFUSED_HEADER]}"] += int(marks[REFUSED_COUNT_HEADER])
+            response = response[0], [h for h in response[1] if h[0] not in marks], response[2]
         if self.latency is not None and service:
             remaining = self.latency.delay_s(service, operation) - (time.monotonic() - started)
             if remaining > 0:
@@ -321,7 +346,7 @@ class AwsEndpoint:
         raise _PassThrough
 
     def _kinesis(self, environ: dict[str, Any], operation: str, body: bytes) -> Response:
-        if operation not in ("PutRecord", "PutRecords", "GetRecords"):
+        if operation not in ("PutRecord", "PutRecords", "GetRecords", "GetShardIterator"):
             return self._forward(environ)
         try:
             request = json.loads(body or b"{}")
@@ -331,6 +356,12 @@ class AwsEndpoint:
             return self._get_records(environ, request)
         account, region = self._scope(environ)
         stream = self._stream_name(request)
+        if operation == "GetShardIterator":
+            shard = str(request.get("ShardId", ""))
+            if not self._within_calls(("ki", account, region, stream, shard), KINESIS_SHARD_ITERATOR_CALLS_S):
+                return kinesis_error("ProvisionedThroughputExceededException",
+                                     f"Rate exceeded for shard {shard} in stream {stream} under account {account}.")
+            return self._forward(environ)
         records = [request] if operation == "PutRecord" else list(request.get("Records") or [])
         sizes = []
         for i, r in enumerate(records):
@@ -389,8 +420,21 @@ class AwsEndpoint:
                 if ok:
                     results[i] = next(written)
         failed = sum(1 for r in results if "ErrorCode" in r)
-        return _json_response("200 OK", {"FailedRecordCount": failed, "Records": results, "EncryptionType": encryption},
-                              "application/x-amz-json-1.1")
+        return _refused(_json_response("200 OK", {"FailedRecordCount": failed, "Records": results,
+                                                  "EncryptionType": encryption}, "application/x-amz-json-1.1"),
+                        "records:ProvisionedThroughputExceededException", accepted.count(False))
+
+    def _within_calls(self, key: tuple[str, ...], per_s: int, extra_refusal: Bucket | None = None) -> bool:
+        """A sliding one-second window of calls: True (and the call counted) while under `per_s`."""
+        now = self.clock()
+        with self.state.lock:
+            calls = self.state.calls.setdefault(key, deque())
+            while calls and now - calls[0] >= 1.0:
+                calls.popleft()
+            if len(calls) >= per_s or (extra_refusal is not None and extra_refusal.level(now) <= 0):
+                return False
+            calls.append(now)
+            return True
 
     def _get_records(self, environ: dict[str, Any], request: dict[str, Any]) -> Response:
         try:
@@ -400,16 +444,9 @@ class AwsEndpoint:
             return self._forward(environ)
         account, region = self._scope(environ)
         key = (account, region, stream, shard)
-        now = self.clock()
         with self.state.lock:
-            calls = self.state.calls.setdefault(("kr", *key), deque())
-            while calls and now - calls[0] >= 1.0:
-                calls.popleft()
-            debt = self.state.bucket(("kb", *key), KINESIS_SHARD_READ_BYTES_S, now)
-            refused = len(calls) >= KINESIS_SHARD_READ_CALLS_S or debt.level(now) <= 0
-            if not refused:
-                calls.append(now)
-        if refused:
+            debt = self.state.bucket(("kb", *key), KINESIS_SHARD_READ_BYTES_S, self.clock())
+        if not self._within_calls(("kr", *key), KINESIS_SHARD_READ_CALLS_S, debt):
             return kinesis_error("ProvisionedThroughputExceededException",
                                  f"Rate exceeded for Shard - {account}:{stream}:{shard}")
         status, headers, data = self._forward(environ)
@@ -587,11 +624,11 @@ class AwsEndpoint:
         reasons = [{"Code": "ThrottlingError", "Message": DDB_THROTTLED} if i in hot else {"Code": "None"}
                    for i in range(n)]
         codes = ", ".join(r["Code"] for r in reasons)
-        return _json_response("400 Bad Request", {
+        return _refused(_json_response("400 Bad Request", {
             "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
             "Message": f"Transaction cancelled, please refer cancellation reasons for specific reasons [{codes}]",
             "CancellationReasons": reasons,
-        }, "application/x-amz-json-1.0", crc=True)
+        }, "application/x-amz-json-1.0", crc=True), "TransactionCanceledException(ThrottlingError)")
 
     def _batch_write(self, environ: dict[str, Any], request: dict[str, Any], account: str, region: str) -> Response:
         requests = [(str(table), r) for table, rs in (request.get("RequestItems") or {}).items() for r in rs or []]
@@ -624,7 +661,8 @@ class AwsEndpoint:
         for table, rs in unprocessed.items():
             left.setdefault(table, []).extend(rs)
         answer["UnprocessedItems"] = left
-        return _json_response("200 OK", answer, "application/x-amz-json-1.0", crc=True)
+        return _refused(_json_response("200 OK", answer, "application/x-amz-json-1.0", crc=True),
+                        "UnprocessedItems", sum(len(rs) for rs in unprocessed.values()))
 
     def _transact_write(self, environ: dict[str, Any], request: dict[str, Any], account: str, region: str) -> Response:
         items = request.get("TransactItems") or []
