@@ -43,26 +43,62 @@ AwsEndpoint = Annotated[
 NoLimits = Annotated[bool, typer.Option("--no-limits", help="Skip measuring the emulator's raw limits.")]
 ReceiveBatch = Annotated[int, typer.Option("--receive-batch", help="Consumer batch_receive size.")]
 ReceiveWait = Annotated[int, typer.Option("--receive-wait-ms", help="Consumer batch_receive timeout.")]
+AwsLatency = Annotated[bool, typer.Option(
+    "--aws-latency", help="Also run on a cluster with modeled AWS latency (local up --aws-latency) and report its "
+                          "publish and end-to-end percentiles beside the emulator's; with --service-url: that cluster "
+                          "runs with --aws-latency.")]
+AwsLimits = Annotated[str, typer.Option("--aws-limits", help="The local cluster enforces AWS's service limits: on|off.")]
+
+# What a serverless log on S3 Standard reaches on AWS (docs/benchmarks.md): WarpStream's default
+# configuration (https://docs.warpstream.com/warpstream/configuration/low-latency-clusters).
+ANCHOR = "WarpStream on S3 Standard: p99 write 400-600 ms, p99 end to end < 1.5 s"
 
 
 @contextlib.contextmanager
-def _service(service_url: str | None, aws_endpoint: str | None) -> Iterator[tuple[str, str | None, tuple[int, ...]]]:
+def _service(service_url: str | None, aws_endpoint: str | None,
+             extra_args: list[str] | None = None) -> Iterator[tuple[str, str | None, tuple[int, ...]]]:
     if service_url:
         yield service_url, aws_endpoint or os.environ.get("AWS_ENDPOINT_URL"), ()
         return
     from magnetar.local.cluster import LocalUpProcess
 
-    console.print("starting a local cluster for the run (magnetar local up)...")
-    with LocalUpProcess() as local:
+    console.print(f"starting a local cluster for the run (magnetar local up {' '.join(extra_args or [])})...")
+    with LocalUpProcess(extra_args=extra_args) as local:
         yield local.url, local.aws_endpoint, (local.proc.pid,) if local.proc else ()
 
 
+MODELED_KEYS = ("publish_latency_ms", "e2e_latency_ms", "messages", "msgs_per_s", "seconds", "aws_requests_total")
+
+
 def _run(mode: str, **options: Any) -> None:
+    json_out = options.pop("json_out")
+    aws_latency, aws_limits = options.pop("aws_latency"), options.pop("aws_limits")
+    if aws_limits not in ("on", "off"):
+        raise typer.BadParameter("--aws-limits takes on or off")
+    extra = ["--aws-limits", "on"] if aws_limits == "on" else []
+    if aws_latency and not options["service_url"]:
+        # the same workload twice: on the emulator as is, then with AWS's modeled latency
+        result = _measure(mode, dict(options), extra)
+        console.print("the same run with modeled AWS latency (local up --aws-latency)...")
+        modeled = _measure(mode, dict(options, no_limits=True), [*extra, "--aws-latency"])
+        result["modeled_aws"] = {k: modeled[k] for k in MODELED_KEYS} | {"anchor": ANCHOR}
+    else:
+        result = _measure(mode, options, extra)
+        if aws_latency:  # the cluster at --service-url runs with --aws-latency: its figures are the modeled ones
+            result["modeled_aws"] = {k: result[k] for k in MODELED_KEYS} | {"anchor": ANCHOR, "same_run": True}
+    _summary(result)
+    if json_out:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2, default=str))
+        console.print(f"wrote {json_out}")
+
+
+def _measure(mode: str, options: dict[str, Any], extra_args: list[str]) -> dict[str, Any]:
     from magnetar.perf.runner import PerfConfig, PerfRun
 
-    json_out, aws_endpoint, no_limits = options.pop("json_out"), options.pop("aws_endpoint"), options.pop("no_limits")
+    aws_endpoint, no_limits = options.pop("aws_endpoint"), options.pop("no_limits")
     credentials = authentication(options.pop("auth_plugin"), options.pop("auth_params"))
-    with _service(options.pop("service_url"), aws_endpoint) as (url, endpoint, pids):
+    with _service(options.pop("service_url"), aws_endpoint, extra_args) as (url, endpoint, pids):
         try:
             config = PerfConfig(mode=mode, service_url=url, watch_pids=pids, **options)
         except ValueError as exc:
@@ -88,11 +124,7 @@ def _run(mode: str, **options: Any) -> None:
             result["ratio_to_limit"] = result["msgs_per_s"] / result["limit"]["kinesis_put_records"]["per_s"]
         result["cost_usd_per_million_msgs"] = _cost(result, config)
         result["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    _summary(result)
-    if json_out:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(result, indent=2, default=str))
-        console.print(f"wrote {json_out}")
+    return result
 
 
 def _cost(result: dict[str, Any], config: Any) -> dict[str, Any] | None:
@@ -117,11 +149,18 @@ def _summary(r: dict[str, Any]) -> None:
     table.add_column("value", justify="right")
     table.add_row("messages", f"{r['messages']:,} (sent {r['sent']:,}, acked {r['acked']:,}, failed {r['failed']:,})")
     table.add_row("throughput", f"{r['msgs_per_s']:,.0f} msg/s   {r['mb_per_s']:.2f} MB/s")
+    modeled = r.get("modeled_aws")
     for name in ("publish_latency_ms", "e2e_latency_ms"):
-        q = r[name]
-        if q.get("count"):
-            table.add_row(name.replace("_ms", " (ms)"),
-                          " / ".join(f"{k} {q[k]:.1f}" for k in ("p50", "p95", "p99", "p999", "max")))
+        for label, figures in (("emulator", r), ("modeled AWS", modeled)):
+            if modeled and modeled.get("same_run") and label == "emulator":
+                continue  # the cluster at --service-url runs with --aws-latency: only modeled figures
+            q = figures[name] if figures else {}
+            if q.get("count"):
+                suffix = f", {label}" if modeled else ""
+                table.add_row(name.replace("_ms", f"{suffix} (ms)"),
+                              " / ".join(f"{k} {q[k]:.1f}" for k in ("p50", "p95", "p99", "p999", "max")))
+    if modeled:
+        table.add_row("anchor", str(modeled["anchor"]))
     if r.get("aws_requests_per_1000_msgs") is not None:
         table.add_row("AWS requests / 1,000 msgs", f"{r['aws_requests_per_1000_msgs']:.1f}")
     if "limit" in r:
@@ -167,13 +206,16 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
         nack_fraction: NackFraction = 0.0,
         auth_plugin: AuthPlugin = None,
         auth_params: AuthParams = None,
+        aws_latency: AwsLatency = False,
+        aws_limits: AwsLimits = "off",
     ) -> None:
         _run(mode, service_url=service_url, topic=topic, partitions=partitions, producers=producers,
              consumers=consumers if mode != "produce" else 0, subscription_type=subscription_type, rate=rate,
              size=size, batch_max_messages=batch_max_messages, batch_max_delay_ms=batch_max_delay_ms,
              compression=compression, duration_s=duration, json_out=json_out, aws_endpoint=aws_endpoint,
              no_limits=no_limits, receive_batch=receive_batch, receive_wait_ms=receive_wait_ms, keys=keys,
-             nack_fraction=nack_fraction, auth_plugin=auth_plugin, auth_params=auth_params)
+             nack_fraction=nack_fraction, auth_plugin=auth_plugin, auth_params=auth_params,
+             aws_latency=aws_latency, aws_limits=aws_limits)
 
     command.__doc__ = {
         "produce": "Produce at a rate (or flat out) and measure publish latency.",
