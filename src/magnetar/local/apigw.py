@@ -179,9 +179,9 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
         made by the emulated functions, by service and operation, and each function's
         invocations and billed duration. DELETE resets them."""
         from magnetar.adapters.aws.clients import REQUESTS
-        from magnetar.local.lambda_runtime import BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
+        from magnetar.local.lambda_runtime import AUTHORIZER, BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
 
-        functions = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET)  # (the authorizer's run only with --auth)
+        functions = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET) + ((AUTHORIZER,) if authorizers else ())
         if request.method == "DELETE":
             REQUESTS.reset()
             for f in functions:
