@@ -78,8 +78,17 @@ class KinesisEventSourceMapping:
             kwargs.update(ShardIteratorType="AFTER_SEQUENCE_NUMBER", StartingSequenceNumber=after)
         else:
             kwargs.update(ShardIteratorType="TRIM_HORIZON")
-        iterator: str = self.kinesis.get_shard_iterator(**kwargs)["ShardIterator"]
-        return iterator
+        backoff = 0.2
+        while True:  # a throttled GetShardIterator (5/s per shard) is retried, as the ESM does
+            try:
+                iterator: str = self.kinesis.get_shard_iterator(**kwargs)["ShardIterator"]
+                return iterator
+            except Exception:
+                if self._stop.is_set():
+                    raise
+                log.warning("GetShardIterator failed on %s; retrying in %.1f s", shard_id, backoff)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
 
     def _poll_shard(self, shard_id: str) -> None:
         checkpoint: str | None = None  # last sequence number successfully processed
