@@ -1,0 +1,153 @@
+"""The base of the DynamoDB MetadataStore: the client and table, the item codecs, the
+conditional write, single-item reads, the consistent BatchGetItem with its backoff on unprocessed
+keys, key queries, and the decoders of the seal and writer items (read by several mixins).
+The table's layout is described in the package's docstring.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from magnetar.adapters.aws.clients import UNPROCESSED_ATTEMPTS, client, unprocessed_backoff
+from magnetar.core.errors import RetryableError
+from magnetar.core.naming import TopicName
+from magnetar.core.ports import JournalPosition, ProducerActivity, SealState, WriterState
+
+
+def _s(value: str) -> dict[str, str]:
+    return {"S": value}
+
+
+def _n(value: int) -> dict[str, str]:
+    return {"N": str(value)}
+
+
+def _int(item: dict[str, Any], name: str, default: int = 0) -> int:
+    return int(item[name]["N"]) if name in item else default
+
+
+def _tp(topic: TopicName | str) -> dict[str, str]:
+    return _s(f"TP#{topic}")
+
+
+def _condition_failed(exc: ClientError) -> bool:
+    code = exc.response.get("Error", {}).get("Code", "")
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code == "TransactionCanceledException":
+        reasons = exc.response.get("CancellationReasons", [])
+        return any(r.get("Code") == "ConditionalCheckFailed" for r in reasons) or not reasons
+    return False
+
+
+class DynamoBase:
+    """The table and client every mixin of DynamoMetadataStore works on, and their shared helpers."""
+
+    def __init__(self, table: str, dynamodb: Any | None = None) -> None:
+        self.table = table
+        self.ddb = dynamodb or client("dynamodb")
+
+    # --- small helpers -------------------------------------------------------------------
+    def _if(self, operation: str, **kwargs: Any) -> bool:
+        """Run a conditional write; False (and nothing written) when its condition does not hold."""
+        try:
+            getattr(self.ddb, operation)(**kwargs)
+            return True
+        except ClientError as exc:
+            if _condition_failed(exc):
+                return False
+            raise
+
+    def _put_new(self, item: dict[str, Any]) -> bool:
+        return self._if("put_item", TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+
+    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        item: dict[str, Any] | None = self.ddb.get_item(
+            TableName=self.table, Key={"pk": _s(pk), "sk": _s(sk)}, ConsistentRead=True
+        ).get("Item")
+        return item
+
+    def _query_sks(self, pk: str, prefix: str = "") -> list[str]:
+        out: list[str] = []
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": "pk = :pk" + (" AND begins_with(sk, :p)" if prefix else ""),
+            "ExpressionAttributeValues": {":pk": _s(pk), **({":p": _s(prefix)} if prefix else {})},
+            "ProjectionExpression": "sk",
+        }
+        while True:
+            page = self.ddb.query(**kwargs)
+            out.extend(item["sk"]["S"][len(prefix):] for item in page["Items"])
+            if "LastEvaluatedKey" not in page:
+                return out
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for start in range(0, len(keys), 100):
+            request: dict[str, Any] = {self.table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
+            for attempt in range(UNPROCESSED_ATTEMPTS + 1):
+                if attempt:
+                    unprocessed_backoff(attempt - 1)  # throttled keys: back off before asking again
+                page = self.ddb.batch_get_item(RequestItems=request)
+                found.extend(page["Responses"].get(self.table, []))
+                request = page.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+            else:
+                raise RetryableError("DynamoDB throttled a batch read; retry")
+        return found
+
+    # --- the seal and writer items' decoders ------------------------------------------------
+    @staticmethod
+    def _seal_from_item(item: dict[str, Any] | None) -> SealState:
+        if not item:
+            return SealState()
+        position = None
+        if "last_shard" in item:
+            position = JournalPosition(item["last_shard"]["S"], item["last_seq"]["S"])
+        holes = tuple(int(v["N"]) for v in item.get("recent_holes", {}).get("L", []))
+        return SealState(
+            next_entry=_int(item, "next_entry"),
+            last_position=position,
+            recent_holes=holes,
+            sealed_entries=_int(item, "sealed_entries"),
+            sealed_messages=_int(item, "sealed_messages"),
+            sealed_bytes=_int(item, "sealed_bytes"),
+            segment_count=_int(item, "segment_count"),
+            rate_msgs=float(item["rate_msgs"]["N"]) if "rate_msgs" in item else 0.0,
+            rate_bytes=float(item["rate_bytes"]["N"]) if "rate_bytes" in item else 0.0,
+            rate_at=_int(item, "rate_at"),
+            first_entry=_int(item, "first_entry"),
+            trimmed_entries=_int(item, "trimmed_entries"),
+            trimmed_messages=_int(item, "trimmed_messages"),
+            trimmed_bytes=_int(item, "trimmed_bytes"),
+            trash=tuple(sorted(item.get("trash", {}).get("SS", []))),
+        )
+
+    @staticmethod
+    def _writer_from_item(item: dict[str, Any] | None) -> WriterState | None:
+        if not item:
+            return None
+
+        def by_producer(name: str) -> dict[str, int]:
+            return {k: int(v["N"]) for k, v in item.get(name, {}).get("M", {}).items()}
+
+        last, msgs, sizes, since = (by_producer(n) for n in ("pub_last", "pub_msgs", "pub_bytes", "pub_since"))
+        producers = {
+            name: ProducerActivity(last.get(name, 0), msgs.get(name, 0), sizes.get(name, 0), since.get(name, 0))
+            for name in set(last) | set(since)
+        }
+        return WriterState(
+            _int(item, "next_entry"),
+            _int(item, "ledger_id"),
+            _int(item, "ledger_first_entry"),
+            _int(item, "ledger_opened_at"),
+            _int(item, "created_at"),
+            messages_in=_int(item, "msg_in"),
+            bytes_in=_int(item, "bytes_in"),
+            producers=producers,
+            backlog_blocked=item.get("backlog_blocked", {}).get("S", ""),
+        )

@@ -1,0 +1,254 @@
+"""Tenants, namespaces, topics and partitioned topics (their listing items, the namespace's topic
+counter and limit), and namespace- and topic-level policies."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s, _tp
+from magnetar.core.errors import NotFound, RetryableError, TopicLimitReached
+from magnetar.core.naming import NamespaceName, TopicName
+from magnetar.core.policies import TOPIC_LIMIT_REASON
+from magnetar.core.ports import NamespaceInfo, TenantInfo
+
+_TXN_RETRIES = 5
+
+
+class CatalogItems(DynamoBase):
+    """The TENANTS, NAMESPACES#, TOPICS# and PARTITIONED# items."""
+
+    # --- tenants, namespaces, topics -------------------------------------------------------
+    def create_tenant(self, tenant: TenantInfo) -> bool:
+        return self._put_new(
+            {
+                "pk": _s("TENANTS"),
+                "sk": _s(tenant.name),
+                "adminRoles": {"L": [_s(r) for r in tenant.admin_roles]},
+                "allowedClusters": {"L": [_s(c) for c in tenant.allowed_clusters]},
+            }
+        )
+
+    def update_tenant(self, tenant: TenantInfo) -> bool:
+        return self._if(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _s("TENANTS"), "sk": _s(tenant.name)},
+            UpdateExpression="SET adminRoles = :a, allowedClusters = :c",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":a": {"L": [_s(r) for r in tenant.admin_roles]},
+                                       ":c": {"L": [_s(c) for c in tenant.allowed_clusters]}},
+        )
+
+    def get_tenant(self, name: str) -> TenantInfo | None:
+        item = self._get("TENANTS", name)
+        if item is None:
+            return None
+        roles = tuple(v["S"] for v in item.get("adminRoles", {}).get("L", []))
+        clusters = tuple(v["S"] for v in item.get("allowedClusters", {}).get("L", []))
+        return TenantInfo(name, roles, clusters)
+
+    def list_tenants(self) -> list[str]:
+        return self._query_sks("TENANTS")
+
+    def create_namespace(self, namespace: NamespaceInfo) -> bool:
+        return self._put_new(
+            {
+                "pk": _s(f"NAMESPACES#{namespace.name.tenant}"),
+                "sk": _s(namespace.name.namespace),
+                "policies": _s(json.dumps(namespace.policies)),
+            }
+        )
+
+    def get_namespace(self, name: NamespaceName) -> NamespaceInfo | None:
+        item = self._get(f"NAMESPACES#{name.tenant}", name.namespace)
+        if item is None:
+            return None
+        raw = item.get("policies", {})
+        policies = json.loads(raw["S"]) if "S" in raw else {}
+        return NamespaceInfo(name, policies)
+
+    def list_namespaces(self, tenant: str) -> list[str]:
+        return self._query_sks(f"NAMESPACES#{tenant}")
+
+    def create_topic(self, topic: TopicName, now_ms: int, max_topics: int = 0) -> bool:
+        return self._transact_counted(
+            topic.namespace_name, 1, max_topics,
+            [
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic)), "createdAt": _n(now_ms)},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {
+                            "pk": _tp(topic),
+                            "sk": _s("WRITER"),
+                            "next_entry": _n(0),
+                            "ledger_id": _n(0),
+                            "ledger_first_entry": _n(0),
+                            "ledger_opened_at": _n(now_ms),
+                            "created_at": _n(now_ms),
+                            "dedup_seq": {"M": {}},
+                            "dedup_entry": {"M": {}},
+                            "dedup_ledger": {"M": {}},
+                            "dedup_at": {"M": {}},
+                            "msg_in": _n(0),
+                            "bytes_in": _n(0),
+                            "pub_last": {"M": {}},
+                            "pub_msgs": {"M": {}},
+                            "pub_bytes": {"M": {}},
+                            "pub_since": {"M": {}},
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ],
+        )
+
+    def _transact_counted(self, namespace: NamespaceName, added: int, max_topics: int,
+                          items: list[dict[str, Any]]) -> bool:
+        """Run a transaction that creates topics; with `max_topics`, the namespace's topic counter
+        goes up by `added` in it, refused (TopicLimitReached) when that would pass the limit.
+        False when one of `items`' own conditions failed (the topic exists)."""
+        if max_topics <= 0:
+            return self._if("transact_write_items", TransactItems=items)
+        counter = {
+            "Update": {
+                "TableName": self.table,
+                "Key": {"pk": _s(f"NAMESPACES#{namespace.tenant}"), "sk": _s(namespace.namespace)},
+                "UpdateExpression": "SET topic_count = if_not_exists(topic_count, :zero) + :added",
+                "ConditionExpression": "attribute_exists(pk) AND"
+                                       " (attribute_not_exists(topic_count) OR topic_count <= :room)",
+                "ExpressionAttributeValues": {":zero": _n(0), ":added": _n(added), ":room": _n(max_topics - added)},
+                "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+            }
+        }
+        for attempt in range(_TXN_RETRIES):
+            try:
+                self.ddb.transact_write_items(TransactItems=[*items, counter])
+                return True
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                    raise
+                reasons = exc.response.get("CancellationReasons", [])
+                codes = [r.get("Code", "None") for r in reasons]
+                if not reasons or any(code == "ConditionalCheckFailed" for code in codes[: len(items)]):
+                    return False
+                if len(codes) > len(items) and codes[len(items)] == "ConditionalCheckFailed":
+                    if not reasons[len(items)].get("Item"):
+                        raise NotFound(f"Namespace {namespace} does not exist") from None
+                    raise TopicLimitReached(TOPIC_LIMIT_REASON) from None
+                # TransactionConflict: another creation in the namespace moved its counter; again
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+        raise RetryableError(f"Too many topics created at once in {namespace}; retry")
+
+    def set_topic_count(self, namespace: NamespaceName, count: int) -> None:
+        self._if(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _s(f"NAMESPACES#{namespace.tenant}"), "sk": _s(namespace.namespace)},
+            UpdateExpression="SET topic_count = :n",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":n": _n(count)},
+        )
+
+    def list_topics(self, namespace: NamespaceName) -> list[str]:
+        return self._query_sks(f"TOPICS#{namespace}")
+
+    def create_partitioned_topic(self, topic: TopicName, partitions: int, max_topics: int = 0) -> bool:
+        return self._transact_counted(
+            topic.namespace_name, partitions, max_topics,
+            [
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": {"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic)),
+                                 "partitions": _n(partitions)},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "ConditionCheck": {
+                        "TableName": self.table,
+                        "Key": {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic))},
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            ]
+        )
+
+    def get_partitions(self, topic: TopicName) -> int | None:
+        item = self._get(f"PARTITIONED#{topic.namespace_name}", str(topic))
+        return _int(item, "partitions") if item else None
+
+    def update_partitions(self, topic: TopicName, partitions: int, max_topics: int = 0, previous: int = 0) -> bool:
+        if max_topics > 0:  # the added partitions count against the namespace's limit
+            return self._transact_counted(topic.namespace_name, partitions - previous, max_topics, [{
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic))},
+                    "UpdateExpression": "SET #n = :n",
+                    "ConditionExpression": "#n = :previous AND #n < :n",
+                    "ExpressionAttributeNames": {"#n": "partitions"},
+                    "ExpressionAttributeValues": {":n": _n(partitions), ":previous": _n(previous)},
+                }
+            }])
+        return self._if(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic))},
+            UpdateExpression="SET #n = :n",
+            ConditionExpression="#n < :n",
+            ExpressionAttributeNames={"#n": "partitions"},  # a DynamoDB reserved word
+            ExpressionAttributeValues={":n": _n(partitions)},
+        )
+
+    def list_partitioned_topics(self, namespace: NamespaceName) -> list[str]:
+        return self._query_sks(f"PARTITIONED#{namespace}")
+
+    # --- policies ------------------------------------------------------------------------------
+    def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any]) -> None:
+        self.ddb.update_item(
+            TableName=self.table,
+            Key={"pk": _s(f"NAMESPACES#{namespace.tenant}"), "sk": _s(namespace.namespace)},
+            UpdateExpression="SET policies = :p",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues={":p": _s(json.dumps(policies))},
+        )
+
+    def _policy_keys(self, topic: TopicName) -> list[dict[str, Any]]:
+        """Topic-level policies live on the topic's listing item (plain or partitioned topic)."""
+        base = topic.partitioned_topic if topic.partition_index >= 0 else topic
+        return [
+            {"pk": _s(f"TOPICS#{base.namespace_name}"), "sk": _s(str(base))},
+            {"pk": _s(f"PARTITIONED#{base.namespace_name}"), "sk": _s(str(base))},
+        ]
+
+    def get_topic_policies(self, topic: TopicName) -> dict[str, Any]:
+        for item in self._batch_get(self._policy_keys(topic)):
+            if "policies" in item:
+                policies: dict[str, Any] = json.loads(item["policies"]["S"])
+                return policies
+        return {}
+
+    def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> bool:
+        for key in reversed(self._policy_keys(topic)):  # a partitioned topic's item first
+            if self._if(
+                "update_item",
+                TableName=self.table,
+                Key=key,
+                UpdateExpression="SET policies = :p",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":p": _s(json.dumps(policies))},
+            ):
+                return True
+        return False
