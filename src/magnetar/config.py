@@ -53,8 +53,15 @@ ENV_TOKEN_PUBLIC_KEY = "MAGNETAR_TOKEN_PUBLIC_KEY"
 # On AWS: a Secrets Manager secret holding every valid key (JSON, see magnetar.security.identity)
 ENV_TOKEN_KEYS_SECRET = "MAGNETAR_TOKEN_KEYS_SECRET"
 DEFAULT_SUPERUSER_ROLE = "admin"
+# "off": consumers read sealed entries only and the journal consumer is the journal's one reader
+# (Kinesis allows 5 reads/s per shard for all readers together); "on": they also read its tail.
+ENV_TAIL_READS = "MAGNETAR_TAIL_READS"
 # Routes served without authentication (the stack attaches no authorizer to them)
 PUBLIC_ROUTES = frozenset({"GET /openapi.json"})
+
+
+def tail_reads_from_env() -> bool:
+    return os.environ.get(ENV_TAIL_READS, "on").strip().lower() not in ("0", "false", "no", "off")
 
 
 def auth_settings_from_env() -> AuthSettings:

@@ -188,3 +188,15 @@ def test_failover_lease_expiry_hands_unacked_and_later_messages_to_the_next_cons
     clock.advance(DEFAULT_LEASE_MS // 2 + 1)
     got = broker.subscriptions.receive(T, "fo", "b", max_messages=10).entries
     assert [(d.entry.entry_id, d.redelivery_count) for d in got] == [(0, 1), (1, 0)]
+
+
+@pytest.mark.parametrize("tail_reads", [True, False])
+def test_without_tail_reads_consumers_get_entries_once_sealed(tail_reads: bool) -> None:
+    broker = memory_broker(tail_reads=tail_reads)
+    broker.subscriptions.subscribe(T, "s", "c1", "Exclusive", "Earliest")
+    publish(broker, 3)
+    before = broker.subscriptions.receive(T, "s", "c1", 10).entries
+    assert len(before) == (3 if tail_reads else 0)
+    seal_all(broker)
+    after = broker.subscriptions.receive(T, "s", "c1", 10).entries
+    assert [d.entry.entry_id for d in before + after] == [0, 1, 2]

@@ -382,7 +382,7 @@ class MemoryMetadataStore:
             return {name: (CursorState.from_dict(copy.deepcopy(v[0])), v[1]) for name, v in t.cursors.items()}
 
 
-def memory_broker(clock: ManualClock | None = None):  # type: ignore[no-untyped-def]
+def memory_broker(clock: ManualClock | None = None, tail_reads: bool = True):  # type: ignore[no-untyped-def]
     """A broker on in-memory ports with tenant `public` and namespace `public/default`."""
     from magnetar.core.broker import Broker
 
@@ -390,7 +390,7 @@ def memory_broker(clock: ManualClock | None = None):  # type: ignore[no-untyped-
     metadata = MemoryMetadataStore()
     metadata.create_tenant(TenantInfo("public", (), ("standalone",)))
     metadata.create_namespace(NamespaceInfo(NamespaceName("public", "default")))
-    return Broker(metadata, MemorySegmentStore(), MemoryJournal(clock), clock)
+    return Broker(metadata, MemorySegmentStore(), MemoryJournal(clock), clock, tail_reads=tail_reads)
 
 
 class MemoryConnectionRegistry:

@@ -28,6 +28,7 @@ class Broker:
     clock: Clock = field(default_factory=SystemClock)
     cache: EntryCache = field(default_factory=EntryCache)
     auth: AuthSettings = field(default_factory=AuthSettings)
+    tail_reads: bool = True  # read unsealed entries from the journal (see EntryReader)
     admin: AdminService = field(init=False)
     authz: AuthorizationService = field(init=False)
     writer: LedgerWriter = field(init=False)
@@ -42,7 +43,7 @@ class Broker:
         self.writer = LedgerWriter(self.metadata, self.journal, self.clock, self.find_entry)
         self.authz = AuthorizationService(self.metadata, self.clock, self.auth)
         self.admin.on_policy_change = self._forget_policies
-        self.reader = EntryReader(self.metadata, self.segments, self.journal, self.cache)
+        self.reader = EntryReader(self.metadata, self.segments, self.journal, self.cache, self.tail_reads)
         self.sealer = Sealer(self.metadata, self.segments, self.clock)
         self.subscriptions = SubscriptionService(self.metadata, self.reader, self.clock, self.writer.policies)
         self.maintenance = LedgerMaintenance(self.metadata, self.segments, self.reader, self.writer,

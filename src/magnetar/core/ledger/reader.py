@@ -59,15 +59,22 @@ class EntryCache:
 
 
 class EntryReader:
-    """Reads a contiguous run of entries of a topic partition from segments and the journal tail."""
+    """Reads a contiguous run of entries of a topic partition from segments and the journal tail.
+
+    With `tail_reads` off, only sealed entries (and what this container's cache holds) are read:
+    the journal consumer is then the only reader of the journal, so the number of consumers
+    never meets Kinesis's 5 reads/s per shard, and an entry reaches consumers once sealed.
+    """
 
     def __init__(
-        self, metadata: MetadataStore, segments: SegmentStore, journal: Journal, cache: EntryCache | None = None
+        self, metadata: MetadataStore, segments: SegmentStore, journal: Journal, cache: EntryCache | None = None,
+        tail_reads: bool = True,
     ) -> None:
         self.metadata = metadata
         self.segments = segments
         self.journal = journal
         self.cache = cache or EntryCache()
+        self.tail_reads = tail_reads
         # topic -> (last entry id read from the journal tail, its journal position): a warm cache
         self._tail_positions: dict[str, tuple[int, JournalPosition]] = {}
 
@@ -90,7 +97,7 @@ class EntryReader:
                 out.append(entry)
                 position += 1
         end = writer.next_entry if writer else 0
-        if len(out) < max_entries and position >= seal.next_entry and position < end:
+        if self.tail_reads and len(out) < max_entries and position >= seal.next_entry and position < end:
             since = writer.created_at if writer else 0
             out.extend(self._read_tail(topic, position, max_entries - len(out), seal, since))
         return out
