@@ -1,0 +1,282 @@
+"""The core layer, the function factory (own role and log group per function) and the grants.
+
+Also the journal consumer's event source, the maintenance schedule and the bootstrap items, the
+function-side wiring the stack composes (infra/magnetar_stack.py).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import Annotations, ArnFormat, Duration, Stack
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesis as kinesis
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from magnetar.config import (
+    BOOTSTRAP_ITEMS,
+    CORE_LAYER_ID,
+    JOURNAL_BATCH_SIZE,
+    JOURNAL_MAX_BATCHING_WINDOW_S,
+    MAINTENANCE_INTERVAL_S,
+    MAINTENANCE_SCHEDULE_ID,
+    SEGMENT_BUCKET_ID,
+    WEBSOCKET_API_ID,
+    WEBSOCKET_FUNCTION_ID,
+)
+
+from .nag import acknowledge
+from .observability import log_group
+from .settings import (
+    ARCHITECTURE,
+    ASSET_EXCLUDES,
+    FUNCTIONS_DIR,
+    METRICS_NAMESPACE,
+    RUNTIME,
+    WEBSOCKET_STAGE_NAME,
+    pin_logical_id,
+)
+
+
+def core_layer(scope: Construct, layer_dir: Path) -> lambda_.LayerVersion:
+    """The shared layer: the magnetar package and its runtime dependencies (layers/build.py)."""
+    layer = lambda_.LayerVersion(
+        scope,
+        CORE_LAYER_ID,
+        code=lambda_.Code.from_asset(str(layer_dir), exclude=ASSET_EXCLUDES),
+        compatible_runtimes=[RUNTIME],
+        compatible_architectures=[ARCHITECTURE],
+        description="magnetar core package and its runtime dependencies",
+    )
+    pin_logical_id(layer, CORE_LAYER_ID)
+    if not all((layer_dir / "python" / name).is_dir() for name in ("pydantic", "jwt", "cryptography")):
+        Annotations.of(layer).add_warning_v2(
+            "magnetar:layerWithoutDependencies",
+            f"{layer_dir} has no pip dependencies (built with --no-deps); "
+            "run `python layers/build.py` before deploying.",
+        )
+    return layer
+
+
+def execution_role(
+    scope: Construct, construct_id: str, log_retention_days: int
+) -> tuple[iam.Role, logs.LogGroup]:
+    """A function's own role and log group: it may write its logs there and nothing else yet.
+
+    Instead of the managed AWSLambdaBasicExecutionRole, which allows every log group."""
+    group = log_group(scope, f"{construct_id}Logs", log_retention_days)
+    role = iam.Role(
+        scope,
+        f"{construct_id}Role",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description=f"Magnetar {construct_id}: its log group and the grants the stack gives it",
+    )
+    group.grant_write(role)  # logs:CreateLogStream, logs:PutLogEvents on this group only
+    return role, group
+
+
+def function(
+    scope: Construct,
+    construct_id: str,
+    asset: str,
+    *,
+    layer: lambda_.ILayerVersion,
+    log_retention_days: int,
+    timeout: Duration,
+    environment: dict[str, str],
+    **options: Any,
+) -> lambda_.Function:
+    """A handler function: thin code asset on top of the shared core layer."""
+    role, group = execution_role(scope, construct_id, log_retention_days)
+    handler = lambda_.Function(
+        scope,
+        construct_id,
+        runtime=RUNTIME,
+        architecture=ARCHITECTURE,
+        code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / asset), exclude=ASSET_EXCLUDES),
+        handler="handler.handler",
+        memory_size=1024,
+        timeout=timeout,
+        layers=[layer],
+        role=role,
+        log_group=group,
+        environment={**environment, "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE},
+        **options,
+    )
+    pin_logical_id(handler, construct_id)
+    acknowledge(
+        handler,
+        "AwsSolutions-L1",
+        "python3.12 on purpose: the core layer's compiled wheels are built for CPython 3.12 "
+        "(layers/build.py --python-version 3.12); the runtime and the layer move together.",
+    )
+    return handler
+
+
+# --- grants ------------------------------------------------------------------------------------
+def grant_broker_access(
+    handler: lambda_.Function,
+    *,
+    table: dynamodb.ITable,
+    bucket: s3.IBucket,
+    stream: kinesis.IStream,
+    websocket_api: apigwv2.IWebSocketApi,
+) -> None:
+    """The broker's access, shared by the functions that run broker code (all but the consumer)."""
+    table.grant_read_write_data(handler)
+    grant_segments(handler, bucket, "s3:GetObject")  # reads sealed segments; the consumer writes them
+    stream.grant_read_write(handler)  # appends to the journal, tails its unsealed part
+    grant_manage_connections(handler, websocket_api)  # pushes to WebSocket connections
+
+
+def grant_segments(handler: lambda_.Function, bucket: s3.IBucket, *object_actions: str) -> None:
+    """Exactly the S3 calls the adapter makes (get_object, put_object, delete_objects), on the
+    segment bucket's objects, plus ListBucket on the bucket (so a missing key reads as 404, not 403).
+
+    Instead of CDK's bucket grants, whose wildcard actions (s3:GetObject*, s3:List*,
+    s3:DeleteObject*, s3:Abort*) allow more than the adapter needs."""
+    handler.add_to_role_policy(
+        iam.PolicyStatement(actions=sorted(object_actions), resources=[bucket.arn_for_objects("*")])
+    )
+    handler.add_to_role_policy(iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket.bucket_arn]))
+    assert handler.role is not None
+    acknowledge(
+        handler.role,
+        f"AwsSolutions-IAM5[Resource::<{SEGMENT_BUCKET_ID}.Arn>/*]",
+        "Segment objects of the one segment bucket: their keys name topics and ledgers created at run time.",
+    )
+
+
+def grant_manage_connections(handler: lambda_.Function, websocket_api: apigwv2.IWebSocketApi) -> None:
+    """execute-api:ManageConnections on the WebSocket API's stage's connections, nothing else.
+
+    Tighter than CDK's grant_manage_connections (any stage): `<api>/ws/<method>/@connections/<id>`."""
+    handler.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["execute-api:ManageConnections"],
+            resources=[
+                Stack.of(handler).format_arn(
+                    service="execute-api",
+                    resource=websocket_api.api_id,
+                    resource_name=f"{WEBSOCKET_STAGE_NAME}/*/@connections/*",
+                )
+            ],
+        )
+    )
+    assert handler.role is not None
+    acknowledge(
+        handler.role,
+        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
+        f"<{WEBSOCKET_API_ID}>/{WEBSOCKET_STAGE_NAME}/*/@connections/*]",
+        "Connections of this WebSocket API's stage only; connection ids exist per connection, and the "
+        "method (POST to push, DELETE to close, GET to inspect) is the only other wildcard.",
+    )
+
+
+def grant_self_invoke(websocket_function: lambda_.Function) -> None:
+    """After $connect the WebSocket function invokes itself asynchronously to push the backlog (API
+    Gateway refuses pushes until $connect has returned). The ARN is built from the stack name and the
+    pinned logical id (CloudFormation names the function `<stack>-<logical id>-<suffix>`): naming the
+    function's own ARN in its role would be a circular dependency."""
+    stack = Stack.of(websocket_function)
+    websocket_function.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=["lambda:InvokeFunction"],
+            resources=[
+                stack.format_arn(
+                    service="lambda",
+                    resource="function",
+                    resource_name=f"{stack.stack_name}-{WEBSOCKET_FUNCTION_ID}-*",
+                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                )
+            ],
+        )
+    )
+    assert websocket_function.role is not None
+    acknowledge(
+        websocket_function.role,
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:"
+        f"function:{stack.stack_name}-{WEBSOCKET_FUNCTION_ID}-*]",
+        "The WebSocket function invokes itself (backlog push after $connect); its own ARN cannot "
+        "appear in its role (circular dependency), so the statement names the function by the stack "
+        "name and its pinned logical id, the random suffix CloudFormation adds being the only wildcard.",
+    )
+
+
+# --- triggers ----------------------------------------------------------------------------------
+def journal_event_source(journal_consumer: lambda_.Function, stream: kinesis.IStream) -> None:
+    """The journal consumer reads the stream: in order per shard, never skipping a record."""
+    journal_consumer.add_event_source(
+        event_sources.KinesisEventSource(
+            stream,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=JOURNAL_BATCH_SIZE,
+            max_batching_window=Duration.seconds(JOURNAL_MAX_BATCHING_WINDOW_S),
+            # One batch in flight per shard keeps each shard's records sealed in order.
+            parallelization_factor=1,
+            # The handler reports the first record it could not seal; Lambda retries from there.
+            report_batch_item_failures=True,
+            bisect_batch_on_error=False,
+            # retry_attempts and max_record_age are deliberately left unset (unlimited): a sealer
+            # must never skip a record, or acknowledged messages would vanish from the ledger.
+            # A poison record blocks its shard until the handler is fixed, which the iterator-age
+            # alarm (observability.alarms) makes visible; skipping would lose data silently.
+        )
+    )
+
+
+def maintenance_schedule(scope: Construct, maintenance: lambda_.Function) -> events.Rule:
+    """The EventBridge rule running the maintenance function every MAINTENANCE_INTERVAL_S."""
+    schedule = events.Rule(
+        scope,
+        MAINTENANCE_SCHEDULE_ID,
+        description="Magnetar ledger maintenance (TTL, backlog quotas, retention)",
+        schedule=events.Schedule.rate(Duration.seconds(MAINTENANCE_INTERVAL_S)),
+        targets=[targets.LambdaFunction(maintenance)],
+    )
+    pin_logical_id(schedule, MAINTENANCE_SCHEDULE_ID)
+    return schedule
+
+
+def bootstrap_items(scope: Construct, table: dynamodb.ITable, log_retention_days: int) -> None:
+    """Write BOOTSTRAP_ITEMS once; attribute_not_exists keeps later user changes intact."""
+    bootstrap = Construct(scope, "Bootstrap")
+    policy = cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[table.table_arn])
+    # The custom resources' shared provider function gets a role of ours (its log group only, no
+    # managed policy) and a log group with the stack's retention.
+    role, group = execution_role(scope, "BootstrapProvider", log_retention_days)
+    for item in BOOTSTRAP_ITEMS:
+        key = f"{item['pk']['S']}/{item['sk']['S']}"
+        put_item = cr.AwsSdkCall(
+            service="DynamoDB",
+            action="putItem",
+            parameters={
+                "TableName": table.table_name,
+                "Item": item,
+                "ConditionExpression": "attribute_not_exists(pk)",
+            },
+            physical_resource_id=cr.PhysicalResourceId.of(f"magnetar-bootstrap:{key}"),
+            # The item already exists: a previous deploy or the user created it. Keep theirs.
+            ignore_error_codes_matching="ConditionalCheckFailedException",
+        )
+        cr.AwsCustomResource(
+            bootstrap,
+            re.sub(r"[^A-Za-z0-9]+", "-", key),
+            on_create=put_item,
+            on_update=put_item,
+            policy=policy,
+            role=role,
+            log_group=group,
+            install_latest_aws_sdk=False,
+        )
