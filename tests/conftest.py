@@ -10,13 +10,33 @@ import pytest
 
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
+# The session cluster runs on moto unless this names an already running AWS endpoint (LocalStack: `make
+# test-localstack`, scripts/emulators.sh); per-service AWS_ENDPOINT_URL_<SERVICE> variables (DynamoDB Local)
+# still win, as in every AWS SDK. Tests that start their own moto (LocalUpProcess...) stay on it.
+EXTERNAL_AWS_ENDPOINT = os.environ.get("MAGNETAR_TEST_AWS_ENDPOINT") or None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "moto_only(reason): needs moto's server as the session's emulator")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not EXTERNAL_AWS_ENDPOINT:
+        return
+    for item in items:
+        marker = item.get_closest_marker("moto_only")
+        if marker is not None:
+            why = marker.args[0] if marker.args else marker.kwargs.get("reason", "needs moto")
+            item.add_marker(pytest.mark.skip(reason=f"moto only ({why}); the session runs on {EXTERNAL_AWS_ENDPOINT}"))
+
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[object]:
     from magnetar.local.cluster import LocalCluster, free_port
 
     # the maintenance schedule runs when a test asks (POST /_magnetar/local/schedules/maintenance)
-    c = LocalCluster(port=free_port(), aws_port=free_port(), poll_interval_s=0.2, maintenance_interval_s=0)
+    c = LocalCluster(port=free_port(), aws_port=free_port(), aws_endpoint=EXTERNAL_AWS_ENDPOINT,
+                     poll_interval_s=0.2, maintenance_interval_s=0)
     c.start()
     yield c
     c.stop()

@@ -22,9 +22,17 @@ class Limit:
     mb_per_s: float
 
 
+def endpoint_for(service: str, endpoint: str) -> str:
+    """`endpoint` is the general one; when it is the environment's AWS_ENDPOINT_URL, a per-service
+    AWS_ENDPOINT_URL_<SERVICE> wins, as in every AWS SDK (LocalStack with DynamoDB Local beside it)."""
+    if endpoint == os.environ.get("AWS_ENDPOINT_URL"):
+        return os.environ.get(f"AWS_ENDPOINT_URL_{service.upper()}") or endpoint
+    return endpoint
+
+
 def _client(service: str, endpoint: str) -> Any:
     return boto3.client(  # type: ignore[call-overload]
-        service, endpoint_url=endpoint, region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        service, endpoint_url=endpoint_for(service, endpoint), region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
         aws_access_key_id=os.environ.get("AWS_ACCESS_KEY_ID", "test"),
         aws_secret_access_key=os.environ.get("AWS_SECRET_ACCESS_KEY", "test"),
         config=Config(retries={"mode": "standard", "max_attempts": 3}),
@@ -36,6 +44,10 @@ def kinesis_put_records(endpoint: str, record_bytes: int, total_bytes: int, max_
     kinesis = _client("kinesis", endpoint)
     stream = f"magnetar-limit-{uuid.uuid4().hex[:6]}"
     kinesis.create_stream(StreamName=stream, ShardCount=2)
+    deadline = time.monotonic() + 30  # LocalStack creates streams asynchronously; moto at once
+    while (kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"] != "ACTIVE"
+           and time.monotonic() < deadline):
+        time.sleep(0.1)
     payload = os.urandom(record_bytes)
     records = [{"Data": payload, "PartitionKey": f"k{i}"} for i in range(500)]
     sent = calls = 0
