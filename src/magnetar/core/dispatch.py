@@ -328,7 +328,6 @@ class SubscriptionService:
         if sub_type == "Failover" and state.active_consumer(now, topic.partition_index) != consumer:
             return []  # a standby: it gets messages when the active consumer goes away
         self._admit_new_entries(topic, view, state, now, max_messages)
-        deadline = now + ack_timeout_ms if ack_timeout_ms > 0 else None
         out: list[DeliveredEntry] = []
         messages = size = 0
         for d in state.ready_for(consumer, now):
@@ -343,6 +342,9 @@ class SubscriptionService:
                 size += entry.size
                 taken += 1
             if taken:
+                # the ack timeout counts from when the entries are in hand, not from the start of
+                # the step (reads from a slow store would otherwise eat into the consumer's time)
+                deadline = self.clock.now_ms() + ack_timeout_ms if ack_timeout_ms > 0 else None
                 state.hand_out(d, taken, consumer, deadline, request_id)
             if taken < length or len(out) >= MAX_ENTRIES_PER_RECEIVE:
                 break  # what is left must wait: nothing after it may overtake it
