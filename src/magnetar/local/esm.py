@@ -8,6 +8,17 @@ What it reproduces from the real mapping (see the CDK stack for the settings):
 - `ReportBatchItemFailures`: the mapping resumes from the lowest failed sequence number;
 - a throttled invocation (the account's Lambda concurrency in use, `AwsFidelity.limits`) is not a
   function error: the batch is retried with the same backoff, counted in `throttled_invocations`.
+
+Enhanced fan-out (`fan_out=True`, `LocalCluster.journal_fan_out`) emulates a mapping on a registered
+stream consumer (SubscribeToShard). moto has no SubscribeToShard streaming, so the mapping still
+calls GetRecords, but as a subscription behaves: (a) an idle shard is polled every
+`FAN_OUT_PUSH_INTERVAL_S` (~70 ms, the push delay AWS gives for enhanced fan-out) and there is no
+batching window (a batch is what one read returns); (b) its GetShardIterator and GetRecords requests
+carry `X-Magnetar-Fan-Out-Consumer: <consumer>` (a botocore hook on a client of its own, so the
+functions' reads stay untagged), and the emulator's limits (`magnetar.local.aws_limits.kinesis`)
+account them on that consumer's dedicated 2 MiB/s per shard instead of the shard's shared
+5 GetRecords/s and 2 MiB/s. Its requests are counted as `kinesis.GetRecords(fan-out)` and
+`kinesis.GetShardIterator(fan-out)`: on AWS they are one SubscribeToShard per shard every 5 minutes.
 """
 
 from __future__ import annotations
@@ -18,12 +29,41 @@ import threading
 import time
 from typing import Any
 
-from magnetar.adapters.aws.clients import client
+import boto3
+
+from magnetar.adapters.aws.clients import REQUESTS, client
+from magnetar.local.aws_limits.kinesis import FAN_OUT_HEADER
 from magnetar.local.fidelity import ESM_POLL_INTERVAL_S, AwsFidelity
 from magnetar.local.lambda_runtime import LocalFunction, Throttled
 
 log = logging.getLogger(__name__)
 REGION = "us-east-1"
+FAN_OUT_PUSH_INTERVAL_S = 0.07  # enhanced fan-out: records pushed ~70 ms after they arrive
+
+
+def tag_fan_out(kinesis: Any, consumer: str) -> Any:
+    """Mark `kinesis`'s GetRecords and GetShardIterator as reads of enhanced fan-out consumer
+    `consumer` (the emulator accounts them on the consumer's own budget); returns the client."""
+
+    def tag(request: Any, **_: Any) -> None:
+        request.headers[FAN_OUT_HEADER] = consumer
+
+    for operation in ("GetRecords", "GetShardIterator"):
+        kinesis.meta.events.register(f"before-sign.kinesis.{operation}", tag)
+    return kinesis
+
+
+def _fan_out_client(consumer: str) -> Any:
+    """A Kinesis client of the mapping's own (the shared one serves the functions' untagged reads),
+    configured as the shared one, its requests counted apart from the shared reads."""
+    shared = client("kinesis")
+    kinesis = boto3.session.Session().client("kinesis", config=shared.meta.config)
+
+    def count(event_name: str = "", **_: Any) -> None:
+        REQUESTS(event_name=f"{event_name}(fan-out)")
+
+    kinesis.meta.events.register("before-send", count)
+    return tag_fan_out(kinesis, consumer)
 
 
 def poll_interval(fidelity: AwsFidelity, configured_s: float) -> float:
@@ -41,14 +81,19 @@ class KinesisEventSourceMapping:
         batching_window_s: float,
         poll_interval_s: float = 0.5,
         retry_backoff_s: float = 0.2,
+        fan_out: bool = False,
+        consumer: str | None = None,
     ) -> None:
         self.function = function
         self.stream = stream
         self.batch_size = batch_size
-        self.batching_window_s = batching_window_s
-        self.poll_interval_s = poll_interval_s
+        self.fan_out = fan_out
+        # enhanced fan-out: pushed ~70 ms after arrival, no batching window
+        self.batching_window_s = 0.0 if fan_out else batching_window_s
+        self.poll_interval_s = FAN_OUT_PUSH_INTERVAL_S if fan_out else poll_interval_s
         self.retry_backoff_s = retry_backoff_s
-        self.kinesis = client("kinesis")
+        self.consumer = consumer or f"{function.name}-fan-out"
+        self.kinesis = _fan_out_client(self.consumer) if fan_out else client("kinesis")
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.invocations = 0

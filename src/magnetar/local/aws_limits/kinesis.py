@@ -8,6 +8,13 @@ one whose hash-key range holds the key's MD5, read from moto's backend); PutReco
 (InvalidArgumentException). GetRecords: 5 calls/s per shard shared by all readers, 2 MiB/s per
 shard (a large answer puts the shard in debt: the calls after it are refused until the debt is
 paid), GetShardIterator 5 calls/s per shard: ProvisionedThroughputExceededException.
+
+Enhanced fan-out, emulated: a GetRecords or GetShardIterator carrying `X-Magnetar-Fan-Out-Consumer:
+<name>` (the event-source mapping's `fan_out` mode, `magnetar.local.esm`) stands for a registered
+consumer's SubscribeToShard. It is accounted on that consumer's own per-shard budget, 2 MiB/s of
+reads (the same debt rule) and a window of 5 GetShardIterator calls/s, with no cap on its calls
+(a subscription pushes; the emulation polls instead), and it takes nothing from the shard's shared
+5 calls/s and 2 MiB/s.
 """
 
 from __future__ import annotations
@@ -40,6 +47,16 @@ KINESIS_SHARD_ITERATOR_CALLS_S = 5  # GetShardIterator, per open shard
 KINESIS_MAX_RECORD = 1 * MIB
 KINESIS_PUT_RECORDS_MAX = 500
 KINESIS_PUT_RECORDS_BYTES = 10 * MIB
+KINESIS_FAN_OUT_READ_BYTES_S = 2 * MIB  # per registered (enhanced fan-out) consumer and shard
+
+FAN_OUT_HEADER = "X-Magnetar-Fan-Out-Consumer"  # the emulated SubscribeToShard's consumer name
+_FAN_OUT_ENVIRON = "HTTP_" + FAN_OUT_HEADER.upper().replace("-", "_")
+
+
+def fan_out_consumer(environ: dict[str, Any]) -> str | None:
+    """The enhanced fan-out consumer a request reads for, if it is tagged as one."""
+    name = str(environ.get(_FAN_OUT_ENVIRON, "")).strip()
+    return name or None
 
 
 def kinesis_error(code: str, message: str) -> Response:
@@ -105,7 +122,10 @@ class KinesisLimits(EndpointBase):
         stream = self._stream_name(request)
         if operation == "GetShardIterator":
             shard = str(request.get("ShardId", ""))
-            if not self._within_calls(("ki", account, region, stream, shard), KINESIS_SHARD_ITERATOR_CALLS_S):
+            consumer = fan_out_consumer(environ)  # a fan-out consumer's window is its own
+            window = ("ki", account, region, stream, shard) if consumer is None else (
+                "kfi", consumer, account, region, stream, shard)
+            if not self._within_calls(window, KINESIS_SHARD_ITERATOR_CALLS_S):
                 return kinesis_error("ProvisionedThroughputExceededException",
                                      f"Rate exceeded for shard {shard} in stream {stream} under account {account}.")
             return self._forward(environ)
@@ -191,6 +211,9 @@ class KinesisLimits(EndpointBase):
             return self._forward(environ)
         account, region = self._scope(environ)
         key = (account, region, stream, shard)
+        consumer = fan_out_consumer(environ)
+        if consumer is not None:
+            return self._fan_out_get_records(environ, consumer, key)
         with self.state.lock:
             debt = self.state.bucket(("kb", *key), KINESIS_SHARD_READ_BYTES_S, self.clock())
         if not self._within_calls(("kr", *key), KINESIS_SHARD_READ_CALLS_S, debt):
@@ -200,4 +223,19 @@ class KinesisLimits(EndpointBase):
         if status.startswith("200"):
             with self.state.lock:  # the answer's records (base64 in JSON: about 3/4 of its length)
                 debt.charge(len(data) * 3 // 4, self.clock())
+        return status, headers, data
+
+    def _fan_out_get_records(self, environ: dict[str, Any], consumer: str, key: tuple[str, str, str, str]) -> Response:
+        """A registered consumer's read: its own 2 MiB/s per shard (refused while in debt), no call cap."""
+        account, _region, stream, shard = key
+        with self.state.lock:
+            budget = self.state.bucket(("kfb", consumer, *key), KINESIS_FAN_OUT_READ_BYTES_S, self.clock())
+            in_debt = budget.level(self.clock()) <= 0
+        if in_debt:
+            return kinesis_error("ProvisionedThroughputExceededException",
+                                 f"Rate exceeded for consumer {consumer} on Shard - {account}:{stream}:{shard}")
+        status, headers, data = self._forward(environ)
+        if status.startswith("200"):
+            with self.state.lock:
+                budget.charge(len(data) * 3 // 4, self.clock())
         return status, headers, data
