@@ -11,7 +11,8 @@ Settings come as context (see MagnetarStack): `-c superuserRoles=admin,arn:aws:i
 `-c authorizerCacheTtlSeconds=300`, `-c throttleRateLimit=1000 -c throttleBurstLimit=2000`,
 `-c logRetentionDays=30`, `-c iteratorAgeAlarmSeconds=300`, `-c alarmTopicArn=arn:aws:sns:...`,
 `-c apiGatewayCloudWatchRole=false` (the account already has API Gateway's logging role),
-`-c journalShards=N`.
+`-c journalShards=N`, `-c journalFanOut=false` (the journal consumer polls the stream instead of
+enhanced fan-out, and consumers read the journal's tail again).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from magnetar.config import (
     ENV_STREAM,
     ENV_SUPERUSER_ROLES,
     ENV_TABLE,
+    ENV_TAIL_READS,
     ENV_TOKEN_KEYS_SECRET,
     ENV_WS_ENDPOINT,
     JOURNAL_CONSUMER_FUNCTION_ID,
@@ -79,6 +80,7 @@ class MagnetarStack(Stack):
         iterator_age_alarm_threshold: Duration | None = None,
         alarm_topic_arn: str | None = None,
         api_gateway_cloudwatch_role: bool | None = None,
+        journal_fan_out: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -92,6 +94,7 @@ class MagnetarStack(Stack):
             iterator_age_alarm_threshold=iterator_age_alarm_threshold,
             alarm_topic_arn=alarm_topic_arn,
             api_gateway_cloudwatch_role=api_gateway_cloudwatch_role,
+            journal_fan_out=journal_fan_out,
         )
         self.settings = settings
         self.superuser_roles = settings.superuser_roles
@@ -99,6 +102,7 @@ class MagnetarStack(Stack):
         self.throttle = settings.throttle
         self.log_retention_days = retention = settings.log_retention_days
         self.iterator_age_alarm_threshold = settings.iterator_age_alarm_threshold
+        self.journal_fan_out = settings.journal_fan_out
 
         # --- storage and the shared layer ------------------------------------------------------
         self.table = storage.metadata_table(self)
@@ -121,6 +125,10 @@ class MagnetarStack(Stack):
         }
         # The functions that answer callers: every request needs a role (docs/security.md).
         auth_env = {ENV_AUTH_ENABLED: "true", ENV_SUPERUSER_ROLES: self.superuser_roles}
+        # The functions serving consumers: with the journal on enhanced fan-out, sealing follows
+        # publishing closely enough that consumers read sealed entries only and the journal
+        # consumer stays the stream's one reader (Kinesis: 5 GetRecords/s per shard for all readers).
+        tail_env = {ENV_TAIL_READS: "off" if settings.journal_fan_out else "on"}
 
         # --- authentication: token keys and the authorizer reading them -------------------------
         self.token_keys, initial_key = storage.token_keys(self, retention)
@@ -142,7 +150,12 @@ class MagnetarStack(Stack):
             "broker",
             # Just under API Gateway's 30 s integration limit, so the function ends first.
             timeout=Duration.seconds(29),
-            environment={**resource_env, **auth_env, "POWERTOOLS_SERVICE_NAME": "magnetar-broker"},
+            environment={
+                **resource_env,
+                **auth_env,
+                **tail_env,
+                "POWERTOOLS_SERVICE_NAME": "magnetar-broker",
+            },
         )
         self._grant_broker_access(self.broker)
 
@@ -156,7 +169,11 @@ class MagnetarStack(Stack):
         functions.grant_segments(self.journal_consumer, self.bucket, "s3:GetObject", "s3:PutObject")  # seals
         self.stream.grant_read_write(self.journal_consumer)
         functions.grant_manage_connections(self.journal_consumer, self.websocket_api)
-        functions.journal_event_source(self.journal_consumer, self.stream)
+        # Enhanced fan-out (context journalFanOut, on by default): its own consumer on the stream.
+        self.journal_stream_consumer = (
+            storage.journal_stream_consumer(self, self.stream) if settings.journal_fan_out else None
+        )
+        functions.journal_event_source(self.journal_consumer, self.stream, self.journal_stream_consumer)
 
         # --- HTTP APIs ------------------------------------------------------------------------------
         http = apis.http_apis(
@@ -177,7 +194,12 @@ class MagnetarStack(Stack):
             WEBSOCKET_FUNCTION_ID,
             "websocket",
             timeout=Duration.seconds(29),  # API Gateway's integration limit, as for the broker
-            environment={**resource_env, **auth_env, "POWERTOOLS_SERVICE_NAME": "magnetar-websocket"},
+            environment={
+                **resource_env,
+                **auth_env,
+                **tail_env,
+                "POWERTOOLS_SERVICE_NAME": "magnetar-websocket",
+            },
         )
         self._grant_broker_access(self.websocket_function)
         self.connect_authorizer = apis.websocket_routes(

@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import Annotations, ArnFormat, Duration, Stack
+from aws_cdk import Annotations, ArnFormat, Duration, Names, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
@@ -215,24 +215,77 @@ def grant_self_invoke(websocket_function: lambda_.Function) -> None:
 
 
 # --- triggers ----------------------------------------------------------------------------------
-def journal_event_source(journal_consumer: lambda_.Function, stream: kinesis.IStream) -> None:
-    """The journal consumer reads the stream: in order per shard, never skipping a record."""
-    journal_consumer.add_event_source(
-        event_sources.KinesisEventSource(
-            stream,
-            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
-            batch_size=JOURNAL_BATCH_SIZE,
-            max_batching_window=Duration.seconds(JOURNAL_MAX_BATCHING_WINDOW_S),
-            # One batch in flight per shard keeps each shard's records sealed in order.
-            parallelization_factor=1,
-            # The handler reports the first record it could not seal; Lambda retries from there.
-            report_batch_item_failures=True,
-            bisect_batch_on_error=False,
-            # retry_attempts and max_record_age are deliberately left unset (unlimited): a sealer
-            # must never skip a record, or acknowledged messages would vanish from the ledger.
-            # A poison record blocks its shard until the handler is fixed, which the iterator-age
-            # alarm (observability.alarms) makes visible; skipping would lose data silently.
+# Lambda's reads of the journal for an enhanced fan-out mapping ("Process Amazon Kinesis Data Streams
+# records with Lambda", https://docs.aws.amazon.com/lambda/latest/dg/services-kinesis-create.html):
+# the stream's shards and records (DescribeStream, DescribeStreamSummary, ListShards, GetShardIterator,
+# GetRecords) and, on the registered consumer, DescribeStreamConsumer and SubscribeToShard (the
+# consumer-scoped pair CDK's StreamConsumer.grant_read gives too).
+FAN_OUT_STREAM_ACTIONS = (
+    "kinesis:DescribeStream",
+    "kinesis:DescribeStreamSummary",
+    "kinesis:GetRecords",
+    "kinesis:GetShardIterator",
+    "kinesis:ListShards",
+)
+FAN_OUT_CONSUMER_ACTIONS = ("kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard")
+
+
+def grant_fan_out_read(
+    handler: lambda_.Function, stream: kinesis.IStream, stream_consumer: kinesis.CfnStreamConsumer
+) -> None:
+    """What Lambda needs to run an enhanced fan-out mapping for `handler`: on the stream and on the
+    consumer by their ARNs, no wildcard."""
+    handler.add_to_role_policy(
+        iam.PolicyStatement(actions=list(FAN_OUT_STREAM_ACTIONS), resources=[stream.stream_arn])
+    )
+    handler.add_to_role_policy(
+        iam.PolicyStatement(
+            actions=list(FAN_OUT_CONSUMER_ACTIONS), resources=[stream_consumer.attr_consumer_arn]
         )
+    )
+
+
+def journal_event_source(
+    journal_consumer: lambda_.Function,
+    stream: kinesis.IStream,
+    stream_consumer: kinesis.CfnStreamConsumer | None = None,
+) -> None:
+    """The journal consumer reads the stream: in order per shard, never skipping a record.
+
+    With `stream_consumer` (enhanced fan-out) the mapping subscribes on the consumer's ARN and
+    invokes as soon as records arrive (no batching window), so sealing follows publishing by
+    ~0.1-0.2 s and the broker functions can leave the tail alone (MAGNETAR_TAIL_READS=off).
+    Without it, the shared-throughput mapping on the stream, polled once a second."""
+    settings: dict[str, Any] = dict(
+        starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+        batch_size=JOURNAL_BATCH_SIZE,
+        # One batch in flight per shard keeps each shard's records sealed in order.
+        parallelization_factor=1,
+        # The handler reports the first record it could not seal; Lambda retries from there.
+        report_batch_item_failures=True,
+        bisect_batch_on_error=False,
+        # retry_attempts and max_record_age are deliberately left unset (unlimited): a sealer
+        # must never skip a record, or acknowledged messages would vanish from the ledger.
+        # A poison record blocks its shard until the handler is fixed, which the iterator-age
+        # alarm (observability.alarms) makes visible; skipping would lose data silently.
+    )
+    if stream_consumer is None:
+        journal_consumer.add_event_source(
+            event_sources.KinesisEventSource(
+                stream, max_batching_window=Duration.seconds(JOURNAL_MAX_BATCHING_WINDOW_S), **settings
+            )
+        )
+        return
+    grant_fan_out_read(journal_consumer, stream, stream_consumer)
+    # The construct id KinesisEventSource would give (the function's scope, the stream's unique id),
+    # so the mapping keeps its logical id whichever way it reads the stream.
+    lambda_.EventSourceMapping(
+        journal_consumer,
+        f"KinesisEventSource:{Names.node_unique_id(stream.node)}",
+        target=journal_consumer,
+        event_source_arn=stream_consumer.attr_consumer_arn,
+        max_batching_window=Duration.seconds(0),
+        **settings,
     )
 
 

@@ -38,6 +38,9 @@ LATE_AFTER_HOLE_ALARM_ID = "LateAfterHoleAlarm"
 HTTP_API_ACCESS_LOGS_ID = "HttpApiAccessLogs"
 IAM_HTTP_API_ACCESS_LOGS_ID = "IamHttpApiAccessLogs"
 WEBSOCKET_ACCESS_LOGS_ID = "WebSocketAccessLogs"
+# The journal consumer's enhanced fan-out consumer on the journal stream (context journalFanOut).
+JOURNAL_STREAM_CONSUMER_ID = "JournalStreamConsumer"
+JOURNAL_STREAM_CONSUMER_NAME = "magnetar-journal-consumer"  # unique per stream, so a fixed name is enough
 
 # Defaults of the stack's settings (constructor arguments, else `-c` context keys, else these).
 DEFAULT_AUTHORIZER_CACHE_TTL_S = 300  # context authorizerCacheTtlSeconds (0 turns caching off)
@@ -87,6 +90,9 @@ class StackSettings:
     iterator_age_alarm_threshold: Duration
     alarm_topic_arn: str
     api_gateway_cloudwatch_role: bool
+    # The journal consumer reads the stream through enhanced fan-out and the broker functions read
+    # sealed entries only (MAGNETAR_TAIL_READS=off); false: the shared-throughput mapping, tail reads on.
+    journal_fan_out: bool
 
 
 def resolve_settings(
@@ -100,6 +106,7 @@ def resolve_settings(
     iterator_age_alarm_threshold: Duration | None,
     alarm_topic_arn: str | None,
     api_gateway_cloudwatch_role: bool | None,
+    journal_fan_out: bool | None = None,
 ) -> StackSettings:
     """Each setting from its argument, else from the context of `scope`, else its default (in this order)."""
     roles = setting(scope, superuser_roles, "superuserRoles", DEFAULT_SUPERUSER_ROLE, str)
@@ -130,4 +137,5 @@ def resolve_settings(
         api_gateway_cloudwatch_role=setting(
             scope, api_gateway_cloudwatch_role, "apiGatewayCloudWatchRole", True, context_flag
         ),
+        journal_fan_out=setting(scope, journal_fan_out, "journalFanOut", True, context_flag),
     )

@@ -19,7 +19,14 @@ from magnetar.config import JOURNAL_STREAM_ID, METADATA_TABLE_ID, SEGMENT_BUCKET
 
 from .functions import execution_role
 from .nag import acknowledge
-from .settings import ARCHITECTURE, TOKEN_KEYS_GENERATOR_ID, TOKEN_KEYS_INITIAL_KEY_ID, pin_logical_id
+from .settings import (
+    ARCHITECTURE,
+    JOURNAL_STREAM_CONSUMER_ID,
+    JOURNAL_STREAM_CONSUMER_NAME,
+    TOKEN_KEYS_GENERATOR_ID,
+    TOKEN_KEYS_INITIAL_KEY_ID,
+    pin_logical_id,
+)
 
 # The key generator (inline, no layer): on stack creation it replaces the secret's placeholder with
 # `{"keys": [{"algorithm": "HS256", "key": <base64 of 32 random bytes>}]}`, the document
@@ -137,6 +144,23 @@ def journal_stream(scope: Construct) -> kinesis.Stream:
     )
     pin_logical_id(stream, JOURNAL_STREAM_ID)
     return stream
+
+
+def journal_stream_consumer(scope: Construct, stream: kinesis.IStream) -> kinesis.CfnStreamConsumer:
+    """The journal consumer's enhanced fan-out consumer (context journalFanOut, on by default).
+
+    Its event-source mapping subscribes to each shard (SubscribeToShard: records pushed ~70 ms after
+    the put, over a dedicated 2 MiB/s per shard) instead of polling GetRecords once a second within
+    the 5 calls/s a shard allows all its readers together. Billed per consumer-shard hour and per GB
+    read (docs/cost-model.md)."""
+    consumer = kinesis.CfnStreamConsumer(
+        scope,
+        JOURNAL_STREAM_CONSUMER_ID,
+        consumer_name=JOURNAL_STREAM_CONSUMER_NAME,
+        stream_arn=stream.stream_arn,
+    )
+    consumer.override_logical_id(JOURNAL_STREAM_CONSUMER_ID)
+    return consumer
 
 
 def token_keys(scope: Construct, log_retention_days: int) -> tuple[secretsmanager.Secret, CustomResource]:

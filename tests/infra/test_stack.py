@@ -138,10 +138,11 @@ def test_journal_event_source_mapping(template: Template, config: ModuleType) ->
     mapping = next(iter(template.find_resources("AWS::Lambda::EventSourceMapping").values()))
     props = mapping["Properties"]
     assert props["FunctionName"] == {"Ref": config.JOURNAL_CONSUMER_FUNCTION_ID}
-    assert props["EventSourceArn"] == {"Fn::GetAtt": [config.JOURNAL_STREAM_ID, "Arn"]}
+    # Enhanced fan-out by default (test_journal_fan_out.py has both settings of journalFanOut).
+    assert props["EventSourceArn"] == {"Fn::GetAtt": ["JournalStreamConsumer", "ConsumerARN"]}
     assert props["StartingPosition"] == "TRIM_HORIZON"
     assert props["BatchSize"] == config.JOURNAL_BATCH_SIZE
-    assert props["MaximumBatchingWindowInSeconds"] == config.JOURNAL_MAX_BATCHING_WINDOW_S
+    assert props["MaximumBatchingWindowInSeconds"] == 0
     assert props["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert props["BisectBatchOnFunctionError"] is False
     assert props["ParallelizationFactor"] == 1
