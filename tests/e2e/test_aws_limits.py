@@ -28,7 +28,7 @@ from magnetar.local.aws_limits import AwsEndpoint
 from magnetar.local.cluster import free_port, start_emulator
 from magnetar.local.fidelity import AwsFidelity
 
-RAW = Config(retries={"max_attempts": 1})
+RAW = Config(retries={"total_max_attempts": 1})  # no retry at all (max_attempts 1 still allows one)
 STANDARD = Config(retries={"mode": "standard", "max_attempts": 8})
 KB = 1024
 
@@ -266,7 +266,7 @@ def test_latency_adds_about_the_modeled_delay_without_serializing(slow: str, unl
     median = _median_s(lambda: ddb.get_item(TableName=t, Key=key))
     assert median < 5 * MODEL[("dynamodb", "GetItem")].p99_ms / 1000
     # eight PUTs at once take about one modeled PUT, not eight: the wait is outside moto's lock
-    s3 = client("s3", slow, Config(retries={"max_attempts": 1}, max_pool_connections=16))
+    s3 = client("s3", slow, Config(retries={"total_max_attempts": 1}, max_pool_connections=16))
     bucket = f"b-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket)
     threads = [threading.Thread(target=s3.put_object, kwargs={"Bucket": bucket, "Key": f"k{i}", "Body": b"x"})
