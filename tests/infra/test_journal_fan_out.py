@@ -8,16 +8,15 @@ Off: the shared-throughput mapping on the stream, as before, and tail reads on.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from infra_helpers import synthesis_inputs
 
 pytest.importorskip("aws_cdk")
 
@@ -41,28 +40,10 @@ CONSUMER_READS = {"kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard"}
 pytestmark = pytest.mark.cdk
 
 
-def _load_module(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def config() -> ModuleType:
-    if str(REPO_ROOT / "src") not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT / "src"))
-    return importlib.import_module("magnetar.config")
-
-
 @pytest.fixture(scope="module")
 def synth(tmp_path_factory: pytest.TempPathFactory, config: ModuleType) -> Any:
     """Synthesize the stack with cdk.json's context plus `extra_context` and/or constructor arguments."""
-    layer_builder = _load_module("magnetar_layer_build", REPO_ROOT / "layers" / "build.py")
-    layer_dir = layer_builder.build(tmp_path_factory.mktemp("layer-efo") / "build", no_deps=True)
-    stack_module = _load_module("magnetar_stack", REPO_ROOT / "infra" / "magnetar_stack.py")
-    base_context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    layer_dir, stack_module, base_context = synthesis_inputs(tmp_path_factory, "layer-efo")
     cache: dict[str, Template] = {}
 
     def make(extra_context: dict[str, str] | None = None, **kwargs: Any) -> Template:

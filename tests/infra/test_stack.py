@@ -7,12 +7,9 @@ never overwrites a full layer build in layers/core/build).
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +17,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
+from infra_helpers import load_module, synthesis_inputs
 
 pytest.importorskip("aws_cdk")
 
@@ -31,28 +30,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.cdk
 
 
-def _load_module(name: str, path: Path) -> ModuleType:
-    """Import a script by path: neither infra/ nor layers/ is a package."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def config() -> ModuleType:
-    if str(REPO_ROOT / "src") not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT / "src"))
-    return importlib.import_module("magnetar.config")
-
-
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory, config: ModuleType) -> Template:
-    layer_builder = _load_module("magnetar_layer_build", REPO_ROOT / "layers" / "build.py")
-    layer_dir = layer_builder.build(tmp_path_factory.mktemp("layer") / "build", no_deps=True)
-    stack_module = _load_module("magnetar_stack", REPO_ROOT / "infra" / "magnetar_stack.py")
-    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    layer_dir, stack_module, context = synthesis_inputs(tmp_path_factory)
     app = App(context=context, outdir=str(tmp_path_factory.mktemp("cdk.out")))
     stack = stack_module.MagnetarStack(app, "MagnetarTest", layer_dir=layer_dir)
     return Template.from_stack(stack)
@@ -495,9 +475,7 @@ def test_bootstrap_custom_resource(template: Template, config: ModuleType) -> No
 
 
 def test_journal_shards_context_selects_provisioned_mode(tmp_path_factory: pytest.TempPathFactory) -> None:
-    layer_builder = _load_module("magnetar_layer_build", REPO_ROOT / "layers" / "build.py")
-    layer_dir = layer_builder.build(tmp_path_factory.mktemp("layer2") / "build", no_deps=True)
-    stack_module = _load_module("magnetar_stack", REPO_ROOT / "infra" / "magnetar_stack.py")
+    layer_dir, stack_module, _ = synthesis_inputs(tmp_path_factory, "layer2")
     app = App(context={"journalShards": 2}, outdir=str(tmp_path_factory.mktemp("cdk.out2")))
     stack = stack_module.MagnetarStack(app, "Provisioned", layer_dir=layer_dir)
     Template.from_stack(stack).has_resource_properties(
@@ -915,9 +893,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> Template:
     """A stack with every setting changed through constructor arguments."""
     from aws_cdk import Duration
 
-    layer_builder = _load_module("magnetar_layer_build", REPO_ROOT / "layers" / "build.py")
-    layer_dir = layer_builder.build(tmp_path_factory.mktemp("layer3") / "build", no_deps=True)
-    stack_module = _load_module("magnetar_stack", REPO_ROOT / "infra" / "magnetar_stack.py")
+    layer_dir, stack_module, _ = synthesis_inputs(tmp_path_factory, "layer3")
     app = App(outdir=str(tmp_path_factory.mktemp("cdk.out3")))
     stack = stack_module.MagnetarStack(
         app,
@@ -962,9 +938,7 @@ def test_settings_from_arguments(tuned: Template, config: ModuleType) -> None:
 
 
 def test_settings_from_context(tmp_path_factory: pytest.TempPathFactory, config: ModuleType) -> None:
-    layer_builder = _load_module("magnetar_layer_build", REPO_ROOT / "layers" / "build.py")
-    layer_dir = layer_builder.build(tmp_path_factory.mktemp("layer4") / "build", no_deps=True)
-    stack_module = _load_module("magnetar_stack", REPO_ROOT / "infra" / "magnetar_stack.py")
+    layer_dir, stack_module, _ = synthesis_inputs(tmp_path_factory, "layer4")
     context = {
         "superuserRoles": "root,arn:aws:iam::111122223333:role/emr",
         "authorizerCacheTtlSeconds": "0",
@@ -991,7 +965,7 @@ def test_settings_from_context(tmp_path_factory: pytest.TempPathFactory, config:
 
 
 def test_invalid_log_retention_is_refused(tmp_path_factory: pytest.TempPathFactory) -> None:
-    stack_module = _load_module("magnetar_stack", REPO_ROOT / "infra" / "magnetar_stack.py")
+    stack_module = load_module("magnetar_stack", REPO_ROOT / "infra" / "magnetar_stack.py")
     app = App(outdir=str(tmp_path_factory.mktemp("cdk.out5")))
     with pytest.raises(ValueError, match="log retention 31 days"):
         stack_module.MagnetarStack(app, "Bad", log_retention_days=31)
@@ -1031,10 +1005,7 @@ def test_cdk_nag_aws_solutions_has_no_unacknowledged_findings(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     pytest.importorskip("cdk_nag")
-    layer_builder = _load_module("magnetar_layer_build", REPO_ROOT / "layers" / "build.py")
-    layer_dir = layer_builder.build(tmp_path_factory.mktemp("layer-nag") / "build", no_deps=True)
-    stack_module = _load_module("magnetar_stack", REPO_ROOT / "infra" / "magnetar_stack.py")
-    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    layer_dir, stack_module, context = synthesis_inputs(tmp_path_factory, "layer-nag")
     outdir = tmp_path_factory.mktemp("cdk.out-nag")
     app = App(context=context, outdir=str(outdir))
     stack_module.MagnetarStack(app, "Magnetar", layer_dir=layer_dir)

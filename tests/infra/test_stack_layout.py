@@ -11,15 +11,14 @@ they follow the code. After an intended change of the stack, regenerate the snap
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+
+from infra_helpers import synthesis_inputs
 
 pytest.importorskip("aws_cdk")
 
@@ -33,23 +32,10 @@ MAX_MODULE_LINES = 500  # the team's limit: a module past it is split by respons
 pytestmark = pytest.mark.cdk
 
 
-def _load_module(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def identity(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """Synthesize the stack as `cdk synth` does (cdk.json's context) and reduce it to its identity."""
-    if str(REPO_ROOT / "src") not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT / "src"))
-    layer_builder = _load_module("magnetar_layer_build", REPO_ROOT / "layers" / "build.py")
-    layer_dir = layer_builder.build(tmp_path_factory.mktemp("layer") / "build", no_deps=True)
-    stack_module = _load_module("magnetar_stack", REPO_ROOT / "infra" / "magnetar_stack.py")
-    context = json.loads((REPO_ROOT / "cdk.json").read_text())["context"]
+    layer_dir, stack_module, context = synthesis_inputs(tmp_path_factory)
     outdir = tmp_path_factory.mktemp("cdk.out")
     app = App(context=context, outdir=str(outdir))
     stack = stack_module.MagnetarStack(app, "Magnetar", layer_dir=layer_dir)
