@@ -60,15 +60,25 @@ ENV_TAIL_READS = "MAGNETAR_TAIL_READS"
 PUBLIC_ROUTES = frozenset({"GET /openapi.json"})
 
 
+def _env_flag(name: str, default: bool) -> bool:
+    """An on/off setting: 1/true/yes/on or 0/false/no/off, anything else (or unset) the default."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    return default
+
+
 def tail_reads_from_env() -> bool:
-    return os.environ.get(ENV_TAIL_READS, "on").strip().lower() not in ("0", "false", "no", "off")
+    return _env_flag(ENV_TAIL_READS, default=True)
 
 
 def auth_settings_from_env() -> AuthSettings:
     """The broker's authorization settings from its environment."""
     from magnetar.core.authz import AuthSettings
 
-    enabled = os.environ.get(ENV_AUTH_ENABLED, "").strip().lower() in ("1", "true", "yes", "on")
+    enabled = _env_flag(ENV_AUTH_ENABLED, default=False)
     roles = os.environ.get(ENV_SUPERUSER_ROLES, "")
     return AuthSettings(enabled, frozenset(r.strip() for r in roles.split(",") if r.strip()))
 

@@ -78,10 +78,6 @@ class Target:
     def of_topic(cls, topic: TopicName, subscription: str | None = None) -> Target:
         return cls(topic.tenant, topic.namespace_name, topic, subscription)
 
-    @classmethod
-    def of_namespace(cls, namespace: NamespaceName) -> Target:
-        return cls(namespace.tenant, namespace)
-
 
 @dataclass(frozen=True)
 class AuthSettings:
