@@ -50,7 +50,7 @@ def limited() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def unlimited() -> Iterator[str]:
-    yield from _emulator(AwsFidelity())
+    yield from _emulator(AwsFidelity(limits=False))
 
 
 @pytest.fixture(scope="module")

@@ -120,7 +120,7 @@ def test_invocations_beyond_the_accounts_concurrency_are_throttled_across_functi
 
 
 def test_with_limits_off_nothing_is_throttled_nor_cut() -> None:
-    (broker,) = functions(AwsFidelity(), "broker")
+    (broker,) = functions(AwsFidelity(limits=False), "broker")
     with serve(build_app(broker, timeouts=SHORT)) as base:
         responses = get_all(base, ["/sleep/0.8"] * 3)  # longer than SHORT's integration timeout, too
         assert [r.status_code for r in responses] == [200] * 3
@@ -193,8 +193,8 @@ def test_a_busy_websocket_is_closed_at_the_connection_limit() -> None:
 
 
 def test_websocket_sizes_are_enforced_whatever_the_limits_setting() -> None:
-    (ws_function,) = functions(AwsFidelity(), "ws")
-    (broker,) = functions(AwsFidelity(), "broker")
+    (ws_function,) = functions(AwsFidelity(limits=False), "ws")
+    (broker,) = functions(AwsFidelity(limits=False), "broker")
     with serve(build_app(broker, websocket=ws_function)) as base:
         with connect(f"ws://{base}/ws/v2/consumer/x", open_timeout=5, max_size=None) as ws:
             ws.send("x" * MAX_MESSAGE_BYTES)
@@ -206,8 +206,8 @@ def test_websocket_sizes_are_enforced_whatever_the_limits_setting() -> None:
 
 
 def test_post_to_connection_over_128_kb_is_refused(log: Path) -> None:
-    (ws_function,) = functions(AwsFidelity(), "ws")
-    (broker,) = functions(AwsFidelity(), "broker")
+    (ws_function,) = functions(AwsFidelity(limits=False), "ws")
+    (broker,) = functions(AwsFidelity(limits=False), "broker")
     api = build_app(broker, websocket=ws_function)
     with serve(api) as base, connect(f"ws://{base}/ws/v2/consumer/x", open_timeout=5) as ws:
         ws.send("who")
@@ -273,7 +273,7 @@ def test_a_throttled_event_source_batch_is_retried_not_failed(log: Path, monkeyp
 
 def test_the_event_source_mapping_polls_once_a_second_with_latency() -> None:
     assert poll_interval(AwsFidelity(latency=True), 0.2) == 1.0
-    assert poll_interval(AwsFidelity(), 0.2) == 0.2  # the suite's fast poll
+    assert poll_interval(AwsFidelity(limits=False), 0.2) == 0.2  # the suite's fast poll
     assert poll_interval(AwsFidelity(limits=True), 1.0) == 1.0
 
 
@@ -299,7 +299,7 @@ def test_latency_adds_a_cold_start_and_per_invocation_overhead() -> None:
 
 
 def test_without_latency_nothing_is_added() -> None:
-    (fn,) = functions(AwsFidelity(), "fast")
+    (fn,) = functions(AwsFidelity(limits=False), "fast")
     assert fn.settings.latency is None and fn.settings.concurrency is None and not fn.settings.check_response_size
     fn.invoke({"rawPath": "/echo"})
     started = time.monotonic()

@@ -30,7 +30,7 @@ from magnetar.cli.permissions import register as register_permission_commands
 from magnetar.cli.tokens import tokens_app
 from magnetar.cli.verify import verify_command
 from magnetar.client.admin import AdminClient
-from magnetar.config import DEFAULT_SUPERUSER_ROLE, ENV_TAIL_READS, MAINTENANCE_INTERVAL_S
+from magnetar.config import DEFAULT_SUPERUSER_ROLE, MAINTENANCE_INTERVAL_S
 from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
 
 console = Console()
@@ -86,26 +86,25 @@ def local_up(
     ] = [DEFAULT_SUPERUSER_ROLE],  # noqa: B006 - typer reads the default, nothing mutates it
     aws_limits: Annotated[
         str, typer.Option(help="Enforce AWS's service limits (Kinesis, DynamoDB, S3, Lambda, API Gateway): on|off.")
-    ] = "off",
+    ] = "on",
     aws_latency: Annotated[bool, typer.Option("--aws-latency", help="Add modeled AWS latency per operation.")] = False,
     lambda_concurrency: Annotated[
         int, typer.Option(help="Lambda concurrency limit with --aws-limits on (a new account's quota by default).")
     ] = DEFAULT_LAMBDA_CONCURRENCY,
     journal_fan_out: Annotated[bool, typer.Option(
-        "--journal-fan-out", help="The journal consumer reads the stream through enhanced fan-out (emulated: its own "
-                                  "2 MiB/s per shard, ~70 ms push, not counted against the shared 5 GetRecords/s).")
-    ] = False,
+        "--journal-fan-out/--no-journal-fan-out",
+        help="The journal consumer reads the stream through enhanced fan-out (emulated: its own 2 MiB/s per shard, "
+             "~70 ms push, not counted against the shared 5 GetRecords/s), as the stack deploys it.")
+    ] = True,
     tail_reads: Annotated[str | None, typer.Option(
-        help="Consumers read unsealed entries from the journal's tail: on|off (sets MAGNETAR_TAIL_READS for the "
-             "functions; default: the environment's, else on).")
+        help="Consumers read unsealed entries from the journal's tail: on|off (MAGNETAR_TAIL_READS for the "
+             "functions; default: off with the fan-out journal consumer, on without, as the stack sets it).")
     ] = None,
 ) -> None:
     """Start the AWS emulator, the resources, the HTTP API, the journal consumer and the maintenance
     schedule; Ctrl-C stops all."""
     from magnetar.local.cluster import LocalCluster
 
-    if tail_reads is not None:
-        os.environ[ENV_TAIL_READS] = "on" if _on_off("--tail-reads", tail_reads) else "off"
     key_file = None
     if auth:
         key_file = token_secret_key or _local_token_key()
@@ -113,7 +112,8 @@ def local_up(
                            maintenance_interval_s=maintenance_interval, auth=auth, token_secret_key=key_file,
                            superuser_roles=tuple(superuser_role),
                            fidelity=AwsFidelity(_on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
-                           journal_fan_out=journal_fan_out)
+                           journal_fan_out=journal_fan_out,
+                           tail_reads=None if tail_reads is None else _on_off("--tail-reads", tail_reads))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

@@ -75,7 +75,7 @@ def _run(mode: str, **options: Any) -> None:
     aws_latency, aws_limits = options.pop("aws_latency"), options.pop("aws_limits")
     if aws_limits not in ("on", "off"):
         raise typer.BadParameter("--aws-limits takes on or off")
-    extra = ["--aws-limits", "on"] if aws_limits == "on" else []
+    extra = ["--aws-limits", aws_limits]
     if aws_latency and not options["service_url"]:
         # the same workload twice: on the emulator as is, then with AWS's modeled latency
         result = _measure(mode, dict(options), extra)
@@ -207,7 +207,7 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
         auth_plugin: AuthPlugin = None,
         auth_params: AuthParams = None,
         aws_latency: AwsLatency = False,
-        aws_limits: AwsLimits = "off",
+        aws_limits: AwsLimits = "on",
     ) -> None:
         _run(mode, service_url=service_url, topic=topic, partitions=partitions, producers=producers,
              consumers=consumers if mode != "produce" else 0, subscription_type=subscription_type, rate=rate,

@@ -19,6 +19,7 @@ from magnetar.config import (
     DEFAULT_SUPERUSER_ROLE,
     ENV_AUTH_ENABLED,
     ENV_SUPERUSER_ROLES,
+    ENV_TAIL_READS,
     ENV_TOKEN_SECRET_KEY,
     ENV_WS_ENDPOINT,
     JOURNAL_BATCH_SIZE,
@@ -112,8 +113,12 @@ class LocalCluster:
     superuser_roles: tuple[str, ...] = (DEFAULT_SUPERUSER_ROLE,)
     fidelity: AwsFidelity = field(default_factory=AwsFidelity)  # AWS limits and modeled latency (magnetar.local.fidelity)
     # the journal consumer's mapping on an enhanced fan-out consumer (SubscribeToShard, emulated:
-    # magnetar.local.esm): its own 2 MiB/s per shard, records pushed ~70 ms after arrival
-    journal_fan_out: bool = False
+    # magnetar.local.esm): its own 2 MiB/s per shard, records pushed ~70 ms after arrival. On by
+    # default, as the stack deploys it (`journalFanOut`).
+    journal_fan_out: bool = True
+    # consumers read unsealed entries from the journal's tail (MAGNETAR_TAIL_READS); None: as the
+    # stack sets it, off with the fan-out journal consumer (the journal's one reader), on without
+    tail_reads: bool | None = None
     emulator: subprocess.Popen[bytes] | None = None
     esm: KinesisEventSourceMapping | None = None
     _server: uvicorn.Server | None = None
@@ -133,6 +138,8 @@ class LocalCluster:
             self.emulator = start_emulator(self.host, self.aws_port, self.fidelity)
         configure_aws_environment(self.endpoint)
         os.environ.update(self.names.as_env())
+        tail_reads = (not self.journal_fan_out) if self.tail_reads is None else self.tail_reads
+        os.environ[ENV_TAIL_READS] = "on" if tail_reads else "off"
         # the WebSocket API's management endpoint and Lambda's Invoke API are emulated on our port
         os.environ[ENV_WS_ENDPOINT] = self.url
         os.environ["AWS_ENDPOINT_URL_LAMBDA"] = self.url

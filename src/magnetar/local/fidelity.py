@@ -21,7 +21,7 @@ DEFAULT_LAMBDA_CONCURRENCY = 1000
 
 @dataclass(frozen=True)
 class AwsFidelity:
-    limits: bool = False  # enforce AWS's documented service limits, with AWS's errors
+    limits: bool = True  # enforce AWS's documented service limits, with AWS's errors (the default, as issue #9 asks)
     latency: bool = False  # add modeled AWS latency per operation (p50/p99 from public figures)
     lambda_concurrency: int = DEFAULT_LAMBDA_CONCURRENCY  # with limits: invocations beyond it are throttled
     seed: int | None = None  # the latency model's random seed (reproducible runs)
@@ -36,7 +36,7 @@ class AwsFidelity:
         return args
 
 
-EMULATOR_AS_IS = AwsFidelity()  # no limits, no modeled latency
+EMULATOR_AS_IS = AwsFidelity(limits=False)  # no limits, no modeled latency
 
 # --- the runtime's side: Lambda, API Gateway (HTTP and WebSocket APIs), event-source mapping ----
 # Each figure's source is in docs/architecture.md, "AWS runtime limits and latency, locally".
