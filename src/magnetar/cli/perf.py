@@ -47,6 +47,9 @@ AwsLatency = Annotated[bool, typer.Option(
     "--aws-latency", help="Also run on a cluster with modeled AWS latency (local up --aws-latency) and report its "
                           "publish and end-to-end percentiles beside the emulator's; with --service-url: that cluster "
                           "runs with --aws-latency.")]
+CheckDelivery = Annotated[bool, typer.Option(
+    "--check-delivery", help="Tag every message with its own sequence and check that each acknowledged one arrives "
+                             "exactly once (lost, duplicated).")]
 AwsLimits = Annotated[str, typer.Option("--aws-limits", help="The local cluster enforces AWS's service limits: on|off.")]
 
 # What a serverless log on S3 Standard reaches on AWS (docs/benchmarks.md): WarpStream's default
@@ -100,7 +103,7 @@ def _measure(mode: str, options: dict[str, Any], extra_args: list[str]) -> dict[
     credentials = authentication(options.pop("auth_plugin"), options.pop("auth_params"))
     with _service(options.pop("service_url"), aws_endpoint, extra_args) as (url, endpoint, pids):
         try:
-            config = PerfConfig(mode=mode, service_url=url, watch_pids=pids, **options)
+            config = PerfConfig(mode=mode, service_url=url, watch_pids=pids, aws_endpoint=endpoint or "", **options)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
         with Live(console=console, refresh_per_second=2, transient=True) as live:
@@ -163,6 +166,7 @@ def _summary(r: dict[str, Any]) -> None:
         table.add_row("anchor", str(modeled["anchor"]))
     if r.get("aws_requests_per_1000_msgs") is not None:
         table.add_row("AWS requests / 1,000 msgs", f"{r['aws_requests_per_1000_msgs']:.1f}")
+    _scale_rows(table, r)
     if "limit" in r:
         k = r["limit"]["kinesis_put_records"]
         table.add_row("raw limit (Kinesis PutRecords)", f"{k['per_s']:,.0f} msg/s   {k['mb_per_s']:.2f} MB/s")
@@ -181,6 +185,27 @@ def _summary(r: dict[str, Any]) -> None:
         for op, n in sorted(r["aws_requests"].items(), key=lambda kv: -kv[1]):
             ops.add_row(op, f"{n:,}", f"{n / max(r['messages'], 1) * 1000:.2f}")
         console.print(ops)
+
+
+def _scale_rows(table: Table, r: dict[str, Any]) -> None:
+    """Delivery spread and exactly-once, refusals, retries and Lambda concurrency (scale runs)."""
+    d = r.get("delivery", {})
+    if d.get("per_consumer") and len(d["per_consumer"]) > 1:
+        table.add_row("deliveries per consumer", f"min {d['min']:,} / median {d['median']:,} / max {d['max']:,} "
+                                                 f"({d['consumers_receiving']} of {len(d['per_consumer'])} received)")
+    if "duplicates" in d:
+        table.add_row("exactly once", f"acked {d['acked']:,}, received {d['unique_received']:,}, lost {d['lost']:,}, "
+                                      f"duplicated {d['duplicates']:,}")
+    if "refusals" in r:
+        table.add_row("AWS limits refused", ", ".join(f"{k} {v:,}" for k, v in r["refusals"].items()) or "nothing")
+    retried = {role: sum(n for code, n in codes.items() if code[0] in "45") for role, codes in r["http_statuses"].items()}
+    table.add_row("HTTP 4xx/5xx seen by the SDK", ", ".join(f"{k} {v:,}" for k, v in retried.items()))
+    if r.get("consumer_errors"):
+        table.add_row("consumer errors (retries ran out)", f"{r['consumer_errors']:,}")
+    c = r.get("lambda_concurrency", {})
+    if c:
+        table.add_row("Lambda concurrency", f"mean {c['mean_total']:.1f}" + (f", peak {c['peak']} of {c['limit']}, "
+                                                                          f"throttles {c['throttles']}" if "peak" in c else ""))
 
 
 def _command(mode: str):  # type: ignore[no-untyped-def]
@@ -208,6 +233,7 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
         auth_params: AuthParams = None,
         aws_latency: AwsLatency = False,
         aws_limits: AwsLimits = "on",
+        check_delivery: CheckDelivery = False,
     ) -> None:
         _run(mode, service_url=service_url, topic=topic, partitions=partitions, producers=producers,
              consumers=consumers if mode != "produce" else 0, subscription_type=subscription_type, rate=rate,
@@ -215,7 +241,7 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
              compression=compression, duration_s=duration, json_out=json_out, aws_endpoint=aws_endpoint,
              no_limits=no_limits, receive_batch=receive_batch, receive_wait_ms=receive_wait_ms, keys=keys,
              nack_fraction=nack_fraction, auth_plugin=auth_plugin, auth_params=auth_params,
-             aws_latency=aws_latency, aws_limits=aws_limits)
+             aws_latency=aws_latency, aws_limits=aws_limits, check_delivery=check_delivery)
 
     command.__doc__ = {
         "produce": "Produce at a rate (or flat out) and measure publish latency.",

@@ -177,16 +177,23 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
     async def local_stats(request: Request) -> Response:
         """The local runtime's own counters (like LocalStack's /_localstack paths): AWS requests
         made by the emulated functions, by service and operation, and each function's
-        invocations and billed duration. DELETE resets them."""
+        invocations and billed duration; with limits on, the account's concurrency (limit, peak since
+        the last reset, throttles). DELETE resets them."""
         from magnetar.adapters.aws.clients import REQUESTS
         from magnetar.local.lambda_runtime import AUTHORIZER, BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
 
         functions = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET) + ((AUTHORIZER,) if authorizers else ())
+        pool = BROKER.settings.concurrency  # the account's concurrency, with --aws-limits on
         if request.method == "DELETE":
             REQUESTS.reset()
             for f in functions:
                 f.reset_stats()
-        return JSONResponse({"aws_requests": REQUESTS.snapshot(), "lambda": {f.name: f.stats() for f in functions}})
+            if pool is not None:
+                pool.peak, pool.throttles = pool.running, 0
+        stats = {"aws_requests": REQUESTS.snapshot(), "lambda": {f.name: f.stats() for f in functions}}
+        if pool is not None:
+            stats["concurrency"] = {"limit": pool.limit, "peak": pool.peak, "throttles": pool.throttles}
+        return JSONResponse(stats)
 
     async def run_schedule(request: Request) -> Response:
         """Run a scheduled function once, now (the local twin of EventBridge's schedule)."""

@@ -5,6 +5,12 @@ batch) at a target rate or as fast as possible; consumers use `batch_receive` an
 everything. Latencies go into HDR histograms (publish: send_async -> callback; end to end:
 publish timestamp -> receipt). AWS requests and Lambda invocations are read from the local
 runtime's counters, so they are measured where they are made.
+
+What a scale run needs on top (issue #9): how deliveries spread over the consumers, whether every
+acknowledged message arrived exactly once (`check_delivery`: each message carries its own sequence
+in a property, so a duplicate is seen even when a producer's retry wrote it under a new id), what
+the emulator's AWS limits refused during the run (`aws_endpoint`), the HTTP answers the clients
+saw (a 5xx is a retry the SDK made), and the Lambda concurrency the run used.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from magnetar.client import exceptions
 from magnetar.client.auth import Authentication
 
 MODES = ("produce", "consume", "e2e")
+SEQ_PROPERTY = "perf-seq"
+CONSUMERS_PER_CLIENT = 25  # one HTTP connection pool (100 connections) per this many long-polling consumers
+CONSUMER_ERROR_PAUSE_S = 0.5
 
 
 @dataclass
@@ -51,6 +60,8 @@ class PerfConfig:
     nack_fraction: float = 0.0  # consumers negatively acknowledge this share of first deliveries
     window_s: float = 10.0  # the timeline's resolution
     watch_pids: tuple[int, ...] = ()  # processes whose resident memory the timeline records
+    check_delivery: bool = False  # tag every message and check exactly-once delivery
+    aws_endpoint: str = ""  # the emulator whose refusals (GET /_magnetar/aws-limits) the run reports
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -97,6 +108,10 @@ class Counters:
     first_send: float = 0.0
     last_ack: float = 0.0
     last_receive: float = 0.0
+    consumer_errors: int = 0
+    per_consumer: dict[str, int] = field(default_factory=dict)
+    acked_seqs: set[str] = field(default_factory=set)
+    received_seqs: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -116,6 +131,7 @@ class PerfRun:
         self._window_start = 0.0
         self._window_count = 0
         self.c = Counters()
+        self.http_statuses: dict[str, dict[str, int]] = {}
         self.stop_producing = threading.Event()
         self.stop_consuming = threading.Event()
         # half random, half repeated: compression has something to do, as with real payloads
@@ -154,13 +170,16 @@ class PerfRun:
                 if delay > 0:
                     time.sleep(delay)
             sent_at = time.perf_counter()
+            seq = f"{index}:{sent_count}" if cfg.check_delivery else ""
 
-            def done(result: magnetar.Result, message_id: Any, sent_at: float = sent_at) -> None:
+            def done(result: magnetar.Result, message_id: Any, sent_at: float = sent_at, seq: str = seq) -> None:
                 now = time.perf_counter()
                 with self.c.lock:
                     if result == magnetar.Result.Ok:
                         self.c.acked += 1
                         self.c.last_ack = now
+                        if seq:
+                            self.c.acked_seqs.add(seq)
                     else:
                         self.c.failed += 1
                 if result == magnetar.Result.Ok:
@@ -168,17 +187,26 @@ class PerfRun:
 
             key = f"key-{sent_count % cfg.keys}" if cfg.keys else None
             sent_count += 1
-            producer.send_async(self.payload, done, partition_key=key)
+            producer.send_async(self.payload, done, partition_key=key,
+                                properties={SEQ_PROPERTY: seq} if seq else None)
             with self.c.lock:
                 self.c.sent += 1
         producer.flush()
 
-    def _consume(self, consumer: Any) -> None:
+    def _consume(self, consumer: Any, name: str) -> None:
+        """Receive and acknowledge until told to stop. An error the SDK gave up on (its retries ran
+        out, e.g. 503s from an overloaded broker) is counted and the consumer goes on, as an
+        application would: a benchmark whose consumers die on the first error measures nothing."""
         while not self.stop_consuming.is_set():
             try:
                 messages = consumer.batch_receive()
             except exceptions.AlreadyClosed:
                 return
+            except exceptions.PulsarException:
+                with self.c.lock:
+                    self.c.consumer_errors += 1
+                self.stop_consuming.wait(CONSUMER_ERROR_PAUSE_S)
+                continue
             now_wall = time.time() * 1000
             fresh = 0
             for msg in messages:
@@ -196,31 +224,40 @@ class PerfRun:
                     self.c.received += fresh + sum(1 for m in messages if m.redelivery_count() > 0)
                     self.c.redelivered += sum(1 for m in messages if m.redelivery_count() > 0)
                     self.c.last_receive = time.perf_counter()
+                    self.c.per_consumer[name] = self.c.per_consumer.get(name, 0) + len(messages)
+                    if self.config.check_delivery:
+                        for msg in messages:
+                            seq = msg.properties().get(SEQ_PROPERTY, "")
+                            self.c.received_seqs[seq] = self.c.received_seqs.get(seq, 0) + 1
 
     # --- the run ------------------------------------------------------------------------------
     def run(self) -> dict[str, Any]:
         cfg = self.config
-        client = magnetar.Client(cfg.service_url, self.authentication)
+        client = self._client("producers")
         if cfg.partitions > 1:
             from magnetar.client.admin import AdminClient
 
             admin = AdminClient(cfg.service_url, self.authentication)
             admin.create_partitioned_topic(cfg.topic, cfg.partitions)
             admin.close()
-        consumers: list[Any] = []
-        threads: list[threading.Thread] = []
+        consumers: list[tuple[Any, str]] = []
+        consumer_clients: list[magnetar.Client] = []
         if cfg.mode in ("consume", "e2e"):
             policy = magnetar.ConsumerBatchReceivePolicy(max_num_message=cfg.receive_batch, timeout_ms=cfg.receive_wait_ms)
             ctype = {t.value: t for t in magnetar.ConsumerType}[cfg.subscription_type]
             for i in range(cfg.consumers):
-                consumers.append(client.subscribe(
-                    cfg.topic, cfg.subscription, consumer_type=ctype, consumer_name=f"perf-c{i}",
+                if i % CONSUMERS_PER_CLIENT == 0:  # long polls hold connections: a pool per group
+                    consumer_clients.append(self._client("consumers"))
+                name = f"perf-c{i}"
+                consumers.append((consumer_clients[-1].subscribe(
+                    cfg.topic, cfg.subscription, consumer_type=ctype, consumer_name=name,
                     initial_position=magnetar.InitialPosition.Earliest, receiver_queue_size=cfg.receive_batch,
-                    batch_receive_policy=policy, negative_ack_redelivery_delay_ms=100))
+                    batch_receive_policy=policy, negative_ack_redelivery_delay_ms=100), name))
         self._stats("DELETE")
+        refusals_before = self._refusals()
         started = time.perf_counter()
         self.c.first_send = started
-        consumer_threads = [threading.Thread(target=self._consume, args=(c,), daemon=True) for c in consumers]
+        consumer_threads = [threading.Thread(target=self._consume, args=c, daemon=True) for c in consumers]
         producer_threads = []
         if cfg.mode in ("produce", "e2e"):
             producer_threads = [threading.Thread(target=self._produce, args=(client, i), daemon=True)
@@ -239,9 +276,34 @@ class PerfRun:
         self.stop_consuming.set()
         for t in consumer_threads:
             t.join(timeout=10)
-        client.close()
+        for c in [client, *consumer_clients]:
+            c.close()
         time.sleep(1.5)  # the journal consumer seals the tail: its requests belong to the run
-        return self._result(started, self._stats())
+        result = self._result(started, self._stats())
+        if cfg.aws_endpoint:
+            result["refusals"] = _delta(self._refusals(), refusals_before)
+        return result
+
+    def _client(self, role: str) -> magnetar.Client:
+        """A client whose HTTP answers are counted by status under `role`: the 429s and 5xx are
+        the retries the SDK made (it retries them until its deadline), what a user would see."""
+        client = magnetar.Client(self.config.service_url, self.authentication)
+        counts = self.http_statuses.setdefault(role, {})
+
+        def count(response: httpx.Response) -> None:
+            with self.c.lock:
+                counts[str(response.status_code)] = counts.get(str(response.status_code), 0) + 1
+
+        client._transport.http.event_hooks["response"].append(count)
+        return client
+
+    def _refusals(self) -> dict[str, int]:
+        """What the emulator's AWS limits have refused so far, by `service.operation:code`."""
+        try:
+            response = httpx.get(f"{self.config.aws_endpoint}/_magnetar/aws-limits", timeout=10)
+            return dict(response.json().get("refusals", {})) if response.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
+            return {}
 
     def _window(self) -> None:
         """Close a timeline window: its rate, its end-to-end p99, and the watched processes' memory."""
@@ -316,8 +378,46 @@ class PerfRun:
             "aws_requests_total": total,
             "aws_requests_per_1000_msgs": total / count * 1000 if count else None,
             "lambda": stats.get("lambda", {}),
+            "lambda_concurrency": _concurrency(stats, seconds),
+            "consumer_errors": self.c.consumer_errors,
+            "http_statuses": self.http_statuses,
+            "delivery": self._delivery(),
             "timeline": self.timeline,
         }
+
+    def _delivery(self) -> dict[str, Any]:
+        """How the deliveries spread over the consumers (every consumer listed, 0 for one that got
+        nothing) and, with `check_delivery`, whether each acknowledged message arrived exactly once."""
+        cfg = self.config
+        per = {f"perf-c{i}": self.c.per_consumer.get(f"perf-c{i}", 0) for i in range(cfg.consumers)}
+        counts = sorted(per.values())
+        out: dict[str, Any] = {"per_consumer": per}
+        if counts:
+            mean = sum(counts) / len(counts)
+            out |= {"consumers_receiving": sum(1 for n in counts if n), "min": counts[0], "max": counts[-1],
+                    "mean": mean, "median": counts[len(counts) // 2],
+                    "max_over_mean": counts[-1] / mean if mean else None}
+        if cfg.check_delivery:
+            received = self.c.received_seqs
+            out |= {
+                "acked": len(self.c.acked_seqs),
+                "unique_received": len(received),
+                "duplicates": sum(n - 1 for n in received.values() if n > 1),
+                "lost": len(self.c.acked_seqs - received.keys()),  # acknowledged to a producer, never delivered
+                "received_not_acked": len(received.keys() - self.c.acked_seqs),  # a failed send that was written
+            }
+        return out
+
+
+def _delta(after: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    return {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+
+
+def _concurrency(stats: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """Lambda concurrency: the mean from billed duration over wall time (Little's law, per
+    function), and the account pool's peak and throttles when the local runtime reports them."""
+    mean = {name: f.get("duration_ms_total", 0.0) / 1000 / seconds for name, f in stats.get("lambda", {}).items()}
+    return {"mean": mean, "mean_total": sum(mean.values())} | dict(stats.get("concurrency") or {})
 
 
 def rss_kb(pid: int) -> int:

@@ -1,0 +1,283 @@
+"""Scale benchmarks under AWS limits (issue #9, item 4): one Shared subscription with 100
+consumers, and the most one topic partition takes before its Kinesis shard or its DynamoDB
+counter item throttles.
+
+Every step is a `magnetar perf e2e` run (printed before it runs) against a fresh local cluster
+started with the stack's defaults (`magnetar local up`: AWS limits on, the journal consumer on
+emulated enhanced fan-out, tail reads off), so a step does not inherit the stream the previous one
+filled (moto's Kinesis slows down as a shard stores records). After each step the script measures,
+on the same emulator, the raw limits the step is compared with: PutRecords on a one-shard stream
+with records of the step's entry size (what one partition's shard accepts), and UpdateItem on one
+key (what one partition's counter item accepts), both with no retries.
+
+    # one Shared subscription, 100 consumers (and 1 and 10 for comparison), 1,000 msg/s
+    .venv/bin/python bench/scale_consumers.py consumers --consumers 1 10 100 --rate 1000 --duration 30
+
+    # the per-partition ceiling: 1 KB messages, batches of 100, then unbatched; then 2 and 4 partitions
+    .venv/bin/python bench/scale_consumers.py ceiling --partitions 1 --rates 500 1000 1500 2000 3000
+    .venv/bin/python bench/scale_consumers.py ceiling --partitions 1 --unbatched --rates 100 200 400 800
+    .venv/bin/python bench/scale_consumers.py ceiling --partitions 2 4 --rates 2000 3000 4000
+
+Results: bench/results/scale-consumers-<n>.json (one per consumer count) and
+bench/results/partition-ceiling-<batched|unbatched>-<p>p.json (one per ramp: every step's perf
+result, the raw limits, the refusals and the summary), each with the commands that made it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from magnetar.core.ledger.common import journal_key
+from magnetar.core.naming import TopicName
+from magnetar.local.cluster import LocalUpProcess
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+MAGNETAR = [sys.executable, "-m", "magnetar.cli.main"]
+ENTRY_OVERHEAD = 200  # bytes of an entry beyond its messages' payloads (header, ids, properties), roughly
+
+
+def _aws(service: str, endpoint: str) -> Any:
+    """A raw client with no retries at all: a refusal is counted, never hidden by a retry."""
+    return boto3.client(  # type: ignore[call-overload]
+        service, endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+        aws_secret_access_key="test", config=Config(retries={"total_max_attempts": 1}))
+
+
+def raw_shard_limit(endpoint: str, record_bytes: int, seconds: float = 5.0) -> dict[str, Any]:
+    """What one Kinesis shard accepts through the emulator's limits: PutRecords of `record_bytes`
+    records on a one-shard stream, after a second that spends the bucket's burst."""
+    kinesis = _aws("kinesis", endpoint)
+    stream = f"raw-shard-{uuid.uuid4().hex[:6]}"
+    kinesis.create_stream(StreamName=stream, ShardCount=1)
+    while kinesis.describe_stream_summary(StreamName=stream)["StreamDescriptionSummary"]["StreamStatus"] != "ACTIVE":
+        time.sleep(0.1)
+    data = os.urandom(record_bytes)
+    per_call = max(1, min(500, (1024 * 1024) // (4 * record_bytes)))  # a quarter of a second's bytes per call
+    records = [{"Data": data, "PartitionKey": "p"} for _ in range(per_call)]
+    accepted = refused = 0
+    warmup_until = time.perf_counter() + 1.0
+    while time.perf_counter() < warmup_until:
+        kinesis.put_records(StreamName=stream, Records=records)
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        failed = kinesis.put_records(StreamName=stream, Records=records)["FailedRecordCount"]
+        accepted += per_call - failed
+        refused += failed
+        time.sleep(0.01)
+    elapsed = time.perf_counter() - started
+    kinesis.delete_stream(StreamName=stream, EnforceConsumerDeletion=True)
+    return {"record_bytes": record_bytes, "records_per_s": accepted / elapsed,
+            "mib_per_s": accepted * record_bytes / elapsed / 2**20, "refused_records": refused, "seconds": elapsed}
+
+
+def raw_counter_limit(endpoint: str, item_bytes: int, seconds: float = 3.0, clients: int = 4) -> dict[str, Any]:
+    """What one DynamoDB key accepts through the emulator's limits: UpdateItem (ADD) on one item of
+    about `item_bytes` from `clients` threads, after a second that spends the burst. Below the key's
+    budget (~1,000 WCU/s) the figure is the emulator's own speed, not a limit."""
+    ddb = _aws("dynamodb", endpoint)
+    table = f"raw-key-{uuid.uuid4().hex[:6]}"
+    ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"}],
+                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}])
+    ddb.put_item(TableName=table, Item={"pk": {"S": "hot"}, "pad": {"S": "x" * item_bytes}, "n": {"N": "0"}})
+    counts = {"ok": 0, "refused": 0}
+    lock = threading.Lock()
+
+    def hammer(until: float, counted: bool) -> None:
+        client = _aws("dynamodb", endpoint)
+        while time.perf_counter() < until:
+            try:
+                client.update_item(TableName=table, Key={"pk": {"S": "hot"}}, UpdateExpression="ADD n :one",
+                                   ExpressionAttributeValues={":one": {"N": "1"}})
+                outcome = "ok"
+            except client.exceptions.ProvisionedThroughputExceededException:
+                outcome = "refused"
+            if counted:
+                with lock:
+                    counts[outcome] += 1
+
+    hammer(time.perf_counter() + 1.0, counted=False)
+    started = time.perf_counter()
+    threads = [threading.Thread(target=hammer, args=(started + seconds, True)) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    return {"item_bytes": item_bytes, "clients": clients, "updates_per_s": counts["ok"] / elapsed,
+            "refused": counts["refused"], "seconds": elapsed}
+
+
+def shard_of(endpoint: str, topic: str, partitions: int) -> dict[str, str]:
+    """The journal shard each topic partition's records go to (MD5 of its partition key against
+    the stream's hash-key ranges), as Kinesis routes them."""
+    kinesis = _aws("kinesis", endpoint)
+    stream = kinesis.list_streams()["StreamNames"][0]
+    shards = kinesis.list_shards(StreamName=stream)["Shards"]
+    name = TopicName.parse(topic)
+    names = [str(name.partition(i)) for i in range(partitions)] if partitions > 1 else [str(name)]
+    out = {}
+    for n in names:
+        h = int(hashlib.md5(journal_key(n).encode()).hexdigest(), 16)
+        out[n] = next(s["ShardId"] for s in shards if int(s["HashKeyRange"]["StartingHashKey"]) <= h
+                      <= int(s["HashKeyRange"]["EndingHashKey"]))
+    return out
+
+
+def perf_step(args: list[str], cluster: LocalUpProcess) -> tuple[dict[str, Any], str]:
+    """One `magnetar perf e2e` run against `cluster`; its result and its command line."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "perf.json"
+        command = [*MAGNETAR, "perf", "e2e", "--service-url", cluster.url, "--aws-endpoint", cluster.aws_endpoint,
+                   "--no-limits", "--check-delivery", *args, "--json", str(out)]
+        printable = "magnetar perf e2e " + shlex.join(args) + " --check-delivery"
+        print(f"$ {printable}", flush=True)
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0 or not out.exists():
+            tail = (proc.stdout + proc.stderr)[-3000:]
+            raise RuntimeError(f"perf failed ({proc.returncode}): {tail}")
+        result: dict[str, Any] = json.loads(out.read_text())
+    return result, printable
+
+
+def summary(r: dict[str, Any]) -> dict[str, Any]:
+    """The figures a table quotes, from one perf result."""
+    d = r["delivery"]
+    statuses = r["http_statuses"]
+    return {
+        "msgs_per_s": round(r["msgs_per_s"], 1),
+        "mib_per_s": round(r["msgs_per_s"] * r["config"]["size"] / 2**20, 3),
+        "entries_per_s": round(r["aws_requests"].get("kinesis.PutRecord", 0) / r["seconds"], 1),
+        "publish_p50_ms": round(r["publish_latency_ms"]["p50"], 1),
+        "publish_p99_ms": round(r["publish_latency_ms"]["p99"], 1),
+        "e2e_p50_ms": round(r["e2e_latency_ms"]["p50"], 1),
+        "e2e_p99_ms": round(r["e2e_latency_ms"]["p99"], 1),
+        "aws_requests_per_1000_msgs": round(r["aws_requests_per_1000_msgs"] or 0, 1),
+        "refusals": r.get("refusals", {}),
+        "sdk_http_errors": {role: {c: n for c, n in codes.items() if c[0] in "45"} for role, codes in statuses.items()},
+        "sent": r["sent"], "acked": r["acked"], "failed": r["failed"],
+        "lost": d.get("lost"), "duplicates": d.get("duplicates"), "received_not_acked": d.get("received_not_acked"),
+        "redelivered": r["redelivered"], "consumer_errors": r["consumer_errors"],
+        "lambda_concurrency_mean": round(r["lambda_concurrency"]["mean_total"], 1),
+        "lambda_concurrency_peak": r["lambda_concurrency"].get("peak"),
+        "lambda_throttles": r["lambda_concurrency"].get("throttles"),
+    }
+
+
+def _git() -> dict[str, Any]:
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "src"], cwd=ROOT, capture_output=True, text=True).stdout
+    return {"commit": head, "uncommitted_src_files": len(dirty.splitlines())}
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, default=str))
+    print(f"wrote {path.relative_to(ROOT)}", flush=True)
+
+
+def consumers(opts: argparse.Namespace) -> None:
+    for n in opts.consumers:
+        args = ["--consumers", str(n), "--producers", str(opts.producers), "--rate", str(opts.rate),
+                "--duration", str(opts.duration), "--receive-wait-ms", str(opts.receive_wait_ms),
+                "--receive-batch", str(opts.receive_batch), "--batch-max-delay-ms", str(opts.batch_delay_ms)]
+        with LocalUpProcess() as cluster:
+            result, command = perf_step(args, cluster)
+            raw = raw_shard_limit(cluster.aws_endpoint, 100 * 1024 + ENTRY_OVERHEAD)
+        d = result["delivery"]
+        _write(RESULTS / f"scale-consumers-{n}.json", {
+            "what": f"one Shared subscription with {n} consumers, local defaults (limits on, fan-out, tail reads off)",
+            "command": command, "script": "bench/scale_consumers.py consumers " + " ".join(sys.argv[2:]),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": _git(),
+            "summary": summary(result) | {
+                "consumers_receiving": d.get("consumers_receiving"), "per_consumer_min": d.get("min"),
+                "per_consumer_median": d.get("median"), "per_consumer_max": d.get("max"),
+                "max_over_mean": d.get("max_over_mean"),
+                "ratio_to_raw_shard": round(result["msgs_per_s"] / (raw["records_per_s"] * 100), 3)},
+            "raw_shard_limit": raw, "perf": result,
+        })
+
+
+def ceiling(opts: argparse.Namespace) -> None:
+    batch = 1 if opts.unbatched else 100
+    for partitions in opts.partitions:
+        steps: list[dict[str, Any]] = []
+        for rate in opts.rates:
+            per_producer = opts.unbatched_per_producer if opts.unbatched else 1000
+            producers = min(opts.max_producers, max(1, math.ceil(rate / per_producer)))
+            topic = f"persistent://public/default/ceiling-{uuid.uuid4().hex[:8]}"
+            args = ["--topic", topic, "--partitions", str(partitions), "--producers", str(producers),
+                    "--consumers", str(opts.consumers), "--rate", str(rate), "--duration", str(opts.duration),
+                    "--batch-max-messages", str(batch), "--batch-max-delay-ms", str(opts.batch_delay_ms),
+                    "--receive-wait-ms", "500"]
+            with LocalUpProcess() as cluster:
+                result, command = perf_step(args, cluster)
+                shards = shard_of(cluster.aws_endpoint, topic, partitions)
+                entry_bytes = batch * 1024 + ENTRY_OVERHEAD
+                raw: dict[str, dict[str, Any]] = {"shard": raw_shard_limit(cluster.aws_endpoint, entry_bytes),
+                       "counter_key": raw_counter_limit(cluster.aws_endpoint, 1024)}
+            s: dict[str, Any] = summary(result) | {"rate": rate, "producers": producers,
+                                                   "shards_used": len(set(shards.values()))}
+            s["ratio_to_raw_shard"] = round(
+                result["msgs_per_s"] / (raw["shard"]["records_per_s"] * batch * s["shards_used"]), 3)
+            print(json.dumps(s), flush=True)
+            steps.append({"command": command, "summary": s, "shards": shards, "raw_limits": raw, "perf": result})
+            if opts.stop_at_refusal and s["refusals"] and len(steps) >= 2 and steps[-2]["summary"]["refusals"]:
+                break  # two refused steps in a row: the ceiling is behind us
+        label = f"{'unbatched' if opts.unbatched else 'batched'}-{partitions}p"
+        _write(RESULTS / f"partition-ceiling-{label}.json", {
+            "what": f"ramp of the publish rate on a topic of {partitions} partition(s), 1 KB messages, "
+                    f"batches of {batch}, local defaults (limits on, fan-out, tail reads off)",
+            "script": "bench/scale_consumers.py ceiling " + " ".join(sys.argv[2:]),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": _git(),
+            "summary": [st["summary"] for st in steps], "steps": steps,
+        })
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="what", required=True)
+    c = sub.add_parser("consumers", help="one Shared subscription with many consumers")
+    c.add_argument("--consumers", type=int, nargs="+", default=[100])
+    c.add_argument("--producers", type=int, default=1)
+    c.add_argument("--rate", type=float, default=1000)
+    c.add_argument("--duration", type=float, default=30)
+    c.add_argument("--receive-wait-ms", type=int, default=1000)
+    c.add_argument("--receive-batch", type=int, default=100)
+    c.add_argument("--batch-delay-ms", type=int, default=100)
+    c.set_defaults(run=consumers)
+    p = sub.add_parser("ceiling", help="ramp the publish rate on one (or N) partitions until the limits refuse")
+    p.add_argument("--partitions", type=int, nargs="+", default=[1])
+    p.add_argument("--rates", type=float, nargs="+", default=[500, 1000, 1500, 2000, 3000])
+    p.add_argument("--unbatched", action="store_true", help="one message per entry (batch of 1)")
+    p.add_argument("--unbatched-per-producer", type=float, default=10,
+                   help="unbatched: msg/s per producer (one request in flight each)")
+    p.add_argument("--max-producers", type=int, default=100)
+    p.add_argument("--consumers", type=int, default=2)
+    p.add_argument("--duration", type=float, default=15)
+    p.add_argument("--batch-delay-ms", type=int, default=100)
+    p.add_argument("--stop-at-refusal", action="store_true", help="stop a ramp after two refused steps")
+    p.set_defaults(run=ceiling)
+    opts = parser.parse_args()
+    opts.run(opts)
+
+
+if __name__ == "__main__":
+    main()

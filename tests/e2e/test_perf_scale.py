@@ -1,0 +1,28 @@
+"""`magnetar perf` for scale runs (bench/scale_consumers.py): per-consumer delivery counts, the
+exactly-once check, the emulator's refusals, the SDK's HTTP answers and Lambda concurrency, on the
+session cluster (AWS limits on)."""
+
+from __future__ import annotations
+
+import uuid
+
+from magnetar.perf.runner import PerfConfig, PerfRun
+
+
+def test_scale_run_reports_spread_exactly_once_refusals_and_concurrency(cluster) -> None:  # type: ignore[no-untyped-def]
+    config = PerfConfig(mode="e2e", service_url=cluster.url, topic=f"persistent://public/default/scale-{uuid.uuid4().hex[:8]}",
+                        consumers=3, rate=200, duration_s=3, receive_batch=20, receive_wait_ms=200,
+                        check_delivery=True, aws_endpoint=cluster.endpoint)
+    result = PerfRun(config).run()
+
+    delivery = result["delivery"]
+    assert result["acked"] > 100 and result["failed"] == 0
+    assert delivery["acked"] == result["acked"] == delivery["unique_received"]  # every tagged message, once
+    assert delivery["lost"] == 0 and delivery["duplicates"] == 0 and delivery["received_not_acked"] == 0
+    assert sorted(delivery["per_consumer"]) == ["perf-c0", "perf-c1", "perf-c2"]
+    assert sum(delivery["per_consumer"].values()) == result["received"]
+    assert isinstance(result["refusals"], dict)  # what the limits refused during the run (a delta)
+    assert result["http_statuses"]["producers"].get("200", 0) >= 1
+    assert result["http_statuses"]["consumers"].get("200", 0) >= 3
+    concurrency = result["lambda_concurrency"]
+    assert concurrency["mean_total"] > 0 and 1 <= concurrency["peak"] <= concurrency["limit"]
