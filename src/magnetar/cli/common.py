@@ -71,3 +71,10 @@ def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 def split_list(values: list[str] | None) -> list[str]:
     """`--roles a,b --roles c` -> [a, b, c]."""
     return [item.strip() for value in values or [] for item in value.split(",") if item.strip()]
+
+
+def on_off(option: str, value: str) -> bool:
+    """An on|off option's value (`--aws-limits on`)."""
+    if value not in ("on", "off"):
+        raise typer.BadParameter(f"{option} takes on or off, not {value!r}")
+    return value == "on"

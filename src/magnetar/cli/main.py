@@ -22,6 +22,7 @@ from magnetar.cli.common import (
     admin_client,
     authentication,
     call,
+    on_off,
     split_list,
 )
 from magnetar.cli.cost import cost_command
@@ -111,9 +112,9 @@ def local_up(
     cluster = LocalCluster(host=host, port=port, aws_port=aws_port, aws_endpoint=aws_endpoint,
                            maintenance_interval_s=maintenance_interval, auth=auth, token_secret_key=key_file,
                            superuser_roles=tuple(superuser_role),
-                           fidelity=AwsFidelity(_on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
+                           fidelity=AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
                            journal_fan_out=journal_fan_out,
-                           tail_reads=None if tail_reads is None else _on_off("--tail-reads", tail_reads))
+                           tail_reads=None if tail_reads is None else on_off("--tail-reads", tail_reads))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -134,12 +135,6 @@ def local_up(
     finally:
         cluster.stop()
         console.print("stopped")
-
-
-def _on_off(option: str, value: str) -> bool:
-    if value not in ("on", "off"):
-        raise typer.BadParameter(f"{option} takes on or off, not {value!r}")
-    return value == "on"
 
 
 def _local_token_key() -> str:

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from magnetar.cli.common import AuthParams, AuthPlugin, authentication
+from magnetar.cli.common import AuthParams, AuthPlugin, authentication, on_off
 
 console = Console()
 
@@ -23,6 +23,8 @@ def verify_command(
     seed: Annotated[int, typer.Option("--seed", "-s", help="Seed: the same seed plans the same runs.")] = 1,
     crash_points: Annotated[str, typer.Option("--crash-points", help="'all', 'none' or a comma list.")] = "all",
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the summary to this file.")] = None,
+    aws_limits: Annotated[str, typer.Option(
+        "--aws-limits", help="The in-process cluster enforces AWS's service limits: on|off (on, as `local up`).")] = "on",
     auth_plugin: AuthPlugin = None,
     auth_params: AuthParams = None,
 ) -> None:
@@ -31,9 +33,12 @@ def verify_command(
 
     The cluster runs in this process with the broker settings of the environment: with
     MAGNETAR_AUTH_ENABLED=true (and a token key, superuser roles) give the workload's credentials
-    with --auth-params or MAGNETAR_AUTH_TOKEN."""
+    with --auth-params or MAGNETAR_AUTH_TOKEN. As `magnetar local up`, it enforces AWS's service
+    limits, runs the journal consumer on enhanced fan-out and reads sealed entries only; the
+    maintenance function (retention) runs over each run's topic every 0.5 s."""
     credentials = authentication(auth_plugin, auth_params)
     from magnetar.local.cluster import LocalCluster, free_port
+    from magnetar.local.fidelity import AwsFidelity
     from magnetar.verify.runner import CRASH_POINTS, Verifier
 
     if crash_points == "all":
@@ -47,7 +52,8 @@ def verify_command(
             raise typer.BadParameter(f"unknown crash points {unknown}; known: {', '.join(CRASH_POINTS)}")
     logging.getLogger("magnetar.local.esm").setLevel(logging.ERROR)  # retries are the point here
     started = time.monotonic()
-    with LocalCluster(port=free_port(), aws_port=free_port(), poll_interval_s=0.2) as cluster:
+    fidelity = AwsFidelity(limits=on_off("--aws-limits", aws_limits))
+    with LocalCluster(port=free_port(), aws_port=free_port(), poll_interval_s=0.2, fidelity=fidelity) as cluster:
         progress = Progress(TextColumn("verify"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             TextColumn("{task.fields[status]}"), console=console)
         with progress:
@@ -63,7 +69,7 @@ def verify_command(
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key in ("runs", "acked", "delivered", "lost", "duplicated", "stored_twice_after_retry",
-                "order_violations", "cursor_backwards", "missing_objects", "seconds"):
+                "order_violations", "cursor_backwards", "missing_objects", "trimmed_segments", "seconds"):
         table.add_row(key.replace("_", " "), f"{result[key]:,}" if isinstance(result[key], int) else str(result[key]))
     for name in allowed:
         table.add_row(f"fired: {name}", str(result["crash_points_fired"].get(name, 0)))

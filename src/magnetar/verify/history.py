@@ -38,6 +38,7 @@ class History:
     cursor_positions: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
     subscriptions_by_topic: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     missing_objects: list[str] = field(default_factory=list)
+    trimmed_segments: int = 0  # what the maintenance runs during the workload deleted (retention)
     errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -60,6 +61,7 @@ class Verdict:
     order_violations: list[str] = field(default_factory=list)
     cursor_backwards: list[str] = field(default_factory=list)
     missing_objects: list[str] = field(default_factory=list)
+    trimmed_segments: int = 0
 
     @property
     def ok(self) -> bool:
@@ -68,7 +70,7 @@ class Verdict:
 
 
 def check(history: History) -> Verdict:
-    v = Verdict()
+    v = Verdict(trimmed_segments=history.trimmed_segments)
     acked = [s for s in history.sends if s.message_id is not None]
     v.acked = len(acked)
     v.delivered = len(history.deliveries)
