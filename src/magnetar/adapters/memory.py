@@ -198,7 +198,7 @@ class MemoryMetadataStore:
             if t.writer.backlog_blocked:
                 raise BacklogQuotaExceeded(f"Cannot publish on {topic}: backlog quota exceeded", t.writer.backlog_blocked)
             last = t.dedup.get(claim.producer)
-            if claim.deduplicate and last is not None and last.sequence_id >= claim.sequence_id:
+            if claim.deduplicate and last is not None and last.sequence_id >= claim.lowest_sequence_id:
                 return last
             if claim.rate is not None:
                 r = claim.rate
@@ -214,10 +214,11 @@ class MemoryMetadataStore:
         seen = w.producers.get(claim.producer, ProducerActivity())
         producers = {**w.producers, claim.producer: replace(
             seen, last_publish=claim.now_ms, messages=seen.messages + claim.messages, bytes=seen.bytes + claim.size)}
-        t.writer = replace(w, next_entry=w.next_entry + 1, messages_in=w.messages_in + claim.messages,
+        t.writer = replace(w, next_entry=w.next_entry + claim.entries, messages_in=w.messages_in + claim.messages,
                            bytes_in=w.bytes_in + claim.size, producers=producers)
         if claim.deduplicate:
-            t.dedup[claim.producer] = DedupRecord(claim.sequence_id, w.ledger_id, w.next_entry, claim.now_ms)
+            t.dedup[claim.producer] = DedupRecord(claim.sequence_id, w.ledger_id, w.next_entry, claim.now_ms,
+                                                  claim.entries)
         return Reservation(w.ledger_id, w.next_entry, w.ledger_first_entry, w.ledger_opened_at)
 
     def replace_reservation(self, topic: TopicName, claim: ProducerClaim, lost_entry: int) -> Reservation:

@@ -63,6 +63,9 @@ class BatchModel(_Body):
     batched: bool = True
     deliverAt: int = Field(default=0, ge=0, le=INT64_MAX)
     chunk: ChunkModel | None = None
+    # in `batches` only (each batch its own; with `batch`, the request's are used)
+    sequenceId: int | None = Field(default=None, ge=-1, le=INT64_MAX)
+    highestSequenceId: int | None = Field(default=None, ge=-1, le=INT64_MAX)
 
     @field_validator("payload")
     @classmethod
@@ -71,8 +74,13 @@ class BatchModel(_Body):
         return value
 
 
+MAX_BATCHES_PER_REQUEST = 1_000  # the writer's MAX_ENTRIES_PER_APPEND
+
+
 class ProduceRequest(_Body):
-    """Pulsar's REST producer body (`messages`), or one SDK-encoded `batch`."""
+    """Pulsar's REST producer body (`messages`), one SDK-encoded `batch`, or several `batches`:
+    consecutive entries appended all together or not at all (one journal record, up to its
+    1 MiB), each with its own sequence ids; the response then lists each one's results."""
 
     producerName: str = Field(default="rest-producer", min_length=1, max_length=255)
     sequenceId: int = Field(default=-1, ge=-1, le=INT64_MAX)
@@ -80,11 +88,16 @@ class ProduceRequest(_Body):
     batched: bool = True
     messages: list[ProducerMessage] | None = Field(default=None, min_length=1)
     batch: BatchModel | None = None
+    batches: list[BatchModel] | None = Field(default=None, min_length=1, max_length=MAX_BATCHES_PER_REQUEST)
 
     @model_validator(mode="after")
     def _one_shape(self) -> ProduceRequest:
-        if (self.messages is None) == (self.batch is None):
-            raise ValueError("give either messages or batch")
+        if [self.messages, self.batch, self.batches].count(None) != 2:
+            raise ValueError("give one of messages, batch or batches")
+        if self.batch is not None and (self.batch.sequenceId is not None or self.batch.highestSequenceId is not None):
+            raise ValueError("batch: sequence ids go on the request (inside a batch only with batches)")
+        if self.batches is not None and any(b.chunk is not None for b in self.batches):
+            raise ValueError("batches: a chunk travels alone, as batch")
         return self
 
 
@@ -94,11 +107,25 @@ class PublishResult(BaseModel):
     schemaVersion: int = 0
 
 
-class ProduceResponse(BaseModel):
+class BatchPublishResult(BaseModel):
+    """One batch of a `batches` publish: its entry and its messages' ids."""
+
     messagePublishResults: list[PublishResult]
     ledgerId: int
     entryId: int
     duplicate: bool = False
+
+
+class ProduceResponse(BaseModel):
+    """With `batches`: `batches` holds each batch's results in request order, the top-level
+    `messagePublishResults` all of them in the same order, `ledgerId`/`entryId` the first entry's,
+    `duplicate` whether every batch was one."""
+
+    messagePublishResults: list[PublishResult]
+    ledgerId: int
+    entryId: int
+    duplicate: bool = False
+    batches: list[BatchPublishResult] | None = None
 
 
 class ProducerRequest(_Body):

@@ -92,6 +92,7 @@ class Client:
         chunking_enabled: bool = False,
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
         batching_type: BatchingType = BatchingType.Default,
+        max_pending_messages: int = 1000,
     ) -> Producer | PartitionedProducer:
         name = _topic(topic)
         options: dict[str, Any] = {
@@ -100,6 +101,7 @@ class Client:
             "batching_max_publish_delay_ms": batching_max_publish_delay_ms,
             "send_timeout_millis": send_timeout_millis, "compression_type": compression_type,
             "chunking_enabled": chunking_enabled, "access_mode": access_mode, "batching_type": batching_type,
+            "max_pending_messages": max_pending_messages,
             "attach": True,  # registers the producer (limits, quotas, stats); a named one resumes its sequence
         }
         partitions = self._partitions(name)

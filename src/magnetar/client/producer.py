@@ -1,11 +1,15 @@
-"""Producer of one topic partition: client-side batching (one batch = one entry = one request),
-compression, chunking, sequence ids; order kept.
+"""Producer of one topic partition: client-side batching, compression, chunking, sequence ids;
+order kept.
 
 Messages wait in the current batch until it holds `batching_max_messages` messages or
 `batching_max_allowed_size_in_bytes` bytes, or `batching_max_publish_delay_ms` has passed, or
-`send()`/`flush()` asks for it. One batch is in flight at a time, so a producer's messages keep
-their order; a failed batch is retried until `send_timeout_millis`. A message with a delivery
-time, or one larger than the journal's record limit (chunked), travels alone.
+`send()`/`flush()` asks for it; then it is *ready* (one batch = one entry). One request is in
+flight at a time, so a producer's messages keep their order; while it is, ready batches queue, up
+to `max_pending_messages` messages waiting (then `send` blocks), and the next request carries all
+of them (with key-based batching, one entry per key of each batch) as one group append: one
+broker invocation, one id reservation, one journal record, split only to fit the journal's record
+size. A failed request is retried until `send_timeout_millis`. A message with a delivery time, or
+one larger than the journal's record limit (chunked), travels alone.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ from magnetar.core.naming import TopicName
 SendCallback = Callable[[Result, MessageId | None], None]
 log = logging.getLogger(__name__)
 MAX_ENTRY_BYTES = 900 * 1024  # under Kinesis' 1 MiB record, with room for the entry's metadata
+MAX_REQUEST_BYTES = MAX_ENTRY_BYTES  # the entries of one request share one journal record
+ENTRY_OVERHEAD_BYTES = 1024  # an entry's metadata beside its payload and key (topic, producer, ids)
+MAX_BATCHES_PER_REQUEST = 1_000  # the broker's limit of entries in one publish
 EXCLUSIVE_LEASE_MS = 30_000  # an exclusive producer renews its hold on the topic every third of it
 
 
@@ -62,6 +69,7 @@ class Producer:
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
         attach: bool = False,
         batching_type: BatchingType = BatchingType.Default,
+        max_pending_messages: int = 1000,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -74,8 +82,11 @@ class Producer:
         self._send_timeout_s = send_timeout_millis / 1000 if send_timeout_millis > 0 else 3600.0
         self._codec = Codec.parse(compression_type.value)
         self._chunking = chunking_enabled
-        self._batch: list[_Pending] = []
-        self._solo: list[_Pending] = []  # delayed or chunked messages: each its own entry
+        self._batch: list[_Pending] = []  # the batch being filled
+        # ready to send, in order: batches, and delayed or chunked messages (each its own request)
+        self._ready: list[list[_Pending]] = []
+        self._waiting = 0  # messages in ready batches and the current one, not yet in flight
+        self._max_pending = max(1, max_pending_messages)
         self._batch_bytes = 0
         self._batch_started = 0.0
         self._flush_requested = False
@@ -145,7 +156,7 @@ class Producer:
         with self._cond:
             self._flush_requested = True
             self._cond.notify_all()
-            while (self._batch or self._solo or self._inflight) and not self._closed:
+            while (self._batch or self._ready or self._inflight) and not self._closed:
                 self._cond.wait(0.05)
 
     def close(self) -> None:
@@ -186,25 +197,35 @@ class Producer:
                     raise exceptions.MessageTooBig(
                         f"Message of {pending.size} bytes exceeds {MAX_ENTRY_BYTES}; enable chunking_enabled")
                 pending.chunks = self._chunk(message)
+            while self._waiting >= self._max_pending and not self._closed:  # back-pressure
+                self._flush_requested = True
+                self._cond.notify_all()
+                self._cond.wait(0.05)
             if at or pending.chunks:
-                self._solo.append(pending)
+                self._close_batch()  # what came before it goes before it
+                self._ready.append([pending])
+                self._waiting += 1
                 self._flush_requested = True
                 self._cond.notify_all()
                 return pending.future
             if self._batch and (len(self._batch) >= self._max_messages
                                 or self._batch_bytes + pending.size > self._max_bytes):
-                self._flush_requested = True
-                self._cond.notify_all()
-                while self._batch and not self._closed:  # back-pressure: one batch waiting at most
-                    self._cond.wait(0.05)
+                self._close_batch()
             if not self._batch:
                 self._batch_started = time.monotonic()
             self._batch.append(pending)
             self._batch_bytes += pending.size
+            self._waiting += 1
             if len(self._batch) >= self._max_messages or self._batch_bytes >= self._max_bytes:
-                self._flush_requested = True
+                self._close_batch()
             self._cond.notify_all()
         return pending.future
+
+    def _close_batch(self) -> None:
+        """The current batch is complete: it joins the ready ones (the lock is held)."""
+        if self._batch:
+            self._ready.append(self._batch)
+            self._batch, self._batch_bytes = [], 0
 
     def _chunk(self, message: Message) -> list[tuple[bytes, int, int]]:
         """Compress then split, as Pulsar does: each chunk is one entry, reassembled by consumers."""
@@ -215,12 +236,11 @@ class Producer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while True:
-                    if self._solo and (self._flush_requested or self._closed or not self._batch):
-                        break
+                while not self._ready:
                     if self._batch:
                         due = self._batch_started + self._delay_s
                         if self._flush_requested or time.monotonic() >= due or self._closed:
+                            self._close_batch()
                             break
                         self._cond.wait(max(0.0, due - time.monotonic()))
                     elif self._closed:
@@ -228,22 +248,22 @@ class Producer:
                     else:
                         self._flush_requested = False
                         self._cond.wait(0.5)
-                # in arrival order: a solo message waits for the batch queued before it
-                if self._batch and (not self._solo or self._batch[0].sequence_id < self._solo[0].sequence_id):
-                    work, self._batch, self._batch_bytes = self._batch, [], 0
-                else:
-                    work = [self._solo.pop(0)]
-                self._inflight = len(work)
-                if not self._batch and not self._solo:
+                if _alone(self._ready[0]):
+                    work = [self._ready.pop(0)]
+                else:  # every ready batch up to the next message that travels alone: one request
+                    count = next((i for i, b in enumerate(self._ready) if _alone(b)), len(self._ready))
+                    work, self._ready = self._ready[:count], self._ready[count:]
+                self._inflight = sum(len(b) for b in work)
+                self._waiting -= self._inflight
+                if not self._batch and not self._ready:
                     self._flush_requested = False
                 self._cond.notify_all()
-            if work[0].chunks:
-                self._publish_chunks(work[0])
-            elif self._key_based:
-                for group in _by_key(work):
-                    self._publish(group)
+            if work[0][0].chunks:
+                self._publish_chunks(work[0][0])
             else:
-                self._publish(work)
+                entries = [group for b in work for group in (_by_key(b) if self._key_based else [b])]
+                for request in _requests(entries):
+                    self._publish(request)
             with self._cond:
                 self._inflight = 0
                 self._cond.notify_all()
@@ -252,27 +272,34 @@ class Producer:
         response = self._transport.call("POST", self._path, body, deadline_s=self._send_timeout_s)
         return [MessageId.from_text(r["messageId"], str(self._topic)) for r in response["messagePublishResults"]]
 
-    def _publish(self, batch: list[_Pending]) -> None:
+    def _encode(self, batch: list[_Pending]) -> dict[str, Any]:
         messages = [p.message for p in batch]
         raw = encode_messages(messages)
         key = next((m.ordering_key or m.key for m in messages if (m.ordering_key or m.key)), None)
-        body = {
-            "producerName": self._name,
-            "sequenceId": batch[0].sequence_id,
-            "highestSequenceId": batch[-1].sequence_id,
-            "batch": {
-                "payload": base64.b64encode(compress(self._codec, raw)).decode(),
-                "numMessages": len(batch), "compression": self._codec.value, "uncompressedSize": len(raw),
-                "key": key, "batched": self._batching, "deliverAt": batch[0].deliver_at,
-            },
+        return {
+            "payload": base64.b64encode(compress(self._codec, raw)).decode(),
+            "numMessages": len(batch), "compression": self._codec.value, "uncompressedSize": len(raw),
+            "key": key, "batched": self._batching, "deliverAt": batch[0].deliver_at,
         }
+
+    def _publish(self, entries: list[list[_Pending]]) -> None:
+        """One request: one batch (`batch`), or several appended together (`batches`, each with
+        its sequence ids); all of its messages succeed or fail together."""
+        body: dict[str, Any] = {"producerName": self._name}
+        if len(entries) == 1:
+            body.update(sequenceId=entries[0][0].sequence_id, highestSequenceId=entries[0][-1].sequence_id,
+                        batch=self._encode(entries[0]))
+        else:
+            body["batches"] = [{**self._encode(b), "sequenceId": b[0].sequence_id,
+                                "highestSequenceId": b[-1].sequence_id} for b in entries]
+        pendings = [p for b in entries for p in b]
         try:
             ids = self._post(body)
         except exceptions.PulsarException as exc:
-            self._fail(batch, exc)
+            self._fail(pendings, exc)
             return
-        self._last_sequence_id = max(self._last_sequence_id, batch[-1].sequence_id)
-        for p, message_id in zip(batch, ids, strict=True):
+        self._last_sequence_id = max(self._last_sequence_id, max(b[-1].sequence_id for b in entries))
+        for p, message_id in zip(pendings, ids, strict=True):
             self._succeed(p, message_id)
 
     def _publish_chunks(self, pending: _Pending) -> None:
@@ -308,6 +335,27 @@ class Producer:
             p.future.set_exception(exc)
             if p.callback:
                 _safe(p.callback, Result.from_exception(exc), None)
+
+
+def _alone(batch: list[_Pending]) -> bool:
+    """A delayed or chunked message: its own request (its delivery time or chunks are its own)."""
+    return bool(batch[0].deliver_at or batch[0].chunks)
+
+
+def _requests(entries: list[list[_Pending]]) -> list[list[list[_Pending]]]:
+    """Consecutive entries cut into requests whose entries fit one journal record together."""
+    out: list[list[list[_Pending]]] = []
+    size = 0
+    for entry in entries:
+        weight = sum(p.size + len(p.message.key or "") + len(p.message.ordering_key or "") + 16
+                     + sum(len(k) + len(v) + 8 for k, v in p.message.properties.items()) for p in entry)
+        weight += ENTRY_OVERHEAD_BYTES
+        if not out or size + weight > MAX_REQUEST_BYTES or len(out[-1]) >= MAX_BATCHES_PER_REQUEST:
+            out.append([])
+            size = 0
+        out[-1].append(entry)
+        size += weight
+    return out
 
 
 def _by_key(batch: list[_Pending]) -> list[list[_Pending]]:

@@ -10,6 +10,13 @@ hand-written framing). The metadata fields come first and are readable without t
 payload (`peek_header`); the payload is the batch's messages, msgpack-encoded then compressed
 with the entry's codec, as Pulsar compresses a batch and keeps its metadata in the clear.
 `FORMAT_VERSION` guards changes.
+
+A journal record holds one entry (the bytes above) or an *envelope* of several consecutive
+entries of one topic partition (`encode_envelope`: a msgpack array `[ENVELOPE_VERSION, entry
+bytes, ...]`), written by one group append: one Kinesis record, so its entries are stored all
+together or not at all. Readers of the journal go through `record_entries`, which understands
+both (records written before envelopes existed stay readable); a segment holds plain entries
+only, so sealing an envelope copies its entries' bytes, still without re-encoding.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ from magnetar.core.compression import Codec, compress, decompress
 from magnetar.core.errors import InvalidInput
 
 FORMAT_VERSION = 2
+ENVELOPE_VERSION = -2  # first element of an envelope record (an entry starts with FORMAT_VERSION)
+ENVELOPE_OVERHEAD = 6  # bytes an envelope adds: its array header and the version
+ENVELOPE_ITEM_OVERHEAD = 5  # bytes an envelope adds per entry (a msgpack bin header)
 _HEADER_FIELDS = 17  # everything before the payload
 
 
@@ -224,3 +234,39 @@ def peek_header(data: bytes) -> Entry:
         raise
     except Exception as exc:
         raise InvalidInput(f"Undecodable entry header: {exc}") from None
+
+
+def encode_envelope(entries: list[bytes]) -> bytes:
+    """One journal record carrying consecutive entries (encoded) of one topic partition; a single
+    entry is written as itself, so a one-entry append costs no byte more than before."""
+    if len(entries) == 1:
+        return entries[0]
+    data: bytes = msgpack.packb([ENVELOPE_VERSION, *entries], use_bin_type=True)
+    return data
+
+
+def envelope_size(entry_sizes: list[int]) -> int:
+    """An upper bound of the record `encode_envelope` makes of entries of these sizes."""
+    if len(entry_sizes) == 1:
+        return entry_sizes[0]
+    return ENVELOPE_OVERHEAD + sum(entry_sizes) + ENVELOPE_ITEM_OVERHEAD * len(entry_sizes)
+
+
+def record_entries(data: bytes) -> list[bytes]:
+    """The encoded entries a journal record carries: itself when it is one entry, or the
+    entries of an envelope, in entry-id order. InvalidInput when undecodable."""
+    unpacker = msgpack.Unpacker(raw=False)
+    unpacker.feed(data[:16])  # the array header and the first element decide
+    try:
+        count = unpacker.read_array_header()
+        if count < 1 or unpacker.unpack() != ENVELOPE_VERSION:
+            return [data]
+        items: list[Any] = msgpack.unpackb(data, raw=False)
+        return [bytes(item) for item in items[1:]]
+    except Exception as exc:
+        raise InvalidInput(f"Undecodable journal record: {exc}") from None
+
+
+def record_headers(data: bytes) -> list[tuple[bytes, Entry]]:
+    """Each entry of a journal record with its header (`peek_header`)."""
+    return [(item, peek_header(item)) for item in record_entries(data)]

@@ -34,7 +34,8 @@ class JournalRecord:
 
 @dataclass(frozen=True)
 class Reservation:
-    """An entry id reserved for one append, with the ledger it belongs to."""
+    """An entry id reserved for one append (the first of a group append's consecutive ids),
+    with the ledger it belongs to."""
 
     ledger_id: int
     entry_id: int
@@ -68,6 +69,15 @@ class ProducerClaim:
     messages: int = 0  # counted into the topic's and the producer's totals by the same write (stats)
     size: int = 0
     rate: RateClaim | None = None  # the topic's publish rate, checked and counted by the same write
+    # a group append (several entries, one record): how many consecutive ids to take, and the
+    # lowest sequence id of the group (None: `sequence_id`); deduplication refuses the whole
+    # group when the producer's last sequence id reaches that lowest one, and records the highest
+    entries: int = 1
+    first_sequence_id: int | None = None
+
+    @property
+    def lowest_sequence_id(self) -> int:
+        return self.sequence_id if self.first_sequence_id is None else self.first_sequence_id
 
 
 @dataclass(frozen=True)
@@ -76,8 +86,9 @@ class DedupRecord:
 
     sequence_id: int
     ledger_id: int
-    entry_id: int
+    entry_id: int  # the first id of that publish
     reserved_at: int
+    entries: int = 1  # the ids that publish took (a group append takes several consecutive ones)
 
 
 @dataclass(frozen=True)

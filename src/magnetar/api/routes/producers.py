@@ -1,5 +1,5 @@
-"""Producing: Pulsar's REST producer (`POST /topics/...`) and producer registration (access
-modes, deduplication's last sequence id)."""
+"""Producing: Pulsar's REST producer (`POST /topics/...`, also carrying several SDK batches in one
+request: a group append) and producer registration (access modes, deduplication's last sequence id)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from magnetar.api.access import guarded
 from magnetar.api.http import DOMAINS, body, json_response, no_content, topic_name
 from magnetar.api.models import (
     AttachProducerResponse,
+    BatchPublishResult,
     ProduceRequest,
     ProduceResponse,
     ProducerRequest,
@@ -39,16 +40,54 @@ def _publish_non_persistent(name: TopicName, request: ProduceRequest) -> dict[st
     ids = build_push().publish_non_persistent(name, messages, request.producerName)
     first = next((i for i in ids if i.entry_id >= 0), ids[0])
     return ProduceResponse(messagePublishResults=[PublishResult(messageId=str(i)) for i in ids],
-                           ledgerId=first.ledger_id, entryId=first.entry_id).model_dump()
+                           ledgerId=first.ledger_id, entryId=first.entry_id).model_dump(exclude_none=True)
+
+
+def _each_batch(request: ProduceRequest) -> list[ProduceRequest]:
+    """A `batches` body as one single-`batch` body per batch (its own sequence ids), validated already."""
+    assert request.batches is not None
+    return [
+        ProduceRequest.model_construct(
+            producerName=request.producerName, sequenceId=-1 if b.sequenceId is None else b.sequenceId,
+            highestSequenceId=-1 if b.highestSequenceId is None else b.highestSequenceId, batched=request.batched,
+            messages=None, batch=b, batches=None)
+        for b in request.batches
+    ]
+
+
+def _publish_batches(name: TopicName, request: ProduceRequest) -> dict[str, Any]:
+    """Several consecutive entries in one publish: on a persistent topic one group append (one
+    reservation, one journal record: all or nothing); on a non-persistent one, fanned out in turn."""
+    singles = _each_batch(request)
+    results: list[BatchPublishResult] = []
+    if name.is_persistent:
+        appended = build_broker().writer.append_group(name, [batch_from_request(r) for r in singles],
+                                                      request.producerName)
+        results = [BatchPublishResult(messagePublishResults=[PublishResult(messageId=str(i)) for i in a.message_ids],
+                                      ledgerId=a.ledger_id, entryId=a.entry_id, duplicate=a.duplicate)
+                   for a in appended]
+    else:
+        for single in singles:
+            one = ProduceResponse.model_validate(_publish_non_persistent(name, single))
+            results.append(BatchPublishResult(messagePublishResults=one.messagePublishResults, ledgerId=one.ledgerId,
+                                              entryId=one.entryId))
+    return ProduceResponse(
+        messagePublishResults=[r for b in results for r in b.messagePublishResults],
+        ledgerId=results[0].ledgerId, entryId=results[0].entryId, duplicate=all(b.duplicate for b in results),
+        batches=results,
+    ).model_dump()
 
 
 def _bind(domain: str) -> None:
     @guarded(router, "POST", f"/topics/{domain}/<tenant>/<namespace>/<topic>", Access.PRODUCE, domain,
              request=ProduceRequest, response=ProduceResponse)
     def produce(tenant: str, namespace: str, topic: str) -> Response[str]:
-        """Publish messages (Pulsar's REST producer) or one SDK-encoded batch."""
+        """Publish messages (Pulsar's REST producer), one SDK-encoded batch, or several batches
+        appended together (consecutive entries, all or nothing)."""
         name = topic_name(domain, tenant, namespace, topic)
         request = body(ProduceRequest)
+        if request.batches is not None:
+            return json_response(_publish_batches(name, request))
         if not name.is_persistent:
             return json_response(_publish_non_persistent(name, request))
         result = build_broker().writer.append(name, batch_from_request(request), request.producerName)
@@ -58,7 +97,7 @@ def _bind(domain: str) -> None:
             entryId=result.entry_id,
             duplicate=result.duplicate,
         )
-        return json_response(response.model_dump())
+        return json_response(response.model_dump(exclude_none=True))
 
     producer = f"/magnetar/v1/producer/{domain}/<tenant>/<namespace>/<topic>/<producer>"
 

@@ -4,7 +4,8 @@ Pulsar lets one broker own a topic and write its ledger; here any Lambda may app
 topic at any moment, so the owner's job is split across AWS primitives, and this package by
 responsibility:
 
-- `writer`: appending (`LedgerWriter`). Ids come from one conditional counter per topic
+- `writer`: appending (`LedgerWriter`), one entry or a group of consecutive entries in one
+  journal record. Ids come from one conditional counter per topic
   partition, a reservation valid for `WRITE_DEADLINE_MS` only; durability from the Kinesis
   journal (an append is acknowledged once its record is stored). Also the admission checks of a
   publish and of a producer, topic creation on first use (`ensure_topic`), the policy cache;
@@ -25,6 +26,7 @@ from magnetar.core.ledger.common import HOLE_GRACE_MS, WRITE_DEADLINE_MS, journa
 from magnetar.core.ledger.reader import EntryCache, EntryReader
 from magnetar.core.ledger.sealer import MAX_SEGMENT_BYTES, MAX_SEGMENT_ENTRIES, Sealer, SealOutcome
 from magnetar.core.ledger.writer import (
+    MAX_ENTRIES_PER_APPEND,
     MAX_ENTRIES_PER_LEDGER,
     MAX_LEDGER_AGE_MS,
     MAX_MESSAGES_PER_ENTRY,
@@ -41,6 +43,7 @@ from magnetar.core.ledger.writer import (
 
 __all__ = [
     "HOLE_GRACE_MS",
+    "MAX_ENTRIES_PER_APPEND",
     "MAX_ENTRIES_PER_LEDGER",
     "MAX_LEDGER_AGE_MS",
     "MAX_MESSAGES_PER_ENTRY",

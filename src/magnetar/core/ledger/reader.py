@@ -1,7 +1,7 @@
 """The reader: serving a topic partition's entries to consumers.
 
 `EntryReader` serves sealed entries from S3 ranged GETs of the segments and the rest from the
-journal tail, only ever a contiguous run from the requested position, so no consumer sees an
+journal tail (whose records may be envelopes of several entries, `entry.record_entries`), only ever a contiguous run from the requested position, so no consumer sees an
 entry before all earlier ones are settled; `find_by_time` finds the first entry published at or
 after a time (a seek by timestamp). `EntryCache` keeps decoded entries per container.
 """
@@ -11,14 +11,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from magnetar.core.entry import Entry, decode_entry, peek_header
+from magnetar.core.entry import Entry, decode_entry, record_headers
 from magnetar.core.errors import NotFound
 from magnetar.core.ledger.common import journal_key
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import (
     Journal,
     JournalPosition,
-    JournalRecord,
     MetadataStore,
     SealState,
     SegmentStore,
@@ -158,18 +157,24 @@ class EntryReader:
             # (An earlier id landing before that record is found by the sealer; we only lose latency.)
             after = known[1]
         records = self.journal.read_after(journal_key(key), after, since_ms - 5_000, 10_000)
-        found: dict[int, JournalRecord] = {}
+        # entry id -> (its bytes, its record's position if it is the record's last entry)
+        found: dict[int, tuple[bytes, JournalPosition | None]] = {}
         for record in records:
-            header = peek_header(record.data)
-            if header.topic == key and header.entry_id >= start and header.entry_id not in found:
-                found[header.entry_id] = record
+            entries = record_headers(record.data)  # an envelope holds several
+            for n, (data, header) in enumerate(entries):
+                if header.topic == key and header.entry_id >= start and header.entry_id not in found:
+                    found[header.entry_id] = (data, record.position if n == len(entries) - 1 else None)
         out: list[Entry] = []
         position = start
         while position in found and len(out) < max_entries:
-            entry = decode_entry(found[position].data)
+            entry = decode_entry(found[position][0])
             self.cache.put(entry)
             out.append(entry)
             position += 1
         if out:
-            self._tail_positions[key] = (position - 1, found[position - 1].position)
+            after_last = found[position - 1][1]
+            if after_last is not None:
+                self._tail_positions[key] = (position - 1, after_last)
+            else:  # stopped inside an envelope: the next read starts over from the seal state
+                self._tail_positions.pop(key, None)
         return out

@@ -2,7 +2,9 @@
 
 `Sealer` writes a topic partition's records in entry-id order into segments (at most
 `MAX_SEGMENT_ENTRIES` entries and `MAX_SEGMENT_BYTES`, never spanning two ledgers) and commits
-each segment and the seal state in one DynamoDB transaction. A reserved id whose record never
+each segment and the seal state in one DynamoDB transaction. A record may be an envelope of
+several consecutive entries (a group append): each of its entries is sealed like a record's one,
+its bytes copied as they are; its ids are all present or all missing together. A reserved id whose record never
 arrives (its writer died between the reservation and the journal write) becomes a *hole*: once
 the journal holds a later entry reserved more than `HOLE_GRACE_MS` ago, the writer of the
 missing id is certainly past its deadline, and a tombstone takes the id (consumers skip it).
@@ -14,7 +16,7 @@ import logging
 from dataclasses import dataclass, replace
 
 from magnetar.core.crashpoints import crash_point
-from magnetar.core.entry import Entry, encode_entry, hole_entry, peek_header
+from magnetar.core.entry import encode_entry, hole_entry, peek_header, record_headers
 from magnetar.core.errors import InvalidInput, RetryableError
 from magnetar.core.ledger import common
 from magnetar.core.ledger.common import segment_key
@@ -26,6 +28,20 @@ log = logging.getLogger(__name__)
 
 MAX_SEGMENT_ENTRIES = 2_000
 MAX_SEGMENT_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One entry found in the journal batch: its record (at `index` in the batch) may be an
+    envelope of several; `record_done` marks the record's last entry."""
+
+    index: int
+    record: JournalRecord
+    ledger_id: int
+    entry_id: int
+    reserved_at: int
+    data: bytes
+    record_done: bool
 
 
 @dataclass
@@ -54,16 +70,18 @@ class Sealer:
 
     def seal(self, records: list[JournalRecord]) -> SealOutcome:
         outcome = SealOutcome()
-        by_topic: dict[str, list[tuple[int, JournalRecord, int, int, int]]] = {}
+        by_topic: dict[str, list[_Item]] = {}
         for index, record in enumerate(records):
             try:
-                header = peek_header(record.data)
+                entries = record_headers(record.data)
             except InvalidInput:
                 log.error("dropping undecodable journal record %s", record.position)
                 continue
-            by_topic.setdefault(header.topic, []).append(
-                (index, record, header.ledger_id, header.entry_id, header.reserved_at)
-            )
+            for n, (data, header) in enumerate(entries):  # an envelope: several consecutive entries
+                by_topic.setdefault(header.topic, []).append(
+                    _Item(index, record, header.ledger_id, header.entry_id, header.reserved_at, data,
+                          n == len(entries) - 1)
+                )
         if not by_topic:
             return outcome
         states = self.metadata.get_seal_states(sorted(by_topic))
@@ -76,59 +94,47 @@ class Sealer:
             outcome.retry_from = records[retry_index].position.sequence
         return outcome
 
-    def _seal_topic(
-        self,
-        topic: TopicName,
-        items: list[tuple[int, JournalRecord, int, int, int]],
-        state: SealState,
-        outcome: SealOutcome,
-    ) -> int | None:
+    def _seal_topic(self, topic: TopicName, items: list[_Item], state: SealState, outcome: SealOutcome) -> int | None:
         """Seal what can be sealed for one topic; the index of the first record to retry, if any."""
-        waiting: dict[int, tuple[int, JournalRecord, int, int]] = {}
-        for index, record, ledger_id, entry_id, reserved_at in items:
-            if entry_id < state.next_entry:
-                if entry_id in state.recent_holes:
+        waiting: dict[int, _Item] = {}
+        for item in items:
+            if item.entry_id < state.next_entry:
+                if item.entry_id in state.recent_holes:
                     outcome.late_after_hole += 1
-                    log.error("entry %s/%d arrived after its id was declared a hole", topic, entry_id)
+                    log.error("entry %s/%d arrived after its id was declared a hole", topic, item.entry_id)
                 continue  # already sealed: a replay
-            waiting.setdefault(entry_id, (index, record, ledger_id, reserved_at))
-        run: list[tuple[Entry | bytes, int, JournalRecord | None]] = []  # (entry or bytes, ledger, record)
+            waiting.setdefault(item.entry_id, item)  # the first record of an id is the one kept
+        run: list[tuple[bytes, int, _Item | None]] = []  # (entry bytes, ledger, journal item; None: a hole)
         position = state.next_entry
         holes: list[int] = []
         now = self.clock.now_ms()
         blocked_at: int | None = None
         while waiting:
             if position in waiting:
-                _, record, ledger_id, _ = waiting.pop(position)
-                run.append((record.data, ledger_id, record))
+                item = waiting.pop(position)
+                run.append((item.data, item.ledger_id, item))
                 position += 1
                 continue
-            later = min(waiting)
-            index, _, ledger_id, reserved_at = waiting[later]
-            if now - reserved_at >= common.HOLE_GRACE_MS:
+            later = waiting[min(waiting)]
+            if now - later.reserved_at >= common.HOLE_GRACE_MS:
                 holes.append(position)
-                run.append((hole_entry(str(topic), ledger_id, position, now), ledger_id, None))
+                run.append((encode_entry(hole_entry(str(topic), later.ledger_id, position, now)), later.ledger_id, None))
                 position += 1
                 continue
-            blocked_at = min(i for i, _, _, _ in waiting.values())
+            blocked_at = min(i.index for i in waiting.values())
             break
         if run:
             self._write_segments(topic, run, state, holes, outcome)
         return blocked_at
 
     def _write_segments(
-        self,
-        topic: TopicName,
-        run: list[tuple[Entry | bytes, int, JournalRecord | None]],
-        state: SealState,
-        holes: list[int],
+        self, topic: TopicName, run: list[tuple[bytes, int, _Item | None]], state: SealState, holes: list[int],
         outcome: SealOutcome,
     ) -> None:
         first = state.next_entry
-        chunk: list[tuple[bytes, int, JournalRecord | None]] = []
+        chunk: list[tuple[bytes, int, _Item | None]] = []
         chunk_bytes = 0
-        for item, ledger_id, record in run:
-            data = encode_entry(item) if isinstance(item, Entry) else item
+        for data, ledger_id, item in run:
             starts_new = chunk and (
                 ledger_id != chunk[0][1] or len(chunk) >= MAX_SEGMENT_ENTRIES or chunk_bytes + len(data) > MAX_SEGMENT_BYTES
             )
@@ -136,7 +142,7 @@ class Sealer:
                 state = self._commit(topic, first, chunk, state, holes, outcome)
                 first += len(chunk)
                 chunk, chunk_bytes = [], 0
-            chunk.append((data, ledger_id, record))
+            chunk.append((data, ledger_id, item))
             chunk_bytes += len(data)
         if chunk:
             self._commit(topic, first, chunk, state, holes, outcome)
@@ -145,7 +151,7 @@ class Sealer:
         self,
         topic: TopicName,
         first: int,
-        chunk: list[tuple[bytes, int, JournalRecord | None]],
+        chunk: list[tuple[bytes, int, _Item | None]],
         state: SealState,
         holes: list[int],
         outcome: SealOutcome,
@@ -158,15 +164,18 @@ class Sealer:
             offsets.append(offsets[-1] + len(data))
         blob = b"".join(data for data, _, _ in chunk)
         max_publish_time = 0
-        for data, _, record in chunk:
-            if record is not None:
+        for data, _, item in chunk:
+            if item is not None:
                 header = peek_header(data)
                 messages += header.num_messages
                 max_publish_time = max(max_publish_time, header.publish_time)
         key = segment_key(topic, ledger_id, first, last)
         self.segments.put_if_absent(key, blob)
         crash_point("seal.after_segment_put")  # object in S3, not in the metadata: a replay re-puts it
-        last_position = next((r.position for _, _, r in reversed(chunk) if r is not None), state.last_position)
+        # the last journal record sealed whole (a segment may end inside an envelope): tail reads
+        # start after it
+        last_position = next((i.record.position for _, _, i in reversed(chunk) if i is not None and i.record_done),
+                             state.last_position)
         chunk_holes = tuple(h for h in holes if first <= h <= last)
         now = self.clock.now_ms()
         new_state = replace(

@@ -6,6 +6,11 @@ across AWS primitives because any Lambda may append to any topic at any moment).
   is past its deadline before the journal write gives up (the client retries) and never writes.
 - **Durability** comes from the Kinesis journal: an append is acknowledged once its record is
   stored; the partition key is the topic partition, so its records stay in one shard, in order.
+- **Group appends** (`append_group`): consecutive batches of one producer become consecutive
+  entries with one reservation (`ProducerClaim.entries` ids, one conditional write carrying the
+  admission checks of the whole group) and one journal record (an envelope, `entry.encode_envelope`),
+  so the group is stored all together or not at all, and a request carries many entries for the
+  AWS requests of one.
 - The reservation carries the admission checks of a publish: deduplication (a retried publish
   gets its original ids), the publish rate (`rate_claim`) and the backlog quota (held or refused);
   a ledger is rolled over past `MAX_ENTRIES_PER_LEDGER` entries or `MAX_LEDGER_AGE_MS`.
@@ -21,7 +26,15 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from magnetar.core.crashpoints import crash_point
-from magnetar.core.entry import Batch, Entry, MessageIdData, encode_entry, make_entry
+from magnetar.core.entry import (
+    Batch,
+    Entry,
+    MessageIdData,
+    encode_entry,
+    encode_envelope,
+    envelope_size,
+    make_entry,
+)
 from magnetar.core.errors import (
     BacklogQuotaExceeded,
     InvalidInput,
@@ -55,6 +68,7 @@ from magnetar.core.ports import (
 )
 
 MAX_MESSAGES_PER_ENTRY = 10_000
+MAX_ENTRIES_PER_APPEND = 1_000  # entries of one group append (one journal record bounds its bytes too)
 MAX_ENTRIES_PER_LEDGER = 50_000  # Pulsar's managedLedgerMaxEntriesPerLedger
 MAX_LEDGER_AGE_MS = 240 * 60_000  # Pulsar's managedLedgerMaxLedgerRolloverTimeMinutes
 _HEADER_PROBE = 2**62  # ids this large bound the encoded header size before the real ids exist
@@ -89,52 +103,79 @@ class LedgerWriter:
 
     def append(self, topic: TopicName, batch: Batch, producer_name: str, create_topic: bool = True) -> AppendResult:
         """Append one batch as one entry; the ids are final once this returns."""
-        if batch.num_messages <= 0:
-            raise InvalidInput("No messages to publish")
-        if batch.num_messages > MAX_MESSAGES_PER_ENTRY:
-            raise InvalidInput(f"Too many messages in one batch ({batch.num_messages} > {MAX_MESSAGES_PER_ENTRY})")
+        return self.append_group(topic, [batch], producer_name, create_topic)[0]
+
+    def append_group(self, topic: TopicName, batches: list[Batch], producer_name: str,
+                     create_topic: bool = True) -> list[AppendResult]:
+        """Append consecutive batches as consecutive entries, all or nothing: one reservation of
+        their ids (admission checks for the whole group), one journal record (an envelope).
+        The results are in the order of `batches`; the ids are final once this returns."""
+        if not batches:
+            raise InvalidInput("No batches to publish")
+        if len(batches) > MAX_ENTRIES_PER_APPEND:
+            raise InvalidInput(f"Too many batches in one publish ({len(batches)} > {MAX_ENTRIES_PER_APPEND})")
+        for batch in batches:
+            if batch.num_messages <= 0:
+                raise InvalidInput("No messages to publish")
+            if batch.num_messages > MAX_MESSAGES_PER_ENTRY:
+                raise InvalidInput(
+                    f"Too many messages in one batch ({batch.num_messages} > {MAX_MESSAGES_PER_ENTRY})")
         now = self.clock.now_ms()
         key = str(topic)
-        probe = make_entry(key, _HEADER_PROBE, _HEADER_PROBE, now, now, producer_name, batch)
-        if len(encode_entry(probe)) > self.journal.max_record_bytes:
+        sizes = [len(encode_entry(make_entry(key, _HEADER_PROBE, _HEADER_PROBE, now, now, producer_name, b)))
+                 for b in batches]
+        if envelope_size(sizes) > self.journal.max_record_bytes:
+            what = "Entry" if len(batches) == 1 else f"Publish of {len(batches)} entries"
             raise PayloadTooLarge(
-                f"Entry of {probe.size} bytes exceeds the journal record limit of {self.journal.max_record_bytes} "
-                "bytes; enable chunking for larger messages"
+                f"{what} of {envelope_size(sizes)} bytes exceeds the journal record limit of "
+                f"{self.journal.max_record_bytes} bytes; enable chunking for larger messages"
             )
         policies = TopicPolicies.of(self.policies(topic))
-        size = max(batch.uncompressed_size, len(batch.payload))
-        if size > policies.max_message_size and batch.chunk is None:
-            raise PayloadTooLarge(
-                f"Message of {size} bytes exceeds the topic's maximum message size of "
-                f"{policies.max_message_size} bytes"
-            )
-        sequence_id = max(batch.highest_sequence_id, batch.sequence_id)
-        dedup = sequence_id >= 0 and policies.deduplication
-        claim = ProducerClaim(producer_name, self.clock.now_ms(), sequence_id, dedup, batch.num_messages,
-                              len(batch.payload), rate_claim(policies.publish_rate, batch.num_messages,
-                                                             len(batch.payload), self.clock.now_ms()))
+        for batch in batches:
+            size = max(batch.uncompressed_size, len(batch.payload))
+            if size > policies.max_message_size and batch.chunk is None:
+                raise PayloadTooLarge(
+                    f"Message of {size} bytes exceeds the topic's maximum message size of "
+                    f"{policies.max_message_size} bytes"
+                )
+        sequences = [_sequence(b) for b in batches]
+        dedup = policies.deduplication and max(sequences) >= 0
+        if dedup and min(sequences) < 0:
+            raise InvalidInput("With deduplication, give every batch of one publish a sequence id, or none")
+        claim = self._claim(producer_name, batches, dedup, policies)
         reserved, claim = self._reserve_within_quota(topic, claim, create_topic)
         if isinstance(reserved, DedupRecord):
-            return self._again(topic, batch, claim, reserved)
+            return self._again(topic, batches, producer_name, claim, reserved, create_topic)
         # the write deadline counts from the moment just before the reservation (claim.now_ms)
-        return self._write(topic, batch, producer_name, reserved, claim.now_ms)
+        return self._write(topic, batches, producer_name, reserved, claim.now_ms)
 
-    def _write(self, topic: TopicName, batch: Batch, producer_name: str, reservation: Reservation,
-               reserved_at: int) -> AppendResult:
+    def _claim(self, producer: str, batches: list[Batch], dedup: bool, policies: TopicPolicies) -> ProducerClaim:
+        messages = sum(b.num_messages for b in batches)
+        size = sum(len(b.payload) for b in batches)
+        sequences = [_sequence(b) for b in batches]
+        now = self.clock.now_ms()
+        return ProducerClaim(producer, now, max(sequences), dedup, messages, size,
+                             rate_claim(policies.publish_rate, messages, size, now), len(batches),
+                             min(sequences) if len(batches) > 1 else None)
+
+    def _write(self, topic: TopicName, batches: list[Batch], producer_name: str, reservation: Reservation,
+               reserved_at: int) -> list[AppendResult]:
         key = str(topic)
-        entry = make_entry(key, reservation.ledger_id, reservation.entry_id, reserved_at, self.clock.now_ms(),
-                           producer_name, batch)
-        data = encode_entry(entry)
-        crash_point("produce.after_reserve")  # id reserved, journal not written: a hole
+        now = self.clock.now_ms()
+        entries = [make_entry(key, reservation.ledger_id, reservation.entry_id + i, reserved_at, now, producer_name, b)
+                   for i, b in enumerate(batches)]
+        data = encode_envelope([encode_entry(e) for e in entries])
+        crash_point("produce.after_reserve")  # ids reserved, journal not written: holes
         if self.clock.now_ms() - reserved_at > common.WRITE_DEADLINE_MS:
             raise RetryableError("Reservation expired before the journal write; retry the publish")
         self.journal.append(journal_key(key), data)
         crash_point("produce.after_journal_write")  # durable but not acknowledged: the client retries
-        ledger_full = reservation.entry_id - reservation.ledger_first_entry + 1 >= MAX_ENTRIES_PER_LEDGER
-        ledger_old = entry.publish_time - reservation.ledger_opened_at >= MAX_LEDGER_AGE_MS
+        last = entries[-1]
+        ledger_full = last.entry_id - reservation.ledger_first_entry + 1 >= MAX_ENTRIES_PER_LEDGER
+        ledger_old = last.publish_time - reservation.ledger_opened_at >= MAX_LEDGER_AGE_MS
         if ledger_full or ledger_old:
-            self.metadata.roll_ledger(topic, reservation.ledger_id, entry.publish_time)
-        return self._result(topic, entry.ledger_id, entry.entry_id, batch)
+            self.metadata.roll_ledger(topic, reservation.ledger_id, last.publish_time)
+        return [self._result(topic, e.ledger_id, e.entry_id, b) for e, b in zip(entries, batches, strict=True)]
 
     @staticmethod
     def _result(topic: TopicName, ledger_id: int, entry_id: int, batch: Batch, duplicate: bool = False) -> AppendResult:
@@ -143,26 +184,47 @@ class LedgerWriter:
         ids = [MessageIdData(ledger_id, entry_id, partition, index(i)) for i in range(batch.num_messages)]
         return AppendResult(ledger_id, entry_id, ids, duplicate)
 
-    def _again(self, topic: TopicName, batch: Batch, claim: ProducerClaim, record: DedupRecord) -> AppendResult:
-        """A publish whose sequence id the producer already used (deduplication is on)."""
-        if record.sequence_id > claim.sequence_id:  # an older message: stored long ago
-            return self._result(topic, -1, -1, batch, duplicate=True)
+    def _again(self, topic: TopicName, batches: list[Batch], producer: str, claim: ProducerClaim,
+               record: DedupRecord, create_topic: bool) -> list[AppendResult]:
+        """A publish reaching sequence ids the producer already used (deduplication is on).
+
+        Batches up to the producer's last sequence id are duplicates, the rest (a partial
+        overlap) is appended as a new group. When the duplicates end with the producer's last
+        publish, its first attempt may not be settled: while its reservation is valid the same
+        group is written again under the same ids (the sealer keeps one record per id); past it,
+        the stored entry answers, and if its ids became holes (the first attempt died before the
+        journal write; one record, so all of them) the whole publish is appended for real."""
+        last = record.sequence_id
+        dup = [i for i, b in enumerate(batches) if _sequence(b) <= last]
+        fresh = [i for i, b in enumerate(batches) if _sequence(b) > last]
+        same = len(dup) == record.entries and _sequence(batches[dup[-1]]) == last  # that very publish again
+        results: dict[int, AppendResult] = {}
+        originals = [self._result(topic, record.ledger_id, record.entry_id + n, batches[i], duplicate=True)
+                     for n, i in enumerate(dup)] if same else None
         now = self.clock.now_ms()
-        if now - record.reserved_at < common.WRITE_DEADLINE_MS:
-            # the same publish retried while its reservation is valid: its first attempt may have
-            # died before the journal write, so write again under the same id (the sealer keeps one)
-            entry = make_entry(str(topic), record.ledger_id, record.entry_id, record.reserved_at, now,
-                               claim.producer, batch)
-            self.journal.append(journal_key(str(topic)), encode_entry(entry))
-            return self._result(topic, record.ledger_id, record.entry_id, batch, duplicate=True)
-        stored = self.lookup(topic, record.entry_id) if self.lookup else None
-        if stored is None:
-            raise RetryableError("The first attempt of this publish is not settled yet; retry")
-        if not stored.hole:
-            return self._result(topic, record.ledger_id, record.entry_id, batch, duplicate=True)
-        # the first attempt died before writing and its id became a hole: publish for real now
-        reservation = self.metadata.replace_reservation(topic, replace(claim, now_ms=now, rate=None), record.entry_id)
-        return self._write(topic, batch, claim.producer, reservation, now)
+        if max(_sequence(batches[i]) for i in dup) < last:  # older messages: stored long ago
+            results.update((i, self._result(topic, -1, -1, batches[i], duplicate=True)) for i in dup)
+        elif now - record.reserved_at < common.WRITE_DEADLINE_MS:
+            if originals is None:
+                raise RetryableError("An earlier publish of these sequence ids is not settled yet; retry")
+            entries = [make_entry(str(topic), record.ledger_id, record.entry_id + n, record.reserved_at, now,
+                                  producer, batches[i]) for n, i in enumerate(dup)]
+            self.journal.append(journal_key(str(topic)), encode_envelope([encode_entry(e) for e in entries]))
+            results.update(zip(dup, originals, strict=True))
+        else:
+            stored = self.lookup(topic, record.entry_id) if self.lookup else None
+            if stored is None:
+                raise RetryableError("The first attempt of this publish is not settled yet; retry")
+            if stored.hole:  # the first attempt died before writing: publish all of this for real now
+                reservation = self.metadata.replace_reservation(topic, replace(claim, now_ms=now, rate=None),
+                                                                record.entry_id)
+                return self._write(topic, batches, producer, reservation, now)
+            results.update(zip(dup, originals or [self._result(topic, -1, -1, batches[i], duplicate=True)
+                                                  for i in dup], strict=True))
+        if fresh:
+            appended = self.append_group(topic, [batches[i] for i in fresh], producer, create_topic)
+            results.update(zip(fresh, appended, strict=True))
+        return [results[i] for i in range(len(batches))]
 
     def policies(self, topic: TopicName) -> dict[str, Any]:
         """The topic's effective policies (its overrides over its namespace's), cached per
@@ -280,6 +342,11 @@ def rate_claim(rate: PublishRate, messages: int, size: int, now_ms: int) -> Rate
     limits += [f"{rate.bytes} bytes/s"] if rate.bytes > 0 else []
     return RateClaim(now_ms * 1_000_000, rate_cost_ns(messages, rate.msgs), rate_cost_ns(size, rate.bytes),
                      PUBLISH_BURST_S * 1_000_000_000, ", ".join(limits))
+
+
+def _sequence(batch: Batch) -> int:
+    """The sequence id deduplication compares for a batch: its highest."""
+    return max(batch.highest_sequence_id, batch.sequence_id)
 
 
 def _at(claim: ProducerClaim, now_ms: int) -> ProducerClaim:

@@ -41,7 +41,7 @@ from magnetar.core.broker import Broker
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
 from magnetar.core.dispatch import MAX_ENTRIES_PER_RECEIVE, NO_ACKS, Acks, DeliveredEntry
-from magnetar.core.entry import Entry, decode_entry, peek_header
+from magnetar.core.entry import Entry, decode_entry, record_headers
 from magnetar.core.errors import (
     InvalidInput,
     MagnetarError,
@@ -357,13 +357,14 @@ class Dispatcher:
         """Before sealing: the batch's topics that have connections (one query per topic) and
         their entries that this batch settles, decoded once. Only the record the sealer keeps for
         an id is cached: the first at or past the seal state's next entry (one read for all topics)."""
-        by_topic: dict[str, list[tuple[int, JournalRecord]]] = {}
+        by_topic: dict[str, list[tuple[int, bytes]]] = {}  # topic -> (entry id, its bytes)
         for record in records:
             try:
-                header = peek_header(record.data)
+                entries = record_headers(record.data)  # an envelope (a group append) holds several
             except InvalidInput:
                 continue
-            by_topic.setdefault(header.topic, []).append((header.entry_id, record))
+            for data, header in entries:
+                by_topic.setdefault(header.topic, []).append((header.entry_id, data))
         plan = JournalPlan()
         try:  # pushing never holds sealing up: without a plan, the next dispatch catches up
             for topic in by_topic:
@@ -379,12 +380,12 @@ class Dispatcher:
         for topic in plan.connections:
             start = states[topic].next_entry if topic in states else 0
             seen: set[int] = set()
-            for entry_id, record in by_topic[topic]:
+            for entry_id, data in by_topic[topic]:
                 if entry_id < start or entry_id in seen:
                     continue
                 seen.add(entry_id)
                 try:
-                    entry = decode_entry(record.data)
+                    entry = decode_entry(data)
                 except InvalidInput:
                     continue
                 plan.entries.append(entry)

@@ -38,20 +38,21 @@ class WriterItems(DynamoBase):
         # The id, the topic's and the producer's counters (stats), the dedup record and the
         # publish rate's virtual clocks: one write.
         update = (
-            "SET next_entry = next_entry + :one, msg_in = if_not_exists(msg_in, :zero) + :m,"
+            "SET next_entry = next_entry + :ids, msg_in = if_not_exists(msg_in, :zero) + :m,"
             " bytes_in = if_not_exists(bytes_in, :zero) + :b, pub_last.#p = :now,"
             " pub_msgs.#p = if_not_exists(pub_msgs.#p, :zero) + :m,"
             " pub_bytes.#p = if_not_exists(pub_bytes.#p, :zero) + :b"
         )
         values: dict[str, Any] = {
-            ":one": _n(1), ":zero": _n(0), ":p": _s(claim.producer), ":now": _n(claim.now_ms),
+            ":ids": _n(claim.entries), ":zero": _n(0), ":p": _s(claim.producer), ":now": _n(claim.now_ms),
             ":m": _n(claim.messages), ":b": _n(claim.size), **extra,
         }
         names: dict[str, str] = {"#p": claim.producer}
         if claim.deduplicate:
             update += (", dedup_seq.#p = :seq, dedup_entry.#p = next_entry, dedup_ledger.#p = ledger_id,"
-                       " dedup_at.#p = :now")
+                       " dedup_at.#p = :now, #ids = :ids")
             values[":seq"] = _n(claim.sequence_id)
+            names["#ids"] = _dedup_ids(claim.producer)
         if claim.rate is not None:
             rate_update, rate_condition = self._rate_parts(str(topic), claim.rate, values)
             update += rate_update
@@ -136,13 +137,15 @@ class WriterItems(DynamoBase):
             int(item["dedup_ledger"]["M"][producer]["N"]),
             int(item["dedup_entry"]["M"][producer]["N"]),
             int(item["dedup_at"]["M"][producer]["N"]),
+            int(item.get(_dedup_ids(producer), {}).get("N", 1)),  # absent: written before group appends
         )
 
     def reserve_entry(self, topic: TopicName, claim: ProducerClaim) -> Reservation | DedupRecord:
         condition = f"attribute_exists(pk) AND {self._FENCE}"
         extra: dict[str, Any] = {}
-        if claim.deduplicate:
-            condition += " AND (attribute_not_exists(dedup_seq.#p) OR dedup_seq.#p < :seq)"
+        if claim.deduplicate:  # a group is new when all of it is: its lowest sequence id is
+            condition += " AND (attribute_not_exists(dedup_seq.#p) OR dedup_seq.#p < :low)"
+            extra[":low"] = _n(claim.lowest_sequence_id)
         for _ in range(3):  # a second try only when the publish rate's form was guessed wrong
             try:
                 return self._reserve(topic, claim, condition, extra)
@@ -159,7 +162,7 @@ class WriterItems(DynamoBase):
             if holder and holder != claim.producer and _int(item, "exclusive_until") >= claim.now_ms:
                 raise ProducerFenced(f"Topic {topic} has an exclusive producer: {holder}")
             record = self._dedup_record(item, claim.producer)
-            if claim.deduplicate and record is not None and record.sequence_id >= claim.sequence_id:
+            if claim.deduplicate and record is not None and record.sequence_id >= claim.lowest_sequence_id:
                 return record
             if claim.rate is not None and self._rate_refusal(topic, claim.rate, item):
                 continue
@@ -246,3 +249,10 @@ class WriterItems(DynamoBase):
             ConditionExpression="ledger_id = :expected",
             ExpressionAttributeValues={":one": _n(1), ":now": _n(now_ms), ":expected": _n(expected_ledger)},
         )
+
+
+def _dedup_ids(producer: str) -> str:
+    """The attribute holding how many ids a producer's last publish took (a group append takes
+    several). Top-level, one per producer, so topics created before group appends existed need
+    no map created first (a nested SET needs its map to exist)."""
+    return f"dedup_ids#{producer}"
