@@ -161,9 +161,16 @@ def test_concurrent_invocations_never_share_a_request(cluster) -> None:  # type:
             for i in range(5):
                 body = {"messages": [{"payload": base64.b64encode(f"{name}/{i}".encode()).decode()}]}
                 assert http.post(f"/topics/persistent/public/default/{name}", json=body).status_code == 200
-            read = http.post(f"/magnetar/v1/reader/persistent/public/default/{name}/read",
-                             json={"startEntryId": 0, "maxEntries": 100}).json()
-            return name, [base64.b64decode(m["payload"]).decode() for m in read["messages"]]
+            # an entry is readable once sealed (tail reads off, as deployed): read on until all five
+            payloads: list[str] = []
+            deadline = time.monotonic() + 20
+            while len(payloads) < 5 and time.monotonic() < deadline:
+                read = http.post(f"/magnetar/v1/reader/persistent/public/default/{name}/read",
+                                 json={"startEntryId": len(payloads), "maxEntries": 100}).json()
+                payloads += [base64.b64decode(m["payload"]).decode() for m in read["messages"]]
+                if len(payloads) < 5:
+                    time.sleep(0.1)
+            return name, payloads
 
     with concurrent.futures.ThreadPoolExecutor(len(topics)) as pool:
         results = list(pool.map(produce_and_read, topics))
