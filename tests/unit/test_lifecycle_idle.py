@@ -48,10 +48,10 @@ def test_an_emptied_topic_is_skipped_until_the_next_publish_gives_it_work() -> N
     publish(broker, 5)
     ack_everything(broker, 5)
     assert broker.maintenance.run().trimmed_segments == 1
-    assert settled(*broker.metadata.get_topic_state(T))  # type: ignore[arg-type]
+    assert settled(*broker.metadata.get_topic_state(T))
     broker.admin.set_policy(NS, MESSAGE_TTL, 60)
     publish(broker, 3)
-    assert not settled(*broker.metadata.get_topic_state(T))  # type: ignore[arg-type]
+    assert not settled(*broker.metadata.get_topic_state(T))
     clock.advance(90_000)
     assert broker.maintenance.run().expired_entries == 3, "the new entries are maintained again"
 
