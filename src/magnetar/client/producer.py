@@ -347,7 +347,7 @@ def _requests(entries: list[list[_Pending]]) -> list[list[list[_Pending]]]:
     out: list[list[list[_Pending]]] = []
     size = 0
     for entry in entries:
-        weight = sum(p.size + len(p.message.key or "") + len(p.message.ordering_key or "") + 16
+        weight = sum(p.size + len(p.message.key or "") + len(p.message.ordering_key or "") + 32
                      + sum(len(k) + len(v) + 8 for k, v in p.message.properties.items()) for p in entry)
         weight += ENTRY_OVERHEAD_BYTES
         if not out or size + weight > MAX_REQUEST_BYTES or len(out[-1]) >= MAX_BATCHES_PER_REQUEST:

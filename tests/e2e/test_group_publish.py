@@ -1,0 +1,223 @@
+"""Several entries in one publish request (a group append), through the HTTP API and the SDK:
+order, ids, deduplication of a retried group, key-based batching in one request, crash points."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+import magnetar
+from magnetar.client.producer import Producer
+from magnetar.core import crashpoints
+from magnetar.core.entry import Message, encode_messages
+
+PATH = "/topics/persistent/public"
+
+
+def _dedup_namespace(cluster) -> str:  # type: ignore[no-untyped-def]
+    ns = f"group-{uuid.uuid4().hex[:8]}"
+    assert httpx.put(f"{cluster.url}/admin/v2/namespaces/public/{ns}").status_code == 204
+    assert httpx.post(f"{cluster.url}/admin/v2/namespaces/public/{ns}/deduplication", json=True).status_code == 204
+    return ns
+
+
+def _batch(first_seq: int, texts: list[str], key: str | None = None) -> dict[str, Any]:
+    raw = encode_messages([Message(t.encode(), key) for t in texts])
+    return {"payload": base64.b64encode(raw).decode(), "numMessages": len(texts), "uncompressedSize": len(raw),
+            "key": key, "sequenceId": first_seq, "highestSequenceId": first_seq + len(texts) - 1}
+
+
+def _stats(cluster) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
+    """Broker invocations, Kinesis PutRecord and DynamoDB UpdateItem requests so far."""
+    stats = httpx.get(f"{cluster.url}/_magnetar/local/stats", timeout=30).json()
+    aws = stats["aws_requests"]
+    return (stats["lambda"]["magnetar-broker"]["invocations"], aws.get("kinesis.PutRecord", 0),
+            aws.get("dynamodb.UpdateItem", 0))
+
+
+def _drain(consumer, expected: int, timeout_s: float = 30) -> list[magnetar.Message]:  # type: ignore[no-untyped-def]
+    got: list[magnetar.Message] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < expected and time.monotonic() < deadline:
+        try:
+            msg = consumer.receive(timeout_millis=1000)
+        except magnetar.exceptions.Timeout:
+            continue
+        consumer.acknowledge(msg)
+        got.append(msg)
+    with pytest.raises(magnetar.exceptions.Timeout):  # and nothing more (no duplicate)
+        consumer.receive(timeout_millis=1500)
+    return got
+
+
+def test_batches_are_appended_in_order_with_consecutive_entries_and_a_retry_gets_the_same_ids(
+    cluster: Any, client: magnetar.Client
+) -> None:
+    ns = _dedup_namespace(cluster)
+    topic = f"persistent://public/{ns}/t"
+    body = {"producerName": "grouped", "batches": [
+        _batch(0, ["a0", "a1"], "A"), _batch(2, ["b0"], "B"), _batch(3, ["c0", "c1", "c2"], "C")]}
+    url = f"{cluster.url}{PATH}/{ns}/t"
+    before = _stats(cluster)
+    first = httpx.post(url, json=body, timeout=30)
+    assert first.status_code == 200, first.text
+    after = _stats(cluster)
+    assert after[0] - before[0] == 1 and after[1] - before[1] == 1, "one invocation, one journal record"
+    result = first.json()
+    entries = [b["entryId"] for b in result["batches"]]
+    assert entries == [entries[0], entries[0] + 1, entries[0] + 2]
+    assert [len(b["messagePublishResults"]) for b in result["batches"]] == [2, 1, 3]
+    assert result["batches"][2]["messagePublishResults"][1]["messageId"] == f"0:{entries[2]}:-1:1"
+    assert [r["messageId"] for r in result["messagePublishResults"]] == [
+        r["messageId"] for b in result["batches"] for r in b["messagePublishResults"]]
+    assert not result["duplicate"]
+    again = httpx.post(url, json=body, timeout=30).json()  # the same group retried
+    assert again["duplicate"] and again["messagePublishResults"] == result["messagePublishResults"]
+    consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    got = _drain(consumer, 6)
+    assert [m.data() for m in got] == [b"a0", b"a1", b"b0", b"c0", b"c1", b"c2"]
+    assert [m.message_id().entry_id() for m in got] == [entries[0]] * 2 + [entries[1]] + [entries[2]] * 3
+
+
+@pytest.mark.parametrize(("body", "status", "reason"), [
+    ({"batches": []}, 400, "batches"),
+    ({"batches": [_batch(0, ["x"])], "batch": _batch(1, ["y"])}, 400, "one of messages, batch or batches"),
+    ({"batch": _batch(0, ["x"])}, 400, "sequence ids go on the request"),
+    ({"batches": [{**_batch(0, ["x"]), "chunk": {"uuid": "u", "chunkId": 0, "numChunks": 2, "totalSize": 4}}]},
+     400, "chunk travels alone"),
+    ({"batches": [_batch(0, ["x"]), {**_batch(1, ["y"]), "numMessages": 2}]}, 400, "declared 2"),
+    ({"batches": [_batch(i, ["x" * 300_000]) for i in range(4)]}, 413, "journal record limit"),
+])
+def test_bad_batches_get_a_4xx_reason_and_store_nothing(
+    cluster: Any, topic: str, body: dict[str, Any], status: int, reason: str
+) -> None:
+    local = topic.rsplit("/", 1)[1]
+    response = httpx.post(f"{cluster.url}{PATH}/default/{local}", json=body, timeout=30)
+    assert response.status_code == status, response.text
+    assert reason in response.json()["reason"]
+
+
+def test_key_based_batching_posts_all_keys_of_a_batch_in_one_request(
+    cluster: Any, client: magnetar.Client, topic: str
+) -> None:
+    producer = client.create_producer(topic, batching_type=magnetar.BatchingType.KeyBased,
+                                      batching_max_messages=100, batching_max_publish_delay_ms=60_000)
+    ids: list[magnetar.MessageId] = []
+    lock = threading.Lock()
+
+    def sent(_result: magnetar.Result, message_id: magnetar.MessageId | None) -> None:
+        with lock:
+            assert message_id is not None
+            ids.append(message_id)
+
+    before = _stats(cluster)
+    for i in range(100):
+        producer.send_async(f"{i % 32}:{i}".encode(), sent, partition_key=f"k{i % 32}")
+    producer.flush()
+    after = _stats(cluster)
+    assert after[0] - before[0] == 1, "one request for the 32 keys' entries"
+    assert after[1] - before[1] == 1 and after[2] - before[2] == 1, "one journal record, one reservation"
+    assert len({m.entry_id() for m in ids}) == 32
+    consumer = client.subscribe(topic, "s", consumer_type=magnetar.ConsumerType.KeyShared,
+                                initial_position=magnetar.InitialPosition.Earliest)
+    got = _drain(consumer, 100)
+    by_key: dict[str, list[int]] = {}
+    for m in got:
+        key, n = m.data().decode().split(":")
+        by_key.setdefault(key, []).append(int(n))
+    assert len(got) == 100 and all(v == sorted(v) for v in by_key.values()), "each key in order"
+
+
+def test_ready_batches_queue_while_a_request_is_in_flight_and_go_in_one_request(
+    cluster: Any, client: magnetar.Client, topic: str
+) -> None:
+    producer = client.create_producer(topic, batching_max_messages=10, batching_max_publish_delay_ms=60_000,
+                                      max_pending_messages=500)
+    done: list[tuple[int, magnetar.MessageId]] = []
+    before = _stats(cluster)
+    def sent(i: int) -> Any:
+        return lambda _result, message_id: done.append((i, message_id))
+
+    for i in range(300):
+        producer.send_async(str(i).encode(), sent(i))
+    producer.flush()
+    requests = _stats(cluster)[0] - before[0]
+    assert requests <= 10, f"30 batches in {requests} requests"
+    assert [i for i, _ in done] == list(range(300)), "callbacks in send order"
+    assert [m for _, m in done] == sorted(m for _, m in done), "ids in send order"
+    assert len({m.entry_id() for _, m in done}) == 30
+    consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    assert [int(m.data()) for m in _drain(consumer, 300)] == list(range(300))
+
+
+def test_back_pressure_at_max_pending_messages_keeps_every_message(
+    client: magnetar.Client, topic: str
+) -> None:
+    consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_max_messages=10, max_pending_messages=15)
+    assert isinstance(producer, Producer)
+    for i in range(200):
+        producer.send_async(str(i).encode(), None)
+        assert producer._waiting <= 15  # the queue's bound holds
+    producer.flush()
+    assert [int(m.data()) for m in _drain(consumer, 200)] == list(range(200))
+
+
+def test_a_delayed_message_between_batches_keeps_its_place(client: magnetar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "s", consumer_type=magnetar.ConsumerType.Shared,
+                                initial_position=magnetar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_max_messages=5, batching_max_publish_delay_ms=60_000)
+    for i in range(12):
+        producer.send_async(str(i).encode(), None, deliver_after=1 if i == 6 else None)
+    producer.flush()
+    got = _drain(consumer, 12)
+    assert sorted(int(m.data()) for m in got) == list(range(12))
+    ordered = sorted(got, key=lambda m: m.message_id())
+    assert [int(m.data()) for m in ordered] == list(range(12)), "stored in send order"
+
+
+@pytest.mark.parametrize("point", ["produce.after_reserve", "produce.after_journal_write"])
+def test_a_group_publish_crashing_is_retried_and_stores_every_message_once(
+    cluster: Any, client: magnetar.Client, point: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import magnetar.core.ledger as ledger
+
+    monkeypatch.setattr(ledger.common, "HOLE_GRACE_MS", 1500)
+    ns = _dedup_namespace(cluster)
+    topic = f"persistent://public/{ns}/crash"
+    consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, producer_name=f"p-{uuid.uuid4().hex[:6]}",
+                                      batching_type=magnetar.BatchingType.KeyBased,
+                                      batching_max_publish_delay_ms=60_000)
+    for i in range(40):
+        producer.send_async(f"{i}".encode(), None, partition_key=f"k{i % 4}")
+    crashpoints.enable(point, times=1)
+    producer.flush()  # one request of 4 entries: its first attempt dies, the SDK retries it
+    assert crashpoints.fired[point] >= 1
+    producer.send(b"after")  # its entry follows the group's (a hole or not) and lets holes be declared
+    got = _drain(consumer, 41)
+    assert sorted(m.data() for m in got) == sorted([str(i).encode() for i in range(40)] + [b"after"])
+    assert got[-1].data() == b"after"
+
+
+def test_queued_batches_are_cut_into_requests_that_fit_one_journal_record(
+    cluster: Any, client: magnetar.Client, topic: str
+) -> None:
+    producer = client.create_producer(topic, batching_max_publish_delay_ms=60_000)
+    done: list[magnetar.MessageId | None] = []
+    before = _stats(cluster)
+    for i in range(12):  # 200 KB each: one batch each (128 KB batches), four of them fit one record
+        producer.send_async(bytes([i]) * 200_000, lambda _r, m: done.append(m))
+    producer.flush()
+    requests = _stats(cluster)[0] - before[0]
+    ids = [m for m in done if m is not None]
+    assert len(ids) == 12 and ids == sorted(ids) and len({m.entry_id() for m in ids}) == 12
+    assert 3 <= requests <= 6, f"12 entries of 200 KB in {requests} requests"
+    consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    assert [m.data()[0] for m in _drain(consumer, 12)] == list(range(12))
