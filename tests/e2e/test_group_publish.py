@@ -221,3 +221,29 @@ def test_queued_batches_are_cut_into_requests_that_fit_one_journal_record(
     assert 3 <= requests <= 6, f"12 entries of 200 KB in {requests} requests"
     consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
     assert [m.data()[0] for m in _drain(consumer, 12)] == list(range(12))
+
+
+def test_a_group_overlapping_an_earlier_one_stores_only_its_new_batches(
+    cluster: Any, client: magnetar.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import magnetar.core.ledger as ledger
+
+    monkeypatch.setattr(ledger.common, "WRITE_DEADLINE_MS", 300)  # the first publish settles sooner
+    ns = _dedup_namespace(cluster)
+    url = f"{cluster.url}{PATH}/{ns}/overlap"
+    first = httpx.post(url, json={"producerName": "p", "batches": [_batch(0, ["0", "1"]), _batch(2, ["2", "3"])]},
+                       timeout=30).json()
+    overlap = {"producerName": "p", "batches": [_batch(2, ["2", "3"]), _batch(4, ["4", "5"])]}
+    deadline = time.monotonic() + 30
+    while True:  # 503 (retry) until the first publish is settled: sealed, since tail reads are off
+        response = httpx.post(url, json=overlap, timeout=30)
+        if response.status_code != 503 or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert response.status_code == 200, response.text
+    batches = response.json()["batches"]
+    assert batches[0]["duplicate"] and batches[0]["entryId"] == -1, "seq 2-3: stored already"
+    assert not batches[1]["duplicate"] and batches[1]["entryId"] == first["batches"][1]["entryId"] + 1
+    consumer = client.subscribe(f"persistent://public/{ns}/overlap", "s",
+                                initial_position=magnetar.InitialPosition.Earliest)
+    assert [m.data() for m in _drain(consumer, 6)] == [str(i).encode() for i in range(6)]
