@@ -8,15 +8,25 @@ cached per container.
 from __future__ import annotations
 
 import hashlib
+import random
 import threading
+import time
 from datetime import UTC, datetime
 from typing import Any
 
-from magnetar.adapters.aws.clients import client
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
+
+from magnetar.adapters.aws.clients import REQUESTS, client
 from magnetar.core.ports import JournalPosition, JournalRecord
 
 MAX_RECORD_BYTES = 1024 * 1024  # Kinesis default record limit (data + partition key)
 MAX_GET_RECORDS_CALLS = 3  # per tail read: GetRecords is limited to 5 calls/s per shard
+SHARD_WRITE_BYTES_S = 1024 * 1024  # a shard takes 1 MiB/s of writes
+PUT_RETRY_S = 3.0  # longest an append retries (far inside the hole grace's margin past the write deadline)
+PUT_ATTEMPTS = 4  # attempts of an append failing for another transient reason
 
 
 class KinesisJournal:
@@ -25,6 +35,7 @@ class KinesisJournal:
     def __init__(self, stream: str, kinesis: Any | None = None) -> None:
         self.stream = stream
         self.kinesis = kinesis or client("kinesis")
+        self._writer = kinesis or _writer_client()
         self._shards: list[tuple[int, int, str]] | None = None
         self._lock = threading.Lock()
         # partition key -> (sequence of the last record read for it, the iterator that follows):
@@ -33,8 +44,22 @@ class KinesisJournal:
         self._next_iterators: dict[str, tuple[str, str]] = {}
 
     def append(self, partition_key: str, data: bytes) -> JournalPosition:
-        response = self.kinesis.put_record(StreamName=self.stream, Data=data, PartitionKey=partition_key)
-        return JournalPosition(response["ShardId"], response["SequenceNumber"])
+        """One PutRecord. A shard's write throughput (1 MiB/s) refuses a large record until its
+        budget has refilled by the record's size, so a refusal is retried after about that long
+        (a record of a group append may be most of a MiB), not after the SDK's exponential backoff
+        of up to seconds, which would idle the producer's one request in flight."""
+        give_up = time.monotonic() + PUT_RETRY_S
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self._writer.put_record(StreamName=self.stream, Data=data, PartitionKey=partition_key)
+                return JournalPosition(response["ShardId"], response["SequenceNumber"])
+            except (ClientError, BotoConnectionError, HTTPClientError) as exc:
+                wait = _retry_wait(exc, len(data), attempt)
+                if wait is None or time.monotonic() + wait > give_up:
+                    raise
+                time.sleep(wait)
 
     def shard_for(self, partition_key: str) -> str:
         value = int(hashlib.md5(partition_key.encode()).hexdigest(), 16)
@@ -106,3 +131,28 @@ class KinesisJournal:
         if iterator and out and len(out) <= max_records:
             self._next_iterators[partition_key] = (out[-1].position.sequence, iterator)
         return out[:max_records]
+
+
+def _writer_client() -> Any:
+    """A Kinesis client making one attempt per call: `KinesisJournal.append` retries itself."""
+    session = boto3.session.Session()
+    config = Config(retries={"total_max_attempts": 1}, connect_timeout=3, read_timeout=10,
+                    max_pool_connections=64, tcp_keepalive=True)
+    c = session.client("kinesis", config=config)
+    c.meta.events.register("before-send", REQUESTS)  # counted like every other request
+    return c
+
+
+def _retry_wait(exc: Exception, size: int, attempt: int) -> float | None:
+    """Seconds to wait before putting a record again; None when retrying is pointless."""
+    if isinstance(exc, ClientError):
+        code = exc.response.get("Error", {}).get("Code", "")
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
+        if code == "ProvisionedThroughputExceededException":  # refills in size / (1 MiB/s) at most
+            refill: float = max(0.02, size / SHARD_WRITE_BYTES_S)
+            return random.uniform(0.5, 1.0) * min(1.0, refill * 2.0 ** min(attempt - 1, 3))
+        if status < 500 and code not in ("InternalFailure", "ServiceUnavailable", "KMSThrottlingException"):
+            return None
+    if attempt >= PUT_ATTEMPTS:
+        return None
+    return random.uniform(0, min(1.0, 0.05 * 2.0**attempt))  # a transient failure: full jitter
