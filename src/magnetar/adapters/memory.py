@@ -22,6 +22,7 @@ from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.policies import TOPIC_LIMIT_REASON, admit
 from magnetar.core.ports import (
     Connection,
+    CursorWrite,
     DedupRecord,
     JournalPosition,
     JournalRecord,
@@ -362,6 +363,12 @@ class MemoryMetadataStore:
                 return False
             t.cursors[subscription] = (copy.deepcopy(state.to_dict()), version + 1)
             return True
+
+    def get_subscription_views(self, topics: list[TopicName], subscription: str) -> list[SubscriptionView]:
+        return [self.get_subscription_view(topic, subscription) for topic in topics]
+
+    def put_cursors(self, writes: list[CursorWrite]) -> list[bool]:
+        return [self.put_cursor(w.topic, w.subscription, w.state, w.expected_version) for w in writes]
 
     def delete_cursor(self, topic: TopicName, subscription: str, expected_version: int) -> bool:
         with self._lock:

@@ -154,6 +154,8 @@ class AckRequest(_Body):
     nacks: list[str] = Field(default_factory=list, max_length=100_000)
     nackDelayMs: int = Field(default=60_000, ge=0, le=7 * 24 * 3600 * 1000)
     epoch: int | None = Field(default=None, ge=-INT64_MAX - 1, le=INT64_MAX)
+    # on a partitioned topic's own name: the acknowledgements of each partition, by its index
+    partitions: dict[str, AckRequest] | None = Field(default=None, max_length=256)
 
 
 class ReceiveRequest(_Body):
@@ -162,6 +164,8 @@ class ReceiveRequest(_Body):
     waitMs: int = Field(default=0, ge=0, le=MAX_WAIT_MS)
     requestId: str = Field(default="", max_length=128)
     acks: AckRequest | None = None  # acknowledgements riding along with the poll
+    # on a partitioned topic's own name: one poll for these partitions (acks: `acks.partitions`)
+    partitions: list[int] | None = Field(default=None, min_length=1, max_length=256)
 
 
 class ReadRequest(_Body):
@@ -276,13 +280,21 @@ class WireEntry(BaseModel):
 
 
 class ReceiveResponse(BaseModel):
+    """Entries name their partition; a multi-partition receive gives each partition's cursor
+    epoch in `epochs`, and in `unappliedAcks` the partitions whose acks must be sent again."""
+
     entries: list[WireEntry]
     epoch: int
+    epochs: dict[str, int] | None = None
+    unappliedAcks: list[int] | None = None
 
 
 class AckResponse(BaseModel):
+    """A multi-partition ack answers `epochs` by partition (`markDeleteEntryId` -1, `epoch` 0)."""
+
     markDeleteEntryId: int
     epoch: int
+    epochs: dict[str, int] | None = None
 
 
 class SeekResponse(BaseModel):

@@ -181,6 +181,8 @@ class Client:
             return mode == "push" or not persistent
 
         pushed = [t for t in topics if push(t)]
+        if consumer_name is None and (len(topics) > 1 or discover is not None):
+            consumer_name = MultiTopicsConsumer.new_name()  # one name on every partition: one shared poll
         if pushed and (retry_enable or dead_letter_policy is not None):
             raise exceptions.InvalidConfiguration(
                 "retry_enable and dead_letter_policy need long polling (delivery='poll', persistent topics)")

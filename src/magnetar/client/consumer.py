@@ -8,6 +8,8 @@ acknowledgements, negative acks, seek, dead letters, chunk reassembly, a lease h
   broker remembers them, a redelivered batch comes back without them).
 - A heartbeat renews the consumer's lease while the application is busy between receives; a
   consumer that stops renewing is detached and its unacknowledged messages are redelivered.
+- A consumer of a partitioned topic keeps one `Consumer` per partition for its state (acks,
+  epoch, chunks, dead letters) but polls them all with one request (`_grouped`; client/partitioned.py).
 """
 
 from __future__ import annotations
@@ -165,6 +167,10 @@ class Consumer(ConsumerBase):
         self._acks_since = 0.0  # when the oldest grouped ack was made (0: none pending)
         self._ack_lock = threading.Lock()
         self._closed = threading.Event()
+        # polled by a partitioned consumer's shared poll (client/partitioned.py), which then
+        # takes its messages (`_sink`), its acks and its heartbeats: this one polls nothing itself
+        self._grouped = False
+        self._sink: Callable[[Message], None] | None = None
         response = self._transport.call("PUT", self._consumer_path, self._subscribe_body)
         self._epoch = int(response.get("epoch", 0)) if isinstance(response, dict) else 0
         self._background = threading.Thread(target=self._run, name=f"consumer-{self._name}", daemon=True)
@@ -316,13 +322,16 @@ class Consumer(ConsumerBase):
         except exceptions.PulsarException:
             self._restore_acks(acks)
             raise
-        epoch = int(response.get("epoch", self._epoch))
+        self._accept(response["entries"], int(response.get("epoch", self._epoch)))
+
+    def _accept(self, wires: list[dict[str, Any]], epoch: int) -> None:
+        """Entries a poll returned (this consumer's own, or a partitioned consumer's shared poll)."""
         if epoch != self._epoch:  # another consumer sought: what we prefetched is stale
             self._epoch = epoch
             self._queue.clear()
             self._chunks.clear()
         partition = self._topic.partition_index
-        for wire in response["entries"]:
+        for wire in wires:
             entry = entry_from_wire(wire, str(self._topic))
             redelivery = int(wire.get("redeliveryCount", 0))
             if entry.chunk is not None:
@@ -341,6 +350,9 @@ class Consumer(ConsumerBase):
             self._dlq_producer.send(message.data(), properties=properties,
                                     partition_key=message.partition_key() or None)
             self.acknowledge(message)
+            return
+        if self._sink is not None:
+            self._sink(message)
             return
         self._queue.append(message)
 
@@ -420,6 +432,8 @@ class Consumer(ConsumerBase):
     def _run(self) -> None:
         last_beat = time.monotonic()
         while not self._closed.wait(ACK_GROUP_S):
+            if self._grouped:
+                continue
             try:
                 # acks ride on the next poll; flush them alone when no poll is coming soon
                 waited = time.monotonic() - self._acks_since if self._acks_since else 0.0

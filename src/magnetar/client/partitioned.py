@@ -1,25 +1,30 @@
 """Partitioned topics on the client, as Pulsar does it: a producer routes each message to one
 partition (`<topic>-partition-<i>`); a consumer (or a multi-topic / pattern consumer) merges
-several single-partition consumers."""
+several single-partition consumers, and polls the partitions of one partitioned topic with one
+request (`PartitionsPoller`), as Pulsar multiplexes them over one connection."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import random
 import re
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import mmh3
 
 from magnetar.client import exceptions
-from magnetar.client.consumer import Consumer
+from magnetar.client.consumer import ACK_GROUP_S, ACK_MAX_DELAY_S, HEARTBEAT_S, Consumer
 from magnetar.client.message import Message, MessageId
 from magnetar.client.producer import Producer, SendCallback
+from magnetar.client.transport import topic_path
 from magnetar.client.types import ConsumerBatchReceivePolicy, PartitionsRoutingMode
+from magnetar.core.naming import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +97,154 @@ class PartitionedProducer:
         return all(p.is_connected() for p in self._producers)
 
 
+
+POLL_WAIT_MS = 5_000  # a shared poll's long-poll wait (it returns as soon as any partition has messages)
+
+
+class PartitionsPoller:
+    """One long-poll loop for every partition of one partitioned topic a consumer holds.
+
+    Pulsar multiplexes a consumer's partitions over one connection; here one request
+    (`POST .../<partitioned topic>/<subscription>/<consumer>/receive` with `partitions`) serves
+    them all, carrying each partition's grouped acks, so a consumer of an 8-partition topic is one
+    poller, not eight. Each partition keeps its `Consumer` for its own state (acks, epoch, chunks,
+    dead letters); this loop feeds their messages to the multi-topics consumer's queue, asks for
+    no more than the queue has room for (flow control), flushes acks alone (one request for all
+    partitions) when no poll carries them soon, and renews the leases while nothing polls.
+    """
+
+    def __init__(self, parent: TopicName, name: str, queue_: queue.Queue[Message], closed: threading.Event) -> None:
+        self.parent = parent
+        self.name = name
+        self.children: dict[int, Consumer] = {}
+        self.lock = threading.Lock()  # held by a poll: seek and redeliver wait for it
+        self._queue = queue_
+        self._closed = closed
+        self._last_poll = time.monotonic()
+        self._polling = False
+        self._started = False
+
+    def add(self, child: Consumer) -> None:
+        child._grouped = True
+        with self.lock:
+            self.children[child._topic.partition_index] = child
+        if not self._started:
+            self._started = True
+            threading.Thread(target=self._run, name=f"poll-{self.parent}", daemon=True).start()
+            threading.Thread(target=self._background, name=f"acks-{self.parent}", daemon=True).start()
+
+    def _path(self, action: str) -> str:
+        """The consumer's routes on the partitioned topic's own name (as a partition's, its path)."""
+        subscription = next(iter(self.children.values()))._subscription
+        return f"/magnetar/v1/consumer/{topic_path(self.parent)}/{subscription}/{self.name}/{action}"
+
+    def _take_acks(self, children: dict[int, Consumer]) -> dict[int, dict[str, Any]]:
+        return {p: a for p, c in children.items() if (a := c._take_acks()) is not None}
+
+    def _restore(self, children: dict[int, Consumer], acks: dict[int, dict[str, Any]]) -> None:
+        for p, body in acks.items():
+            children[p]._restore_acks(body)
+
+    def _run(self) -> None:
+        while not self._closed.is_set():
+            room = self._queue.maxsize - self._queue.qsize()
+            if room <= 0:
+                time.sleep(0.02)
+                continue
+            out: list[Message] = []
+            with self.lock:
+                self._polling = True
+                try:
+                    self._poll_once(room, out)
+                finally:
+                    self._polling = False
+            for message in out:
+                while not self._closed.is_set():
+                    try:
+                        self._queue.put(message, timeout=0.5)
+                        break
+                    except queue.Full:
+                        continue
+
+    def _poll_once(self, room: int, out: list[Message]) -> None:
+        children = dict(self.children)
+        acks = self._take_acks(children)
+        body: dict[str, Any] = {"partitions": sorted(children), "maxMessages": max(1, room), "minMessages": 1,
+                                "waitMs": POLL_WAIT_MS, "requestId": uuid.uuid4().hex}
+        if acks:
+            body["acks"] = {"partitions": {str(p): a for p, a in acks.items()}}
+        transport = next(iter(children.values()))._transport
+        try:
+            response = transport.call("POST", self._path("receive"), body, deadline_s=30 + POLL_WAIT_MS / 1000)
+        except exceptions.SubscriptionNotFound:
+            if self._closed.is_set():
+                return
+            # a lease lapsed (a long pause): attach every partition again, as a reconnecting client
+            # does, then send the acks (nothing of the refused poll was written)
+            try:
+                for child in children.values():
+                    transport.call("PUT", child._consumer_path, child._subscribe_body)
+                if acks:
+                    self._ack(transport, acks)
+            except exceptions.PulsarException:
+                self._restore(children, acks)
+                log.warning("re-attaching the partitions failed; retrying", exc_info=True)
+                time.sleep(0.5)
+            return
+        except exceptions.PulsarException:
+            self._restore(children, acks)
+            if not self._closed.is_set():
+                log.warning("partitioned poll failed; retrying", exc_info=True)
+                time.sleep(0.5)
+            return
+        self._last_poll = time.monotonic()
+        for p in response.get("unappliedAcks") or ():
+            if p in acks:
+                children[p]._restore_acks(acks[p])
+        wires: dict[int, list[dict[str, Any]]] = {p: [] for p in children}
+        for wire in response["entries"]:
+            wires.setdefault(int(wire["partition"]), []).append(wire)
+        epochs = response.get("epochs") or {}
+        for p, child in children.items():
+            child._sink = out.append
+            child._accept(wires[p], int(epochs.get(str(p), child._epoch)))
+
+    def _ack(self, transport: Any, acks: dict[int, dict[str, Any]]) -> None:
+        transport.call("POST", self._path("ack"), {"partitions": {str(p): a for p, a in acks.items()}})
+
+    def _background(self) -> None:
+        """Acks ride on the next poll; flush them alone (one request) when none comes soon, and
+        renew the partitions' leases while nothing polls (the application is not receiving)."""
+        while not self._closed.wait(ACK_GROUP_S):
+            children = dict(self.children)
+            if not children:
+                continue
+            transport = next(iter(children.values()))._transport
+            try:
+                oldest = min((c._acks_since for c in children.values() if c._acks_since), default=0.0)
+                waited = time.monotonic() - oldest if oldest else 0.0
+                if waited and (not self._polling or waited >= ACK_MAX_DELAY_S):
+                    acks = self._take_acks(children)
+                    if acks:
+                        try:
+                            self._ack(transport, acks)
+                        except exceptions.PulsarException:
+                            self._restore(children, acks)
+                            raise
+                if time.monotonic() - self._last_poll >= HEARTBEAT_S:
+                    for child in children.values():
+                        transport.call("PUT", child._consumer_path, child._subscribe_body)
+                    self._last_poll = time.monotonic()
+            except exceptions.PulsarException:
+                if not self._closed.is_set():
+                    log.warning("partitioned consumer background call failed", exc_info=True)
+
 class MultiTopicsConsumer:
-    """One consumer over several topic partitions (a partitioned topic, a list, a pattern)."""
+    """One consumer over several topic partitions (a partitioned topic, a list, a pattern).
+
+    The long-polled partitions of a partitioned topic share one `PartitionsPoller` (one request
+    for all of them); other topics (a plain topic, a pushed one) each run their own pump.
+    """
 
     def __init__(self, subscription: str, make: Callable[[str], Consumer], topics: list[str],
                  receiver_queue_size: int, batch_receive_policy: ConsumerBatchReceivePolicy | None,
@@ -108,6 +259,7 @@ class MultiTopicsConsumer:
         self._policy = batch_receive_policy or ConsumerBatchReceivePolicy()
         self._closed = threading.Event()
         self._lock = threading.Lock()
+        self._pollers: dict[str, PartitionsPoller] = {}  # partitioned topic -> its shared poll
         for topic in topics:
             self._add(topic)
         if discover is not None:
@@ -115,12 +267,27 @@ class MultiTopicsConsumer:
         if message_listener is not None:
             threading.Thread(target=self._listen, args=(message_listener,), daemon=True).start()
 
+    @staticmethod
+    def new_name() -> str:
+        """A consumer name for all the topics of a multi-topics consumer (Pulsar has one too)."""
+        return f"consumer-{uuid.uuid4().hex[:12]}"
+
     def _add(self, topic: str) -> None:
         with self._lock:
             if topic in self._children:
                 return
             child = self._make(topic)
             self._children[topic] = child
+            name = child._topic if isinstance(child, Consumer) else None
+            if type(child) is Consumer and name is not None and name.partition_index >= 0 and name.is_persistent:
+                parent = str(name.partitioned_topic)
+                poller = self._pollers.get(parent)
+                if poller is None:
+                    poller = self._pollers[parent] = PartitionsPoller(name.partitioned_topic, child.consumer_name(),
+                                                                      self._queue, self._closed)
+                if poller.name == child.consumer_name():  # one consumer name for all of them
+                    poller.add(child)
+                    return
         threading.Thread(target=self._pump, args=(child,), name=f"pump-{topic}", daemon=True).start()
 
     def _pump(self, child: Consumer) -> None:
@@ -211,18 +378,24 @@ class MultiTopicsConsumer:
     def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None = None) -> None:
         self._child(message).reconsume_later(message, delay_ms, properties)
 
+    def _quiet(self, child: Consumer) -> contextlib.AbstractContextManager[Any]:
+        """No shared poll in flight for `child` meanwhile (it would bring back stale messages)."""
+        name = child._topic if isinstance(child, Consumer) else None
+        poller = self._pollers.get(str(name.partitioned_topic)) if name is not None else None
+        return poller.lock if poller is not None else contextlib.nullcontext()
+
     def redeliver_unacknowledged_messages(self) -> None:
         self._drain()
         for child in list(self._children.values()):
-            child.redeliver_unacknowledged_messages()
+            with self._quiet(child):
+                child.redeliver_unacknowledged_messages()
 
     def seek(self, target: MessageId | int) -> None:
         self._drain()
-        if isinstance(target, int):
-            for child in list(self._children.values()):
+        children = list(self._children.values()) if isinstance(target, int) else [self._child(target)]
+        for child in children:
+            with self._quiet(child):
                 child.seek(target)
-        else:
-            self._child(target).seek(target)
 
     def _drain(self) -> None:
         while True:

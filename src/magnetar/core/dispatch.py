@@ -88,6 +88,23 @@ class Received:
     epoch: int  # the cursor's epoch: acknowledgements must carry it (a seek bumps it)
 
 
+@dataclass
+class Step:
+    """What one dispatch step did to a cursor in memory (`SubscriptionService.step`)."""
+
+    delivered: list[DeliveredEntry]
+    state: CursorState
+    write: bool  # the cursor changed: write it back (conditionally) for the step to count
+    throttled_until: int = 0  # the dispatch rate held everything back until then
+    retried: bool = False  # a client's retry of a receive: `delivered` is what it was given before
+    cap: int = 2**31  # the messages it might hand out at most (the dispatch rate may lower the ask)
+    limited: bool = False  # a dispatch rate applies: the caller must not claim more past `cap`
+
+    @property
+    def messages(self) -> int:
+        return sum(d.entry.num_messages for d in self.delivered)
+
+
 @dataclass(frozen=True)
 class DeliveredEntry:
     entry: Entry
@@ -266,47 +283,66 @@ class SubscriptionService:
             else:
                 view = self.metadata.get_subscription_view(topic, subscription)
             pristine = copy.deepcopy(view)
-            if view.cursor is None:
-                raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
-            now = self.clock.now_ms()
-            state = view.cursor
-            before = state.to_dict()
-            acks.apply(state, now)
-            state.expire(now)
-            lease = state.consumers.get(consumer)
-            if lease is None:
-                raise SubscriptionNotFound(f"Consumer {consumer} is not attached to {subscription}; subscribe again")
-            if lease.expires_at - now < DEFAULT_LEASE_MS // 2:  # renew, but not on every poll
-                state.attach(consumer, state.subscription_type, now, DEFAULT_LEASE_MS, lease.ack_timeout_ms)
-            retried = state.deliveries_of_request(consumer, request_id)
-            if retried:  # the same receive again (a client retry after a lost response)
-                entries = self._fetch(topic, view, retried)
-                if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
-                    return entries, None, state.epoch, 0
-                continue
-            throttled_until = 0
-            budget = self.dispatch_budget(topic, view, state, now)
-            if budget is not None and 0 in budget[:2]:
-                delivered = []  # the subscription's dispatch rate is used up for this period
-                throttled_until = budget[2]
-            else:
-                cap_msgs = max_messages if budget is None or budget[0] < 0 else min(max_messages, budget[0])
-                cap_bytes = MAX_RECEIVE_BYTES if budget is None or budget[1] < 0 else min(MAX_RECEIVE_BYTES, budget[1])
-                min_messages = min(min_messages, cap_msgs)
-                delivered = self.claim(topic, view, state, consumer, cap_msgs, now, lease.ack_timeout_ms, request_id,
-                                       cap_bytes)
-                if budget is not None and delivered:
-                    state.count_dispatch(budget[2], sum(d.entry.num_messages for d in delivered),
-                                         sum(d.entry.size for d in delivered))
-            if sum(d.entry.num_messages for d in delivered) < min_messages and delivered:
+            step = self.step(topic, view, consumer, max_messages, request_id, acks, self.clock.now_ms())
+            state = step.state
+            if not step.retried and 0 < step.messages < min(min_messages, step.cap):
                 return None, _unbounded_tail(pristine), state.epoch, 0  # not enough yet: wait, write nothing
-            if not delivered and state.to_dict() == before:
-                return [], None, state.epoch, throttled_until  # nothing to hand out, nothing changed: no write
+            if not step.write:
+                return [], None, state.epoch, step.throttled_until  # nothing to hand out, nothing changed: no write
             if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
                 crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
-                return delivered, None, state.epoch, throttled_until
+                return step.delivered, None, state.epoch, step.throttled_until
             self.clock.sleep(random.uniform(0.0, 0.02))
         raise RetryableError("Too much contention on the subscription; retry")
+
+    def step(
+        self,
+        topic: TopicName,
+        view: SubscriptionView,
+        consumer: str,
+        max_messages: int,
+        request_id: str,
+        acks: Acks,
+        now: int,
+        max_bytes: int = MAX_RECEIVE_BYTES,
+    ) -> Step:
+        """One dispatch step on a cursor read in `view`, in memory: apply `acks`, expire leases and
+        ack timeouts, renew the consumer's lease, then hand out up to `max_messages` (0: claim
+        nothing, only acknowledge and renew). The caller writes `step.state` back with a
+        conditional write on `view.cursor_version` when `step.write` says it changed; until then
+        nothing happened. Raises before anything is written when the consumer is not attached."""
+        if view.cursor is None:
+            raise SubscriptionNotFound(f"Subscription not found on {topic}")
+        state = view.cursor
+        before = state.to_dict()
+        acks.apply(state, now)
+        state.expire(now)
+        lease = state.consumers.get(consumer)
+        if lease is None:
+            raise SubscriptionNotFound(f"Consumer {consumer} is not attached to {topic}; subscribe again")
+        if lease.expires_at - now < DEFAULT_LEASE_MS // 2:  # renew, but not on every poll
+            state.attach(consumer, state.subscription_type, now, DEFAULT_LEASE_MS, lease.ack_timeout_ms)
+        retried = state.deliveries_of_request(consumer, request_id)
+        if retried:  # the same receive again (a client retry after a lost response)
+            return Step(self._fetch(topic, view, retried), state, True, retried=True)
+        if max_messages <= 0:
+            return Step([], state, state.to_dict() != before)
+        throttled_until = 0
+        budget = self.dispatch_budget(topic, view, state, now)
+        cap_msgs = max_messages
+        if budget is not None and 0 in budget[:2]:
+            delivered: list[DeliveredEntry] = []  # the subscription's dispatch rate is used up for this period
+            throttled_until = budget[2]
+        else:
+            cap_msgs = max_messages if budget is None or budget[0] < 0 else min(max_messages, budget[0])
+            cap_bytes = max_bytes if budget is None or budget[1] < 0 else min(max_bytes, budget[1])
+            delivered = self.claim(topic, view, state, consumer, cap_msgs, now, lease.ack_timeout_ms, request_id,
+                                   cap_bytes)
+            if budget is not None and delivered:
+                state.count_dispatch(budget[2], sum(d.entry.num_messages for d in delivered),
+                                     sum(d.entry.size for d in delivered))
+        write = bool(delivered) or state.to_dict() != before
+        return Step(delivered, state, write, throttled_until, cap=cap_msgs, limited=budget is not None)
 
     def claim(
         self,

@@ -175,6 +175,16 @@ class SubscriptionView:
 
 
 @dataclass(frozen=True)
+class CursorWrite:
+    """One conditional cursor write of `MetadataStore.put_cursors`."""
+
+    topic: TopicName
+    subscription: str
+    state: CursorState
+    expected_version: int
+
+
+@dataclass(frozen=True)
 class TenantInfo:
     name: str
     admin_roles: tuple[str, ...] = ()
@@ -326,6 +336,16 @@ class MetadataStore(Protocol):
         self, topic: TopicName, subscription: str, state: CursorState, expected_version: int
     ) -> bool:
         """Write the cursor if its version is still `expected_version` (0: must not exist)."""
+        ...
+
+    def get_subscription_views(self, topics: list[TopicName], subscription: str) -> list[SubscriptionView]:
+        """The views of one subscription on several topic partitions (a consumer of a partitioned
+        topic), in the order asked, in one round trip (one BatchGetItem per 33 partitions)."""
+        ...
+
+    def put_cursors(self, writes: list[CursorWrite]) -> list[bool]:
+        """Several conditional cursor writes in as few requests as possible; each is applied if
+        and only if its version still matches (as `put_cursor`), the flags say which were."""
         ...
 
     def delete_cursor(self, topic: TopicName, subscription: str, expected_version: int) -> bool: ...

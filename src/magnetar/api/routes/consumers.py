@@ -1,6 +1,14 @@
 """Consuming over HTTP: durable subscriptions with long-poll receive, acks, redelivery, seek and
 unsubscribe (`/magnetar/v1/consumer/...`), and non-durable reads for readers and Spark
-(`/magnetar/v1/reader/...`)."""
+(`/magnetar/v1/reader/...`).
+
+A consumer of a partitioned topic receives from all its partitions with one long poll: the same
+`.../<topic>/<subscription>/<consumer>/receive` route on the partitioned topic's own name, with
+`partitions` (the indexes it subscribed to) in the body; the entries name their partition, acks
+ride along by partition (`acks.partitions`), and `.../ack` takes several partitions' acks the same
+way. The same route rather than a new one: Pulsar's REST naming has the partitioned topic's name
+for its partitions' operations, and a grant on the partitioned topic covers its partitions
+(core/authz.py). Subscribe, close, seek and redeliver stay per partition."""
 
 from __future__ import annotations
 
@@ -31,9 +39,11 @@ from magnetar.api.models import (
 from magnetar.api.openapi import Param
 from magnetar.api.wire import acks_from_request, entry_messages, entry_to_wire
 from magnetar.core.authz import Access
-from magnetar.core.dispatch import NO_ACKS
+from magnetar.core.dispatch import NO_ACKS, Acks
+from magnetar.core.dispatch_partitions import acknowledge_partitions, receive_partitions
 from magnetar.core.entry import MessageIdData
 from magnetar.core.errors import InvalidInput, NotAllowed
+from magnetar.core.naming import TopicName
 from magnetar.core.push import NON_PERSISTENT_POLL_REASON
 
 router = Router()  # type: ignore[no-untyped-call]
@@ -76,10 +86,15 @@ def _bind(domain: str) -> None:
     @guarded(router, "POST", f"{base}/<consumer>/receive", Access.CONSUME, domain, request=ReceiveRequest,
              response=ReceiveResponse, errors=(405,))
     def receive(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
-        """Long-poll for messages (acknowledgements may ride along)."""
+        """Long-poll for messages (acknowledgements may ride along); on a partitioned topic's own
+        name with `partitions`, one poll for all those partitions."""
         _push_only(domain)
         name = topic_name(domain, tenant, namespace, topic)
         request = body(ReceiveRequest)
+        if request.partitions is not None:
+            return _receive_partitions(name, unquote(subscription), unquote(consumer), request)
+        if request.acks and request.acks.partitions is not None:
+            raise InvalidInput("Acknowledgements by partition need a receive with partitions")
         result = build_broker().subscriptions.receive(
             name,
             unquote(subscription),
@@ -97,11 +112,16 @@ def _bind(domain: str) -> None:
     @guarded(router, "POST", f"{base}/<consumer>/ack", Access.CONSUME, domain, request=AckRequest, response=AckResponse,
              errors=(405,))
     def acknowledge(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
-        """Acknowledge (individually, cumulatively, batch indexes) or negatively acknowledge messages."""
-        acks = acks_from_request(body(AckRequest), unquote(consumer))
-        state = build_broker().subscriptions.acknowledge(
-            topic_name(domain, tenant, namespace, topic), unquote(subscription), acks
-        )
+        """Acknowledge (individually, cumulatively, batch indexes) or negatively acknowledge messages;
+        on a partitioned topic's own name, several partitions' in one request (`partitions`)."""
+        request = body(AckRequest)
+        name = topic_name(domain, tenant, namespace, topic)
+        if request.partitions is not None:
+            acks = _partition_acks(request, unquote(consumer))
+            epochs = acknowledge_partitions(build_broker().subscriptions, name, unquote(subscription), acks)
+            return json_response({"markDeleteEntryId": -1, "epoch": 0, "epochs": {str(p): e for p, e in epochs.items()}})
+        state = build_broker().subscriptions.acknowledge(name, unquote(subscription),
+                                                         acks_from_request(request, unquote(consumer)))
         return json_response({"markDeleteEntryId": state.mark_delete - 1, "epoch": state.epoch})
 
     @guarded(router, "POST", f"{base}/<consumer>/redeliver", Access.CONSUME, domain)
@@ -158,6 +178,35 @@ def _bind(domain: str) -> None:
             raise InvalidInput("Query parameter timestamp (ms) is required")
         entry_id = build_broker().entry_at_time(topic_name(domain, tenant, namespace, topic), int(timestamp))
         return json_response({"entryId": entry_id})
+
+
+def _partition_acks(request: AckRequest, consumer: str) -> dict[int, Acks]:
+    """`partitions` of an ack request (index -> that partition's acks); nothing else beside it."""
+    if request.messageIds or request.nacks or request.cumulative or request.batchSizes:
+        raise InvalidInput("Acknowledgements by partition go in partitions only")
+    out: dict[int, Acks] = {}
+    for key, acks in (request.partitions or {}).items():
+        if not key.isdigit() or len(key) > 6:
+            raise InvalidInput(f"Invalid partition index {key!r}")
+        if acks.partitions is not None:
+            raise InvalidInput("Acknowledgements by partition cannot nest")
+        out[int(key)] = acks_from_request(acks, consumer)
+    return out
+
+
+def _receive_partitions(name: TopicName, subscription: str, consumer: str, request: ReceiveRequest) -> Response[str]:
+    """One long poll over several partitions of the partitioned topic `name` (dispatch_partitions)."""
+    acks = _partition_acks(request.acks, consumer) if request.acks else {}
+    got = receive_partitions(build_broker().subscriptions, name, request.partitions or [], subscription, consumer,
+                             request.maxMessages, request.waitMs, request.requestId or str(uuid.uuid4()), acks,
+                             request.minMessages)
+    entries = [entry_to_wire(d.entry, p, d.redelivery_count, d.acked_indexes)
+               for p, r in got.items() for d in r.entries]
+    out: dict[str, Any] = {"entries": entries, "epoch": 0, "epochs": {str(p): r.epoch for p, r in got.items()}}
+    unapplied = sorted(p for p, r in got.items() if not r.acks_applied)
+    if unapplied:
+        out["unappliedAcks"] = unapplied
+    return json_response(out)
 
 
 for _domain in DOMAINS:

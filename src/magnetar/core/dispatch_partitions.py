@@ -1,0 +1,216 @@
+"""One receive for every partition of a partitioned topic a consumer is attached to.
+
+Pulsar multiplexes a consumer's partitions over one connection; a long poll per partition would
+make a consumer of an 8-partition topic eight pollers, each look a cursor read and each hand-out
+a cursor write. Here one long poll serves them all, with the per-partition semantics of
+`SubscriptionService.receive` (each partition keeps its own cursor, its own subscription-type
+rules, acks, redelivery, ack timeouts, delayed delivery and dispatch rate):
+
+- each look reads the views of all the partitions in one round trip
+  (`MetadataStore.get_subscription_views`: one BatchGetItem);
+- each partition takes one dispatch step in memory (`SubscriptionService.step`): acks first,
+  then a fair share of `max_messages` (partitions in a rotating order; what a quiet partition
+  leaves goes to the busy ones in a second pass), within one response's byte budget;
+- the cursors that changed are written together (`MetadataStore.put_cursors`: one
+  TransactWriteItems), each still conditional on its own version, so two consumers never hand
+  out the same entry; a partition whose write loses a race is stepped again on its own
+  (`SubscriptionService._receive_once`: re-read, re-apply its acks, claim, write), the others
+  keep their claims;
+- everything that can refuse the request (a consumer not attached, a cumulative ack on a Shared
+  subscription) is found before any write: a refused request changed nothing.
+
+The poll returns as soon as any partition has messages (or `min_messages` in all), or when the
+wait is over.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from magnetar.core.crashpoints import crash_point
+from magnetar.core.errors import InvalidInput, MagnetarError, SubscriptionNotFound
+from magnetar.core.naming import TopicName
+from magnetar.core.ports import CursorWrite, SubscriptionView
+
+if TYPE_CHECKING:
+    from magnetar.core.dispatch import Acks, DeliveredEntry, Step, SubscriptionService
+
+log = logging.getLogger(__name__)
+
+MAX_PARTITIONS_PER_RECEIVE = 256  # keeps a look within a few BatchGetItems
+
+
+@dataclass(frozen=True)
+class PartitionReceived:
+    """What one partition handed out in a multi-partition receive, and its cursor's epoch."""
+
+    entries: list[DeliveredEntry]
+    epoch: int
+    acks_applied: bool = True  # False: its acks could not be written this time, send them again
+
+
+def check_partitions(parent: TopicName, partitions: list[int]) -> list[TopicName]:
+    if parent.partition_index >= 0:
+        raise InvalidInput(f"{parent} is a partition: receive from several partitions on the partitioned topic")
+    if not partitions or len(partitions) > MAX_PARTITIONS_PER_RECEIVE:
+        raise InvalidInput(f"Give 1 to {MAX_PARTITIONS_PER_RECEIVE} partitions")
+    if len(set(partitions)) != len(partitions) or min(partitions) < 0:
+        raise InvalidInput("Partitions must be distinct, non-negative indexes")
+    return [parent.partition(p) for p in partitions]
+
+
+def receive_partitions(
+    service: SubscriptionService,
+    parent: TopicName,
+    partitions: list[int],
+    subscription: str,
+    consumer: str,
+    max_messages: int,
+    wait_ms: int,
+    request_id: str,
+    acks: dict[int, Acks],
+    min_messages: int = 1,
+) -> dict[int, PartitionReceived]:
+    """Long-poll the partitions `partitions` of `parent` for `consumer` (acks by partition ride
+    along); what each partition handed out, by partition (every partition asked is in it)."""
+    from magnetar.core.dispatch import MAX_POLL_INTERVAL_S, MAX_WAIT_MS, POLL_INTERVAL_S
+
+    topics = check_partitions(parent, partitions)
+    if max_messages <= 0:
+        raise InvalidInput("maxMessages must be positive")
+    if set(acks) - set(partitions):
+        raise InvalidInput("Acknowledgements for a partition not received from")
+    min_messages = max(1, min(min_messages, max_messages))
+    clock = service.clock
+    deadline = clock.now_ms() + min(max(wait_ms, 0), MAX_WAIT_MS)
+    idle_interval = POLL_INTERVAL_S
+    while True:
+        final = clock.now_ms() >= deadline
+        got, throttled_until = _look(service, topics, partitions, subscription, consumer, max_messages, request_id,
+                                     acks, 1 if final else min_messages)
+        left_s = max(0.0, (deadline - clock.now_ms()) / 1000)
+        if got is None:  # some ready, not enough: look again once the wait is over (or in 250 ms)
+            clock.sleep(max(0.05, min(left_s, 0.25)))
+            continue
+        acks = {}  # written with the cursors
+        if final or any(r.entries for r in got.values()):
+            return got
+        if throttled_until:  # every partition's dispatch rate is used up: wait for the next period
+            clock.sleep(min(max(throttled_until - clock.now_ms(), 1) / 1000, left_s + 0.001))
+            continue
+        clock.sleep(min(idle_interval, left_s + 0.001))
+        idle_interval = min(idle_interval * 2, MAX_POLL_INTERVAL_S)
+
+
+def acknowledge_partitions(service: SubscriptionService, parent: TopicName, subscription: str,
+                           acks: dict[int, Acks]) -> dict[int, int]:
+    """Apply acknowledgements on several partitions: one read, one transaction (partitions that
+    lose a race are done again on their own); each partition's cursor epoch by partition."""
+    partitions = sorted(acks)
+    topics = check_partitions(parent, partitions)
+    now = service.clock.now_ms()
+    views = service.metadata.get_subscription_views(topics, subscription)
+    writes: list[CursorWrite] = []
+    epochs: dict[int, int] = {}
+    for topic, view, p in zip(topics, views, partitions, strict=True):
+        if view.cursor is None:
+            raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
+        before = view.cursor.to_dict()
+        acks[p].apply(view.cursor, now)  # as the single-partition ack: no lease needed
+        epochs[p] = view.cursor.epoch
+        if view.cursor.to_dict() != before:
+            writes.append(CursorWrite(topic, subscription, view.cursor, view.cursor_version))
+    for write, ok in zip(writes, service.metadata.put_cursors(writes), strict=True):
+        if not ok:  # lost a race: that partition alone, re-read and retried (acks are idempotent)
+            p = write.topic.partition_index
+            epochs[p] = service.acknowledge(write.topic, subscription, acks[p]).epoch
+    return epochs
+
+
+def _look(
+    service: SubscriptionService,
+    topics: list[TopicName],
+    partitions: list[int],
+    subscription: str,
+    consumer: str,
+    max_messages: int,
+    request_id: str,
+    acks: dict[int, Acks],
+    min_messages: int,
+) -> tuple[dict[int, PartitionReceived] | None, int]:
+    """One look at every partition; None when fewer than `min_messages` are ready (nothing
+    written), else what each handed out and, when dispatch rates held everything back, the
+    earliest time one of them opens again."""
+    from magnetar.core.dispatch import MAX_RECEIVE_BYTES, NO_ACKS
+
+    now = service.clock.now_ms()
+    views = service.metadata.get_subscription_views(topics, subscription)
+    n = len(topics)
+    start = random.randrange(n)  # no partition always first: none starves when the ask is small
+    order = [(start + k) % n for k in range(n)]
+    share = max(1, max_messages // n)
+    msgs_left, bytes_left = max_messages, MAX_RECEIVE_BYTES
+    steps: dict[int, Step] = {}
+    for i in order:  # pass 1: acks, leases, and a fair share each
+        p = partitions[i]
+        # at least one entry is always handed out, so claim only while a large one still fits
+        ask = min(share, msgs_left) if bytes_left >= MAX_RECEIVE_BYTES // 4 or msgs_left == max_messages else 0
+        step = service.step(topics[i], views[i], consumer, ask, request_id, acks.get(p, NO_ACKS), now, bytes_left)
+        steps[i] = step
+        msgs_left -= step.messages
+        bytes_left -= sum(d.entry.size for d in step.delivered)
+    for i in order:  # pass 2: what the quiet partitions left goes to those that filled their share
+        step = steps[i]
+        if msgs_left <= 0 or bytes_left < MAX_RECEIVE_BYTES // 4:
+            break
+        if step.retried or step.limited or step.messages < min(share, step.cap):
+            continue
+        more = _claim_more(service, topics[i], views[i], step, consumer, msgs_left, bytes_left, request_id)
+        msgs_left -= sum(d.entry.num_messages for d in more)
+        bytes_left -= sum(d.entry.size for d in more)
+    ready = sum(s.messages for s in steps.values())
+    if 0 < ready < min_messages and not any(s.retried for s in steps.values()):
+        return None, 0
+    changed = [i for i in range(n) if steps[i].write]
+    written = service.metadata.put_cursors(
+        [CursorWrite(topics[i], subscription, steps[i].state, views[i].cursor_version) for i in changed])
+    if any(written):
+        crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
+    out = {partitions[i]: PartitionReceived(steps[i].delivered, steps[i].state.epoch) for i in range(n)}
+    for i, ok in zip(changed, written, strict=True):
+        if not ok:  # lost a race on this partition: step it again on its own (its acks too)
+            out[partitions[i]] = _again(service, topics[i], subscription, consumer, max(steps[i].messages, share),
+                                        request_id, acks.get(partitions[i], NO_ACKS), steps[i].state.epoch)
+    throttled = [s.throttled_until for s in steps.values() if s.throttled_until]
+    return out, (min(throttled) if len(throttled) == n else 0)
+
+
+def _claim_more(service: SubscriptionService, topic: TopicName, view: SubscriptionView, step: Step, consumer: str,
+                max_messages: int, max_bytes: int, request_id: str) -> list[DeliveredEntry]:
+    """A second claim on a partition's stepped cursor (still unwritten), added to its step."""
+    state = step.state
+    lease = state.consumers[consumer]
+    more = service.claim(topic, view, state, consumer, max_messages, service.clock.now_ms(), lease.ack_timeout_ms,
+                         request_id, max_bytes)
+    if more:
+        step.delivered.extend(more)
+        step.write = True
+    return more
+
+
+def _again(service: SubscriptionService, topic: TopicName, subscription: str, consumer: str, max_messages: int,
+           request_id: str, acks: Acks, epoch: int) -> PartitionReceived:
+    """The single-partition step with its own read and retries, after a lost race. Other
+    partitions' claims are already written, so nothing may be raised from here: a partition
+    that cannot be stepped now (endless contention, its consumer detached meanwhile) hands out
+    nothing this time and says its acks were not applied, for the client to send them again."""
+    try:
+        delivered, _, new_epoch, _ = service._receive_once(topic, subscription, consumer, max_messages, request_id,
+                                                           acks, 1, None)
+    except MagnetarError as exc:
+        log.warning("partition %s not stepped after a lost race: %s", topic, exc)
+        return PartitionReceived([], epoch, acks_applied=not acks)
+    return PartitionReceived(delivered or [], new_epoch)
