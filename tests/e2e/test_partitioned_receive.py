@@ -111,7 +111,7 @@ def test_max_messages_is_split_fairly_so_no_partition_starves(
     time.sleep(1.5)  # the journal consumer seals partition by partition
     response = receive(cluster, topic, "s", "c", {"partitions": [0, 1, 2, 3], "maxMessages": 8, "waitMs": 5000})
     entries = response.json()["entries"]
-    per_partition = defaultdict(int)
+    per_partition: dict[int, int] = defaultdict(int)
     for e in entries:
         per_partition[e["partition"]] += 1
     assert len(entries) == 8

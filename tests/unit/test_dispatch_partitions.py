@@ -146,7 +146,7 @@ def test_a_partition_that_loses_a_race_is_stepped_again_alone_and_nothing_is_han
         if not raced["done"]:  # another consumer claims on partition 1 between our read and write
             raced["done"] = True
             receive(broker, "b", [1], max_messages=2)
-        return real(writes)
+        return list(real(writes))
 
     store.put_cursors = racing
     got_a = receive(broker, "a", [0, 1], max_messages=8)
@@ -165,7 +165,7 @@ def test_long_poll_returns_when_any_partition_gets_messages() -> None:
         if not broker.journal.records:
             append(broker, 2, 1)
 
-    clock.sleep = sleep_and_publish
+    clock.sleep = sleep_and_publish  # type: ignore[method-assign]
     assert receive(broker, "c", [0, 1, 2], wait_ms=10_000) == {0: [], 1: [], 2: [0]}
 
 
@@ -181,7 +181,7 @@ def test_min_messages_waits_for_enough_across_partitions() -> None:
         if looks["n"] == 2:
             append(broker, 1, 2)
 
-    clock.sleep = sleep_and_publish
+    clock.sleep = sleep_and_publish  # type: ignore[method-assign]
     assert receive(broker, "c", [0, 1], wait_ms=10_000, min_messages=3) == {0: [0], 1: [0, 1]}
 
 

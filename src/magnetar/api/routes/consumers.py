@@ -86,8 +86,9 @@ def _bind(domain: str) -> None:
     @guarded(router, "POST", f"{base}/<consumer>/receive", Access.CONSUME, domain, request=ReceiveRequest,
              response=ReceiveResponse, errors=(405,))
     def receive(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
-        """Long-poll for messages (acknowledgements may ride along); on a partitioned topic's own
-        name with `partitions`, one poll for all those partitions."""
+        """Long-poll for messages (acks may ride along); with `partitions`, a partitioned topic's.
+
+        On a partitioned topic's own name, `partitions` lists the partitions to poll in one request."""
         _push_only(domain)
         name = topic_name(domain, tenant, namespace, topic)
         request = body(ReceiveRequest)
@@ -112,8 +113,9 @@ def _bind(domain: str) -> None:
     @guarded(router, "POST", f"{base}/<consumer>/ack", Access.CONSUME, domain, request=AckRequest, response=AckResponse,
              errors=(405,))
     def acknowledge(tenant: str, namespace: str, topic: str, subscription: str, consumer: str) -> Response[str]:
-        """Acknowledge (individually, cumulatively, batch indexes) or negatively acknowledge messages;
-        on a partitioned topic's own name, several partitions' in one request (`partitions`)."""
+        """Acknowledge (individually, cumulatively, batch indexes) or negatively acknowledge messages.
+
+        On a partitioned topic's own name, `partitions` carries several partitions' acks in one request."""
         request = body(AckRequest)
         name = topic_name(domain, tenant, namespace, topic)
         if request.partitions is not None:
