@@ -20,12 +20,15 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from magnetar.adapters.aws.clients import REQUESTS, client
+from magnetar.core.errors import RetryableError
 from magnetar.core.ports import JournalPosition, JournalRecord
 
 MAX_RECORD_BYTES = 1024 * 1024  # Kinesis default record limit (data + partition key)
 MAX_GET_RECORDS_CALLS = 3  # per tail read: GetRecords is limited to 5 calls/s per shard
 SHARD_WRITE_BYTES_S = 1024 * 1024  # a shard takes 1 MiB/s of writes
-PUT_RETRY_S = 3.0  # longest an append retries (far inside the hole grace's margin past the write deadline)
+# longest an append retries: the writer checked its deadline (10 s) just before, so its record
+# lands within 18 s of the reservation, far inside the hole grace (60 s)
+PUT_RETRY_S = 8.0
 PUT_ATTEMPTS = 4  # attempts of an append failing for another transient reason
 
 
@@ -58,6 +61,9 @@ class KinesisJournal:
             except (ClientError, BotoConnectionError, HTTPClientError) as exc:
                 wait = _retry_wait(exc, len(data), attempt)
                 if wait is None or time.monotonic() + wait > give_up:
+                    if _throttled(exc):  # nothing acknowledged: the client retries the publish
+                        raise RetryableError(f"The journal's shard refused the write for {PUT_RETRY_S:.0f} s "
+                                             "(write throughput exceeded); retry") from None
                     raise
                 time.sleep(wait)
 
@@ -143,12 +149,17 @@ def _writer_client() -> Any:
     return c
 
 
+def _throttled(exc: Exception) -> bool:
+    return isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") == (
+        "ProvisionedThroughputExceededException")
+
+
 def _retry_wait(exc: Exception, size: int, attempt: int) -> float | None:
     """Seconds to wait before putting a record again; None when retrying is pointless."""
     if isinstance(exc, ClientError):
         code = exc.response.get("Error", {}).get("Code", "")
         status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0))
-        if code == "ProvisionedThroughputExceededException":  # refills in size / (1 MiB/s) at most
+        if _throttled(exc):  # the shard's budget refills by the record's size in size / (1 MiB/s) at most
             refill: float = max(0.02, size / SHARD_WRITE_BYTES_S)
             return random.uniform(0.5, 1.0) * min(1.0, refill * 2.0 ** min(attempt - 1, 3))
         if status < 500 and code not in ("InternalFailure", "ServiceUnavailable", "KMSThrottlingException"):
