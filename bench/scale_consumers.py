@@ -45,6 +45,7 @@ from botocore.config import Config
 
 from magnetar.core.ledger.common import journal_key
 from magnetar.core.naming import TopicName
+from magnetar.local.aws_limits.dynamodb import item_size
 from magnetar.local.cluster import LocalUpProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,6 +142,22 @@ def shard_of(endpoint: str, topic: str, partitions: int) -> dict[str, str]:
     return out
 
 
+def counter_items(endpoint: str, topic: str, partitions: int) -> dict[str, dict[str, int]]:
+    """Each partition's id counter (the `WRITER` item every publish updates): its size and the write
+    units one reservation costs on it (the emulator charges the stored item plus the request's values,
+    rounded up to 1 KB: ~1,000 such units/s per key)."""
+    ddb = _aws("dynamodb", endpoint)
+    table = next(t for t in ddb.list_tables()["TableNames"] if not t.startswith("raw-key-"))
+    name = TopicName.parse(topic)
+    names = [str(name.partition(i)) for i in range(partitions)] if partitions > 1 else [str(name)]
+    out = {}
+    for n in names:
+        item = ddb.get_item(TableName=table, Key={"pk": {"S": f"TP#{n}"}, "sk": {"S": "WRITER"}}).get("Item", {})
+        size = item_size(item) if item else 0
+        out[n] = {"bytes": size, "wcu_per_reservation": math.ceil((size + 100) / 1024)}  # + the update's values
+    return out
+
+
 def perf_step(args: list[str], cluster: LocalUpProcess) -> tuple[dict[str, Any], str]:
     """One `magnetar perf e2e` run against `cluster`; its result and its command line."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -161,10 +178,14 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
     """The figures a table quotes, from one perf result."""
     d = r["delivery"]
     statuses = r["http_statuses"]
+    produced = r["acked"] / r["config"]["duration_s"]  # acknowledged to producers over the producing time
     return {
+        "acked_per_s": round(produced, 1),
+        "acked_mib_per_s": round(produced * r["config"]["size"] / 2**20, 3),
         "msgs_per_s": round(r["msgs_per_s"], 1),
         "mib_per_s": round(r["msgs_per_s"] * r["config"]["size"] / 2**20, 3),
-        "entries_per_s": round(r["aws_requests"].get("kinesis.PutRecord", 0) / r["seconds"], 1),
+        # journal writes per second of producing, retried attempts included (the broker's botocore retries)
+        "put_record_attempts_per_s": round(r["aws_requests"].get("kinesis.PutRecord", 0) / r["config"]["duration_s"], 1),
         "publish_p50_ms": round(r["publish_latency_ms"]["p50"], 1),
         "publish_p99_ms": round(r["publish_latency_ms"]["p99"], 1),
         "e2e_p50_ms": round(r["e2e_latency_ms"]["p50"], 1),
@@ -175,6 +196,7 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
         "sent": r["sent"], "acked": r["acked"], "failed": r["failed"],
         "lost": d.get("lost"), "duplicates": d.get("duplicates"), "received_not_acked": d.get("received_not_acked"),
         "redelivered": r["redelivered"], "consumer_errors": r["consumer_errors"],
+        "drain_timed_out": r.get("drain_timed_out"),
         "lambda_concurrency_mean": round(r["lambda_concurrency"]["mean_total"], 1),
         "lambda_concurrency_peak": r["lambda_concurrency"].get("peak"),
         "lambda_throttles": r["lambda_concurrency"].get("throttles"),
@@ -190,20 +212,23 @@ def _git() -> dict[str, Any]:
 def _write(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2, default=str))
-    print(f"wrote {path.relative_to(ROOT)}", flush=True)
+    print(f"wrote {path}", flush=True)
 
 
 def consumers(opts: argparse.Namespace) -> None:
     for n in opts.consumers:
         args = ["--consumers", str(n), "--producers", str(opts.producers), "--rate", str(opts.rate),
                 "--duration", str(opts.duration), "--receive-wait-ms", str(opts.receive_wait_ms),
-                "--receive-batch", str(opts.receive_batch), "--batch-max-delay-ms", str(opts.batch_delay_ms)]
+                "--receive-batch", str(opts.receive_batch), "--batch-max-delay-ms", str(opts.batch_delay_ms),
+                "--drain-timeout", "120", "--delivery", opts.delivery]
         with LocalUpProcess() as cluster:
             result, command = perf_step(args, cluster)
             raw = raw_shard_limit(cluster.aws_endpoint, 100 * 1024 + ENTRY_OVERHEAD)
         d = result["delivery"]
-        _write(RESULTS / f"scale-consumers-{n}.json", {
-            "what": f"one Shared subscription with {n} consumers, local defaults (limits on, fan-out, tail reads off)",
+        suffix = "" if opts.delivery == "auto" else f"-{opts.delivery}"
+        _write(RESULTS / f"scale-consumers-{n}{suffix}.json", {
+            "what": f"one Shared subscription with {n} consumers ({opts.delivery} delivery), local defaults "
+                    "(limits on, fan-out, tail reads off)",
             "command": command, "script": "bench/scale_consumers.py consumers " + " ".join(sys.argv[2:]),
             "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": _git(),
             "summary": summary(result) | {
@@ -217,38 +242,61 @@ def consumers(opts: argparse.Namespace) -> None:
 
 def ceiling(opts: argparse.Namespace) -> None:
     batch = 1 if opts.unbatched else 100
+    kind = "unbatched" if opts.unbatched else "batched"
     for partitions in opts.partitions:
         steps: list[dict[str, Any]] = []
         for rate in opts.rates:
-            per_producer = opts.unbatched_per_producer if opts.unbatched else 1000
+            per_producer = opts.unbatched_per_producer if opts.unbatched else opts.batched_per_producer
             producers = min(opts.max_producers, max(1, math.ceil(rate / per_producer)))
             topic = f"persistent://public/default/ceiling-{uuid.uuid4().hex[:8]}"
             args = ["--topic", topic, "--partitions", str(partitions), "--producers", str(producers),
                     "--consumers", str(opts.consumers), "--rate", str(rate), "--duration", str(opts.duration),
                     "--batch-max-messages", str(batch), "--batch-max-delay-ms", str(opts.batch_delay_ms),
-                    "--receive-wait-ms", "500"]
+                    "--receive-wait-ms", "1000", "--receive-batch", "1000", "--drain-timeout", str(opts.drain_timeout)]
             with LocalUpProcess() as cluster:
                 result, command = perf_step(args, cluster)
                 shards = shard_of(cluster.aws_endpoint, topic, partitions)
+                counters = counter_items(cluster.aws_endpoint, topic, partitions)
                 entry_bytes = batch * 1024 + ENTRY_OVERHEAD
-                raw: dict[str, dict[str, Any]] = {"shard": raw_shard_limit(cluster.aws_endpoint, entry_bytes),
-                       "counter_key": raw_counter_limit(cluster.aws_endpoint, 1024)}
-            s: dict[str, Any] = summary(result) | {"rate": rate, "producers": producers,
-                                                   "shards_used": len(set(shards.values()))}
-            s["ratio_to_raw_shard"] = round(
-                result["msgs_per_s"] / (raw["shard"]["records_per_s"] * batch * s["shards_used"]), 3)
+                raw: dict[str, dict[str, Any]] = {
+                    "shard": raw_shard_limit(cluster.aws_endpoint, entry_bytes),
+                    "counter_key": raw_counter_limit(cluster.aws_endpoint, 1024)}
+            s: dict[str, Any] = summary(result) | {
+                "rate": rate, "producers": producers, "shards_used": len(set(shards.values())),
+                "counter_wcu_per_reservation": max(c["wcu_per_reservation"] for c in counters.values())}
+            raw_msgs_per_s = raw["shard"]["records_per_s"] * batch * s["shards_used"]
+            s["ratio_to_raw_shard"] = round(s["acked_per_s"] / raw_msgs_per_s, 3)  # the shards' ceiling in msg/s
             print(json.dumps(s), flush=True)
-            steps.append({"command": command, "summary": s, "shards": shards, "raw_limits": raw, "perf": result})
+            steps.append({"command": command, "summary": s, "shards": shards, "counter_items": counters,
+                          "raw_limits": raw, "perf": result})
+            name = f"partition-ceiling-{kind}-{partitions}p" + (f"-{opts.tag}" if opts.tag else "")
+            _write(RESULTS / f"{name}.json", {  # after every step: a broken step loses only itself
+                "what": f"ramp of the publish rate on a topic of {partitions} partition(s), 1 KB messages, "
+                        f"batches of {batch}, local defaults (limits on, fan-out, tail reads off)",
+                "script": "bench/scale_consumers.py ceiling " + " ".join(sys.argv[2:]),
+                "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": _git(),
+                "summary": [st["summary"] for st in steps], "steps": steps,
+            })
             if opts.stop_at_refusal and s["refusals"] and len(steps) >= 2 and steps[-2]["summary"]["refusals"]:
                 break  # two refused steps in a row: the ceiling is behind us
-        label = f"{'unbatched' if opts.unbatched else 'batched'}-{partitions}p"
-        _write(RESULTS / f"partition-ceiling-{label}.json", {
-            "what": f"ramp of the publish rate on a topic of {partitions} partition(s), 1 KB messages, "
-                    f"batches of {batch}, local defaults (limits on, fan-out, tail reads off)",
-            "script": "bench/scale_consumers.py ceiling " + " ".join(sys.argv[2:]),
-            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": _git(),
-            "summary": [st["summary"] for st in steps], "steps": steps,
-        })
+
+
+def resummarize(opts: argparse.Namespace) -> None:
+    """Recompute the summaries of result files from the perf results they keep (after a change
+    to `summary`): no run is repeated."""
+    for path in opts.files:
+        data = json.loads(Path(path).read_text())
+        if "steps" in data:
+            for step in data["steps"]:
+                kept = {k: v for k, v in step["summary"].items() if k in (
+                    "rate", "producers", "shards_used", "counter_wcu_per_reservation", "ratio_to_raw_shard")}
+                step["summary"] = summary(step["perf"]) | kept
+            data["summary"] = [st["summary"] for st in data["steps"]]
+        else:
+            kept = {k: v for k, v in data["summary"].items() if k.startswith("per_consumer") or k in (
+                "consumers_receiving", "max_over_mean", "ratio_to_raw_shard")}
+            data["summary"] = summary(data["perf"]) | kept
+        _write(Path(path).resolve(), data)
 
 
 def main() -> None:
@@ -260,8 +308,10 @@ def main() -> None:
     c.add_argument("--rate", type=float, default=1000)
     c.add_argument("--duration", type=float, default=30)
     c.add_argument("--receive-wait-ms", type=int, default=1000)
-    c.add_argument("--receive-batch", type=int, default=100)
+    c.add_argument("--receive-batch", type=int, default=1000)
     c.add_argument("--batch-delay-ms", type=int, default=100)
+    c.add_argument("--delivery", choices=("auto", "poll", "push"), default="auto",
+                   help="auto: long polls (persistent topics); push: the WebSocket API")
     c.set_defaults(run=consumers)
     p = sub.add_parser("ceiling", help="ramp the publish rate on one (or N) partitions until the limits refuse")
     p.add_argument("--partitions", type=int, nargs="+", default=[1])
@@ -269,12 +319,20 @@ def main() -> None:
     p.add_argument("--unbatched", action="store_true", help="one message per entry (batch of 1)")
     p.add_argument("--unbatched-per-producer", type=float, default=10,
                    help="unbatched: msg/s per producer (one request in flight each)")
+    p.add_argument("--batched-per-producer", type=float, default=250,
+                   help="batched: msg/s per producer (one batch in flight each: ~100 messages per publish round trip)")
     p.add_argument("--max-producers", type=int, default=100)
-    p.add_argument("--consumers", type=int, default=2)
+    p.add_argument("--consumers", type=int, default=1, help="consumers checking exactly-once delivery")
     p.add_argument("--duration", type=float, default=15)
     p.add_argument("--batch-delay-ms", type=int, default=100)
+    p.add_argument("--drain-timeout", type=float, default=150,
+                   help="a journal write refused past its retries leaves a hole the sealer waits 60 s for")
+    p.add_argument("--tag", default="", help="added to the result file's name (a second run of the same ramp)")
     p.add_argument("--stop-at-refusal", action="store_true", help="stop a ramp after two refused steps")
     p.set_defaults(run=ceiling)
+    r = sub.add_parser("resummarize", help="recompute the summaries of result files")
+    r.add_argument("files", nargs="+")
+    r.set_defaults(run=resummarize)
     opts = parser.parse_args()
     opts.run(opts)
 

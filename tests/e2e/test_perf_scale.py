@@ -26,3 +26,16 @@ def test_scale_run_reports_spread_exactly_once_refusals_and_concurrency(cluster)
     assert result["http_statuses"]["consumers"].get("200", 0) >= 3
     concurrency = result["lambda_concurrency"]
     assert concurrency["mean_total"] > 0 and 1 <= concurrency["peak"] <= concurrency["limit"]
+
+
+def test_scale_run_with_push_consumers_delivers_exactly_once(cluster) -> None:  # type: ignore[no-untyped-def]
+    config = PerfConfig(mode="e2e", service_url=cluster.url, topic=f"persistent://public/default/scale-{uuid.uuid4().hex[:8]}",
+                        consumers=3, rate=200, duration_s=3, receive_batch=20, receive_wait_ms=200,
+                        check_delivery=True, delivery="push", drain_timeout_s=30)
+    result = PerfRun(config).run()
+
+    delivery = result["delivery"]
+    assert result["acked"] > 100 and not result["drain_timed_out"]
+    assert delivery["unique_received"] == delivery["acked"] == result["acked"]
+    assert delivery["lost"] == 0 and delivery["duplicates"] == 0
+    assert delivery["consumers_receiving"] >= 1 and sum(delivery["per_consumer"].values()) == result["received"]

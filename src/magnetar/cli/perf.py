@@ -47,6 +47,10 @@ AwsLatency = Annotated[bool, typer.Option(
     "--aws-latency", help="Also run on a cluster with modeled AWS latency (local up --aws-latency) and report its "
                           "publish and end-to-end percentiles beside the emulator's; with --service-url: that cluster "
                           "runs with --aws-latency.")]
+Delivery = Annotated[str, typer.Option(
+    "--delivery", help="Consumers: auto (long polls on persistent topics), poll, or push (WebSocket).")]
+DrainTimeout = Annotated[float, typer.Option(
+    "--drain-timeout", help="e2e: seconds to wait after producing for every acknowledged message to arrive.")]
 CheckDelivery = Annotated[bool, typer.Option(
     "--check-delivery", help="Tag every message with its own sequence and check that each acknowledged one arrives "
                              "exactly once (lost, duplicated).")]
@@ -196,6 +200,8 @@ def _scale_rows(table: Table, r: dict[str, Any]) -> None:
     if "duplicates" in d:
         table.add_row("exactly once", f"acked {d['acked']:,}, received {d['unique_received']:,}, lost {d['lost']:,}, "
                                       f"duplicated {d['duplicates']:,}")
+    if r.get("drain_timed_out"):
+        table.add_row("drain", "timed out: acknowledged messages still undelivered (--drain-timeout)")
     if "refusals" in r:
         table.add_row("AWS limits refused", ", ".join(f"{k} {v:,}" for k, v in r["refusals"].items()) or "nothing")
     retried = {role: sum(n for code, n in codes.items() if code[0] in "45") for role, codes in r["http_statuses"].items()}
@@ -234,6 +240,8 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
         aws_latency: AwsLatency = False,
         aws_limits: AwsLimits = "on",
         check_delivery: CheckDelivery = False,
+        drain_timeout: DrainTimeout = 60.0,
+        delivery: Delivery = "auto",
     ) -> None:
         _run(mode, service_url=service_url, topic=topic, partitions=partitions, producers=producers,
              consumers=consumers if mode != "produce" else 0, subscription_type=subscription_type, rate=rate,
@@ -241,7 +249,8 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
              compression=compression, duration_s=duration, json_out=json_out, aws_endpoint=aws_endpoint,
              no_limits=no_limits, receive_batch=receive_batch, receive_wait_ms=receive_wait_ms, keys=keys,
              nack_fraction=nack_fraction, auth_plugin=auth_plugin, auth_params=auth_params,
-             aws_latency=aws_latency, aws_limits=aws_limits, check_delivery=check_delivery)
+             aws_latency=aws_latency, aws_limits=aws_limits, check_delivery=check_delivery,
+             drain_timeout_s=drain_timeout, delivery=delivery)
 
     command.__doc__ = {
         "produce": "Produce at a rate (or flat out) and measure publish latency.",

@@ -62,6 +62,7 @@ class PerfConfig:
     watch_pids: tuple[int, ...] = ()  # processes whose resident memory the timeline records
     check_delivery: bool = False  # tag every message and check exactly-once delivery
     aws_endpoint: str = ""  # the emulator whose refusals (GET /_magnetar/aws-limits) the run reports
+    delivery: str = "auto"  # consumers: "poll" (long polls, "auto" for persistent topics) or "push" (WebSocket)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -69,6 +70,8 @@ class PerfConfig:
         if self.compression.upper() not in ("NONE", "LZ4", "ZLIB", "ZSTD", "SNAPPY"):
             raise ValueError(f"unknown compression {self.compression}")
         self.compression = {"ZLIB": "ZLib"}.get(self.compression.upper(), self.compression.upper())
+        if self.delivery not in ("auto", "poll", "push"):
+            raise ValueError("delivery must be auto, poll or push")
         if self.size <= 0 or self.producers < 0 or self.consumers < 0 or self.duration_s <= 0:
             raise ValueError("size, duration must be positive; producers, consumers not negative")
         self.topic = self.topic or f"persistent://public/default/perf-{uuid.uuid4().hex[:8]}"
@@ -269,25 +272,35 @@ class PerfRun:
         self.stop_producing.set()
         for t in producer_threads:
             t.join(timeout=60)
+        drain_timed_out = False
         if cfg.mode == "e2e":  # drain: everything acknowledged to a producer must arrive
             deadline = time.perf_counter() + cfg.drain_timeout_s
-            while self.c.received < self.c.acked and time.perf_counter() < deadline:
+            while self._undelivered() and time.perf_counter() < deadline:
                 self._tick_until(min(deadline, time.perf_counter() + 0.5))
+            drain_timed_out = self._undelivered()
         self.stop_consuming.set()
         for t in consumer_threads:
             t.join(timeout=10)
         for c in [client, *consumer_clients]:
             c.close()
         time.sleep(1.5)  # the journal consumer seals the tail: its requests belong to the run
-        result = self._result(started, self._stats())
+        result = self._result(started, self._stats()) | {"drain_timed_out": drain_timed_out}
         if cfg.aws_endpoint:
             result["refusals"] = _delta(self._refusals(), refusals_before)
         return result
 
+    def _undelivered(self) -> bool:
+        """Acknowledged messages not received yet (by sequence with `check_delivery`: a redelivery
+        or a duplicate must not make up for a message that has not arrived)."""
+        with self.c.lock:
+            if self.config.check_delivery:
+                return not self.c.acked_seqs <= self.c.received_seqs.keys()
+            return self.c.received < self.c.acked
+
     def _client(self, role: str) -> magnetar.Client:
         """A client whose HTTP answers are counted by status under `role`: the 429s and 5xx are
         the retries the SDK made (it retries them until its deadline), what a user would see."""
-        client = magnetar.Client(self.config.service_url, self.authentication)
+        client = magnetar.Client(self.config.service_url, self.authentication, delivery=self.config.delivery)
         counts = self.http_statuses.setdefault(role, {})
 
         def count(response: httpx.Response) -> None:
@@ -403,7 +416,8 @@ class PerfRun:
                 "acked": len(self.c.acked_seqs),
                 "unique_received": len(received),
                 "duplicates": sum(n - 1 for n in received.values() if n > 1),
-                "lost": len(self.c.acked_seqs - received.keys()),  # acknowledged to a producer, never delivered
+                # acknowledged to a producer, not delivered by the end of the drain (`drain_timed_out`)
+                "lost": len(self.c.acked_seqs - received.keys()),
                 "received_not_acked": len(received.keys() - self.c.acked_seqs),  # a failed send that was written
             }
         return out
