@@ -212,13 +212,13 @@ def test_queued_batches_are_cut_into_requests_that_fit_one_journal_record(
     producer = client.create_producer(topic, batching_max_publish_delay_ms=60_000)
     done: list[magnetar.MessageId | None] = []
     before = _stats(cluster)
-    for i in range(12):  # 200 KB each: one batch each (128 KB batches), four of them fit one record
-        producer.send_async(bytes([i]) * 200_000, lambda _r, m: done.append(m))
+    for i in range(12):  # 100 KB each: one batch each (128 KB batches), two of them per 256 KiB request
+        producer.send_async(bytes([i]) * 100_000, lambda _r, m: done.append(m))
     producer.flush()
     requests = _stats(cluster)[0] - before[0]
     ids = [m for m in done if m is not None]
     assert len(ids) == 12 and ids == sorted(ids) and len({m.entry_id() for m in ids}) == 12
-    assert 3 <= requests <= 6, f"12 entries of 200 KB in {requests} requests"
+    assert 6 <= requests <= 8, f"12 entries of 100 KB in {requests} requests"
     consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
     assert [m.data()[0] for m in _drain(consumer, 12)] == list(range(12))
 

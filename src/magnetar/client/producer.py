@@ -36,9 +36,10 @@ from magnetar.core.naming import TopicName
 SendCallback = Callable[[Result, MessageId | None], None]
 log = logging.getLogger(__name__)
 MAX_ENTRY_BYTES = 900 * 1024  # under Kinesis' 1 MiB record, with room for the entry's metadata
-# the entries of one request share one journal record (up to 1 MiB); half a MiB keeps requests
-# few (about 500 messages of 1 KB) while a record waits for half a second of a shard's 1 MiB/s at most
-MAX_REQUEST_BYTES = 512 * 1024
+# the entries of one request share one journal record (up to 1 MiB); a quarter of a MiB keeps
+# requests few (about 250 messages of 1 KB) while a record needs a quarter of a second of a shard's
+# 1 MiB/s, so the partition producers sharing a shard (each one request in flight) take turns
+MAX_REQUEST_BYTES = 256 * 1024
 ENTRY_OVERHEAD_BYTES = 1024  # an entry's metadata beside its payload and key (topic, producer, ids)
 MAX_BATCHES_PER_REQUEST = 1_000  # the broker's limit of entries in one publish
 EXCLUSIVE_LEASE_MS = 30_000  # an exclusive producer renews its hold on the topic every third of it

@@ -27,8 +27,9 @@ MAX_RECORD_BYTES = 1024 * 1024  # Kinesis default record limit (data + partition
 MAX_GET_RECORDS_CALLS = 3  # per tail read: GetRecords is limited to 5 calls/s per shard
 SHARD_WRITE_BYTES_S = 1024 * 1024  # a shard takes 1 MiB/s of writes
 # longest an append retries: the writer checked its deadline (10 s) just before, so its record
-# lands within 18 s of the reservation, far inside the hole grace (60 s)
-PUT_RETRY_S = 8.0
+# lands within 25 s of the reservation (inside API Gateway's 29 s), far inside the hole grace (60 s);
+# giving up costs a hole, which holds the partition's consumers for that grace
+PUT_RETRY_S = 15.0
 PUT_ATTEMPTS = 4  # attempts of an append failing for another transient reason
 
 
