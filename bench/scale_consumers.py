@@ -10,17 +10,24 @@ on the same emulator, the raw limits the step is compared with: PutRecords on a 
 with records of the step's entry size (what one partition's shard accepts), and UpdateItem on one
 key (what one partition's counter item accepts), both with no retries.
 
-    # one Shared subscription, 100 consumers (and 1 and 10 for comparison), 1,000 msg/s
-    .venv/bin/python bench/scale_consumers.py consumers --consumers 1 10 100 --rate 1000 --duration 30
+    # one Shared subscription: 1 and 10 long-polling consumers, 100 push and 100 long-polling, 500 msg/s
+    .venv/bin/python bench/scale_consumers.py consumers --consumers 1 10 --rate 500 --duration 30
+    .venv/bin/python bench/scale_consumers.py consumers --consumers 100 --rate 500 --duration 30 --delivery push
+    .venv/bin/python bench/scale_consumers.py consumers --consumers 100 --rate 500 --duration 20 --step-timeout 420
 
-    # the per-partition ceiling: 1 KB messages, batches of 100, then unbatched; then 2 and 4 partitions
-    .venv/bin/python bench/scale_consumers.py ceiling --partitions 1 --rates 500 1000 1500 2000 3000
-    .venv/bin/python bench/scale_consumers.py ceiling --partitions 1 --unbatched --rates 100 200 400 800
-    .venv/bin/python bench/scale_consumers.py ceiling --partitions 2 4 --rates 2000 3000 4000
+    # the per-partition ceiling: 1 KB messages in batches of 100, then unbatched
+    .venv/bin/python bench/scale_consumers.py ceiling --partitions 1 --rates 600 1000 1400 2000
+    .venv/bin/python bench/scale_consumers.py ceiling --partitions 1 --rates 2000 --tag drain150
+    .venv/bin/python bench/scale_consumers.py ceiling --partitions 1 --unbatched --unbatched-per-producer 5 --rates 50 100
 
-Results: bench/results/scale-consumers-<n>.json (one per consumer count) and
-bench/results/partition-ceiling-<batched|unbatched>-<p>p.json (one per ramp: every step's perf
-result, the raw limits, the refusals and the summary), each with the commands that made it.
+    # the remedy: partitions (the local stream has 2 shards)
+    .venv/bin/python bench/scale_consumers.py ceiling --partitions 2 4 --rates 2000
+    .venv/bin/python bench/scale_consumers.py ceiling --produce-only --spread --partitions 1 2 --rates 2400 --tag produce
+
+Results: bench/results/scale-consumers-<n>[-push].json (one per consumer count) and
+bench/results/partition-ceiling-<batched|unbatched>-<p>p[-<tag>].json (one per ramp: every step's
+perf result, the raw limits, the shards and counter items, the refusals and the summary), each
+with the commands that made it. Figures and findings: docs/bench-sections/scale-consumers.md.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import httpx
 from botocore.config import Config
 
 from magnetar.core.ledger.common import journal_key
@@ -129,9 +137,7 @@ def raw_counter_limit(endpoint: str, item_bytes: int, seconds: float = 3.0, clie
 def shard_of(endpoint: str, topic: str, partitions: int) -> dict[str, str]:
     """The journal shard each topic partition's records go to (MD5 of its partition key against
     the stream's hash-key ranges), as Kinesis routes them."""
-    kinesis = _aws("kinesis", endpoint)
-    stream = kinesis.list_streams()["StreamNames"][0]
-    shards = kinesis.list_shards(StreamName=stream)["Shards"]
+    shards = _aws("kinesis", endpoint).list_shards(StreamName=_stream(endpoint))["Shards"]
     name = TopicName.parse(topic)
     names = [str(name.partition(i)) for i in range(partitions)] if partitions > 1 else [str(name)]
     out = {}
@@ -140,6 +146,20 @@ def shard_of(endpoint: str, topic: str, partitions: int) -> dict[str, str]:
         out[n] = next(s["ShardId"] for s in shards if int(s["HashKeyRange"]["StartingHashKey"]) <= h
                       <= int(s["HashKeyRange"]["EndingHashKey"]))
     return out
+
+
+def pick_topic(endpoint: str, partitions: int, spread: bool) -> str:
+    """A new topic name; with `spread`, one whose partitions cover as many of the stream's shards as
+    they can (Kinesis places a partition by the MD5 of its name: a random name may stack them)."""
+    shards = len(_aws("kinesis", endpoint).list_shards(StreamName=_stream(endpoint))["Shards"])
+    while True:
+        topic = f"persistent://public/default/ceiling-{uuid.uuid4().hex[:8]}"
+        if not spread or len(set(shard_of(endpoint, topic, partitions).values())) == min(partitions, shards):
+            return topic
+
+
+def _stream(endpoint: str) -> str:
+    return str(_aws("kinesis", endpoint).list_streams()["StreamNames"][0])
 
 
 def counter_items(endpoint: str, topic: str, partitions: int) -> dict[str, dict[str, int]]:
@@ -158,15 +178,17 @@ def counter_items(endpoint: str, topic: str, partitions: int) -> dict[str, dict[
     return out
 
 
-def perf_step(args: list[str], cluster: LocalUpProcess) -> tuple[dict[str, Any], str]:
-    """One `magnetar perf e2e` run against `cluster`; its result and its command line."""
+def perf_step(args: list[str], cluster: LocalUpProcess, timeout_s: float = 900,
+              mode: str = "e2e") -> tuple[dict[str, Any], str]:
+    """One `magnetar perf e2e` (or `produce`) run against `cluster`; its result and its command line."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "perf.json"
-        command = [*MAGNETAR, "perf", "e2e", "--service-url", cluster.url, "--aws-endpoint", cluster.aws_endpoint,
-                   "--no-limits", "--check-delivery", *args, "--json", str(out)]
-        printable = "magnetar perf e2e " + shlex.join(args) + " --check-delivery"
+        check = ["--check-delivery"] if mode == "e2e" else []
+        command = [*MAGNETAR, "perf", mode, "--service-url", cluster.url, "--aws-endpoint", cluster.aws_endpoint,
+                   "--no-limits", *check, *args, "--json", str(out)]
+        printable = f"magnetar perf {mode} " + shlex.join([*args, *check])
         print(f"$ {printable}", flush=True)
-        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
         if proc.returncode != 0 or not out.exists():
             tail = (proc.stdout + proc.stderr)[-3000:]
             raise RuntimeError(f"perf failed ({proc.returncode}): {tail}")
@@ -203,6 +225,13 @@ def summary(r: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _get(url: str) -> Any:
+    try:
+        return httpx.get(url, timeout=30).json()
+    except (httpx.HTTPError, ValueError) as exc:
+        return {"error": repr(exc)}
+
+
 def _git() -> dict[str, Any]:
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "src"], cwd=ROOT, capture_output=True, text=True).stdout
@@ -221,11 +250,20 @@ def consumers(opts: argparse.Namespace) -> None:
                 "--duration", str(opts.duration), "--receive-wait-ms", str(opts.receive_wait_ms),
                 "--receive-batch", str(opts.receive_batch), "--batch-max-delay-ms", str(opts.batch_delay_ms),
                 "--drain-timeout", "120", "--delivery", opts.delivery]
+        suffix = "" if opts.delivery == "auto" else f"-{opts.delivery}"
         with LocalUpProcess() as cluster:
-            result, command = perf_step(args, cluster)
+            try:
+                result, command = perf_step(args, cluster, opts.step_timeout)
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:  # what the cluster saw is the result
+                _write(RESULTS / f"scale-consumers-{n}{suffix}.json", {
+                    "what": f"one Shared subscription with {n} consumers ({opts.delivery} delivery): the run failed",
+                    "command": "magnetar perf e2e " + shlex.join(args) + " --check-delivery",
+                    "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": _git(),
+                    "error": str(exc)[-2000:], "local_stats": _get(f"{cluster.url}/_magnetar/local/stats"),
+                    "refusals": _get(f"{cluster.aws_endpoint}/_magnetar/aws-limits")})
+                continue
             raw = raw_shard_limit(cluster.aws_endpoint, 100 * 1024 + ENTRY_OVERHEAD)
         d = result["delivery"]
-        suffix = "" if opts.delivery == "auto" else f"-{opts.delivery}"
         _write(RESULTS / f"scale-consumers-{n}{suffix}.json", {
             "what": f"one Shared subscription with {n} consumers ({opts.delivery} delivery), local defaults "
                     "(limits on, fan-out, tail reads off)",
@@ -248,13 +286,16 @@ def ceiling(opts: argparse.Namespace) -> None:
         for rate in opts.rates:
             per_producer = opts.unbatched_per_producer if opts.unbatched else opts.batched_per_producer
             producers = min(opts.max_producers, max(1, math.ceil(rate / per_producer)))
-            topic = f"persistent://public/default/ceiling-{uuid.uuid4().hex[:8]}"
-            args = ["--topic", topic, "--partitions", str(partitions), "--producers", str(producers),
-                    "--consumers", str(opts.consumers), "--rate", str(rate), "--duration", str(opts.duration),
-                    "--batch-max-messages", str(batch), "--batch-max-delay-ms", str(opts.batch_delay_ms),
-                    "--receive-wait-ms", "1000", "--receive-batch", "1000", "--drain-timeout", str(opts.drain_timeout)]
+            args = ["--topic", "TOPIC", "--partitions", str(partitions), "--producers", str(producers),
+                    "--rate", str(rate), "--duration", str(opts.duration), "--batch-max-messages", str(batch),
+                    "--batch-max-delay-ms", str(opts.batch_delay_ms)]
+            if not opts.produce_only:  # produce only: the machine's cycles all go to publishing
+                args += ["--consumers", str(opts.consumers), "--receive-wait-ms", "1000", "--receive-batch", "1000",
+                         "--drain-timeout", str(opts.drain_timeout)]
             with LocalUpProcess() as cluster:
-                result, command = perf_step(args, cluster)
+                topic = pick_topic(cluster.aws_endpoint, partitions, opts.spread)
+                args[1] = topic
+                result, command = perf_step(args, cluster, mode="produce" if opts.produce_only else "e2e")
                 shards = shard_of(cluster.aws_endpoint, topic, partitions)
                 counters = counter_items(cluster.aws_endpoint, topic, partitions)
                 entry_bytes = batch * 1024 + ENTRY_OVERHEAD
@@ -310,6 +351,7 @@ def main() -> None:
     c.add_argument("--receive-wait-ms", type=int, default=1000)
     c.add_argument("--receive-batch", type=int, default=1000)
     c.add_argument("--batch-delay-ms", type=int, default=100)
+    c.add_argument("--step-timeout", type=float, default=600, help="seconds before a run counts as failed")
     c.add_argument("--delivery", choices=("auto", "poll", "push"), default="auto",
                    help="auto: long polls (persistent topics); push: the WebSocket API")
     c.set_defaults(run=consumers)
@@ -327,6 +369,9 @@ def main() -> None:
     p.add_argument("--batch-delay-ms", type=int, default=100)
     p.add_argument("--drain-timeout", type=float, default=150,
                    help="a journal write refused past its retries leaves a hole the sealer waits 60 s for")
+    p.add_argument("--spread", action="store_true", help="name the topic so its partitions land on distinct shards")
+    p.add_argument("--produce-only", action="store_true",
+                   help="magnetar perf produce: no consumers (and no exactly-once check), more publishing")
     p.add_argument("--tag", default="", help="added to the result file's name (a second run of the same ramp)")
     p.add_argument("--stop-at-refusal", action="store_true", help="stop a ramp after two refused steps")
     p.set_defaults(run=ceiling)

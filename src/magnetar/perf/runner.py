@@ -279,8 +279,9 @@ class PerfRun:
                 self._tick_until(min(deadline, time.perf_counter() + 0.5))
             drain_timed_out = self._undelivered()
         self.stop_consuming.set()
+        deadline = time.perf_counter() + 15  # one deadline for all: 100 consumers in 30 s polls must not take 100 x 10 s
         for t in consumer_threads:
-            t.join(timeout=10)
+            t.join(timeout=max(0.0, deadline - time.perf_counter()))
         for c in [client, *consumer_clients]:
             c.close()
         time.sleep(1.5)  # the journal consumer seals the tail: its requests belong to the run
