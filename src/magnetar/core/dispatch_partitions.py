@@ -13,9 +13,9 @@ rules, acks, redelivery, ack timeouts, delayed delivery and dispatch rate):
   leaves goes to the busy ones in a second pass), within one response's byte budget;
 - the cursors that changed are written together (`MetadataStore.put_cursors`: one
   TransactWriteItems), each still conditional on its own version, so two consumers never hand
-  out the same entry; a partition whose write loses a race is stepped again on its own
-  (`SubscriptionService._receive_once`: re-read, re-apply its acks, claim, write), the others
-  keep their claims;
+  out the same entry; the partitions whose writes lose a race are stepped again (re-read,
+  their acks re-applied, claim, write: one BatchGetItem and one TransactWriteItems a round for
+  all of them), the others keep their claims;
 - everything that can refuse the request (a consumer not attached, a cumulative ack on a Shared
   subscription) is found before any write: a refused request changed nothing.
 
@@ -180,10 +180,11 @@ def _look(
     if any(written):
         crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
     out = {partitions[i]: PartitionReceived(steps[i].delivered, steps[i].state.epoch) for i in range(n)}
-    for i, ok in zip(changed, written, strict=True):
-        if not ok:  # lost a race on this partition: step it again on its own (its acks too)
-            out[partitions[i]] = _again(service, topics[i], subscription, consumer, max(steps[i].messages, share),
-                                        request_id, acks.get(partitions[i], NO_ACKS), steps[i].state.epoch)
+    lost = [i for i, ok in zip(changed, written, strict=True) if not ok]
+    if lost:  # lost races: those partitions again, together (one read, one write per round)
+        asks = {i: max(steps[i].messages, min(share, steps[i].cap)) for i in lost}
+        out.update(_again(service, [topics[i] for i in lost], [partitions[i] for i in lost], subscription, consumer,
+                          [asks[i] for i in lost], request_id, acks, [steps[i].state.epoch for i in lost]))
     throttled = [s.throttled_until for s in steps.values() if s.throttled_until]
     return out, (min(throttled) if len(throttled) == n else 0)
 
@@ -201,16 +202,46 @@ def _claim_more(service: SubscriptionService, topic: TopicName, view: Subscripti
     return more
 
 
-def _again(service: SubscriptionService, topic: TopicName, subscription: str, consumer: str, max_messages: int,
-           request_id: str, acks: Acks, epoch: int) -> PartitionReceived:
-    """The single-partition step with its own read and retries, after a lost race. Other
-    partitions' claims are already written, so nothing may be raised from here: a partition
+def _again(service: SubscriptionService, topics: list[TopicName], partitions: list[int], subscription: str,
+           consumer: str, asks: list[int], request_id: str, acks: dict[int, Acks],
+           epochs: list[int]) -> dict[int, PartitionReceived]:
+    """Step again the partitions whose write lost a race (re-read, their acks re-applied), all of
+    them in each round: one BatchGetItem and one TransactWriteItems, up to CONFLICT_RETRIES rounds.
+    Other partitions' claims are already written, so nothing may be raised from here: a partition
     that cannot be stepped now (endless contention, its consumer detached meanwhile) hands out
     nothing this time and says its acks were not applied, for the client to send them again."""
-    try:
-        delivered, _, new_epoch, _ = service._receive_once(topic, subscription, consumer, max_messages, request_id,
-                                                           acks, 1, None)
-    except MagnetarError as exc:
-        log.warning("partition %s not stepped after a lost race: %s", topic, exc)
-        return PartitionReceived([], epoch, acks_applied=not acks)
-    return PartitionReceived(delivered or [], new_epoch)
+    from magnetar.core.dispatch import CONFLICT_RETRIES, NO_ACKS
+
+    out: dict[int, PartitionReceived] = {}
+    todo = list(range(len(topics)))
+    for _ in range(CONFLICT_RETRIES):
+        service.clock.sleep(random.uniform(0.0, 0.02))
+        views = service.metadata.get_subscription_views([topics[k] for k in todo], subscription)
+        now = service.clock.now_ms()
+        stepped: list[tuple[int, SubscriptionView, Step]] = []
+        for k, view in zip(todo, views, strict=True):
+            try:
+                step = service.step(topics[k], view, consumer, asks[k], request_id, acks.get(partitions[k], NO_ACKS),
+                                     now)
+            except MagnetarError as exc:
+                log.warning("partition %s not stepped after a lost race: %s", topics[k], exc)
+                out[partitions[k]] = PartitionReceived([], epochs[k], acks_applied=partitions[k] not in acks)
+                continue
+            if step.write:
+                stepped.append((k, view, step))
+            else:
+                out[partitions[k]] = PartitionReceived([], step.state.epoch)
+        written = service.metadata.put_cursors(
+            [CursorWrite(topics[k], subscription, step.state, view.cursor_version) for k, view, step in stepped])
+        todo = []
+        for (k, _, step), ok in zip(stepped, written, strict=True):
+            if ok:
+                out[partitions[k]] = PartitionReceived(step.delivered, step.state.epoch)
+            else:
+                todo.append(k)
+        if not todo:
+            return out
+    for k in todo:
+        log.warning("partition %s not stepped: too much contention", topics[k])
+        out[partitions[k]] = PartitionReceived([], epochs[k], acks_applied=partitions[k] not in acks)
+    return out
