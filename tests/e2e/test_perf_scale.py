@@ -17,6 +17,7 @@ def test_scale_run_reports_spread_exactly_once_refusals_and_concurrency(cluster)
 
     delivery = result["delivery"]
     assert result["acked"] > 100 and result["failed"] == 0
+    assert result["produce_seconds"] >= 2.5 and result["acked_per_s"] == result["acked"] / result["produce_seconds"]
     assert delivery["acked"] == result["acked"] == delivery["unique_received"]  # every tagged message, once
     assert delivery["lost"] == 0 and delivery["duplicates"] == 0 and delivery["received_not_acked"] == 0
     assert sorted(delivery["per_consumer"]) == ["perf-c0", "perf-c1", "perf-c2"]

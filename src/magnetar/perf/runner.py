@@ -384,6 +384,10 @@ class PerfRun:
             "received": self.c.received,
             "redelivered": self.c.redelivered,
             "seconds": seconds,
+            # publishing alone: from the first send to the last acknowledgement (an e2e run's
+            # `seconds` end at the last receipt, after the drain)
+            "produce_seconds": (self.c.last_ack - started) if self.c.last_ack else None,
+            "acked_per_s": self.c.acked / (self.c.last_ack - started) if self.c.last_ack else None,
             "msgs_per_s": count / seconds,
             "mb_per_s": count * cfg.size / seconds / 1e6,
             "publish_latency_ms": self.publish.percentiles(),
