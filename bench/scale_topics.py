@@ -176,8 +176,19 @@ def worker(args: argparse.Namespace) -> None:
     lock = threading.Lock()
     counts = {"sent": 0, "acked": 0, "failed": 0, "received": 0}
     done = threading.Event()
-    consumers = [client.subscribe(t, "scale", consumer_type=magnetar.ConsumerType.Shared,
-                                  initial_position=magnetar.InitialPosition.Earliest) for t in topics]
+
+    def subscribe(topic: str) -> Any:
+        for attempt in range(5):  # a loaded machine: the $connect may outlast the handshake timeout
+            try:
+                return client.subscribe(topic, "scale", consumer_type=magnetar.ConsumerType.Shared,
+                                        initial_position=magnetar.InitialPosition.Earliest)
+            except (exceptions.ConnectError, exceptions.ServiceUnitNotReady):
+                if attempt == 4:
+                    raise
+                time.sleep(2 * (attempt + 1))
+        raise AssertionError("unreachable")
+
+    consumers = [subscribe(t) for t in topics]
     producers = [client.create_producer(t, batching_max_publish_delay_ms=10) for t in topics] if args.rate else []
 
     def consume(consumer: Any) -> None:
@@ -264,6 +275,7 @@ class Workers:
         for p in self.procs:  # attached
             line = p.stdout.readline() if p.stdout else ""
             if line.strip() != "ready":
+                self.kill()
                 raise RuntimeError(f"a client process failed to attach: {line!r}")
 
     def go(self) -> None:
@@ -337,19 +349,27 @@ def active(url: str, aws_endpoint: str, server_pid: int, args: argparse.Namespac
 
 def idle(url: str, aws_endpoint: str, args: argparse.Namespace, topics: int) -> dict[str, Any]:
     from magnetar.client.admin import AdminClient
-    from magnetar.client.exceptions import PulsarException
+    from magnetar.client.exceptions import PulsarException, ServiceUnitNotReady
 
     run = f"i{topics}"
     admin = AdminClient(url)
     started = time.monotonic()
+    retries = 0
     for i in range(topics):
-        try:
-            admin.create_topic(topic_name(run, i))
-        except PulsarException as exc:  # a retry after a lost response finds the topic created
-            if "already exists" not in str(exc):
-                raise
+        for attempt in range(20):
+            try:
+                admin.create_topic(topic_name(run, i))
+                break
+            except PulsarException as exc:
+                if "already exists" in str(exc):  # a retry after a lost response finds it created
+                    break
+                if not isinstance(exc, ServiceUnitNotReady) or attempt == 19:
+                    raise
+                retries += 1  # 503 after the SDK's own retries (a throttle or a timeout under load)
+                time.sleep(min(2.0, 0.05 * 2**attempt))
     admin.close()
-    out: dict[str, Any] = {"topics": topics, "create_s": round(time.monotonic() - started, 1)}
+    out: dict[str, Any] = {"topics": topics, "create_s": round(time.monotonic() - started, 1),
+                           "create_retries_after_503": retries}
     time.sleep(2)
 
     def window(label: str, connection_minutes_per_s: float) -> None:
@@ -363,6 +383,26 @@ def idle(url: str, aws_endpoint: str, args: argparse.Namespace, topics: int) -> 
 
     window("nothing_attached", 0)
     out["maintenance_run_no_consumers"] = run_maintenance(url)
+    print(json.dumps(out), flush=True)
+    try:
+        consumers_phases(url, args, topics, run, out, window)
+    except Exception as exc:  # what limited the run is a result too; the phases measured so far stay
+        out["failed_phase"] = f"{type(exc).__name__}: {exc}"
+    runs_per_hour = 3600 / 60  # the schedule: every minute
+    for key in ("maintenance_run_no_consumers", "maintenance_run_push_consumers"):
+        if key not in out:
+            continue
+        m = out[key]
+        lambdas = {"maintenance": {"invocations": 1, "duration_ms_total": m["billed_ms"]}}
+        m["per_1000_topics_per_run"] = round(m["aws_requests_total"] / topics * 1000, 1)
+        m["per_hour"] = dollars_per_hour(m["aws_requests"], lambdas, 3600 / runs_per_hour)
+    out["emulator_refusals"] = refusals(aws_endpoint)
+    return out
+
+
+def consumers_phases(url: str, args: argparse.Namespace, topics: int, run: str, out: dict[str, Any],
+                     window: Any) -> None:
+    """Idle push consumers, then idle long-poll consumers, each measured over a window."""
     push_topics = min(args.push_topics or topics, topics)
     workers = Workers(url, run, push_topics, max(1, min(args.procs, push_topics)), delivery="push", idle=True, rate=0)
     try:
@@ -372,6 +412,7 @@ def idle(url: str, aws_endpoint: str, args: argparse.Namespace, topics: int) -> 
         out["push_consumers"]["consumers"] = push_topics
         out["maintenance_run_push_consumers"] = run_maintenance(url)
         out["maintenance_run_push_consumers"]["connected_topics"] = push_topics
+        print(json.dumps(out), flush=True)
     finally:
         workers.go()
         with contextlib.suppress(Exception):
@@ -389,14 +430,6 @@ def idle(url: str, aws_endpoint: str, args: argparse.Namespace, topics: int) -> 
         with contextlib.suppress(Exception):
             workers.results()
         workers.kill()
-    runs_per_hour = 3600 / 60  # the schedule: every minute
-    for key in ("maintenance_run_no_consumers", "maintenance_run_push_consumers"):
-        m = out[key]
-        lambdas = {"maintenance": {"invocations": 1, "duration_ms_total": m["billed_ms"]}}
-        m["per_1000_topics_per_run"] = round(m["aws_requests_total"] / topics * 1000, 1)
-        m["per_hour"] = dollars_per_hour(m["aws_requests"], lambdas, 3600 / runs_per_hour)
-    out["emulator_refusals"] = refusals(aws_endpoint)
-    return out
 
 
 def main() -> None:
@@ -440,20 +473,24 @@ def main() -> None:
                               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "local_up": f"magnetar local up (defaults) {args.local_up_args}".strip(),
                               "fixed_usd_per_hour": fixed_usd_per_hour(LOCAL_SHARD_COUNT), "runs": []}
+    out = args.out or RESULTS / f"scale-{args.command}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     for topics in args.topics:
         extra = args.local_up_args.split()
         # idle: the schedule off, each maintenance run triggered and measured on its own
         with LocalUpProcess(maintenance_interval_s=0 if args.command == "idle" else None, extra_args=extra) as c:
             assert c.proc is not None
-            if args.command == "active":
-                r = active(c.url, c.aws_endpoint, c.proc.pid, args, topics)
-            else:
-                r = idle(c.url, c.aws_endpoint, args, topics)
+            try:
+                if args.command == "active":
+                    r = active(c.url, c.aws_endpoint, c.proc.pid, args, topics)
+                else:
+                    r = idle(c.url, c.aws_endpoint, args, topics)
+            except Exception as exc:  # what limited the run is a result too (e.g. clients unable to attach)
+                r = {"topics": topics, "failed_run": f"{type(exc).__name__}: {exc}"}
+        r["machine_load_avg_1_5_15"] = [round(x, 1) for x in os.getloadavg()]  # a shared 2-core machine
         result["runs"].append(r)
         print(json.dumps({k: v for k, v in r.items() if k != "lambda"}, indent=1), flush=True)
-    out = args.out or RESULTS / f"scale-{args.command}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
+        out.write_text(json.dumps(result, indent=2))  # after every topic count: a later failure keeps it
     print(f"wrote {out}")
 
 
