@@ -335,8 +335,11 @@ def resummarize(opts: argparse.Namespace) -> None:
         if "steps" in data:
             for step in data["steps"]:
                 kept = {k: v for k, v in step["summary"].items() if k in (
-                    "rate", "producers", "shards_used", "counter_wcu_per_reservation", "ratio_to_raw_shard")}
+                    "rate", "producers", "shards_used", "counter_wcu_per_reservation")}
                 step["summary"] = summary(step["perf"]) | kept
+                raw_msgs_per_s = (step["raw_limits"]["shard"]["records_per_s"] * kept["shards_used"]
+                                  * step["perf"]["config"]["batch_max_messages"])
+                step["summary"]["ratio_to_raw_shard"] = round(step["summary"]["acked_per_s"] / raw_msgs_per_s, 3)
             data["summary"] = [st["summary"] for st in data["steps"]]
         else:
             kept = {k: v for k, v in data["summary"].items() if k.startswith("per_consumer") or k in (
