@@ -255,7 +255,7 @@ def consumers(opts: argparse.Namespace) -> None:
                 "--duration", str(opts.duration), "--receive-wait-ms", str(opts.receive_wait_ms),
                 "--receive-batch", str(opts.receive_batch), "--batch-max-delay-ms", str(opts.batch_delay_ms),
                 "--drain-timeout", "120", "--delivery", opts.delivery]
-        suffix = "" if opts.delivery == "auto" else f"-{opts.delivery}"
+        suffix = ("" if opts.delivery == "auto" else f"-{opts.delivery}") + (f"-{opts.tag}" if opts.tag else "")
         with LocalUpProcess() as cluster:
             try:
                 result, command = perf_step(args, cluster, opts.step_timeout)
@@ -359,6 +359,7 @@ def main() -> None:
     c.add_argument("--receive-wait-ms", type=int, default=1000)
     c.add_argument("--receive-batch", type=int, default=1000)
     c.add_argument("--batch-delay-ms", type=int, default=100)
+    c.add_argument("--tag", default="", help="added to the result file's name (a second run)")
     c.add_argument("--step-timeout", type=float, default=600, help="seconds before a run counts as failed")
     c.add_argument("--delivery", choices=("auto", "poll", "push"), default="auto",
                    help="auto: long polls (persistent topics); push: the WebSocket API")
