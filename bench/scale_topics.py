@@ -327,7 +327,13 @@ def active(url: str, aws_endpoint: str, server_pid: int, args: argparse.Namespac
     counted = {k: n for k, n in requests.items() if not is_mapping_read(k)}
     messages = total["received"]
     refused_after = refusals(aws_endpoint)
+    from magnetar.perf.limits import measure_all
+
+    # the emulator's own raw limits in the same run, no Magnetar in the path
+    limit = measure_all(aws_endpoint, args.size, max(messages, 1000) * args.size, 1_000_000)
     return {
+        "limit": limit,
+        "ratio_to_limit": round(messages / seconds / limit["kinesis_put_records"]["per_s"], 4),
         "topics": topics, "client_processes": procs, "rate_per_topic": args.rate, "delivery": args.delivery,
         "setup_s": round(setup_s, 1), **total, "seconds": round(seconds, 1),
         "msgs_per_s": round(messages / seconds, 1), "target_msgs_per_s": topics * args.rate,
