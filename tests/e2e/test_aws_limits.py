@@ -277,3 +277,16 @@ def test_latency_adds_about_the_modeled_delay_without_serializing(slow: str, unl
     for th in threads:
         th.join()
     assert time.perf_counter() - started < 8 * p50
+
+
+def test_perfs_raw_limit_counts_only_the_records_the_shards_stored(limited: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`magnetar perf`'s raw Kinesis limit with limits on is the shards' throughput, not the
+    emulator's: records refused in a PutRecords answer are not counted as written."""
+    from magnetar.perf.limits import kinesis_put_records
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    limit = kinesis_put_records(limited, 10 * KB, 200 * 1024 * KB, max_seconds=2.0)
+    # two shards of 1 MiB/s (~100 records of 10 KiB a second each) with a second of burst, for 2 s
+    assert limit.calls >= 2
+    assert limit.operations <= 2 * (100 * 2 + 100) + 50
