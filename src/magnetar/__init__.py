@@ -35,12 +35,27 @@ _SDK = {
     "Result": "magnetar.client.types",
     "Authentication": "magnetar.client.auth",
     "AuthenticationToken": "magnetar.client.auth",
+    "AuthenticationBasic": "magnetar.client.auth",
     "AuthenticationAwsIam": "magnetar.client.auth",
+    "KeySharedMode": "magnetar.client.types",
+    "ConsumerKeySharedPolicy": "magnetar.client.types",
+    "RegexSubscriptionMode": "magnetar.client.types",
+    "ConsumerCryptoFailureAction": "magnetar.client.types",
+    "LoggerLevel": "magnetar.client.types",
+    "ConsoleLogger": "magnetar.client.types",
+    "FileLogger": "magnetar.client.types",
 }
+# pulsar-client exports every exception at the top level too (`pulsar.Timeout`)
+_EXCEPTIONS = "magnetar.client.exceptions"
 
 if TYPE_CHECKING:
     from magnetar.client import exceptions
-    from magnetar.client.auth import Authentication, AuthenticationAwsIam, AuthenticationToken
+    from magnetar.client.auth import (
+        Authentication,
+        AuthenticationAwsIam,
+        AuthenticationBasic,
+        AuthenticationToken,
+    )
     from magnetar.client.client import Client
     from magnetar.client.consumer import Consumer
     from magnetar.client.message import Message, MessageId
@@ -50,12 +65,19 @@ if TYPE_CHECKING:
     from magnetar.client.types import (
         BatchingType,
         CompressionType,
+        ConsoleLogger,
         ConsumerBatchReceivePolicy,
+        ConsumerCryptoFailureAction,
         ConsumerDeadLetterPolicy,
+        ConsumerKeySharedPolicy,
         ConsumerType,
+        FileLogger,
         InitialPosition,
+        KeySharedMode,
+        LoggerLevel,
         PartitionsRoutingMode,
         ProducerAccessMode,
+        RegexSubscriptionMode,
         Result,
     )
 
@@ -67,21 +89,31 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module("magnetar.client.exceptions")
     if name in _SDK:
         return getattr(importlib.import_module(_SDK[name]), name)
+    errors = importlib.import_module(_EXCEPTIONS)
+    if isinstance(getattr(errors, name, None), type) and issubclass(getattr(errors, name), Exception):
+        return getattr(errors, name)
     raise AttributeError(f"module 'magnetar' has no attribute {name!r}")
 
 
 __all__ = [
     "Authentication",
     "AuthenticationAwsIam",
+    "AuthenticationBasic",
     "AuthenticationToken",
     "BatchingType",
     "Client",
     "CompressionType",
+    "ConsoleLogger",
     "Consumer",
     "ConsumerBatchReceivePolicy",
+    "ConsumerCryptoFailureAction",
     "ConsumerDeadLetterPolicy",
+    "ConsumerKeySharedPolicy",
     "ConsumerType",
+    "FileLogger",
     "InitialPosition",
+    "KeySharedMode",
+    "LoggerLevel",
     "Message",
     "MessageId",
     "PartitionsRoutingMode",
@@ -89,6 +121,7 @@ __all__ = [
     "ProducerAccessMode",
     "PushConsumer",
     "Reader",
+    "RegexSubscriptionMode",
     "Result",
     "exceptions",
 ]

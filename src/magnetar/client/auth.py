@@ -1,4 +1,5 @@
-"""Credentials a client presents on every request: pulsar-client's `AuthenticationToken`, and
+"""Credentials a client presents on every request: pulsar-client's `AuthenticationToken` and
+`AuthenticationBasic`, and
 Magnetar's `AuthenticationAwsIam` (AWS SigV4, for an API behind API Gateway's IAM authorization).
 
     client = magnetar.Client(url, authentication=magnetar.AuthenticationToken(token))
@@ -18,6 +19,7 @@ file missing, no AWS credentials, a supplier that raised) fail the request with
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from collections.abc import Callable, Generator, Mapping
@@ -30,6 +32,7 @@ import httpx
 from magnetar.client.exceptions import AuthenticationError
 
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"  # Pulsar's authPluginClassName
+BASIC_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationBasic"
 AWS_IAM_PLUGIN = "aws-iam"
 SIGV4_SERVICE = "execute-api"
 _EXECUTE_API_HOST = re.compile(r"^[^.]+\.execute-api(?:-fips)?\.(?P<region>[a-z0-9-]+)\.amazonaws\.com", re.IGNORECASE)
@@ -125,6 +128,42 @@ class AuthenticationToken(Authentication):
         return {"Authorization": f"Bearer {self.token()}"}
 
 
+# --- HTTP Basic ---------------------------------------------------------------------------------
+class AuthenticationBasic(Authentication):
+    """Pulsar's basic authentication provider: `Authorization: Basic base64(username:password)`
+    on every request, as pulsar-client sends it over HTTP. Either `username` and `password`, or
+    `auth_params_string`, JSON `{"username": ..., "password": ..., "method": ...}` (then the
+    others are ignored). `method` names the binary protocol's authentication method; over HTTP it
+    changes nothing. The broker verifying the password is not part of Magnetar yet: a broker with
+    authentication on refuses Basic credentials with 401 (docs/semantics.md)."""
+
+    def __init__(self, username: str | None = None, password: str | None = None, method: str = "basic",
+                 auth_params_string: str | None = None) -> None:
+        if auth_params_string is not None:
+            if not isinstance(auth_params_string, str):
+                raise ValueError("Argument auth_params_string is expected to be of type 'str' and not "
+                                 f"'{type(auth_params_string).__name__}'")
+            try:
+                parsed = json.loads(auth_params_string)
+            except ValueError:
+                raise ValueError("auth_params_string is not valid JSON") from None
+            if not isinstance(parsed, dict) or not isinstance(parsed.get("username", parsed.get("userId")), str) \
+                    or not isinstance(parsed.get("password"), str):
+                raise ValueError('auth_params_string needs "username" and "password"')
+            username, password = parsed.get("username", parsed.get("userId")), parsed["password"]
+            method = str(parsed.get("method", "basic"))
+        for name, value in (("username", username), ("password", password), ("method", method)):
+            if not isinstance(value, str):
+                raise ValueError(f"Argument {name} is expected to be of type 'str' and not '{type(value).__name__}'")
+        assert username is not None and password is not None
+        self.username = username
+        self.method = method
+        self._value = "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode("ascii")
+
+    def headers(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
+        return {"Authorization": self._value}
+
+
 # --- AWS SigV4 ----------------------------------------------------------------------------------
 def _host(url: str) -> str:
     """The Host header a client sends for `url` (the port only when it is not the scheme's default)."""
@@ -216,6 +255,10 @@ def from_params(plugin: str | None, params: str | None) -> Authentication | None
                 key, _, value = params.partition(":")
                 region = value.strip() if key.strip() == "region" else params
         return AuthenticationAwsIam(region=region)
+    if name == BASIC_PLUGIN or name.lower() == "basic" or name.endswith("AuthenticationBasic"):
+        if params is None:
+            raise ValueError('Basic authentication needs parameters: {"username": ..., "password": ...}')
+        return AuthenticationBasic(auth_params_string=params)
     if name and name != TOKEN_PLUGIN and name.lower() != "token" and not name.endswith(".AuthenticationToken") \
             and name != "AuthenticationToken":
         raise ValueError(f"Unsupported authentication plugin {name!r}: use {TOKEN_PLUGIN} or {AWS_IAM_PLUGIN}")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
+import sys
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -19,12 +21,19 @@ from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
     BatchingType,
     CompressionType,
+    ConsoleLogger,
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
+    ConsumerKeySharedPolicy,
     ConsumerType,
+    FileLogger,
     InitialPosition,
+    LoggerLevel,
     PartitionsRoutingMode,
     ProducerAccessMode,
+    RegexSubscriptionMode,
+    check_type,
+    check_type_or_none,
 )
 from magnetar.core.errors import InvalidInput
 from magnetar.core.naming import NamespaceName, TopicName, check_subscription
@@ -51,14 +60,44 @@ class Client:
     https -> wss, as the local stack serves both on one port; on AWS, the stack's `WebSocketUrl`).
     `delivery`: "auto" pushes non-persistent topics (the only way to consume them) and long-polls
     persistent ones; "push" pushes both; "poll" never pushes.
-    `authentication` (second, as in pulsar-client): `AuthenticationToken(token)` or
-    `AuthenticationAwsIam()`; every request, retry and WebSocket connect of every producer, consumer
-    and reader of this client presents it. A 401 raises `AuthenticationError`, a 403
-    `AuthorizationError`, with the broker's reason."""
+    `authentication` (second, as in pulsar-client): `AuthenticationToken(token)`,
+    `AuthenticationBasic(username, password)` or `AuthenticationAwsIam()`; every request, retry and
+    WebSocket connect of every producer, consumer and reader of this client presents it. A 401
+    raises `AuthenticationError`, a 403 `AuthorizationError`, with the broker's reason.
+
+    pulsar-client's other settings are accepted and validated as it validates them (a wrong type
+    is a ValueError); `logger` (a `logging.Logger`, `ConsoleLogger` or `FileLogger`) receives the
+    SDK's log. The rest describe a binary connection to a broker and have no effect over HTTPS:
+    `io_threads`, `message_listener_threads`, `concurrent_lookup_requests`, `log_conf_file_path`,
+    `stats_interval_in_seconds`, `use_tls` (the URL's scheme decides), the `tls_*` files and
+    flags, `connection_timeout_ms` and `listener_name` (docs/semantics.md)."""
 
     def __init__(self, service_url: str, authentication: Authentication | None = None,
-                 operation_timeout_seconds: int = 30, websocket_url: str | None = None,
+                 operation_timeout_seconds: int = 30, io_threads: int = 1, message_listener_threads: int = 1,
+                 concurrent_lookup_requests: int = 50000, log_conf_file_path: str | None = None,
+                 stats_interval_in_seconds: int = 600, use_tls: bool = False,
+                 tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
+                 tls_validate_hostname: bool = False, logger: Any = None, connection_timeout_ms: int = 10000,
+                 listener_name: str | None = None, tls_private_key_file_path: str | None = None,
+                 tls_certificate_file_path: str | None = None, websocket_url: str | None = None,
                  delivery: str = "auto") -> None:
+        check_type(str, service_url, "service_url")
+        check_type(int, operation_timeout_seconds, "operation_timeout_seconds")
+        for name, value in (("connection_timeout_ms", connection_timeout_ms), ("io_threads", io_threads),
+                            ("message_listener_threads", message_listener_threads),
+                            ("concurrent_lookup_requests", concurrent_lookup_requests),
+                            ("stats_interval_in_seconds", stats_interval_in_seconds)):
+            check_type(int, value, name)
+        for name, value in (("use_tls", use_tls), ("tls_allow_insecure_connection", tls_allow_insecure_connection),
+                            ("tls_validate_hostname", tls_validate_hostname)):
+            check_type(bool, value, name)
+        for name, optional in (("log_conf_file_path", log_conf_file_path),
+                               ("tls_trust_certs_file_path", tls_trust_certs_file_path),
+                               ("listener_name", listener_name),
+                               ("tls_private_key_file_path", tls_private_key_file_path),
+                               ("tls_certificate_file_path", tls_certificate_file_path)):
+            check_type_or_none(str, optional, name)
+        self._log_handler = _log_handler(logger)
         self._transport = Transport(service_url, float(operation_timeout_seconds), authentication)
         self._websocket_url = websocket_base(websocket_url or service_url)
         self._delivery = _delivery(delivery)
@@ -72,6 +111,7 @@ class Client:
         return int(result.get("partitions", 0))
 
     def get_topic_partitions(self, topic: str) -> list[str]:
+        check_type(str, topic, "topic")
         name = _topic(topic)
         n = self._partitions(name)
         return [str(name.partition(i)) for i in range(n)] if n else [str(name)]
@@ -81,19 +121,50 @@ class Client:
         self,
         topic: str,
         producer_name: str | None = None,
+        initial_sequence_id: int | None = None,
         send_timeout_millis: int = 30_000,
         compression_type: CompressionType = CompressionType.NONE,
+        max_pending_messages: int = 1000,
+        max_pending_messages_across_partitions: int = 50000,
+        block_if_queue_full: bool = False,
         batching_enabled: bool = True,
         batching_max_messages: int = 1000,
         batching_max_allowed_size_in_bytes: int = 128 * 1024,
         batching_max_publish_delay_ms: int = 10,
-        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
-        message_router: Callable[[Message, int], int] | None = None,
         chunking_enabled: bool = False,
-        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+        message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
+        lazy_start_partitioned_producers: bool = False,
+        properties: dict[str, str] | None = None,
         batching_type: BatchingType = BatchingType.Default,
-        max_pending_messages: int = 1000,
+        access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
+        message_router: Callable[[Message, int], int] | None = None,
     ) -> Producer | PartitionedProducer:
+        """pulsar-client's `create_producer` (its order of parameters; `schema`, `encryption_key`
+        and `crypto_key_reader` are not there yet). `initial_sequence_id`: the first message gets
+        the next one. Accepted without effect: `max_pending_messages_across_partitions`,
+        `block_if_queue_full` (a full queue always blocks `send`), `lazy_start_partitioned_producers`
+        (partition producers cost nothing until they send) and `properties`."""
+        check_type(str, topic, "topic")
+        check_type_or_none(str, producer_name, "producer_name")
+        check_type_or_none(int, initial_sequence_id, "initial_sequence_id")
+        for arg, number in (("send_timeout_millis", send_timeout_millis), ("max_pending_messages", max_pending_messages),
+                             ("max_pending_messages_across_partitions", max_pending_messages_across_partitions),
+                             ("batching_max_messages", batching_max_messages),
+                             ("batching_max_allowed_size_in_bytes", batching_max_allowed_size_in_bytes),
+                             ("batching_max_publish_delay_ms", batching_max_publish_delay_ms)):
+            check_type(int, number, arg)
+        check_type(CompressionType, compression_type, "compression_type")
+        for arg, flag in (("block_if_queue_full", block_if_queue_full), ("batching_enabled", batching_enabled),
+                           ("chunking_enabled", chunking_enabled),
+                           ("lazy_start_partitioned_producers", lazy_start_partitioned_producers)):
+            check_type(bool, flag, arg)
+        check_type_or_none(dict, properties, "properties")
+        check_type(BatchingType, batching_type, "batching_type")
+        check_type(ProducerAccessMode, access_mode, "access_mode")
+        if access_mode is ProducerAccessMode.ExclusiveWithFencing:
+            raise exceptions.OperationNotSupported(
+                "ProducerAccessMode.ExclusiveWithFencing is not supported by Magnetar yet: use Exclusive or "
+                "WaitForExclusive")
         name = _topic(topic)
         options: dict[str, Any] = {
             "batching_enabled": batching_enabled, "batching_max_messages": batching_max_messages,
@@ -101,7 +172,7 @@ class Client:
             "batching_max_publish_delay_ms": batching_max_publish_delay_ms,
             "send_timeout_millis": send_timeout_millis, "compression_type": compression_type,
             "chunking_enabled": chunking_enabled, "access_mode": access_mode, "batching_type": batching_type,
-            "max_pending_messages": max_pending_messages,
+            "max_pending_messages": max_pending_messages, "initial_sequence_id": initial_sequence_id,
             "attach": True,  # registers the producer (limits, quotas, stats); a named one resumes its sequence
         }
         partitions = self._partitions(name)
@@ -123,21 +194,71 @@ class Client:
         topic: str | list[str] | re.Pattern[str] | None,
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
-        consumer_name: str | None = None,
-        initial_position: InitialPosition = InitialPosition.Latest,
-        unacked_messages_timeout_ms: int | None = None,
-        receiver_queue_size: int = 1000,
-        batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
-        negative_ack_redelivery_delay_ms: int = 60_000,
-        dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
         message_listener: Callable[[Any, Message], None] | None = None,
-        pattern: str | re.Pattern[str] | None = None,
+        receiver_queue_size: int = 1000,
+        max_total_receiver_queue_size_across_partitions: int = 50000,
+        consumer_name: str | None = None,
+        unacked_messages_timeout_ms: int | None = None,
+        broker_consumer_stats_cache_time_ms: int = 30000,
+        negative_ack_redelivery_delay_ms: int = 60_000,
+        is_read_compacted: bool = False,
+        properties: dict[str, str] | None = None,
         pattern_auto_discovery_period: int = 60,
+        initial_position: InitialPosition = InitialPosition.Latest,
+        replicate_subscription_state_enabled: bool = False,
+        max_pending_chunked_message: int = 10,
+        auto_ack_oldest_chunked_message_on_queue_full: bool = False,
+        start_message_id_inclusive: bool = False,
+        batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
+        key_shared_policy: ConsumerKeySharedPolicy | None = None,
+        batch_index_ack_enabled: bool = False,
+        regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
+        dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
+        pattern: str | re.Pattern[str] | None = None,
         retry_enable: bool = False,
         expire_time_of_incomplete_chunked_message_ms: int = 60_000,
         delivery: str | None = None,
     ) -> Consumer | MultiTopicsConsumer | PushConsumer:
-        """`delivery` overrides the client's ("auto", "push" or "poll") for this consumer."""
+        """pulsar-client's `subscribe` (its order of parameters; `schema`, `crypto_key_reader` and
+        `crypto_failure_action` are not there yet), then Magnetar's: `pattern` (a regex, as
+        `topic` may be), `retry_enable`, `expire_time_of_incomplete_chunked_message_ms`, and
+        `delivery` overriding the client's ("auto", "push" or "poll") for this consumer.
+
+        `regex_subscription_mode` picks the domains a pattern lists (persistent, non-persistent or
+        both; the pattern's own `persistent://` prefix is not a filter, as in Pulsar).
+        `is_read_compacted`: Magnetar does not compact topics yet, and the compacted view of a
+        topic never compacted is the whole topic, which is what the consumer reads. Accepted
+        without effect yet (docs/semantics.md): `key_shared_policy` (the broker hashes keys to
+        consumers itself), `start_message_id_inclusive`, `max_pending_chunked_message`,
+        `auto_ack_oldest_chunked_message_on_queue_full`, `batch_index_ack_enabled` (batch-index
+        acknowledgement is always on), `max_total_receiver_queue_size_across_partitions`,
+        `broker_consumer_stats_cache_time_ms`, `replicate_subscription_state_enabled`, `properties`."""
+        check_type(str, subscription_name, "subscription_name")
+        check_type(ConsumerType, consumer_type, "consumer_type")
+        for name, number in (("receiver_queue_size", receiver_queue_size),
+                             ("max_total_receiver_queue_size_across_partitions",
+                              max_total_receiver_queue_size_across_partitions),
+                             ("broker_consumer_stats_cache_time_ms", broker_consumer_stats_cache_time_ms),
+                             ("negative_ack_redelivery_delay_ms", negative_ack_redelivery_delay_ms),
+                             ("pattern_auto_discovery_period", pattern_auto_discovery_period),
+                             ("max_pending_chunked_message", max_pending_chunked_message)):
+            check_type(int, number, name)
+        check_type_or_none(str, consumer_name, "consumer_name")
+        check_type_or_none(int, unacked_messages_timeout_ms, "unacked_messages_timeout_ms")
+        for name, flag in (("is_read_compacted", is_read_compacted),
+                           ("replicate_subscription_state_enabled", replicate_subscription_state_enabled),
+                           ("auto_ack_oldest_chunked_message_on_queue_full",
+                            auto_ack_oldest_chunked_message_on_queue_full),
+                           ("start_message_id_inclusive", start_message_id_inclusive),
+                           ("batch_index_ack_enabled", batch_index_ack_enabled)):
+            check_type(bool, flag, name)
+        check_type_or_none(dict, properties, "properties")
+        check_type(InitialPosition, initial_position, "initial_position")
+        check_type_or_none(ConsumerBatchReceivePolicy, batch_receive_policy, "batch_receive_policy")
+        check_type_or_none(ConsumerKeySharedPolicy, key_shared_policy, "key_shared_policy")
+        check_type(RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
+        if pattern is None and not isinstance(topic, str | list | re.Pattern):
+            raise ValueError("Argument 'topic' is expected to be of a type between (str, list, re.pattern)")
         try:
             check_subscription(subscription_name)
         except InvalidInput as exc:
@@ -149,9 +270,10 @@ class Client:
         if isinstance(topic, re.Pattern):
             regex: re.Pattern[str] = topic
             namespace = self._pattern_namespace(regex)
+            unscoped = _without_domain(regex)
 
             def discover_topics() -> list[str]:
-                return self._expand(matching(regex, self._namespace_topics(namespace)))
+                return self._expand(matching(unscoped, self._namespace_topics(namespace, regex_subscription_mode)))
 
             discover = discover_topics
             topics = discover_topics()
@@ -226,24 +348,111 @@ class Client:
             return NamespaceName("public", "default")
         return NamespaceName.parse("/".join(parts[:2]))
 
-    def _namespace_topics(self, namespace: NamespaceName) -> list[str]:
-        plain: list[str] = self._transport.call("GET", f"/admin/v2/persistent/{namespace}")
+    def _namespace_topics(self, namespace: NamespaceName,
+                          mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly) -> list[str]:
+        """The namespace's topics of the domains `mode` names, a partitioned topic by its base name."""
+        domains = {RegexSubscriptionMode.PersistentOnly: ("persistent",),
+                   RegexSubscriptionMode.NonPersistentOnly: ("non-persistent",),
+                   RegexSubscriptionMode.AllTopics: ("persistent", "non-persistent")}[mode]
+        plain: list[str] = []
+        for domain in domains:
+            plain += self._transport.call("GET", f"/admin/v2/{domain}/{namespace}")
         partitioned: list[str] = self._transport.call("GET", f"/admin/v2/persistent/{namespace}/partitioned")
-        bases = set(partitioned)
+        bases = {t for t in partitioned if t.split("://", 1)[0] in domains}
         return sorted(bases | {t for t in plain if TopicName.parse(t).partitioned_topic.__str__() not in bases})
 
     # --- readers -------------------------------------------------------------------------------
-    def create_reader(self, topic: str, start_message_id: MessageId, receiver_queue_size: int = 1000,
+    def create_reader(self, topic: str, start_message_id: MessageId,
+                      reader_listener: Callable[[Reader, Message], None] | None = None,
+                      receiver_queue_size: int = 1000, reader_name: str | None = None,
+                      subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
                       start_message_id_inclusive: bool = False) -> Reader:
+        """pulsar-client's `create_reader` (its order; `schema`, `crypto_key_reader` and
+        `crypto_failure_action` not there yet). `reader_listener(reader, message)` is called for
+        each message, in order, on the reader's thread. A reader holds no subscription here, so
+        `reader_name` and `subscription_role_prefix` have no effect; `is_read_compacted` reads the
+        whole topic, as for a topic never compacted (Magnetar does not compact yet)."""
+        check_type(str, topic, "topic")
+        check_type(MessageId, start_message_id, "start_message_id")
+        check_type(int, receiver_queue_size, "receiver_queue_size")
+        check_type_or_none(str, reader_name, "reader_name")
+        check_type_or_none(str, subscription_role_prefix, "subscription_role_prefix")
+        check_type(bool, is_read_compacted, "is_read_compacted")
+        check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
         name = _topic(topic)
         if self._partitions(name):
             raise exceptions.InvalidConfiguration("Create one reader per partition of a partitioned topic")
-        reader = Reader(self._transport, name, start_message_id, start_message_id_inclusive, receiver_queue_size)
+        reader = Reader(self._transport, name, start_message_id, start_message_id_inclusive, receiver_queue_size,
+                        reader_listener)
         self._closeables.append(reader)
         return reader
 
     def close(self) -> None:
+        """Close every producer (after sending what they hold), consumer and reader, then the client."""
         for item in reversed(self._closeables):
             with contextlib.suppress(exceptions.PulsarException):
                 item.close()
         self._transport.close()
+        self._drop_log_handler()
+
+    def shutdown(self) -> None:
+        """pulsar-client's immediate shutdown: the connection closes first, so nothing waits for
+        ongoing operations; messages not yet acknowledged by the broker fail (`AlreadyClosed`)."""
+        self._transport.close()
+        for item in reversed(self._closeables):
+            with contextlib.suppress(exceptions.PulsarException):
+                item.close()
+        self._drop_log_handler()
+
+    def _drop_log_handler(self) -> None:
+        if self._log_handler is not None:
+            logging.getLogger("magnetar").removeHandler(self._log_handler)
+            self._log_handler.close()
+            self._log_handler = None
+
+
+_LEVELS = {LoggerLevel.Debug: logging.DEBUG, LoggerLevel.Info: logging.INFO, LoggerLevel.Warn: logging.WARNING,
+           LoggerLevel.Error: logging.ERROR}
+
+
+class _ToLogger(logging.Handler):
+    """Hands the SDK's records to the application's logger (pulsar-client's `logger=Logger`)."""
+
+    def __init__(self, target: logging.Logger) -> None:
+        super().__init__()
+        self._target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self._target.handle(record)
+
+
+def _log_handler(logger: Any) -> logging.Handler | None:
+    """pulsar-client's `logger`: where the SDK's log (the `magnetar` logger) goes, for this client."""
+    handler: logging.Handler
+    level = logging.NOTSET
+    if logger is None:
+        return None
+    if isinstance(logger, logging.Logger):
+        handler = _ToLogger(logger)
+    elif isinstance(logger, ConsoleLogger):
+        handler, level = logging.StreamHandler(sys.stdout), _LEVELS[logger.log_level]
+    elif isinstance(logger, FileLogger):
+        handler, level = logging.FileHandler(logger.log_file), _LEVELS[logger.log_level]
+    else:
+        raise ValueError("Logger is expected to be either None, logger.Logger, pulsar.ConsoleLogger or "
+                         "pulsar.FileLogger")
+    handler.setLevel(level)
+    root = logging.getLogger("magnetar")
+    if level and (root.level == logging.NOTSET or root.level > level):
+        root.setLevel(level)
+    root.addHandler(handler)
+    return handler
+
+
+def _without_domain(regex: re.Pattern[str]) -> re.Pattern[str]:
+    """Pulsar matches a topic pattern without its domain: the mode, not the prefix, picks domains."""
+    text = regex.pattern
+    for prefix in ("persistent://", "non-persistent://", "persistent:\\/\\/", "non-persistent:\\/\\/"):
+        if text.startswith(prefix):
+            return re.compile(text[len(prefix):], regex.flags)
+    return regex

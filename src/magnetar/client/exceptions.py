@@ -76,6 +76,124 @@ class ProducerBusy(PulsarException):
     """The topic has its maximum number of producers."""
 
 
+class CumulativeAcknowledgementNotAllowedError(PulsarException):
+    """Cumulative acknowledgement on a Shared or Key_Shared subscription (Pulsar refuses it)."""
+
+
+class OperationNotSupported(PulsarException):
+    """A Pulsar feature Magnetar does not (yet) provide."""
+
+
+# The rest of pulsar-client's exception names, so that `except pulsar.X` ports unchanged. Magnetar
+# raises the ones whose meaning it has; the others exist only for the names.
+class UnknownError(PulsarException):
+    pass
+
+
+class InvalidUrl(PulsarException):
+    pass
+
+
+class InvalidTopicName(PulsarException):
+    pass
+
+
+class InvalidMessage(PulsarException):
+    pass
+
+
+class LookupError(PulsarException):
+    pass
+
+
+class ReadError(PulsarException):
+    pass
+
+
+class ConsumerNotFound(PulsarException):
+    pass
+
+
+class ConsumerNotInitialized(PulsarException):
+    pass
+
+
+class ConsumerAssignError(PulsarException):
+    pass
+
+
+class ProducerNotInitialized(PulsarException):
+    pass
+
+
+class ProducerQueueIsFull(PulsarException):
+    pass
+
+
+class MemoryBufferIsFull(PulsarException):
+    pass
+
+
+class BrokerMetadataError(PulsarException):
+    pass
+
+
+class BrokerPersistenceError(PulsarException):
+    pass
+
+
+class ChecksumError(PulsarException):
+    pass
+
+
+class CryptoError(PulsarException):
+    pass
+
+
+class ErrorGettingAuthenticationData(PulsarException):
+    pass
+
+
+class IncompatibleSchema(PulsarException):
+    pass
+
+
+class Interrupted(PulsarException):
+    pass
+
+
+class NotConnected(PulsarException):
+    pass
+
+
+class TopicTerminated(PulsarException):
+    pass
+
+
+class TooManyLookupRequestException(PulsarException):
+    pass
+
+
+class UnsupportedVersionError(PulsarException):
+    pass
+
+
+class TransactionConflict(PulsarException):
+    pass
+
+
+class TransactionCoordinatorNotFoundError(PulsarException):
+    pass
+
+
+class TransactionNotFound(PulsarException):
+    pass
+
+
+class InvalidTxnStatusError(PulsarException):
+    pass
+
+
 def from_response(status: int, reason: str) -> PulsarException:
     if status == 409 and "exclusive producer" in reason:
         return ProducerFenced(reason, status)

@@ -42,10 +42,30 @@ class MessageId:
         return struct.pack(_ID_FORMAT, d.ledger_id, d.entry_id, d.partition, d.batch_index)
 
     @staticmethod
-    def deserialize(data: bytes) -> MessageId:
+    def deserialize(message_id_bytes: bytes, topic: str | None = None) -> MessageId:
+        """The id `serialize()` gave; `topic` (as in pulsar-client, for multi-topic consumers) says
+        which topic partition it belongs to, so that it can be acknowledged through such a consumer."""
+        data = message_id_bytes
+        if not isinstance(data, bytes | bytearray):
+            raise ValueError(f"Argument message_id_bytes is expected to be of type 'bytes' and not "
+                             f"'{type(data).__name__}'")
         if len(data) != struct.calcsize(_ID_FORMAT):
             raise ValueError(f"a serialized MessageId is {struct.calcsize(_ID_FORMAT)} bytes, got {len(data)}")
-        return MessageId(*struct.unpack(_ID_FORMAT, data))
+        if topic is not None and not isinstance(topic, str):
+            raise ValueError("Argument topic is expected to be either None or of type 'str'")
+        ledger_id, entry_id, partition, batch_index = struct.unpack(_ID_FORMAT, bytes(data))
+        return MessageId(ledger_id, entry_id, partition, batch_index, topic or "")
+
+    @classmethod
+    def wrap(cls, msg_id: MessageId) -> MessageId:
+        """pulsar-client wraps its native id in the Python class; Magnetar's ids are already that
+        class, so this gives an equal id (topic and batch size kept)."""
+        if not isinstance(msg_id, MessageId):
+            raise ValueError(f"Argument msg_id is expected to be of type 'MessageId' and not '{type(msg_id).__name__}'")
+        d = msg_id._data
+        wrapped = cls(d.ledger_id, d.entry_id, d.partition, d.batch_index, msg_id._topic, msg_id._batch_size)
+        wrapped._chunks = msg_id._chunks
+        return wrapped
 
     @staticmethod
     def from_text(text: str, topic: str = "") -> MessageId:
@@ -157,6 +177,16 @@ class Message:
 
     def producer_name(self) -> str:
         return self._producer_name
+
+    def has_null_value(self) -> bool:
+        """pulsar-client's null value (a tombstone); Magnetar does not carry null values yet
+        (docs/semantics.md), so no message has one."""
+        return False
+
+    def encryption_context(self) -> None:
+        """pulsar-client gives None for a message that was not encrypted; Magnetar has no
+        end-to-end encryption yet, so no message is."""
+        return None
 
     def __repr__(self) -> str:
         return f"Message(id={self._message_id}, topic={self._topic!r}, {len(self._data)} bytes)"

@@ -23,12 +23,20 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from magnetar.client import exceptions
 from magnetar.client.message import MessageId
 from magnetar.client.transport import Transport, topic_path
-from magnetar.client.types import BatchingType, CompressionType, ProducerAccessMode, Result
+from magnetar.client.types import (
+    BatchingType,
+    CompressionType,
+    ProducerAccessMode,
+    Result,
+    check_type,
+    check_type_or_none,
+)
 from magnetar.core.compression import Codec, compress
 from magnetar.core.entry import Message, encode_messages
 from magnetar.core.naming import TopicName
@@ -56,6 +64,27 @@ class _Pending:
     chunks: list[tuple[bytes, int, int]] = field(default_factory=list)  # (chunk, codec size, uncompressed)
 
 
+def _check_send(properties: object, partition_key: object, ordering_key: object, sequence_id: object,
+                replication_clusters: object, disable_replication: object, event_timestamp: object,
+                deliver_at: object, deliver_after: object) -> None:
+    """pulsar-client's argument checks of `send`/`send_async` (its `_build_msg`): ValueError."""
+    check_type_or_none(dict, properties, "properties")
+    check_type_or_none(str, partition_key, "partition_key")
+    check_type_or_none(str, ordering_key, "ordering_key")
+    check_type_or_none(int, sequence_id, "sequence_id")
+    check_type_or_none(list, replication_clusters, "replication_clusters")
+    check_type(bool, disable_replication, "disable_replication")
+    check_type_or_none(int, event_timestamp, "event_timestamp")
+    check_type_or_none(int, deliver_at, "deliver_at")
+    check_type_or_none((timedelta, int), deliver_after, "deliver_after")
+
+
+def _after_ms(deliver_after: timedelta | int | None) -> int | None:
+    if isinstance(deliver_after, timedelta):
+        return int(deliver_after.total_seconds() * 1000)
+    return deliver_after
+
+
 class Producer:
     def __init__(
         self,
@@ -73,6 +102,7 @@ class Producer:
         attach: bool = False,
         batching_type: BatchingType = BatchingType.Default,
         max_pending_messages: int = 1000,
+        initial_sequence_id: int | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -98,6 +128,8 @@ class Producer:
         self._access_mode = access_mode
         self._attach_path = f"/magnetar/v1/producer/{topic_path(topic)}/{self._name}"
         last = self._attach() if attach or access_mode is not ProducerAccessMode.Shared else -1
+        if initial_sequence_id is not None:  # pulsar-client: the first message gets the next one
+            last = initial_sequence_id
         self._next_sequence_id = last + 1  # a named producer resumes its sequence after a restart
         self._last_sequence_id = last
         self._cond = threading.Condition()
@@ -140,19 +172,29 @@ class Producer:
         return self._last_sequence_id
 
     def send(self, content: bytes, properties: dict[str, str] | None = None, partition_key: str | None = None,
-             ordering_key: str | None = None, sequence_id: int | None = None, event_timestamp: int | None = None,
-             deliver_at: int | None = None, deliver_after: int | None = None) -> MessageId:
+             ordering_key: str | None = None, sequence_id: int | None = None,
+             replication_clusters: list[str] | None = None, disable_replication: bool = False,
+             event_timestamp: int | None = None, deliver_at: int | None = None,
+             deliver_after: timedelta | int | None = None) -> MessageId:
+        """pulsar-client's `send`: `deliver_at` in ms since the epoch, `deliver_after` a `timedelta`
+        (Magnetar also takes ms as an int). `replication_clusters` and `disable_replication` are
+        validated and have no effect: Magnetar has no geo-replication."""
+        _check_send(properties, partition_key, ordering_key, sequence_id, replication_clusters, disable_replication,
+                    event_timestamp, deliver_at, deliver_after)
         future = self._enqueue(content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
-                               deliver_at, deliver_after, None)
+                               deliver_at, _after_ms(deliver_after), None)
         self.flush()
         return future.result()
 
     def send_async(self, content: bytes, callback: SendCallback | None, properties: dict[str, str] | None = None,
                    partition_key: str | None = None, ordering_key: str | None = None, sequence_id: int | None = None,
+                   replication_clusters: list[str] | None = None, disable_replication: bool = False,
                    event_timestamp: int | None = None, deliver_at: int | None = None,
-                   deliver_after: int | None = None) -> None:
+                   deliver_after: timedelta | int | None = None) -> None:
+        _check_send(properties, partition_key, ordering_key, sequence_id, replication_clusters, disable_replication,
+                    event_timestamp, deliver_at, deliver_after)
         self._enqueue(content, properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at,
-                      deliver_after, callback)
+                      _after_ms(deliver_after), callback)
 
     def flush(self) -> None:
         """Send everything queued so far and wait until it is acknowledged (or failed)."""
@@ -183,7 +225,7 @@ class Producer:
         if self._closed:
             raise exceptions.AlreadyClosed("Producer already closed")
         if not isinstance(content, bytes | bytearray | memoryview):
-            raise TypeError("content must be bytes")
+            raise ValueError(f"Argument data is expected to be of type 'bytes' and not '{type(content).__name__}'")
         if not content:
             raise exceptions.InvalidConfiguration("Empty payload")
         at = int(deliver_at or 0)

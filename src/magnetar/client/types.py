@@ -31,9 +31,49 @@ class Result(Enum):
     NotAllowedError = 7
     ConnectError = 8
     AlreadyClosed = 9
+    # pulsar-client's other results (values are Magnetar's own; compare members, not numbers)
+    InvalidUrl = 10
+    ServiceUnitNotReady = 11
+    OperationNotSupported = 12
+    ProducerBlockedQuotaExceededError = 13
+    ProducerBlockedQuotaExceededException = 14
+    ProducerQueueIsFull = 15
+    TopicTerminated = 16
+    CryptoError = 17
+    IncompatibleSchema = 18
+    ConsumerAssignError = 19
+    CumulativeAcknowledgementNotAllowedError = 20
+    TransactionCoordinatorNotFoundError = 21
+    InvalidTxnStatusError = 22
+    TransactionConflict = 24
+    TransactionNotFound = 25
+    ProducerFenced = 26
+    MemoryBufferIsFull = 27
+    Interrupted = 28
+    AuthenticationError = 29
+    AuthorizationError = 30
+    ErrorGettingAuthenticationData = 31
+    BrokerMetadataError = 32
+    BrokerPersistenceError = 33
+    ChecksumError = 34
+    ConsumerNotFound = 35
+    ConsumerNotInitialized = 36
+    ProducerNotInitialized = 37
+    ProducerBusy = 38
+    TooManyLookupRequestException = 39
+    InvalidTopicName = 40
+    InvalidMessage = 41
+    LookupError = 42
+    ReadError = 43
+    SubscriptionNotFound = 44
+    NotConnected = 45
+    UnsupportedVersionError = 46
 
     @staticmethod
     def from_exception(exc: Exception) -> Result:
+        named = getattr(Result, type(exc).__name__, None)
+        if isinstance(named, Result):  # every SDK exception is named as its Result
+            return named
         for cls, result in (
             (exceptions.Timeout, Result.Timeout),
             (exceptions.InvalidConfiguration, Result.InvalidConfiguration),
@@ -74,9 +114,97 @@ class PartitionsRoutingMode(Enum):
 
 
 class ProducerAccessMode(Enum):
+    """`ExclusiveWithFencing` (Pulsar: take the topic, fencing out the current exclusive producer)
+    is refused by `create_producer` with `OperationNotSupported`: the broker has no fencing yet."""
+
     Shared = "Shared"
     Exclusive = "Exclusive"
     WaitForExclusive = "WaitForExclusive"
+    ExclusiveWithFencing = "ExclusiveWithFencing"
+
+
+class KeySharedMode(Enum):
+    AutoSplit = 0
+    Sticky = 1
+
+
+class RegexSubscriptionMode(Enum):
+    PersistentOnly = 0
+    NonPersistentOnly = 1
+    AllTopics = 2
+
+
+class ConsumerCryptoFailureAction(Enum):
+    FAIL = 0
+    DISCARD = 1
+    CONSUME = 2
+
+
+class LoggerLevel(Enum):
+    Debug = 0
+    Info = 1
+    Warn = 2
+    Error = 3
+
+
+class ConsumerKeySharedPolicy:
+    """pulsar-client's Key_Shared policy, validated as pulsar-client validates it. Accepted by
+    `subscribe(key_shared_policy=...)`; the broker assigns keys by its own consistent hashing, so
+    Sticky hash ranges and `allow_out_of_order_delivery` have no effect yet (docs/semantics.md)."""
+
+    def __init__(self, key_shared_mode: KeySharedMode = KeySharedMode.AutoSplit,
+                 allow_out_of_order_delivery: bool = False,
+                 sticky_ranges: list[tuple[int, int]] | None = None) -> None:
+        if key_shared_mode == KeySharedMode.Sticky and sticky_ranges is None:
+            raise ValueError("When using key_shared_mode = KeySharedMode.Sticky you must also provide sticky_ranges")
+        self._mode = key_shared_mode
+        self._allow_out_of_order = allow_out_of_order_delivery
+        self._ranges = list(sticky_ranges or [])
+
+    @property
+    def key_shared_mode(self) -> KeySharedMode:
+        return self._mode
+
+    @property
+    def allow_out_of_order_delivery(self) -> bool:
+        return self._allow_out_of_order
+
+    @property
+    def sticky_ranges(self) -> list[tuple[int, int]]:
+        return list(self._ranges)
+
+
+class ConsoleLogger:
+    """pulsar-client's logger to standard output: here, the `magnetar` Python logger at `log_level`
+    with a stream handler."""
+
+    def __init__(self, log_level: LoggerLevel = LoggerLevel.Info) -> None:
+        check_type(LoggerLevel, log_level, "log_level")
+        self.log_level = log_level
+
+
+class FileLogger:
+    """pulsar-client's logger to a file: here, the `magnetar` Python logger appending to `log_file`."""
+
+    def __init__(self, log_level: LoggerLevel, log_file: str) -> None:
+        check_type(LoggerLevel, log_level, "log_level")
+        check_type(str, log_file, "log_file")
+        self.log_level = log_level
+        self.log_file = log_file
+
+
+def check_type(var_type: type | tuple[type, ...], var: object, name: str) -> None:
+    """pulsar-client's `_check_type`: a wrong argument type is a ValueError, with its message."""
+    if not isinstance(var, var_type):
+        names = var_type.__name__ if isinstance(var_type, type) else "' or '".join(t.__name__ for t in var_type)
+        raise ValueError(f"Argument {name} is expected to be of type '{names}' and not '{type(var).__name__}'")
+
+
+def check_type_or_none(var_type: type | tuple[type, ...], var: object, name: str) -> None:
+    """pulsar-client's `_check_type_or_none`."""
+    if var is not None and not isinstance(var, var_type):
+        names = var_type.__name__ if isinstance(var_type, type) else "' or '".join(t.__name__ for t in var_type)
+        raise ValueError(f"Argument {name} is expected to be either None or of type '{names}'")
 
 
 @dataclass(frozen=True)
