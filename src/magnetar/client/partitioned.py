@@ -156,6 +156,8 @@ class PartitionsPoller:
                 self._polling = True
                 try:
                     self._poll_once(room, out)
+                except exceptions.AlreadyClosed:
+                    return  # the client was closed under us
                 finally:
                     self._polling = False
             for message in out:
@@ -191,6 +193,8 @@ class PartitionsPoller:
                 log.warning("re-attaching the partitions failed; retrying", exc_info=True)
                 time.sleep(0.5)
             return
+        except exceptions.AlreadyClosed:
+            raise
         except exceptions.PulsarException:
             self._restore(children, acks)
             if not self._closed.is_set():
@@ -235,6 +239,8 @@ class PartitionsPoller:
                     for child in children.values():
                         transport.call("PUT", child._consumer_path, child._subscribe_body)
                     self._last_poll = time.monotonic()
+            except exceptions.AlreadyClosed:
+                return  # the client was closed under us
             except exceptions.PulsarException:
                 if not self._closed.is_set():
                     log.warning("partitioned consumer background call failed", exc_info=True)

@@ -3,7 +3,9 @@
 Every step reads the cursor (with the seal and writer states, in one round trip), changes it in
 memory with the pure operations of `CursorState`, and writes it back with a conditional write on
 its version. Two Lambdas serving the same subscription never hand out the same entry: the loser
-of the race re-reads and tries again.
+of the race re-reads and tries again. The in-memory part is `SubscriptionService.step`, so a
+receive over several partitions of a partitioned topic (`dispatch_partitions`) takes the same
+step per partition and writes the cursors together.
 """
 
 from __future__ import annotations
