@@ -16,7 +16,7 @@ from magnetar.client.message import Message, MessageId
 from magnetar.client.partitioned import MultiTopicsConsumer, PartitionedProducer, matching
 from magnetar.client.producer import Producer
 from magnetar.client.push import PushConsumer, websocket_base
-from magnetar.client.reader import Reader
+from magnetar.client.reader import PartitionedReader, Reader
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
     BatchingType,
@@ -363,10 +363,10 @@ class Client:
 
     # --- readers -------------------------------------------------------------------------------
     def create_reader(self, topic: str, start_message_id: MessageId,
-                      reader_listener: Callable[[Reader, Message], None] | None = None,
+                      reader_listener: Callable[[Any, Message], None] | None = None,
                       receiver_queue_size: int = 1000, reader_name: str | None = None,
                       subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
-                      start_message_id_inclusive: bool = False) -> Reader:
+                      start_message_id_inclusive: bool = False) -> Reader | PartitionedReader:
         """pulsar-client's `create_reader` (its order; `schema`, `crypto_key_reader` and
         `crypto_failure_action` not there yet). `reader_listener(reader, message)` is called for
         each message, in order, on the reader's thread. A reader holds no subscription here, so
@@ -380,10 +380,19 @@ class Client:
         check_type(bool, is_read_compacted, "is_read_compacted")
         check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
         name = _topic(topic)
-        if self._partitions(name):
-            raise exceptions.InvalidConfiguration("Create one reader per partition of a partitioned topic")
-        reader = Reader(self._transport, name, start_message_id, start_message_id_inclusive, receiver_queue_size,
-                        reader_listener)
+        reader: Reader | PartitionedReader
+        partitions = self._partitions(name)
+        if partitions:
+            if start_message_id not in (MessageId.earliest, MessageId.latest):
+                raise exceptions.InvalidConfiguration(
+                    "A reader of a partitioned topic starts at MessageId.earliest or MessageId.latest (then seek "
+                    "to a message id), or read one partition")
+            reader = PartitionedReader(str(name), [
+                Reader(self._transport, name.partition(i), start_message_id, start_message_id_inclusive,
+                       receiver_queue_size) for i in range(partitions)], reader_listener)
+        else:
+            reader = Reader(self._transport, name, start_message_id, start_message_id_inclusive,
+                            receiver_queue_size, reader_listener)
         self._closeables.append(reader)
         return reader
 

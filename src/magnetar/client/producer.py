@@ -69,6 +69,8 @@ def _check_send(properties: object, partition_key: object, ordering_key: object,
                 deliver_at: object, deliver_after: object) -> None:
     """pulsar-client's argument checks of `send`/`send_async` (its `_build_msg`): ValueError."""
     check_type_or_none(dict, properties, "properties")
+    if isinstance(properties, dict) and not all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items()):
+        raise TypeError("properties must map str to str (pulsar-client refuses other types with a TypeError too)")
     check_type_or_none(str, partition_key, "partition_key")
     check_type_or_none(str, ordering_key, "ordering_key")
     check_type_or_none(int, sequence_id, "sequence_id")

@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from magnetar.api.wire import entry_from_wire
 from magnetar.client import exceptions
@@ -38,21 +39,7 @@ class Reader:
 
     def _listen(self) -> None:
         assert self._listener is not None
-        while not self._closed:
-            try:
-                message = self._next(1000)
-            except exceptions.Timeout:
-                continue
-            except exceptions.PulsarException:
-                if self._closed:
-                    return
-                log.warning("reader listener: read failed; retrying", exc_info=True)
-                time.sleep(POLL_S)
-                continue
-            try:
-                self._listener(self, message)
-            except Exception:
-                log.exception("reader listener raised")
+        _run_listener(self, self._listener)
 
     def _last_entry(self) -> int:
         last = self._transport.call("GET", f"/admin/v2/{self._path}/lastMessageId")
@@ -88,30 +75,38 @@ class Reader:
     def _next(self, timeout_millis: int | None) -> Message:
         deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
         while True:
-            if self._closed:
-                raise exceptions.AlreadyClosed("Reader already closed")
-            if self._queue:
-                return self._queue.popleft()
-            if self._fetch():
-                continue
+            message = self._poll()
+            if message is not None:
+                return message
             if deadline is not None and time.monotonic() >= deadline:
                 raise exceptions.Timeout("No message within the timeout")
             time.sleep(POLL_S)
 
+    def _poll(self) -> Message | None:
+        """The next message, fetching until the topic has no more now: None when it has none."""
+        while True:
+            if self._closed:
+                raise exceptions.AlreadyClosed("Reader already closed")
+            if self._queue:
+                return self._queue.popleft()
+            if not self._fetch():
+                return None
+
     def has_message_available(self) -> bool:
         return bool(self._queue) or self._position <= self._last_entry()
 
-    def seek(self, messageid: MessageId | int) -> None:
-        """Move to a message id, or to the first message published at or after a time (ms)."""
-        target = messageid
-        if isinstance(target, int):
-            found = self._transport.call("GET", f"/magnetar/v1/reader/{self._path}/position?timestamp={target}")
-            self._queue.clear()
-            self._skip_until = None
-            self._position = int(found["entryId"])
-        else:
+    def seek(self, messageid: MessageId | int | float) -> None:
+        """Move to a message id, or to the first message published at or after a time (ms, any number)."""
+        if isinstance(messageid, MessageId):
             self._inclusive = True  # Pulsar: seek positions on the given message
-            self._place(target)
+            self._place(messageid)
+            return
+        if isinstance(messageid, bool) or not isinstance(messageid, int | float):
+            raise ValueError(f"seek takes a MessageId or a timestamp in ms, not {type(messageid).__name__}")
+        found = self._transport.call("GET", f"/magnetar/v1/reader/{self._path}/position?timestamp={int(messageid)}")
+        self._queue.clear()
+        self._skip_until = None
+        self._position = int(found["entryId"])
 
     def close(self) -> None:
         self._closed = True
@@ -133,3 +128,85 @@ class Reader:
         if moved:
             self._skip_until = None
         return bool(self._queue) or moved
+
+
+class PartitionedReader:
+    """pulsar-client's reader on a partitioned topic: a reader per partition, read in turn (each
+    partition in order; no order across partitions, as in Pulsar). It starts at
+    `MessageId.earliest` or `MessageId.latest` on every partition; `seek` takes those, a
+    timestamp (every partition), or a message id (its own partition)."""
+
+    def __init__(self, topic: str, readers: list[Reader],
+                 listener: Callable[[PartitionedReader, Message], None] | None = None) -> None:
+        self._topic = topic
+        self._readers = readers
+        self._turn = 0
+        self._closed = False
+        self._listener = listener
+        if listener is not None:
+            threading.Thread(target=_run_listener, args=(self, listener), name=f"reader-{topic}", daemon=True).start()
+
+    def topic(self) -> str:
+        return self._topic
+
+    def read_next(self, timeout_millis: int | None = None) -> Message:
+        if self._listener is not None:
+            raise exceptions.InvalidConfiguration("read_next() is not allowed on a reader with a reader_listener")
+        if timeout_millis is not None and not isinstance(timeout_millis, int):
+            raise ValueError(f"Argument timeout_millis is expected to be of type 'int' and not "
+                             f"'{type(timeout_millis).__name__}'")
+        return self._next(timeout_millis)
+
+    def _next(self, timeout_millis: int | None) -> Message:
+        deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
+        while True:
+            if self._closed:
+                raise exceptions.AlreadyClosed("Reader already closed")
+            for _ in range(len(self._readers)):
+                reader = self._readers[self._turn]
+                self._turn = (self._turn + 1) % len(self._readers)
+                message = reader._poll()
+                if message is not None:
+                    return message
+            if deadline is not None and time.monotonic() >= deadline:
+                raise exceptions.Timeout("No message within the timeout")
+            time.sleep(POLL_S)
+
+    def has_message_available(self) -> bool:
+        return any(r.has_message_available() for r in self._readers)
+
+    def seek(self, messageid: MessageId | int | float) -> None:
+        if isinstance(messageid, MessageId) and messageid.partition() >= 0:
+            if messageid.partition() >= len(self._readers):
+                raise exceptions.InvalidConfiguration(f"{self._topic} has no partition {messageid.partition()}")
+            self._readers[messageid.partition()].seek(messageid)
+        else:
+            for reader in self._readers:
+                reader.seek(messageid)
+
+    def close(self) -> None:
+        self._closed = True
+        for reader in self._readers:
+            reader.close()
+
+    def is_connected(self) -> bool:
+        return not self._closed
+
+
+def _run_listener(reader: Any, listener: Callable[[Any, Message], None]) -> None:
+    """pulsar-client's reader_listener: each message, in order, handed to `listener` on this thread."""
+    while not reader._closed:
+        try:
+            message = reader._next(1000)
+        except exceptions.Timeout:
+            continue
+        except exceptions.PulsarException:
+            if reader._closed:
+                return
+            log.warning("reader listener: read failed; retrying", exc_info=True)
+            time.sleep(POLL_S)
+            continue
+        try:
+            listener(reader, message)
+        except Exception:
+            log.exception("reader listener raised")
