@@ -15,6 +15,7 @@ import pytest
 
 import magnetar
 from magnetar.client import exceptions
+from magnetar.client.auth import BASIC_PLUGIN, from_params
 from sdk_helpers import receive_until_quiet
 
 Earliest = magnetar.InitialPosition.Earliest
@@ -195,12 +196,13 @@ def test_authentication_basic_sends_http_basic_as_pulsar_client() -> None:
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
         for auth in (magnetar.AuthenticationBasic("my-user", "my-pass"),
-                     magnetar.AuthenticationBasic(auth_params_string='{"username": "my-user", "password": "my-pass"}')):
+                     magnetar.AuthenticationBasic(auth_params_string='{"username": "my-user", "password": "my-pass"}'),
+                     from_params(BASIC_PLUGIN, '{"userId": "my-user", "password": "my-pass"}')):  # the CLI's form
             c = magnetar.Client(url, auth)
             c.get_topic_partitions("t")
             c.close()
     finally:
         server.shutdown()
-    assert _Headers.seen == ["Basic bXktdXNlcjpteS1wYXNz"] * 2  # base64("my-user:my-pass")
+    assert _Headers.seen == ["Basic bXktdXNlcjpteS1wYXNz"] * 3  # base64("my-user:my-pass")
     with pytest.raises(ValueError, match="password"):
         magnetar.AuthenticationBasic("my-user", None)

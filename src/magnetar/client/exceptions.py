@@ -76,8 +76,9 @@ class ProducerBusy(PulsarException):
     """The topic has its maximum number of producers."""
 
 
-class CumulativeAcknowledgementNotAllowedError(PulsarException):
-    """Cumulative acknowledgement on a Shared or Key_Shared subscription (Pulsar refuses it)."""
+class CumulativeAcknowledgementNotAllowedError(InvalidConfiguration):
+    """Cumulative acknowledgement on a Shared or Key_Shared subscription (Pulsar refuses it). Also an
+    `InvalidConfiguration`, which the SDK raised for it before it had pulsar-client's name."""
 
 
 class OperationNotSupported(PulsarException):
@@ -195,6 +196,8 @@ class InvalidTxnStatusError(PulsarException):
 
 
 def from_response(status: int, reason: str) -> PulsarException:
+    if status == 405 and "Cumulative acknowledgement is not allowed" in reason:
+        return CumulativeAcknowledgementNotAllowedError(reason, status)
     if status == 409 and "exclusive producer" in reason:
         return ProducerFenced(reason, status)
     if status == 409 and "backlog quota" in reason:
