@@ -11,7 +11,7 @@ drift is caught whenever either side changes. To regenerate it for a new pulsar-
 What is recorded, for every public name of the `pulsar` module (typing and stdlib re-exports,
 submodules, Pulsar Functions' classes and `pulsar.schema`'s, which is issue #11's, left out):
 classes with their public methods (parameter name, kind, default as `repr`); enums (pybind11 enums
-of `_pulsar`) with their members; exceptions with their bases; module functions.
+of `_pulsar`) with their members and integer values; exceptions with their bases; module functions.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def _class(cls: type) -> dict[str, Any]:
         return {"kind": "exception", "bases": [b.__name__ for b in cls.__bases__]}
     if _is_enum(cls):
         members: dict[str, Any] = getattr(cls, "__members__")  # noqa: B009 - pybind11 enums, not enum.Enum
-        return {"kind": "enum", "members": sorted(members)}
+        return {"kind": "enum", "members": sorted(members), "values": {k: int(v) for k, v in members.items()}}
     methods: dict[str, Any] = {}
     for name, raw in sorted(vars(cls).items()):
         if name.startswith("_") and name != "__init__":

@@ -4,13 +4,14 @@ The snapshot `tests/fixtures_local/pulsar_client_api.json` is pulsar-client's su
 `scripts/pulsar_api_snapshot.py`, which says how to regenerate it for a new release), so this test
 needs no pulsar-client installed. Every public name must exist in `magnetar` (exceptions also in
 `magnetar.exceptions`, with pulsar-client's bases), every enum member, every method, every
-parameter with the same default, Pulsar's positional parameters in Pulsar's order, and Magnetar
+parameter with the same default, integer enum members with pulsar-client's numbers, Pulsar's positional parameters in Pulsar's order, and Magnetar
 may require no parameter Pulsar does not. What deliberately differs is listed in `DIFFERENCES`,
 each with its reason; an entry that no longer differs fails too, so the list stays true.
 """
 
 from __future__ import annotations
 
+import enum
 import inspect
 import json
 import re
@@ -153,6 +154,10 @@ def compare(pulsar: dict[str, Any], module: Any, errors: Any) -> list[str]:
             problems += [f"{name} does not derive from {b}" for b in spec["bases"] if b not in mro]
         elif spec["kind"] == "enum":
             problems += [f"{name} has no member {m}" for m in spec["members"] if not hasattr(ours, m)]
+            for member, number in spec.get("values", {}).items():  # int-valued enums: pulsar-client's numbers
+                value = getattr(getattr(ours, member, None), "value", None)
+                if isinstance(value, int) and value != number:
+                    problems.append(f"{name}.{member} is {value}, pulsar-client {number}")
         elif spec["kind"] == "function":
             problems += compare_callable(name, spec["parameters"], ours)
         else:
@@ -222,7 +227,10 @@ def test_the_comparison_fails_when_a_name_or_keyword_disappears() -> None:
         def extra(self, topic: str, needed: int) -> None:
             """a required parameter pulsar-client lacks"""
 
-    fake_module = type("M", (), {"Client": Shrunk})
+    class Routing(enum.Enum):
+        A = 1
+
+    fake_module = type("M", (), {"Client": Shrunk, "Routing": Routing})
     surface = {
         "names": {
             "Client": {"kind": "class", "bases": [], "methods": {
@@ -233,6 +241,7 @@ def test_the_comparison_fails_when_a_name_or_keyword_disappears() -> None:
                 "extra": {"kind": "method", "parameters": [{"name": "topic", "kind": "POSITIONAL_OR_KEYWORD"}]},
                 "close": {"kind": "method", "parameters": []}}},
             "Gone": {"kind": "class", "bases": [], "methods": {}},
+            "Routing": {"kind": "enum", "members": ["A", "B"], "values": {"A": 0, "B": 1}},
         },
         "exceptions_module": [],
     }
@@ -243,6 +252,7 @@ def test_the_comparison_fails_when_a_name_or_keyword_disappears() -> None:
            "['topic', 'producer_name']" in problems
     assert "missing Client.close" in problems
     assert "missing name Gone" in problems
+    assert "Routing has no member B" in problems and "Routing.A is 1, pulsar-client 0" in problems
     assert "Client.extra: requires 'needed', which pulsar-client does not have" in problems
 
 

@@ -21,53 +21,54 @@ class InitialPosition(Enum):
 
 
 class Result(Enum):
+    """pulsar-client's results, with its numbers."""
+
     Ok = 0
     UnknownError = 1
     InvalidConfiguration = 2
     Timeout = 3
-    TopicNotFound = 4
-    ConsumerBusy = 5
-    MessageTooBig = 6
-    NotAllowedError = 7
-    ConnectError = 8
-    AlreadyClosed = 9
-    # pulsar-client's other results (values are Magnetar's own; compare members, not numbers)
-    InvalidUrl = 10
-    ServiceUnitNotReady = 11
-    OperationNotSupported = 12
-    ProducerBlockedQuotaExceededError = 13
-    ProducerBlockedQuotaExceededException = 14
-    ProducerQueueIsFull = 15
-    TopicTerminated = 16
-    CryptoError = 17
-    IncompatibleSchema = 18
-    ConsumerAssignError = 19
-    CumulativeAcknowledgementNotAllowedError = 20
-    TransactionCoordinatorNotFoundError = 21
-    InvalidTxnStatusError = 22
-    TransactionConflict = 24
-    TransactionNotFound = 25
-    ProducerFenced = 26
-    MemoryBufferIsFull = 27
-    Interrupted = 28
-    AuthenticationError = 29
-    AuthorizationError = 30
-    ErrorGettingAuthenticationData = 31
-    BrokerMetadataError = 32
-    BrokerPersistenceError = 33
-    ChecksumError = 34
-    ConsumerNotFound = 35
-    ConsumerNotInitialized = 36
-    ProducerNotInitialized = 37
-    ProducerBusy = 38
-    TooManyLookupRequestException = 39
-    InvalidTopicName = 40
-    InvalidMessage = 41
-    LookupError = 42
-    ReadError = 43
-    SubscriptionNotFound = 44
-    NotConnected = 45
-    UnsupportedVersionError = 46
+    LookupError = 4
+    ConnectError = 5
+    ReadError = 6
+    AuthenticationError = 7
+    AuthorizationError = 8
+    ErrorGettingAuthenticationData = 9
+    BrokerMetadataError = 10
+    BrokerPersistenceError = 11
+    ChecksumError = 12
+    ConsumerBusy = 13
+    NotConnected = 14
+    AlreadyClosed = 15
+    InvalidMessage = 16
+    ConsumerNotInitialized = 17
+    ProducerNotInitialized = 18
+    ProducerBusy = 19
+    TooManyLookupRequestException = 20
+    InvalidTopicName = 21
+    InvalidUrl = 22
+    ServiceUnitNotReady = 23
+    OperationNotSupported = 24
+    ProducerBlockedQuotaExceededError = 25
+    ProducerBlockedQuotaExceededException = 26
+    ProducerQueueIsFull = 27
+    MessageTooBig = 28
+    TopicNotFound = 29
+    SubscriptionNotFound = 30
+    ConsumerNotFound = 31
+    UnsupportedVersionError = 32
+    TopicTerminated = 33
+    CryptoError = 34
+    IncompatibleSchema = 35
+    ConsumerAssignError = 36
+    CumulativeAcknowledgementNotAllowedError = 37
+    TransactionCoordinatorNotFoundError = 38
+    InvalidTxnStatusError = 39
+    NotAllowedError = 40
+    TransactionConflict = 41
+    TransactionNotFound = 42
+    ProducerFenced = 43
+    MemoryBufferIsFull = 44
+    Interrupted = 45
 
     @staticmethod
     def from_exception(exc: Exception) -> Result:
@@ -108,8 +109,8 @@ class CompressionType(Enum):
 
 
 class PartitionsRoutingMode(Enum):
-    RoundRobinDistribution = 0
-    UseSinglePartition = 1
+    UseSinglePartition = 0
+    RoundRobinDistribution = 1
     CustomPartition = 2
 
 
