@@ -193,13 +193,15 @@ class PushConsumer(ConsumerBase):
             with contextlib.suppress(Exception):
                 self._ws.close()  # the reader thread reconnects
 
-    def seek(self, message_id: MessageId | int) -> None:
-        """Reset the subscription to a message id, or to a publish time (ms); the broker pushes
-        from there to its WebSocket consumers (persistent topics)."""
+    def seek(self, messageid: MessageId | int | float) -> None:
+        """Reset the subscription to a message id, or to a publish time (ms, any number); the broker
+        pushes from there to its WebSocket consumers (persistent topics)."""
+        if not isinstance(messageid, MessageId | int | float) or isinstance(messageid, bool):
+            raise ValueError(f"seek takes a MessageId or a timestamp in ms, not {type(messageid).__name__}")
         if not self._topic.is_persistent:
             raise exceptions.NotAllowedError("A non-persistent topic keeps no messages to seek to")
-        body: dict[str, Any] = {"timestamp": int(message_id)} if isinstance(message_id, int) else {
-            "messageId": message_id.wire()}
+        body: dict[str, Any] = {"messageId": messageid.wire()} if isinstance(messageid, MessageId) else {
+            "timestamp": int(messageid)}
         with self._ack_lock:
             self._acks.clear()
             self._nacks.clear()
