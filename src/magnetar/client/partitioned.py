@@ -13,7 +13,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import mmh3
@@ -101,6 +101,37 @@ class PartitionedProducer:
 POLL_WAIT_MS = 5_000  # a shared poll's long-poll wait (it returns as soon as any partition has messages)
 
 
+class _Turns:
+    """The shared poll's lock, fair to the others: the poll loop holds it for each long poll and,
+    between two polls, lets in whoever waits for it (seek, redeliver). A plain `Lock` is not fair:
+    the loop, taking it again at once, would starve them for as long as it runs."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = threading.Lock()
+        self._waiting = 0
+
+    def __enter__(self) -> None:
+        with self._count:
+            self._waiting += 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._count:
+                self._waiting -= 1
+
+    def __exit__(self, *_: object) -> None:
+        self._lock.release()
+
+    @contextlib.contextmanager
+    def poll(self) -> Iterator[None]:
+        """The poll loop's turn: after whoever is waiting."""
+        while self._waiting:
+            time.sleep(0.005)
+        with self._lock:
+            yield
+
+
 class PartitionsPoller:
     """One long-poll loop for every partition of one partitioned topic a consumer holds.
 
@@ -117,7 +148,7 @@ class PartitionsPoller:
         self.parent = parent
         self.name = name
         self.children: dict[int, Consumer] = {}
-        self.lock = threading.Lock()  # held by a poll: seek and redeliver wait for it
+        self.lock = _Turns()  # held by a poll: seek and redeliver wait for it (their turn comes between polls)
         self._queue = queue_
         self._closed = closed
         self._last_poll = time.monotonic()
@@ -125,9 +156,13 @@ class PartitionsPoller:
         self._started = False
 
     def add(self, child: Consumer) -> None:
+        """A partition joins the next poll (one dict store: no need to wait for the poll in flight)."""
         child._grouped = True
-        with self.lock:
-            self.children[child._topic.partition_index] = child
+        self.children[child._topic.partition_index] = child
+
+    def start(self) -> None:
+        """Start polling (once): after the consumer's first partitions are added, so that the
+        first poll asks for all of them."""
         if not self._started:
             self._started = True
             threading.Thread(target=self._run, name=f"poll-{self.parent}", daemon=True).start()
@@ -152,7 +187,7 @@ class PartitionsPoller:
                 time.sleep(0.02)
                 continue
             out: list[Message] = []
-            with self.lock:
+            with self.lock.poll():
                 self._polling = True
                 try:
                     self._poll_once(room, out)
@@ -268,6 +303,7 @@ class MultiTopicsConsumer:
         self._pollers: dict[str, PartitionsPoller] = {}  # partitioned topic -> its shared poll
         for topic in topics:
             self._add(topic)
+        self._start_pollers()
         if discover is not None:
             threading.Thread(target=self._rediscover, args=(discover, discovery_period_s), daemon=True).start()
         if message_listener is not None:
@@ -296,6 +332,12 @@ class MultiTopicsConsumer:
                     return
         threading.Thread(target=self._pump, args=(child,), name=f"pump-{topic}", daemon=True).start()
 
+    def _start_pollers(self) -> None:
+        with self._lock:
+            pollers = list(self._pollers.values())
+        for poller in pollers:
+            poller.start()
+
     def _pump(self, child: Consumer) -> None:
         while not self._closed.is_set():
             try:
@@ -322,6 +364,7 @@ class MultiTopicsConsumer:
             try:
                 for topic in discover():
                     self._add(topic)
+                self._start_pollers()
             except exceptions.PulsarException:
                 log.warning("pattern rediscovery failed", exc_info=True)
 
