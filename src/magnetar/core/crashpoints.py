@@ -30,6 +30,12 @@ def disable_all() -> None:
         _armed.clear()
 
 
+def disable(*names: str) -> None:
+    with _lock:
+        for name in names:
+            _armed.pop(name, None)
+
+
 def _load_env() -> None:
     for spec in filter(None, os.environ.get("MAGNETAR_CRASH_POINTS", "").split(",")):
         name, _, times = spec.partition(":")
