@@ -29,7 +29,6 @@ _SCHEMA = "pulsar.schema is issue #11's: no schema support yet"
 _ENCRYPTION = "end-to-end encryption is not built yet (issue #10, item 5)"
 _NATIVE = "a wrapper of pulsar-client's C++ object: nothing to wrap here"
 _FAILOVER = "client-side cluster failover (service-info providers) has no counterpart: one HTTPS endpoint"
-_CONSUMER = "client/consumer.py is another engineer's until 01:50 UTC (issue #10 follow-up)"
 
 # name, "Class.method" or "Class.method(parameter)" -> why it deliberately differs
 DIFFERENCES: dict[str, str] = {
@@ -73,12 +72,6 @@ DIFFERENCES: dict[str, str] = {
     "MessageId.__init__(order)": "keywords and defaults as pulsar-client's, but the positional order is (ledger_id, "
                           "entry_id, partition, batch_index): client/consumer.py and push.py construct ids "
                           "positionally (to change with them)",
-    # --- Consumer (another engineer's file for now) -------------------------------------------------
-    "Consumer.get_last_message_id": _CONSUMER,
-    "Consumer.pause_message_listener": _CONSUMER,
-    "Consumer.resume_message_listener": _CONSUMER,
-    "Consumer.seek(messageid)": _CONSUMER + " (named message_id there)",
-    "Consumer.seek(message_id)": "Magnetar's name of pulsar-client's messageid (see above)",
 }
 
 

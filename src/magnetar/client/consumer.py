@@ -65,6 +65,8 @@ class ConsumerBase:
     _queue_size: int
     _batch_policy: ConsumerBatchReceivePolicy
     _listener: Callable[[Any, Message], None] | None
+    _transport: Transport
+    _listener_paused = False  # pulsar-client's pause_message_listener
 
     def topic(self) -> str:
         return str(self._topic)
@@ -77,6 +79,20 @@ class ConsumerBase:
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         raise NotImplementedError
+
+    def get_last_message_id(self) -> MessageId:
+        """pulsar-client: the id of the topic partition's last message."""
+        last = self._transport.call("GET", f"/admin/v2/{topic_path(self._topic)}/lastMessageId")
+        return MessageId(int(last["ledgerId"]), int(last["entryId"]), self._topic.partition_index, -1,
+                         str(self._topic))
+
+    def pause_message_listener(self) -> None:
+        """pulsar-client: the listener gets no message until `resume_message_listener`; what
+        arrives meanwhile waits in the prefetch queue."""
+        self._listener_paused = True
+
+    def resume_message_listener(self) -> None:
+        self._listener_paused = False
 
     def _check_open(self) -> None:
         if self._closed.is_set():
@@ -102,12 +118,17 @@ class ConsumerBase:
     def _listen(self) -> None:
         assert self._listener is not None
         while not self._closed.is_set():
+            if self._listener_paused:
+                time.sleep(0.05)
+                continue
             try:
                 message = self.receive(timeout_millis=1000)
             except exceptions.Timeout:
                 continue
             except exceptions.AlreadyClosed:
                 return
+            while self._listener_paused and not self._closed.is_set():  # paused while this one arrived
+                time.sleep(0.05)
             try:
                 self._listener(self, message)
             except Exception:  # the application's listener must not kill the consumer
@@ -218,7 +239,8 @@ class Consumer(ConsumerBase):
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         if self._type in (ConsumerType.Shared, ConsumerType.KeyShared):
-            raise exceptions.InvalidConfiguration("Cumulative acknowledgement is not allowed on a Shared subscription")
+            raise exceptions.CumulativeAcknowledgementNotAllowedError(
+                "Cumulative acknowledgement is not allowed on a Shared subscription")
         message_id = message.message_id() if isinstance(message, Message) else message
         with self._ack_lock:
             if self._cumulative is None or self._cumulative < message_id:
@@ -263,10 +285,12 @@ class Consumer(ConsumerBase):
             self._queue.clear()
             self._transport.call("POST", f"{self._consumer_path}/redeliver", {})
 
-    def seek(self, message_id: MessageId | int) -> None:
-        """Reset the subscription to a message id, or to a publish time (ms), for all its consumers."""
-        body: dict[str, Any] = {"timestamp": int(message_id)} if isinstance(message_id, int) else {
-            "messageId": message_id.wire()}
+    def seek(self, messageid: MessageId | int | float) -> None:
+        """Reset the subscription to a message id, or to a publish time (ms, any number), for all its consumers."""
+        if not isinstance(messageid, MessageId | int | float) or isinstance(messageid, bool):
+            raise ValueError(f"seek takes a MessageId or a timestamp in ms, not {type(messageid).__name__}")
+        body: dict[str, Any] = {"messageId": messageid.wire()} if isinstance(messageid, MessageId) else {
+            "timestamp": int(messageid)}
         with self._receive_lock:
             with self._ack_lock:
                 self._acks.clear()

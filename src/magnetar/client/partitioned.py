@@ -368,12 +368,30 @@ class MultiTopicsConsumer:
             except exceptions.PulsarException:
                 log.warning("pattern rediscovery failed", exc_info=True)
 
+    _listener_paused = False  # pulsar-client's pause_message_listener
+
+    def pause_message_listener(self) -> None:
+        """pulsar-client: the listener gets no message until `resume_message_listener`."""
+        self._listener_paused = True
+
+    def resume_message_listener(self) -> None:
+        self._listener_paused = False
+
+    def get_last_message_id(self) -> MessageId:
+        """pulsar-client refuses it on a multi-topic consumer (OperationNotSupported); so does Magnetar."""
+        raise exceptions.OperationNotSupported("get_last_message_id is not supported on a multi-topic consumer")
+
     def _listen(self, listener: Callable[[Any, Message], None]) -> None:
         while not self._closed.is_set():
+            if self._listener_paused:
+                time.sleep(0.05)
+                continue
             try:
                 message = self.receive(timeout_millis=1000)
             except (exceptions.Timeout, exceptions.AlreadyClosed):
                 continue
+            while self._listener_paused and not self._closed.is_set():  # paused while this one arrived
+                time.sleep(0.05)
             try:
                 listener(self, message)
             except Exception:
@@ -439,9 +457,10 @@ class MultiTopicsConsumer:
             with self._quiet(child):
                 child.redeliver_unacknowledged_messages()
 
-    def seek(self, target: MessageId | int) -> None:
+    def seek(self, messageid: MessageId | int | float) -> None:
+        target = messageid
         self._drain()
-        children = list(self._children.values()) if isinstance(target, int) else [self._child(target)]
+        children = [self._child(target)] if isinstance(target, MessageId) else list(self._children.values())
         for child in children:
             with self._quiet(child):
                 child.seek(target)

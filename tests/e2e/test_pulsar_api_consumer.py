@@ -1,0 +1,74 @@
+"""pulsar-client 3.x consumer names with behaviour, through the SDK against the session cluster:
+cumulative acknowledgement refused on Shared subscriptions with pulsar-client's exception,
+`get_last_message_id`, pausing and resuming the message listener, `seek(messageid)`."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import magnetar
+import magnetar.client.partitioned
+
+Earliest = magnetar.InitialPosition.Earliest
+
+
+@pytest.mark.parametrize("kind", [magnetar.ConsumerType.Shared, magnetar.ConsumerType.KeyShared])
+def test_cumulative_ack_on_shared_raises_pulsar_clients_error(client: magnetar.Client, topic: str,
+                                                              kind: magnetar.ConsumerType) -> None:
+    consumer = client.subscribe(topic, "s", consumer_type=kind, initial_position=Earliest)
+    client.create_producer(topic).send(b"m", partition_key="k")
+    message = consumer.receive(timeout_millis=5000)
+    with pytest.raises(magnetar.CumulativeAcknowledgementNotAllowedError):
+        consumer.acknowledge_cumulative(message)
+
+
+def test_get_last_message_id_is_the_last_published(client: magnetar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "s")
+    assert isinstance(consumer, magnetar.Consumer)
+    producer = client.create_producer(topic, batching_enabled=False)
+    last = [producer.send(f"m{i}".encode()) for i in range(3)][-1]
+    got = consumer.get_last_message_id()
+    assert (got.ledger_id(), got.entry_id()) == (last.ledger_id(), last.entry_id())
+
+
+def test_a_paused_listener_gets_nothing_until_resumed(client: magnetar.Client, topic: str) -> None:
+    got: list[bytes] = []
+    arrived = threading.Event()
+
+    def listener(consumer: object, message: magnetar.Message) -> None:
+        got.append(message.data())
+        arrived.set()
+
+    consumer = client.subscribe(topic, "s", message_listener=listener, initial_position=Earliest)
+    assert isinstance(consumer, magnetar.Consumer)
+    consumer.pause_message_listener()
+    client.create_producer(topic).send(b"held")
+    time.sleep(1.5)
+    assert got == []
+    consumer.resume_message_listener()
+    assert arrived.wait(10) and got == [b"held"]
+
+
+def test_seek_takes_pulsar_clients_keyword(client: magnetar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "s", initial_position=Earliest)
+    producer = client.create_producer(topic, batching_enabled=False)
+    first = producer.send(b"a")
+    producer.send(b"b")
+    assert consumer.receive(timeout_millis=5000).data() == b"a"
+    consumer.seek(messageid=first)
+    assert consumer.receive(timeout_millis=5000).data() == b"a"
+    with pytest.raises(ValueError, match="seek"):
+        consumer.seek(messageid="nowhere")  # type: ignore[arg-type]
+
+
+def test_multi_topic_consumer_refuses_get_last_message_id_as_pulsar_client(
+        client: magnetar.Client, topic: str) -> None:
+    consumer = client.subscribe([topic, topic + "-2"], "s")
+    assert isinstance(consumer, magnetar.client.partitioned.MultiTopicsConsumer)
+    with pytest.raises(magnetar.OperationNotSupported):
+        consumer.get_last_message_id()
+    consumer.pause_message_listener()  # accepted: no listener here
+    consumer.resume_message_listener()
