@@ -285,7 +285,8 @@ class SubscriptionService:
             else:
                 view = self.metadata.get_subscription_view(topic, subscription)
             pristine = copy.deepcopy(view)
-            step = self.step(topic, view, consumer, max_messages, request_id, acks, self.clock.now_ms())
+            step = self.step(topic, view, consumer, max_messages, request_id, acks, self.clock.now_ms(),
+                             subscription=subscription)
             state = step.state
             if not step.retried and 0 < step.messages < min(min_messages, step.cap):
                 return None, _unbounded_tail(pristine), state.epoch, 0  # not enough yet: wait, write nothing
@@ -307,6 +308,7 @@ class SubscriptionService:
         acks: Acks,
         now: int,
         max_bytes: int = MAX_RECEIVE_BYTES,
+        subscription: str = "",
     ) -> Step:
         """One dispatch step on a cursor read in `view`, in memory: apply `acks`, expire leases and
         ack timeouts, renew the consumer's lease, then hand out up to `max_messages` (0: claim
@@ -314,7 +316,8 @@ class SubscriptionService:
         conditional write on `view.cursor_version` when `step.write` says it changed; until then
         nothing happened. Raises before anything is written when the consumer is not attached."""
         if view.cursor is None:
-            raise SubscriptionNotFound(f"Subscription not found on {topic}")
+            named = f"Subscription {subscription}" if subscription else "Subscription"
+            raise SubscriptionNotFound(f"{named} not found on {topic}")
         state = view.cursor
         before = state.to_dict()
         acks.apply(state, now)

@@ -158,7 +158,8 @@ def _look(
         p = partitions[i]
         # at least one entry is always handed out, so claim only while a large one still fits
         ask = min(share, msgs_left) if bytes_left >= MAX_RECEIVE_BYTES // 4 or msgs_left == max_messages else 0
-        step = service.step(topics[i], views[i], consumer, ask, request_id, acks.get(p, NO_ACKS), now, bytes_left)
+        step = service.step(topics[i], views[i], consumer, ask, request_id, acks.get(p, NO_ACKS), now, bytes_left,
+                            subscription=subscription)
         steps[i] = step
         msgs_left -= step.messages
         bytes_left -= sum(d.entry.size for d in step.delivered)
@@ -222,7 +223,7 @@ def _again(service: SubscriptionService, topics: list[TopicName], partitions: li
         for k, view in zip(todo, views, strict=True):
             try:
                 step = service.step(topics[k], view, consumer, asks[k], request_id, acks.get(partitions[k], NO_ACKS),
-                                     now)
+                                     now, subscription=subscription)
             except MagnetarError as exc:
                 log.warning("partition %s not stepped after a lost race: %s", topics[k], exc)
                 out[partitions[k]] = PartitionReceived([], epochs[k], acks_applied=partitions[k] not in acks)
