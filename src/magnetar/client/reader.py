@@ -65,11 +65,7 @@ class Reader:
         return str(self._topic)
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
-        if self._listener is not None:
-            raise exceptions.InvalidConfiguration("read_next() is not allowed on a reader with a reader_listener")
-        if timeout_millis is not None and not isinstance(timeout_millis, int):
-            raise ValueError(f"Argument timeout_millis is expected to be of type 'int' and not "
-                             f"'{type(timeout_millis).__name__}'")
+        _check_read_next(self._listener, timeout_millis)
         return self._next(timeout_millis)
 
     def _next(self, timeout_millis: int | None) -> Message:
@@ -150,11 +146,7 @@ class PartitionedReader:
         return self._topic
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
-        if self._listener is not None:
-            raise exceptions.InvalidConfiguration("read_next() is not allowed on a reader with a reader_listener")
-        if timeout_millis is not None and not isinstance(timeout_millis, int):
-            raise ValueError(f"Argument timeout_millis is expected to be of type 'int' and not "
-                             f"'{type(timeout_millis).__name__}'")
+        _check_read_next(self._listener, timeout_millis)
         return self._next(timeout_millis)
 
     def _next(self, timeout_millis: int | None) -> Message:
@@ -210,3 +202,12 @@ def _run_listener(reader: Any, listener: Callable[[Any, Message], None]) -> None
             listener(reader, message)
         except Exception:
             log.exception("reader listener raised")
+
+
+def _check_read_next(listener: object, timeout_millis: int | None) -> None:
+    """pulsar-client's refusals of `read_next` (both readers)."""
+    if listener is not None:
+        raise exceptions.InvalidConfiguration("read_next() is not allowed on a reader with a reader_listener")
+    if timeout_millis is not None and not isinstance(timeout_millis, int):
+        raise ValueError(f"Argument timeout_millis is expected to be of type 'int' and not "
+                         f"'{type(timeout_millis).__name__}'")
