@@ -75,6 +75,20 @@ class Message:
     properties: dict[str, str] = field(default_factory=dict)
     event_time: int = 0
     ordering_key: str | None = None
+    # Pulsar's optional message metadata, encoded in one trailing map (`_EXTRA_FIELDS`) only when set,
+    # so a message without them costs no byte more and older batches stay readable.
+    null_value: bool = False  # a tombstone: the value is null (not empty bytes); compaction deletes its key
+    schema_version: int | None = None  # the topic schema's version the value was written with
+    encryption: dict[str, Any] | None = None  # end-to-end encryption context (keys, algorithm, parameters)
+
+
+# Message field -> its key in the trailing map (short: it is written with every message that has it)
+_EXTRA_FIELDS = {"null_value": "n", "schema_version": "sv", "encryption": "enc"}
+
+
+def _extras(m: Message) -> dict[str, Any] | None:
+    extras = {key: getattr(m, name) for name, key in _EXTRA_FIELDS.items() if getattr(m, name) not in (None, False)}
+    return extras or None
 
 
 @dataclass(frozen=True)
@@ -88,19 +102,27 @@ class ChunkInfo:
 
 
 def encode_messages(messages: list[Message] | tuple[Message, ...]) -> bytes:
-    data: bytes = msgpack.packb(
-        [[m.payload, m.key, m.properties or None, m.event_time, m.ordering_key] for m in messages], use_bin_type=True
-    )
+    rows: list[list[Any]] = []
+    for m in messages:
+        row: list[Any] = [m.payload, m.key, m.properties or None, m.event_time, m.ordering_key]
+        extras = _extras(m)
+        if extras is not None:
+            row.append(extras)
+        rows.append(row)
+    data: bytes = msgpack.packb(rows, use_bin_type=True)
     return data
+
+
+def _message(row: list[Any]) -> Message:
+    extras: dict[str, Any] = row[5] if len(row) > 5 and isinstance(row[5], dict) else {}
+    return Message(bytes(row[0]), row[1], {str(k): str(v) for k, v in (row[2] or {}).items()}, int(row[3] or 0),
+                   row[4], **{name: extras[key] for name, key in _EXTRA_FIELDS.items() if key in extras})
 
 
 def decode_messages(data: bytes) -> tuple[Message, ...]:
     try:
         items: list[Any] = msgpack.unpackb(data, raw=False)
-        return tuple(
-            Message(bytes(m[0]), m[1], {str(k): str(v) for k, v in (m[2] or {}).items()}, int(m[3] or 0), m[4])
-            for m in items
-        )
+        return tuple(_message(m) for m in items)
     except InvalidInput:
         raise
     except Exception as exc:  # malformed bytes raise several types
