@@ -200,3 +200,28 @@ def test_without_tail_reads_consumers_get_entries_once_sealed(tail_reads: bool) 
     seal_all(broker)
     after = broker.subscriptions.receive(T, "s", "c1", 10).entries
     assert [d.entry.entry_id for d in before + after] == [0, 1, 2]
+
+
+def test_topics_of_one_batch_are_sealed_side_by_side_and_a_failing_one_does_not_undo_the_others(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from magnetar.core.errors import RetryableError
+
+    broker = memory_broker()
+    topics = [TopicName.parse(f"many-{i}") for i in range(20)]
+    for topic in topics:
+        publish(broker, 3, topic)
+    commit = broker.metadata.commit_segment
+
+    def conflicting(meta, expected_next, state):  # type: ignore[no-untyped-def]
+        if meta.topic == str(topics[7]):
+            return False  # another sealer moved this topic's seal state
+        return commit(meta, expected_next, state)
+
+    monkeypatch.setattr(broker.metadata, "commit_segment", conflicting)
+    with pytest.raises(RetryableError):
+        seal_all(broker)
+    states = broker.metadata.get_seal_states([str(t) for t in topics])
+    assert [states[str(t)].next_entry if str(t) in states else 0 for t in topics] == [3] * 7 + [0] + [3] * 12
+    monkeypatch.setattr(broker.metadata, "commit_segment", commit)
+    outcome = seal_all(broker)  # the replay seals what is left and skips the rest
+    assert outcome.sealed_entries == 3 and outcome.segments_written == 1

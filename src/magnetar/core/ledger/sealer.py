@@ -13,7 +13,8 @@ missing id is certainly past its deadline, and a tombstone takes the id (consume
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, fields, replace
 
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.entry import encode_entry, hole_entry, peek_header, record_headers
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 MAX_SEGMENT_ENTRIES = 2_000
 MAX_SEGMENT_BYTES = 16 * 1024 * 1024
+SEAL_CONCURRENCY = 16  # topics of one journal batch sealed at once (I/O bound: S3 put, DynamoDB commit)
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,12 @@ class SealOutcome:
     holes: int = 0
     late_after_hole: int = 0
     retry_from: str | None = None
+
+    def add(self, other: SealOutcome) -> None:
+        """Count in another topic's outcome: every counter (`retry_from` is the caller's to decide)."""
+        for f in fields(self):
+            if f.name != "retry_from":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 class Sealer:
@@ -85,11 +93,33 @@ class Sealer:
         if not by_topic:
             return outcome
         states = self.metadata.get_seal_states(sorted(by_topic))
+
+        def seal_one(topic: str) -> tuple[SealOutcome, int | None]:
+            own = SealOutcome()
+            return own, self._seal_topic(TopicName.parse(topic), by_topic[topic], states.get(topic, SealState()), own)
+
+        # Topics are independent (each its own segments and seal-state item): a batch's topics are
+        # sealed side by side, so a batch of many low-rate topics costs about one topic's latency
+        # (S3 put + DynamoDB commit), not their sum. Every topic runs to its end before a failure
+        # (a retryable conflict, a crash point) is raised: what committed stays, a replay skips it.
+        topics = list(by_topic)
+        if len(topics) == 1:
+            results: list[tuple[SealOutcome, int | None] | BaseException] = [seal_one(topics[0])]
+        else:
+            with ThreadPoolExecutor(max_workers=min(SEAL_CONCURRENCY, len(topics))) as pool:
+                futures = [pool.submit(seal_one, topic) for topic in topics]
+                results = [f.exception() or f.result() for f in futures]
         retry_index: int | None = None
-        for topic, items in by_topic.items():
-            blocked_at = self._seal_topic(TopicName.parse(topic), items, states.get(topic, SealState()), outcome)
+        for result in results:
+            if isinstance(result, BaseException):
+                continue
+            own, blocked_at = result
+            outcome.add(own)
             if blocked_at is not None and (retry_index is None or blocked_at < retry_index):
                 retry_index = blocked_at
+        failure = next((r for r in results if isinstance(r, BaseException)), None)
+        if failure is not None:
+            raise failure
         if retry_index is not None:
             outcome.retry_from = records[retry_index].position.sequence
         return outcome
