@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
@@ -123,7 +123,10 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
     async def invoke(request: Request) -> Response:
         if latency is not None:
             await asyncio.sleep(latency.delay(HTTP_API_OVERHEAD))
-        body = await request.body()
+        try:
+            body = await request.body()
+        except ClientDisconnect:  # the caller gave up before its body arrived: nothing to invoke
+            return Response(status_code=499)
         if len(body) > MAX_REQUEST_BYTES:
             return JSONResponse({"message": "Request Entity Too Large"}, status_code=413)
         event = http_api_event(request, body)
