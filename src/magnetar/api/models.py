@@ -32,17 +32,36 @@ def decode_b64(value: str) -> bytes:
 
 
 class ProducerMessage(_Body):
-    payload: str
+    """`payload` null (or `nullValue` true with no payload) sends a null value: a tombstone,
+    distinct from empty bytes, which topic compaction takes as the deletion of its key."""
+
+    payload: str | None = None
     properties: dict[str, str] = Field(default_factory=dict)
     key: str | None = None
     eventTime: int = Field(default=0, ge=0, le=INT64_MAX)
+    nullValue: bool = False
 
     @field_validator("payload")
     @classmethod
-    def _valid_base64(cls, value: str) -> str:
-        if not decode_b64(value):
-            raise ValueError("payload is empty")
+    def _valid_base64(cls, value: str | None) -> str | None:
+        if value is not None:
+            decode_b64(value)
         return value
+
+    @model_validator(mode="after")
+    def _null_or_payload(self) -> ProducerMessage:
+        if self.nullValue and self.payload:
+            raise ValueError("a null value (nullValue) carries no payload")
+        if not self.is_null:
+            if "payload" not in self.model_fields_set:
+                raise ValueError("payload is required (null for a null value)")
+            if not decode_b64(self.payload or ""):
+                raise ValueError("payload is empty")
+        return self
+
+    @property
+    def is_null(self) -> bool:
+        return self.nullValue or ("payload" in self.model_fields_set and self.payload is None)
 
 
 class ChunkModel(_Body):
@@ -186,6 +205,8 @@ class SeekRequest(_Body):
 
 
 class ConsumerMessage(BaseModel):
+    """A null value (a tombstone) comes with `payload` "" and `nullValue` true (absent otherwise)."""
+
     messageId: str
     payload: str
     properties: dict[str, str]
@@ -195,6 +216,7 @@ class ConsumerMessage(BaseModel):
     key: str | None
     producerName: str
     topic: str
+    nullValue: bool | None = None
 
 
 class RetentionPolicies(_Body):

@@ -15,7 +15,8 @@ from magnetar.core.errors import InvalidInput
 def batch_from_request(request: ProduceRequest) -> Batch:
     """A produce body as one batch: Pulsar's REST `messages`, or the SDK's encoded `batch`."""
     if request.messages is not None:
-        messages = [Message(decode_b64(m.payload), m.key, m.properties, m.eventTime) for m in request.messages]
+        messages = [Message(b"" if m.is_null else decode_b64(m.payload or ""), m.key, m.properties, m.eventTime,
+                            null_value=m.is_null) for m in request.messages]
         if request.sequenceId + len(messages) - 1 > INT64_MAX:
             raise InvalidInput("sequenceId + number of messages - 1 must fit in a signed 64-bit integer")
         return Batch.of(messages, batched=request.batched, sequence_id=request.sequenceId,
@@ -81,11 +82,15 @@ def entry_from_wire(wire: dict[str, Any], topic: str) -> Entry:
 
 def entry_messages(topic: str, partition: int, entry: Entry, redelivery_count: int = 0) -> list[dict[str, Any]]:
     """An entry's messages one by one, decompressed (Pulsar's WebSocket/REST message shape)."""
-    return [
-        ConsumerMessage(
+    out = []
+    for i, m in enumerate(entry.messages):
+        message = ConsumerMessage(
             messageId=str(entry.message_id(partition, i)), payload=base64.b64encode(m.payload).decode(),
             properties=m.properties, publishTime=entry.publish_time, eventTime=m.event_time,
             redeliveryCount=redelivery_count, key=m.key, producerName=entry.producer_name, topic=topic,
+            nullValue=True if m.null_value else None,
         ).model_dump()
-        for i, m in enumerate(entry.messages)
-    ]
+        if message["nullValue"] is None:
+            del message["nullValue"]
+        out.append(message)
+    return out

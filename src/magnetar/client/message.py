@@ -116,12 +116,13 @@ class Message:
     _producer_name: str = ""
 
     _ordering_key: str = ""
+    _null_value: bool = False  # a tombstone: data() is b"" as in pulsar-client, has_null_value() tells
 
     @classmethod
     def from_wire(cls, m: dict[str, Any]) -> Message:
         """A message in Pulsar's WebSocket/REST shape."""
         return cls(
-            base64.b64decode(m["payload"]),
+            base64.b64decode(m.get("payload") or ""),
             MessageId.from_text(m["messageId"], m["topic"]),
             m["topic"],
             m.get("properties") or {},
@@ -130,6 +131,7 @@ class Message:
             m.get("eventTime", 0),
             m.get("redeliveryCount", 0),
             m.get("producerName", ""),
+            _null_value=bool(m.get("nullValue")),
         )
 
     @classmethod
@@ -142,7 +144,7 @@ class Message:
             mid = MessageId(entry.ledger_id, entry.entry_id, partition, i if entry.batched else -1, entry.topic,
                             entry.num_messages if entry.batched else 0)
             out.append(cls(m.payload, mid, entry.topic, m.properties, m.key or "", entry.publish_time, m.event_time,
-                           redelivery_count, entry.producer_name, m.ordering_key or ""))
+                           redelivery_count, entry.producer_name, m.ordering_key or "", m.null_value))
         return out
 
     def data(self) -> bytes:
@@ -179,9 +181,9 @@ class Message:
         return self._producer_name
 
     def has_null_value(self) -> bool:
-        """pulsar-client's null value (a tombstone); Magnetar does not carry null values yet
-        (docs/semantics.md), so no message has one."""
-        return False
+        """pulsar-client's null value (a tombstone, sent as `send(None)`): `data()` and `value()`
+        are then empty bytes, as pulsar-client gives them."""
+        return self._null_value
 
     def encryption_context(self) -> None:
         """pulsar-client gives None for a message that was not encrypted; Magnetar has no

@@ -54,7 +54,7 @@ class PartitionedProducer:
         key = ordering_key or partition_key
         if self._mode is PartitionsRoutingMode.CustomPartition:
             assert self._router is not None
-            index = self._router(Message(content, MessageId(), self._topic, {}, key or ""), self._n)
+            index = self._router(Message(content or b"", MessageId(), self._topic, {}, key or ""), self._n)
             if not 0 <= index < self._n:
                 raise exceptions.InvalidConfiguration(f"message_router returned {index} for {self._n} partitions")
         elif key:

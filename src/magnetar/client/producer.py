@@ -173,7 +173,7 @@ class Producer:
     def last_sequence_id(self) -> int:
         return self._last_sequence_id
 
-    def send(self, content: bytes, properties: dict[str, str] | None = None, partition_key: str | None = None,
+    def send(self, content: bytes | None, properties: dict[str, str] | None = None, partition_key: str | None = None,
              ordering_key: str | None = None, sequence_id: int | None = None,
              replication_clusters: list[str] | None = None, disable_replication: bool = False,
              event_timestamp: int | None = None, deliver_at: int | None = None,
@@ -188,7 +188,7 @@ class Producer:
         self.flush()
         return future.result()
 
-    def send_async(self, content: bytes, callback: SendCallback | None, properties: dict[str, str] | None = None,
+    def send_async(self, content: bytes | None, callback: SendCallback | None, properties: dict[str, str] | None = None,
                    partition_key: str | None = None, ordering_key: str | None = None, sequence_id: int | None = None,
                    replication_clusters: list[str] | None = None, disable_replication: bool = False,
                    event_timestamp: int | None = None, deliver_at: int | None = None,
@@ -221,20 +221,23 @@ class Producer:
         return not self._closed
 
     # --- batching ----------------------------------------------------------------------------
-    def _enqueue(self, content: bytes, properties: dict[str, str] | None, partition_key: str | None,
+    def _enqueue(self, content: bytes | None, properties: dict[str, str] | None, partition_key: str | None,
                  ordering_key: str | None, sequence_id: int | None, event_timestamp: int | None,
                  deliver_at: int | None, deliver_after: int | None, callback: SendCallback | None) -> Future[MessageId]:
         if self._closed:
             raise exceptions.AlreadyClosed("Producer already closed")
+        null_value = content is None  # pulsar-client: None sends a null value (a tombstone)
+        if null_value:
+            content = b""
         if not isinstance(content, bytes | bytearray | memoryview):
             raise ValueError(f"Argument data is expected to be of type 'bytes' and not '{type(content).__name__}'")
-        if not content:
+        if not content and not null_value:
             raise exceptions.InvalidConfiguration("Empty payload")
         at = int(deliver_at or 0)
         if deliver_after:
             at = int(time.time() * 1000) + int(deliver_after)
         message = Message(bytes(content), partition_key, {str(k): str(v) for k, v in (properties or {}).items()},
-                          int(event_timestamp or 0), ordering_key)
+                          int(event_timestamp or 0), ordering_key, null_value=null_value)
         with self._cond:
             seq = self._next_sequence_id if sequence_id is None else int(sequence_id)
             self._next_sequence_id = max(self._next_sequence_id, seq) + 1

@@ -318,7 +318,7 @@ class PushConsumer(ConsumerBase):
         message = Message(
             base64.b64decode(frame["payload"]), mid, topic, frame.get("properties") or {}, frame.get("key") or "",
             _millis(frame.get("publishTime")), _millis(frame.get("eventTime")), int(frame.get("redeliveryCount", 0)),
-            str(frame.get("producerName", "")),
+            str(frame.get("producerName", "")), _null_value=bool(frame.get("nullValue")),
         )
         with self._cond:
             self._queue.append(message)

@@ -97,6 +97,8 @@ def message_frame(message: Message, message_id: MessageIdData, publish_time: int
         frame["eventTime"] = iso_time(message.event_time)
     if message.key is not None:
         frame["key"] = message.key
+    if message.null_value:
+        frame["nullValue"] = True  # a tombstone: "payload" is "" as for empty bytes, this tells them apart
     if batch_size:
         frame["batchSize"] = batch_size
     if producer_name:
@@ -278,13 +280,19 @@ def producer_frame(frame: dict[str, Any]) -> ProducerFrame:
     """A producer's message frame (Pulsar's ProducerMessage)."""
     context = frame.get("context")
     payload = frame.get("payload")
+    # a null value (a tombstone): "payload": null, or "nullValue": true without a payload
+    null_value = ("payload" in frame and payload is None) or frame.get("nullValue") is True
+    if null_value:
+        if payload:
+            raise InvalidInput("A null value (nullValue) carries no payload")
+        payload = ""
     if not isinstance(payload, str):
         raise InvalidInput("payload is required (base64)")
     try:
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         raise InvalidInput("Invalid Base64 message-payload") from None
-    if not data:
+    if not data and not null_value:
         raise InvalidInput("Empty payload")
     properties = frame.get("properties") or {}
     if not isinstance(properties, dict):
@@ -301,5 +309,5 @@ def producer_frame(frame: dict[str, Any]) -> ProducerFrame:
         if not isinstance(value, int) or isinstance(value, bool) or value < default:
             raise InvalidInput(f"{name} must be a non-negative integer")
         numbers[name] = value
-    message = Message(data, key, {str(k): str(v) for k, v in properties.items()}, event_time)
+    message = Message(data, key, {str(k): str(v) for k, v in properties.items()}, event_time, null_value=null_value)
     return ProducerFrame(message, context, numbers["sequenceId"], numbers["deliverAt"], numbers["deliverAfterMs"])

@@ -1,0 +1,71 @@
+"""Null values (tombstones), end to end: `send(None)` through the SDK, `"payload": null` through
+the REST producer and the WebSocket producer; consumers tell them from empty bytes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+
+import magnetar
+from ws_helpers import b64, open_ws, receive, topic_path
+
+
+def test_sdk_null_value_is_distinct_from_a_value(client: magnetar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    producer = client.create_producer(topic)
+    producer.send(b"v1", partition_key="k")
+    producer.send(None, partition_key="k")
+    done: list[object] = []
+    producer.send_async(None, lambda result, mid: done.append(result), partition_key="j")
+    producer.flush()
+    got = [consumer.receive(timeout_millis=10_000) for _ in range(3)]
+    assert [m.has_null_value() for m in got] == [False, True, True]
+    assert got[0].data() == b"v1" and got[1].data() == b"" and got[1].value() == b""
+    assert got[1].partition_key() == "k" and got[2].partition_key() == "j"
+    assert done == [magnetar.Result.Ok]
+
+
+def test_empty_bytes_are_still_refused(client: magnetar.Client, topic: str) -> None:
+    producer = client.create_producer(topic)
+    try:
+        producer.send(b"")
+    except magnetar.InvalidConfiguration:
+        pass
+    else:
+        raise AssertionError("empty bytes were accepted")
+
+
+def test_rest_null_value_and_rest_read_render_it(cluster, client: magnetar.Client, topic: str) -> None:  # type: ignore[no-untyped-def]
+    path = topic_path(topic)
+    with httpx.Client(base_url=cluster.url, timeout=30) as http:
+        sent = http.post(f"/topics/{path}", json={"messages": [
+            {"payload": b64("x"), "key": "a"}, {"payload": None, "key": "a"}, {"nullValue": True, "key": "b"}]})
+        assert sent.status_code == 200, sent.text
+        bad = http.post(f"/topics/{path}", json={"messages": [{"payload": b64("x"), "nullValue": True}]})
+        assert bad.status_code == 400 and "reason" in bad.json()
+        empty = http.post(f"/topics/{path}", json={"messages": [{"payload": ""}]})
+        assert empty.status_code == 400
+        consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+        got = [consumer.receive(timeout_millis=10_000) for _ in range(3)]
+        assert [m.has_null_value() for m in got] == [False, True, True]
+        messages = http.post(f"/magnetar/v1/reader/{path}/read", json={"startEntryId": 0}).json()["messages"]
+        assert [m.get("nullValue", False) for m in messages] == [False, True, True]
+        assert [m["payload"] for m in messages] == [b64("x"), "", ""]
+
+
+def test_websocket_null_value_round_trip(cluster, client: magnetar.Client) -> None:  # type: ignore[no-untyped-def]
+    topic = f"persistent://public/default/ws-null-{uuid.uuid4().hex[:10]}"
+    path = topic_path(topic)
+    with open_ws(cluster, f"/ws/v2/consumer/{path}/s") as consumer, \
+            open_ws(cluster, f"/ws/v2/producer/{path}") as producer:
+        for frame in ({"payload": b64("v"), "key": "k"}, {"payload": None, "key": "k"}, {"nullValue": True}):
+            producer.send(json.dumps(frame))
+            assert json.loads(producer.recv(timeout=10))["result"] == "ok"
+        pushed = receive(consumer, 3)
+        assert [m.get("nullValue", False) for m in pushed] == [False, True, True]
+        assert [m["payload"] for m in pushed] == [b64("v"), "", ""]
+    sdk = client.subscribe(topic, "sdk", initial_position=magnetar.InitialPosition.Earliest, delivery="push")
+    got = [sdk.receive(timeout_millis=10_000) for _ in range(3)]
+    assert [m.has_null_value() for m in got] == [False, True, True]
