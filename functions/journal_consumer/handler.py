@@ -46,6 +46,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         metrics.add_metric("Holes", MetricUnit.Count, outcome.holes)
     if outcome.late_after_hole:
         metrics.add_metric("LateAfterHole", MetricUnit.Count, outcome.late_after_hole)
+    if outcome.late_reappended:
+        metrics.add_metric("LateReappended", MetricUnit.Count, outcome.late_reappended)
+    if outcome.late_dead_lettered:
+        metrics.add_metric("LateDeadLettered", MetricUnit.Count, outcome.late_dead_lettered)
     if plan.connections:
         metrics.add_metric("PushedMessages", MetricUnit.Count, pushed.pushed)
     metrics.flush_metrics()

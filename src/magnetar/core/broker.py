@@ -44,7 +44,7 @@ class Broker:
         self.authz = AuthorizationService(self.metadata, self.clock, self.auth)
         self.admin.on_policy_change = self._forget_policies
         self.reader = EntryReader(self.metadata, self.segments, self.journal, self.cache, self.tail_reads)
-        self.sealer = Sealer(self.metadata, self.segments, self.clock)
+        self.sealer = Sealer(self.metadata, self.segments, self.clock, self.journal)
         self.subscriptions = SubscriptionService(self.metadata, self.reader, self.clock, self.writer.policies)
         self.maintenance = LedgerMaintenance(self.metadata, self.segments, self.reader, self.writer,
                                              self.subscriptions, self.clock)

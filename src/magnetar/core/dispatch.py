@@ -19,6 +19,7 @@ from typing import Any
 
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import SUBSCRIPTION_TYPES, CursorState, Delivery, key_hash
+from magnetar.core.delaypoints import delay_point
 from magnetar.core.entry import Entry
 from magnetar.core.errors import (
     Conflict,
@@ -292,6 +293,7 @@ class SubscriptionService:
                 return None, _unbounded_tail(pristine), state.epoch, 0  # not enough yet: wait, write nothing
             if not step.write:
                 return [], None, state.epoch, step.throttled_until  # nothing to hand out, nothing changed: no write
+            delay_point("dispatch.before_claim")  # a stalled claim: the ack timeout, the poll's retry
             if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
                 crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
                 return step.delivered, None, state.epoch, step.throttled_until
@@ -469,6 +471,7 @@ class SubscriptionService:
             else:
                 state = view.cursor
             change(state, now)
+            delay_point("cursor.before_update")  # a stalled write: another may move the cursor meanwhile
             if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
                 crash_point("cursor.after_update")  # cursor moved, caller not told: retrying is harmless
                 return state

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from magnetar.core.crashpoints import crash_point
+from magnetar.core.delaypoints import delay_point
 from magnetar.core.errors import InvalidInput, MagnetarError, SubscriptionNotFound
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import CursorWrite, SubscriptionView
@@ -176,6 +177,8 @@ def _look(
     if 0 < ready < min_messages and not any(s.retried for s in steps.values()):
         return None, 0
     changed = [i for i in range(n) if steps[i].write]
+    if changed:
+        delay_point("dispatch.before_claim")  # a stalled claim: the ack timeout, the poll's retry
     written = service.metadata.put_cursors(
         [CursorWrite(topics[i], subscription, steps[i].state, views[i].cursor_version) for i in changed])
     if any(written):

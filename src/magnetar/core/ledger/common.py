@@ -13,12 +13,19 @@ the timing rule that makes a hole safe to declare.
 from __future__ import annotations
 
 import hashlib
+import os
 from urllib.parse import quote
 
 from magnetar.core.naming import TopicName
 
-WRITE_DEADLINE_MS = 10_000  # a writer never writes a reservation older than this
-HOLE_GRACE_MS = 60_000  # a missing id is a hole once a later id's reservation is this old
+# The functions read both from their environment (the verifier shortens them for a run; a
+# deployment has no reason to): MAGNETAR_WRITE_DEADLINE_MS, MAGNETAR_HOLE_GRACE_MS.
+ENV_WRITE_DEADLINE_MS = "MAGNETAR_WRITE_DEADLINE_MS"
+ENV_HOLE_GRACE_MS = "MAGNETAR_HOLE_GRACE_MS"
+# a writer never writes a reservation older than this, nor acknowledges a write completed past it
+WRITE_DEADLINE_MS = int(os.environ.get(ENV_WRITE_DEADLINE_MS) or 10_000)
+# a missing id is fenced off as a hole once a later id's reservation is this old
+HOLE_GRACE_MS = int(os.environ.get(ENV_HOLE_GRACE_MS) or 60_000)
 
 
 def journal_key(topic: str) -> str:

@@ -17,12 +17,22 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields, replace
 
 from magnetar.core.crashpoints import crash_point
+from magnetar.core.delaypoints import delay_point
 from magnetar.core.entry import encode_entry, hole_entry, peek_header, record_headers
 from magnetar.core.errors import InvalidInput, RetryableError
 from magnetar.core.ledger import common
 from magnetar.core.ledger.common import segment_key
+from magnetar.core.ledger.late import LateRecords, Settled
 from magnetar.core.naming import TopicName
-from magnetar.core.ports import Clock, JournalRecord, MetadataStore, SealState, SegmentMeta, SegmentStore
+from magnetar.core.ports import (
+    Clock,
+    Journal,
+    JournalRecord,
+    MetadataStore,
+    SealState,
+    SegmentMeta,
+    SegmentStore,
+)
 from magnetar.core.rates import ewma_add
 
 log = logging.getLogger(__name__)
@@ -54,6 +64,8 @@ class SealOutcome:
     segments_written: int = 0
     holes: int = 0
     late_after_hole: int = 0
+    late_reappended: int = 0  # late records whose entries took new ids and went to the journal again
+    late_dead_lettered: int = 0  # late records written to the dead-letter prefix instead
     retry_from: str | None = None
 
     def add(self, other: SealOutcome) -> None:
@@ -71,10 +83,13 @@ class Sealer:
     after a crash between the S3 write and the DynamoDB commit writes the same bytes again.
     """
 
-    def __init__(self, metadata: MetadataStore, segments: SegmentStore, clock: Clock) -> None:
+    def __init__(self, metadata: MetadataStore, segments: SegmentStore, clock: Clock,
+                 journal: Journal | None = None) -> None:
         self.metadata = metadata
         self.segments = segments
         self.clock = clock
+        # late records (ids sealed as holes before they arrived) are re-appended through the journal
+        self.late = LateRecords(metadata, journal, segments, clock) if journal is not None else None
 
     def seal(self, records: list[JournalRecord]) -> SealOutcome:
         outcome = SealOutcome()
@@ -127,11 +142,11 @@ class Sealer:
     def _seal_topic(self, topic: TopicName, items: list[_Item], state: SealState, outcome: SealOutcome) -> int | None:
         """Seal what can be sealed for one topic; the index of the first record to retry, if any."""
         waiting: dict[int, _Item] = {}
+        late: list[_Item] = []
         for item in items:
             if item.entry_id < state.next_entry:
                 if item.entry_id in state.recent_holes:
-                    outcome.late_after_hole += 1
-                    log.error("entry %s/%d arrived after its id was declared a hole", topic, item.entry_id)
+                    late.append(item)  # arrived after its id was sealed as a hole
                 continue  # already sealed: a replay
             waiting.setdefault(item.entry_id, item)  # the first record of an id is the one kept
         run: list[tuple[bytes, int, _Item | None]] = []  # (entry bytes, ledger, journal item; None: a hole)
@@ -155,7 +170,39 @@ class Sealer:
             break
         if run:
             self._write_segments(topic, run, state, holes, outcome)
+        if late:
+            settled = Settled(position, frozenset(state.recent_holes) | frozenset(holes))
+            late_at = self._late_records(topic, late, settled, outcome)
+            if late_at is not None and (blocked_at is None or late_at < blocked_at):
+                blocked_at = late_at
         return blocked_at
+
+    def _late_records(self, topic: TopicName, late: list[_Item], settled: Settled, outcome: SealOutcome) -> int | None:
+        """Entries that reached the journal after their ids were sealed as holes: their writer
+        missed its deadline (the publish was not acknowledged under those ids, unless clocks broke
+        the margin). Each record's late entries are re-appended under new ids, exactly once, or
+        dead-lettered (`ledger.late`); the index of the first record to retry, if any."""
+        by_record: dict[int, list[_Item]] = {}
+        for item in late:
+            by_record.setdefault(item.index, []).append(item)
+        retry_at: int | None = None
+        for index, record_items in sorted(by_record.items()):
+            outcome.late_after_hole += 1
+            log.error("entries %s/%d..%d arrived after their ids were sealed as holes", topic,
+                      record_items[0].entry_id, record_items[-1].entry_id)
+            if self.late is None:
+                continue  # no journal to re-append through (a sealer built without one)
+            try:
+                result = self.late.handle(topic, [i.data for i in record_items], settled)
+            except RetryableError as exc:
+                log.warning("late entries of %s not re-appended yet: %s", topic, exc)
+                retry_at = index if retry_at is None else min(retry_at, index)
+                continue
+            outcome.late_reappended += int(result.reappended)
+            outcome.late_dead_lettered += int(result.dead_lettered)
+            if result.retry:
+                retry_at = index if retry_at is None else min(retry_at, index)
+        return retry_at
 
     def _write_segments(
         self, topic: TopicName, run: list[tuple[bytes, int, _Item | None]], state: SealState, holes: list[int],
@@ -223,6 +270,7 @@ class Sealer:
         )
         meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, self.clock.now_ms(),
                            max_publish_time)
+        delay_point("seal.before_commit")  # a stalled sealer: holes are declared meanwhile, records pile up
         if not self.metadata.commit_segment(meta, state.next_entry, new_state):
             raise RetryableError(f"seal state of {topic} moved under us; the batch is retried")
         crash_point("seal.after_commit")  # committed, batch not checkpointed: a replay skips it

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from magnetar.core.crashpoints import crash_point
+from magnetar.core.delaypoints import delay_point
 from magnetar.core.entry import (
     Batch,
     Entry,
@@ -99,6 +100,9 @@ class LedgerWriter:
         # re-evaluates a topic's backlog quota now; True while it is still exceeded (lifecycle)
         self.quota_check: Callable[[TopicName], bool] | None = None
         self._policies: dict[str, tuple[int, dict[str, Any]]] = {}
+        # a namespace's policies, shared by its topics: with many low-rate topics a topic's own
+        # entry rarely hits, its namespace's does (one read per namespace and period, not per topic)
+        self._namespaces: dict[str, tuple[int, dict[str, Any]]] = {}
         self._quota_checked: dict[str, int] = {}
 
     def append(self, topic: TopicName, batch: Batch, producer_name: str, create_topic: bool = True) -> AppendResult:
@@ -166,9 +170,12 @@ class LedgerWriter:
                    for i, b in enumerate(batches)]
         data = encode_envelope([encode_entry(e) for e in entries])
         crash_point("produce.after_reserve")  # ids reserved, journal not written: holes
+        delay_point("produce.before_journal_write")  # a stalled writer: past its deadline, it must not write
         if self.clock.now_ms() - reserved_at > common.WRITE_DEADLINE_MS:
             raise RetryableError("Reservation expired before the journal write; retry the publish")
         self.journal.append(journal_key(key), data)
+        delay_point("produce.after_journal_write")  # a write that took too long (throttled retries, a pause)
+        _check_written_in_time(self.clock.now_ms(), reserved_at)
         crash_point("produce.after_journal_write")  # durable but not acknowledged: the client retries
         last = entries[-1]
         ledger_full = last.entry_id - reservation.ledger_first_entry + 1 >= MAX_ENTRIES_PER_LEDGER
@@ -210,6 +217,7 @@ class LedgerWriter:
             entries = [make_entry(str(topic), record.ledger_id, record.entry_id + n, record.reserved_at, now,
                                   producer, batches[i]) for n, i in enumerate(dup)]
             self.journal.append(journal_key(str(topic)), encode_envelope([encode_entry(e) for e in entries]))
+            _check_written_in_time(self.clock.now_ms(), record.reserved_at)
             results.update(zip(dup, originals, strict=True))
         else:
             stored = self.lookup(topic, record.entry_id) if self.lookup else None
@@ -238,14 +246,20 @@ class LedgerWriter:
     def forget_policies(self) -> None:
         """A policy changed through this container: read them again on next use."""
         self._policies.clear()
+        self._namespaces.clear()
 
     def _policies_of(self, topic: TopicName, fresh: bool) -> dict[str, Any]:
         name = str(topic.partitioned_topic if topic.partition_index >= 0 else topic)
         now = self.clock.now_ms()
         cached = self._policies.get(name)
         if fresh or cached is None or now - cached[0] > POLICY_CACHE_MS:
-            info = self.metadata.get_namespace(topic.namespace_name)
-            merged = effective_policies(dict(info.policies) if info else {}, self.metadata.get_topic_policies(topic))
+            namespace = str(topic.namespace_name)
+            ns_cached = self._namespaces.get(namespace)
+            if fresh or ns_cached is None or now - ns_cached[0] > POLICY_CACHE_MS:
+                info = self.metadata.get_namespace(topic.namespace_name)
+                ns_cached = (now, dict(info.policies) if info else {})
+                self._namespaces[namespace] = ns_cached
+            merged = effective_policies(dict(ns_cached[1]), self.metadata.get_topic_policies(topic))
             cached = (now, merged)
             self._policies[name] = cached
         return cached[1]
@@ -342,6 +356,16 @@ def rate_claim(rate: PublishRate, messages: int, size: int, now_ms: int) -> Rate
     limits += [f"{rate.bytes} bytes/s"] if rate.bytes > 0 else []
     return RateClaim(now_ms * 1_000_000, rate_cost_ns(messages, rate.msgs), rate_cost_ns(size, rate.bytes),
                      PUBLISH_BURST_S * 1_000_000_000, ", ".join(limits))
+
+
+def _check_written_in_time(now_ms: int, reserved_at: int) -> None:
+    """After the journal write: a record stored past its reservation's deadline is not
+    acknowledged under its ids. The sealer may already have fenced them off as holes (then it
+    re-appends the record under new ids, `ledger.late`), or may still seal them (then the retry
+    finds the stored entry, with deduplication); either way the producer retries, and the ids it
+    is told are the ones consumers see."""
+    if now_ms - reserved_at > common.WRITE_DEADLINE_MS:
+        raise RetryableError("The journal write completed after the reservation's deadline; retry the publish")
 
 
 def _sequence(batch: Batch) -> int:
