@@ -22,6 +22,8 @@ def verify_command(
     runs: Annotated[int, typer.Option("--runs", "-n", help="Randomized runs.")] = 20,
     seed: Annotated[int, typer.Option("--seed", "-s", help="Seed: the same seed plans the same runs.")] = 1,
     crash_points: Annotated[str, typer.Option("--crash-points", help="'all', 'none' or a comma list.")] = "all",
+    delay_points: Annotated[str, typer.Option(
+        "--delay-points", help="Stall steps past every deadline and grace period: 'all', 'none' or a comma list.")] = "none",
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the summary to this file.")] = None,
     aws_limits: Annotated[str, typer.Option(
         "--aws-limits", help="The in-process cluster enforces AWS's service limits: on|off (on, as `local up`).")] = "on",
@@ -35,21 +37,16 @@ def verify_command(
     MAGNETAR_AUTH_ENABLED=true (and a token key, superuser roles) give the workload's credentials
     with --auth-params or MAGNETAR_AUTH_TOKEN. As `magnetar local up`, it enforces AWS's service
     limits, runs the journal consumer on enhanced fan-out and reads sealed entries only; the
-    maintenance function (retention) runs over each run's topic every 0.5 s."""
+    maintenance function (retention) runs over each run's topic every 0.5 s. Delay points stall a
+    step (before/after the journal write, the seal commit, cursor writes) longer than the run's
+    write deadline and hole grace, which the run shortens to 0.5 s and 1.5 s."""
     credentials = authentication(auth_plugin, auth_params)
     from magnetar.local.cluster import LocalCluster, free_port
     from magnetar.local.fidelity import AwsFidelity
-    from magnetar.verify.runner import CRASH_POINTS, Verifier
+    from magnetar.verify.runner import CRASH_POINTS, DELAY_POINTS, Verifier
 
-    if crash_points == "all":
-        allowed: tuple[str, ...] = CRASH_POINTS
-    elif crash_points == "none":
-        allowed = ()
-    else:
-        allowed = tuple(p.strip() for p in crash_points.split(",") if p.strip())
-        unknown = [p for p in allowed if p not in CRASH_POINTS]
-        if unknown:
-            raise typer.BadParameter(f"unknown crash points {unknown}; known: {', '.join(CRASH_POINTS)}")
+    allowed = _points(crash_points, CRASH_POINTS, "crash")
+    delays = _points(delay_points, DELAY_POINTS, "delay")
     logging.getLogger("magnetar.local.esm").setLevel(logging.ERROR)  # retries are the point here
     started = time.monotonic()
     fidelity = AwsFidelity(limits=on_off("--aws-limits", aws_limits))
@@ -62,8 +59,9 @@ def verify_command(
             def on_run(run: int, summary) -> None:  # type: ignore[no-untyped-def]
                 progress.update(task, advance=1, status=f"acked {summary.acked:,}  violations {summary.violations}")
 
-            summary = Verifier(cluster.url, authentication=credentials).run_all(runs, seed, allowed, on_run)
+            summary = Verifier(cluster.url, authentication=credentials).run_all(runs, seed, allowed, on_run, delays)
     result = summary.as_dict() | {"seed": seed, "crash_points_allowed": list(allowed),
+                                  "delay_points_allowed": list(delays),
                                   "seconds": round(time.monotonic() - started, 1)}
     table = Table(title=f"magnetar verify: {runs} runs, seed {seed}")
     table.add_column("figure")
@@ -73,6 +71,8 @@ def verify_command(
         table.add_row(key.replace("_", " "), f"{result[key]:,}" if isinstance(result[key], int) else str(result[key]))
     for name in allowed:
         table.add_row(f"fired: {name}", str(result["crash_points_fired"].get(name, 0)))
+    for name in delays:
+        table.add_row(f"delayed: {name}", str(result["delay_points_fired"].get(name, 0)))
     console.print(table)
     for error in result["errors"]:
         console.print(f"[yellow]workload error:[/yellow] {error}")
@@ -84,3 +84,16 @@ def verify_command(
     if summary.violations or result["errors"]:
         raise typer.Exit(1)
     console.print("[green]no violations[/green]")
+
+
+def _points(option: str, known: tuple[str, ...], kind: str) -> tuple[str, ...]:
+    """'all', 'none' or a comma list of known point names."""
+    if option == "all":
+        return known
+    if option == "none":
+        return ()
+    chosen = tuple(p.strip() for p in option.split(",") if p.strip())
+    unknown = [p for p in chosen if p not in known]
+    if unknown:
+        raise typer.BadParameter(f"unknown {kind} points {unknown}; known: {', '.join(known)}")
+    return chosen

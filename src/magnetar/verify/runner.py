@@ -22,7 +22,7 @@ import httpx
 import magnetar
 from magnetar.client import exceptions
 from magnetar.client.auth import Authentication
-from magnetar.core import crashpoints
+from magnetar.core import crashpoints, delaypoints
 from magnetar.verify.history import Delivery, History, Send, Verdict, check
 
 CRASH_POINTS = (
@@ -35,6 +35,18 @@ CRASH_POINTS = (
     "trim.after_commit",  # maintenance: segments unlisted, objects not yet deleted
     "trim.after_delete",  # maintenance: objects deleted, trash not yet cleared
 )
+# Delay points (magnetar.core.delaypoints): a step stalls past every deadline and grace period, then
+# goes on. The run shortens those periods (RUN_TIMINGS) so a stall costs seconds, not minutes.
+DELAY_POINTS = (
+    "produce.before_journal_write",  # the writer stalls after reserving: past its deadline, it must not write
+    "produce.journal_write",  # the write is slow: it lands past the deadline, maybe after its ids became holes
+    "produce.after_journal_write",  # stored in time, answered late: no acknowledgement past the deadline
+    "seal.before_commit",  # the sealer stalls mid-batch: records pile up, holes come due meanwhile
+    "dispatch.before_claim",  # a receive's claim stalls: ack timeouts, the poll's own retry
+    "cursor.before_update",  # an acknowledgement's cursor write stalls: others move the cursor meanwhile
+)
+RUN_WRITE_DEADLINE_MS, RUN_HOLE_GRACE_MS = 500, 1500  # the rule (deadline < grace) kept, the numbers shrunk
+RUN_DELAY_MS = RUN_HOLE_GRACE_MS + 1_000  # one firing crosses the deadline and the grace
 MAINTENANCE_EVERY_S = 0.5  # the workload's topic is maintained (retention trims what all cursors passed) this often
 
 
@@ -48,9 +60,10 @@ class RunPlan:
     crash_points: dict[str, int]
     no_ack_probability: float
     close_probability: float
+    delay_points: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def random(cls, rng: random.Random, run: int, allowed: tuple[str, ...]) -> RunPlan:
+    def random(cls, rng: random.Random, run: int, allowed: tuple[str, ...], delays: tuple[str, ...] = ()) -> RunPlan:
         deduplicate = rng.random() < 0.4
         namespace = DEDUP_NAMESPACE if deduplicate else "public/default"
         topic = f"persistent://{namespace}/verify-{run}-{uuid.uuid4().hex[:8]}"
@@ -63,8 +76,12 @@ class RunPlan:
             consumers = 1 if sub_type == "Exclusive" else rng.randint(1, 3)
             subscriptions.append((f"s{i}", sub_type, consumers, rng.choice([0, 1000])))
         chosen = rng.sample(list(allowed), k=rng.randint(1, min(3, len(allowed)))) if allowed else []
-        return cls(topic, partitions, deduplicate, producers, subscriptions, {p: rng.randint(1, 2) for p in chosen},
+        plan = cls(topic, partitions, deduplicate, producers, subscriptions, {p: rng.randint(1, 2) for p in chosen},
                    rng.choice([0.0, 0.05]), rng.choice([0.0, 0.02]))
+        if delays:  # drawn after the rest: a run without delay points is planned as before
+            stalled = rng.sample(list(delays), k=rng.randint(1, min(2, len(delays))))
+            plan.delay_points = {p: rng.randint(1, 2) for p in stalled}
+        return plan
 
 
 DEDUP_NAMESPACE = "public/verify-dedup"
@@ -74,6 +91,7 @@ DEDUP_NAMESPACE = "public/verify-dedup"
 class Summary:
     runs: int = 0
     fired: Counter[str] = field(default_factory=Counter)
+    delays_fired: Counter[str] = field(default_factory=Counter)
     acked: int = 0
     delivered: int = 0
     lost: int = 0
@@ -103,7 +121,7 @@ class Summary:
         self.trimmed_segments += verdict.trimmed_segments
         if not verdict.ok:
             self.failures.append({
-                "run": run, "topic": plan.topic, "crash_points": plan.crash_points,
+                "run": run, "topic": plan.topic, "crash_points": plan.crash_points, "delay_points": plan.delay_points,
                 "lost": verdict.lost[:10], "duplicated": verdict.duplicated[:10],
                 "order_violations": verdict.order_violations[:10], "cursor_backwards": verdict.cursor_backwards[:10],
                 "missing_objects": verdict.missing_objects[:10],
@@ -111,7 +129,8 @@ class Summary:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "runs": self.runs, "crash_points_fired": dict(self.fired), "acked": self.acked,
+            "runs": self.runs, "crash_points_fired": dict(self.fired), "delay_points_fired": dict(self.delays_fired),
+            "acked": self.acked,
             "delivered": self.delivered, "lost": self.lost, "duplicated": self.duplicated,
             "stored_twice_after_retry": self.stored_twice, "order_violations": self.order_violations,
             "cursor_backwards": self.cursor_backwards, "missing_objects": self.missing_objects,
@@ -127,17 +146,16 @@ class Verifier:
         self.drain_timeout_s = drain_timeout_s
 
     def run_all(self, runs: int, seed: int, allowed: tuple[str, ...],
-                on_run: Callable[[int, Summary], None] | None = None) -> Summary:
-        import magnetar.core.ledger as ledger
-
+                on_run: Callable[[int, Summary], None] | None = None, delays: tuple[str, ...] = ()) -> Summary:
         # Short hole timing so a writer killed after reserving an id costs seconds, not a minute;
         # the rule is the same (deadline < grace), only the numbers shrink.
-        ledger.common.WRITE_DEADLINE_MS, ledger.common.HOLE_GRACE_MS = 500, 1500
+        shorten_timings()
         rng = random.Random(seed)
         summary = Summary()
         for run in range(runs):
-            plan = RunPlan.random(rng, run, allowed)
+            plan = RunPlan.random(rng, run, allowed, delays)
             before = Counter(crashpoints.fired)
+            delays_before = Counter(delaypoints.fired)
             history = History()
             try:
                 self._execute(plan, history, random.Random(rng.random()))
@@ -145,8 +163,10 @@ class Verifier:
                 summary.errors.append(f"run {run}: {type(exc).__name__}: {exc}")
             finally:
                 crashpoints.disable_all()
+                delaypoints.disable_all()
             summary.errors.extend(f"run {run}: {e}" for e in history.errors)
             summary.fired.update(Counter(crashpoints.fired) - before)
+            summary.delays_fired.update(Counter(delaypoints.fired) - delays_before)
             summary.add(run, plan, check(history))
             if on_run:
                 on_run(run, summary)
@@ -174,6 +194,8 @@ class Verifier:
             consumers = self._subscribe(client, plan, history)
             for name, count in plan.crash_points.items():
                 crashpoints.enable(name, times=count)
+            for name, count in plan.delay_points.items():
+                delaypoints.enable(name, times=count)
             sampler = threading.Thread(target=self._sample_cursors, args=(plan, history, stop), daemon=True)
             sampler.start()
             maintenance = threading.Thread(target=self._maintain, args=(plan, history, stop), daemon=True)
@@ -192,6 +214,8 @@ class Verifier:
             # let the tail settle without new deaths; the maintenance run's points stay armed while
             # consumers acknowledge (trimming follows the acknowledgements, mostly after the producers)
             crashpoints.disable(*[p for p in plan.crash_points if not p.startswith("trim.")])
+            # the consumers' delay points too stay armed while they acknowledge
+            delaypoints.disable(*[p for p in plan.delay_points if not p.startswith(("cursor.", "dispatch."))])
             self._wait_delivered(plan, history)
             stop.set()
             for w in workers:
@@ -332,6 +356,21 @@ class Verifier:
                     s3.head_object(Bucket=bucket, Key=segment.key)
                 except ClientError:
                     history.missing_objects.append(segment.key)
+
+
+def shorten_timings() -> None:
+    """The run's write deadline, hole grace and delay, through the settings the functions read:
+    the environment (MAGNETAR_WRITE_DEADLINE_MS, MAGNETAR_HOLE_GRACE_MS, MAGNETAR_DELAY_POINT_MS,
+    for functions started after this) and the modules already loaded in this process."""
+    import os
+
+    import magnetar.core.ledger as ledger
+
+    os.environ[ledger.common.ENV_WRITE_DEADLINE_MS] = str(RUN_WRITE_DEADLINE_MS)
+    os.environ[ledger.common.ENV_HOLE_GRACE_MS] = str(RUN_HOLE_GRACE_MS)
+    os.environ[delaypoints.ENV_DELAY_MS] = str(RUN_DELAY_MS)
+    ledger.common.WRITE_DEADLINE_MS, ledger.common.HOLE_GRACE_MS = RUN_WRITE_DEADLINE_MS, RUN_HOLE_GRACE_MS
+    delaypoints.duration_ms = RUN_DELAY_MS
 
 
 def _partitions(plan: RunPlan) -> list[Any]:

@@ -173,6 +173,7 @@ class LedgerWriter:
         delay_point("produce.before_journal_write")  # a stalled writer: past its deadline, it must not write
         if self.clock.now_ms() - reserved_at > common.WRITE_DEADLINE_MS:
             raise RetryableError("Reservation expired before the journal write; retry the publish")
+        delay_point("produce.journal_write")  # the write itself is slow: it lands late, maybe after its hole
         self.journal.append(journal_key(key), data)
         delay_point("produce.after_journal_write")  # a write that took too long (throttled retries, a pause)
         _check_written_in_time(self.clock.now_ms(), reserved_at)
