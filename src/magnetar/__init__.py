@@ -41,6 +41,9 @@ _SDK = {
     "ConsumerKeySharedPolicy": "magnetar.client.types",
     "RegexSubscriptionMode": "magnetar.client.types",
     "ConsumerCryptoFailureAction": "magnetar.client.types",
+    "CryptoKeyReader": "magnetar.client.crypto",
+    "EncryptionContext": "magnetar.client.crypto",
+    "EncryptionKey": "magnetar.client.crypto",
     "LoggerLevel": "magnetar.client.types",
     "ConsoleLogger": "magnetar.client.types",
     "FileLogger": "magnetar.client.types",
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
     )
     from magnetar.client.client import Client
     from magnetar.client.consumer import Consumer
+    from magnetar.client.crypto import CryptoKeyReader, EncryptionContext, EncryptionKey
     from magnetar.client.message import Message, MessageId
     from magnetar.client.producer import Producer
     from magnetar.client.push import PushConsumer
@@ -110,6 +114,9 @@ __all__ = [
     "ConsumerDeadLetterPolicy",
     "ConsumerKeySharedPolicy",
     "ConsumerType",
+    "CryptoKeyReader",
+    "EncryptionContext",
+    "EncryptionKey",
     "FileLogger",
     "InitialPosition",
     "KeySharedMode",

@@ -26,7 +26,6 @@ from magnetar.client import exceptions
 SNAPSHOT = json.loads((Path(__file__).parent.parent / "fixtures_local" / "pulsar_client_api.json").read_text())
 
 _SCHEMA = "pulsar.schema is issue #11's: no schema support yet"
-_ENCRYPTION = "end-to-end encryption is not built yet (issue #10, item 5)"
 _NATIVE = "a wrapper of pulsar-client's C++ object: nothing to wrap here"
 _FAILOVER = "client-side cluster failover (service-info providers) has no counterpart: one HTTPS endpoint"
 
@@ -48,9 +47,6 @@ DIFFERENCES: dict[str, str] = {
     "ConsumerDeadLetterPolicy.policy": _NATIVE,
     "ConsumerKeySharedPolicy.policy": _NATIVE,
     "MessageBatch": "parses the binary protocol's batch format; Magnetar's entries are not that format",
-    "CryptoKeyReader": _ENCRYPTION,
-    "EncryptionContext": _ENCRYPTION,
-    "EncryptionKey": _ENCRYPTION,
     "TableView": "TableView is built on topic compaction, not built yet (issue #10, items 3-4)",
     "Client.create_table_view": "TableView is built on topic compaction, not built yet (issue #10, items 3-4)",
     "Message.schema_version": _SCHEMA,
@@ -58,12 +54,6 @@ DIFFERENCES: dict[str, str] = {
     "Client.create_producer(schema)": _SCHEMA,
     "Client.subscribe(schema)": _SCHEMA,
     "Client.create_reader(schema)": _SCHEMA,
-    "Client.create_producer(encryption_key)": _ENCRYPTION,
-    "Client.create_producer(crypto_key_reader)": _ENCRYPTION,
-    "Client.subscribe(crypto_key_reader)": _ENCRYPTION,
-    "Client.subscribe(crypto_failure_action)": _ENCRYPTION,
-    "Client.create_reader(crypto_key_reader)": _ENCRYPTION,
-    "Client.create_reader(crypto_failure_action)": _ENCRYPTION,
     "Client.create_producer(batching_enabled=)": "default True, not False: one AWS request per message "
                                                 "otherwise (send_async under load); batching_enabled=False works",
     "Authentication.__init__(dynamicLibPath)": "pulsar-client loads a C++ plugin; Magnetar's Authentication "

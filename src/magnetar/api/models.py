@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -217,6 +217,10 @@ class ConsumerMessage(BaseModel):
     producerName: str
     topic: str
     nullValue: bool | None = None
+    # end to end encrypted (absent otherwise): `payload` is the ciphertext; Pulsar's WebSocket
+    # encryptionContext (PIP-290): keys {name: {keyValue, metadata}}, param (the IV), algorithm,
+    # compressionType, uncompressedMessageSize
+    encryptionContext: dict[str, Any] | None = None
 
 
 class RetentionPolicies(_Body):

@@ -8,6 +8,7 @@ from typing import Any
 from magnetar.api.models import INT64_MAX, AckRequest, ConsumerMessage, ProduceRequest, decode_b64
 from magnetar.core.compression import Codec
 from magnetar.core.dispatch import Acks
+from magnetar.core.encryption import to_wire as encryption_to_wire
 from magnetar.core.entry import Batch, ChunkInfo, Entry, Message, MessageIdData
 from magnetar.core.errors import InvalidInput
 
@@ -92,5 +93,8 @@ def entry_messages(topic: str, partition: int, entry: Entry, redelivery_count: i
         ).model_dump()
         if message["nullValue"] is None:
             del message["nullValue"]
+        message.pop("encryptionContext", None)
+        if m.encryption is not None:  # end to end encrypted: the ciphertext and what decrypts it (PIP-290)
+            message["encryptionContext"] = encryption_to_wire(m.encryption)
         out.append(message)
     return out

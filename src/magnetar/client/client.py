@@ -9,9 +9,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, cast
 
-from magnetar.client import exceptions
+from magnetar.client import crypto, exceptions
 from magnetar.client.auth import Authentication
 from magnetar.client.consumer import Consumer
+from magnetar.client.crypto import CryptoKeyReader
 from magnetar.client.message import Message, MessageId
 from magnetar.client.partitioned import MultiTopicsConsumer, PartitionedProducer, matching
 from magnetar.client.producer import Producer
@@ -23,6 +24,7 @@ from magnetar.client.types import (
     CompressionType,
     ConsoleLogger,
     ConsumerBatchReceivePolicy,
+    ConsumerCryptoFailureAction,
     ConsumerDeadLetterPolicy,
     ConsumerKeySharedPolicy,
     ConsumerType,
@@ -136,11 +138,14 @@ class Client:
         lazy_start_partitioned_producers: bool = False,
         properties: dict[str, str] | None = None,
         batching_type: BatchingType = BatchingType.Default,
+        encryption_key: str | list[str] | None = None,
+        crypto_key_reader: CryptoKeyReader | None = None,
         access_mode: ProducerAccessMode = ProducerAccessMode.Shared,
         message_router: Callable[[Message, int], int] | None = None,
     ) -> Producer | PartitionedProducer:
-        """pulsar-client's `create_producer` (its order of parameters; `schema`, `encryption_key`
-        and `crypto_key_reader` are not there yet). `initial_sequence_id`: the first message gets
+        """pulsar-client's `create_producer` (its order of parameters; `schema` is not there yet).
+        `encryption_key` (a key name, or Magnetar's list of names) with `crypto_key_reader`
+        encrypts every message end to end (docs/semantics.md). `initial_sequence_id`: the first message gets
         the next one. Accepted without effect: `max_pending_messages_across_partitions`,
         `block_if_queue_full` (a full queue always blocks `send`), `lazy_start_partitioned_producers`
         (partition producers cost nothing until they send) and `properties`."""
@@ -161,6 +166,8 @@ class Client:
         check_type_or_none(dict, properties, "properties")
         check_type(BatchingType, batching_type, "batching_type")
         check_type(ProducerAccessMode, access_mode, "access_mode")
+        check_type_or_none((str, list), encryption_key, "encryption_key")  # Magnetar: a list names several keys
+        check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
         if access_mode is ProducerAccessMode.ExclusiveWithFencing:
             raise exceptions.OperationNotSupported(
                 "ProducerAccessMode.ExclusiveWithFencing is not supported by Magnetar yet: use Exclusive or "
@@ -173,6 +180,7 @@ class Client:
             "send_timeout_millis": send_timeout_millis, "compression_type": compression_type,
             "chunking_enabled": chunking_enabled, "access_mode": access_mode, "batching_type": batching_type,
             "max_pending_messages": max_pending_messages, "initial_sequence_id": initial_sequence_id,
+            "encryptor": crypto.encryptor(encryption_key, crypto_key_reader, compression_type),
             "attach": True,  # registers the producer (limits, quotas, stats); a named one resumes its sequence
         }
         partitions = self._partitions(name)
@@ -205,6 +213,7 @@ class Client:
         properties: dict[str, str] | None = None,
         pattern_auto_discovery_period: int = 60,
         initial_position: InitialPosition = InitialPosition.Latest,
+        crypto_key_reader: CryptoKeyReader | None = None,
         replicate_subscription_state_enabled: bool = False,
         max_pending_chunked_message: int = 10,
         auto_ack_oldest_chunked_message_on_queue_full: bool = False,
@@ -214,14 +223,15 @@ class Client:
         batch_index_ack_enabled: bool = False,
         regex_subscription_mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly,
         dead_letter_policy: ConsumerDeadLetterPolicy | None = None,
+        crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
         pattern: str | re.Pattern[str] | None = None,
         retry_enable: bool = False,
         expire_time_of_incomplete_chunked_message_ms: int = 60_000,
         delivery: str | None = None,
     ) -> Consumer | MultiTopicsConsumer | PushConsumer:
-        """pulsar-client's `subscribe` (its order of parameters; `schema`, `crypto_key_reader` and
-        `crypto_failure_action` are not there yet), then Magnetar's: `pattern` (a regex, as
-        `topic` may be), `retry_enable`, `expire_time_of_incomplete_chunked_message_ms`, and
+        """pulsar-client's `subscribe` (its order of parameters; `schema` is not there yet;
+        `crypto_key_reader` and `crypto_failure_action` for encrypted messages), then Magnetar's:
+        `pattern` (a regex, as `topic` may be), `retry_enable`, `expire_time_of_incomplete_chunked_message_ms`, and
         `delivery` overriding the client's ("auto", "push" or "poll") for this consumer.
 
         `regex_subscription_mode` picks the domains a pattern lists (persistent, non-persistent or
@@ -257,6 +267,8 @@ class Client:
         check_type_or_none(ConsumerBatchReceivePolicy, batch_receive_policy, "batch_receive_policy")
         check_type_or_none(ConsumerKeySharedPolicy, key_shared_policy, "key_shared_policy")
         check_type(RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
+        check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
+        decryptor = crypto.decryptor(crypto_key_reader, crypto_failure_action)
         if pattern is None and not isinstance(topic, str | list | re.Pattern):
             raise ValueError("Argument 'topic' is expected to be of a type between (str, list, re.pattern)")
         try:
@@ -315,13 +327,13 @@ class Client:
                     self._transport, self._websocket_url, _topic(partition_topic), subscription_name, consumer_type,
                     consumer_name, initial_position, unacked_messages_timeout_ms, receiver_queue_size,
                     batch_receive_policy, negative_ack_redelivery_delay_ms,
-                    None if len(topics) > 1 or discover is not None else message_listener))
+                    None if len(topics) > 1 or discover is not None else message_listener, decryptor=decryptor))
             return Consumer(
                 self._transport, _topic(partition_topic), subscription_name, consumer_type, consumer_name,
                 initial_position, unacked_messages_timeout_ms, receiver_queue_size, batch_receive_policy,
                 negative_ack_redelivery_delay_ms, dead_letter_policy, None if len(topics) > 1 or discover is not None else message_listener,
                 lambda t: self.create_producer(t, batching_enabled=False), retry_topic,
-                expire_time_of_incomplete_chunked_message_ms, dead_letter_topic,
+                expire_time_of_incomplete_chunked_message_ms, dead_letter_topic, decryptor=decryptor,
             )
 
         consumer: Consumer | MultiTopicsConsumer
@@ -366,10 +378,12 @@ class Client:
                       reader_listener: Callable[[Any, Message], None] | None = None,
                       receiver_queue_size: int = 1000, reader_name: str | None = None,
                       subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
-                      start_message_id_inclusive: bool = False) -> Reader | PartitionedReader:
-        """pulsar-client's `create_reader` (its order; `schema`, `crypto_key_reader` and
-        `crypto_failure_action` not there yet). `reader_listener(reader, message)` is called for
-        each message, in order, on the reader's thread. A reader holds no subscription here, so
+                      crypto_key_reader: CryptoKeyReader | None = None, start_message_id_inclusive: bool = False,
+                      crypto_failure_action: ConsumerCryptoFailureAction = ConsumerCryptoFailureAction.FAIL,
+                      ) -> Reader | PartitionedReader:
+        """pulsar-client's `create_reader` (its order; `schema` not there yet; `crypto_key_reader`
+        and `crypto_failure_action` for encrypted messages: FAIL and DISCARD skip one it cannot
+        decrypt). `reader_listener(reader, message)` is called for each message, in order, on the reader's thread. A reader holds no subscription here, so
         `reader_name` and `subscription_role_prefix` have no effect; `is_read_compacted` reads the
         whole topic, as for a topic never compacted (Magnetar does not compact yet)."""
         check_type(str, topic, "topic")
@@ -379,6 +393,8 @@ class Client:
         check_type_or_none(str, subscription_role_prefix, "subscription_role_prefix")
         check_type(bool, is_read_compacted, "is_read_compacted")
         check_type(bool, start_message_id_inclusive, "start_message_id_inclusive")
+        check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
+        decryptor = crypto.decryptor(crypto_key_reader, crypto_failure_action)
         name = _topic(topic)
         reader: Reader | PartitionedReader
         partitions = self._partitions(name)
@@ -389,10 +405,10 @@ class Client:
                     "to a message id), or read one partition")
             reader = PartitionedReader(str(name), [
                 Reader(self._transport, name.partition(i), start_message_id, start_message_id_inclusive,
-                       receiver_queue_size) for i in range(partitions)], reader_listener)
+                       receiver_queue_size, decryptor=decryptor) for i in range(partitions)], reader_listener)
         else:
             reader = Reader(self._transport, name, start_message_id, start_message_id_inclusive,
-                            receiver_queue_size, reader_listener)
+                            receiver_queue_size, reader_listener, decryptor)
         self._closeables.append(reader)
         return reader
 

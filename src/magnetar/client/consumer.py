@@ -26,6 +26,7 @@ from typing import Any
 
 from magnetar.api.wire import entry_from_wire
 from magnetar.client import exceptions
+from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
@@ -154,6 +155,7 @@ class Consumer(ConsumerBase):
         retry_letter_topic: str | None = None,
         expire_time_of_incomplete_chunked_message_ms: int = 60_000,
         dead_letter_topic: str | None = None,
+        decryptor: MessageDecryptor | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -171,6 +173,7 @@ class Consumer(ConsumerBase):
         self._retry_topic = retry_letter_topic
         self._retry_producer: Any = None
         self._chunk_expiry_s = expire_time_of_incomplete_chunked_message_ms / 1000
+        self._decryptor = decryptor or MessageDecryptor()  # end-to-end encryption: keys, failure action
         base = f"/magnetar/v1/consumer/{topic_path(topic)}/{subscription_name}"
         self._consumer_path = f"{base}/{self._name}"
         self._seek_path = f"{base}/seek"
@@ -366,6 +369,11 @@ class Consumer(ConsumerBase):
         self._expire_chunks()
 
     def _deliver(self, message: Message) -> None:
+        if message._encryption is not None:  # decrypted, or what crypto_failure_action says
+            opened = self._decryptor.open(message, self.acknowledge)
+            if opened is None:
+                return
+            message = opened
         if self._dlq and message.redelivery_count() > self._dlq.max_redeliver_count and self._dlq_producer_factory:
             if self._dlq_producer is None:
                 self._dlq_producer = self._dlq_producer_factory(self._dlq_topic)
@@ -398,7 +406,7 @@ class Consumer(ConsumerBase):
         full_id._chunks = tuple(state.ids)
         self._deliver(Message(message.payload, full_id, entry.topic, message.properties, message.key or "",
                               entry.publish_time, message.event_time, redelivery, entry.producer_name,
-                              message.ordering_key or ""))
+                              message.ordering_key or "", _encryption=message.encryption))
 
     def _expire_chunks(self) -> None:
         """Chunks of a message whose producer died never complete: acknowledge and drop them."""

@@ -6,9 +6,12 @@ import base64
 import struct
 from dataclasses import dataclass, field
 from functools import total_ordering
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from magnetar.core.entry import Entry, MessageIdData
+
+if TYPE_CHECKING:
+    from magnetar.client.crypto import EncryptionContext
 
 _ID_FORMAT = ">qqqq"  # ledger, entry, partition, batch index: 32 bytes, big-endian
 
@@ -117,6 +120,8 @@ class Message:
 
     _ordering_key: str = ""
     _null_value: bool = False  # a tombstone: data() is b"" as in pulsar-client, has_null_value() tells
+    _encryption: dict[str, Any] | None = None  # end-to-end encryption context, as stored (core/encryption.py)
+    _decryption_failed: bool = False  # delivered still encrypted (crypto_failure_action CONSUME)
 
     @classmethod
     def from_wire(cls, m: dict[str, Any]) -> Message:
@@ -144,7 +149,8 @@ class Message:
             mid = MessageId(entry.ledger_id, entry.entry_id, partition, i if entry.batched else -1, entry.topic,
                             entry.num_messages if entry.batched else 0)
             out.append(cls(m.payload, mid, entry.topic, m.properties, m.key or "", entry.publish_time, m.event_time,
-                           redelivery_count, entry.producer_name, m.ordering_key or "", m.null_value))
+                           redelivery_count, entry.producer_name, m.ordering_key or "", m.null_value,
+                           _encryption=m.encryption))
         return out
 
     def data(self) -> bytes:
@@ -185,10 +191,15 @@ class Message:
         are then empty bytes, as pulsar-client gives them."""
         return self._null_value
 
-    def encryption_context(self) -> None:
-        """pulsar-client gives None for a message that was not encrypted; Magnetar has no
-        end-to-end encryption yet, so no message is."""
-        return None
+    def encryption_context(self) -> EncryptionContext | None:
+        """pulsar-client's: how the message was encrypted (its keys, IV, algorithm, compression),
+        `is_decryption_failed()` True when it was delivered still encrypted; None when it was not
+        encrypted."""
+        if self._encryption is None:
+            return None
+        from magnetar.client.crypto import EncryptionContext
+
+        return EncryptionContext(self._encryption, self._decryption_failed)
 
     def __repr__(self) -> str:
         return f"Message(id={self._message_id}, topic={self._topic!r}, {len(self._data)} bytes)"

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.client import exceptions
 from magnetar.client.message import MessageId
@@ -40,6 +40,9 @@ from magnetar.client.types import (
 from magnetar.core.compression import Codec, compress
 from magnetar.core.entry import Message, encode_messages
 from magnetar.core.naming import TopicName
+
+if TYPE_CHECKING:
+    from magnetar.client.crypto import MessageEncryptor
 
 SendCallback = Callable[[Result, MessageId | None], None]
 log = logging.getLogger(__name__)
@@ -105,6 +108,7 @@ class Producer:
         batching_type: BatchingType = BatchingType.Default,
         max_pending_messages: int = 1000,
         initial_sequence_id: int | None = None,
+        encryptor: MessageEncryptor | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -116,6 +120,9 @@ class Producer:
         self._delay_s = batching_max_publish_delay_ms / 1000
         self._send_timeout_s = send_timeout_millis / 1000 if send_timeout_millis > 0 else 3600.0
         self._codec = Codec.parse(compression_type.value)
+        self._encryptor = encryptor  # end-to-end encryption (client/crypto.py): it compresses each payload
+        if encryptor is not None:
+            self._codec = Codec.NONE  # ciphertext does not compress
         self._chunking = chunking_enabled
         self._batch: list[_Pending] = []  # the batch being filled
         # ready to send, in order: batches, and delayed or chunked messages (each its own request)
@@ -238,10 +245,13 @@ class Producer:
             at = int(time.time() * 1000) + int(deliver_after)
         message = Message(bytes(content), partition_key, {str(k): str(v) for k, v in (properties or {}).items()},
                           int(event_timestamp or 0), ordering_key, null_value=null_value)
+        if self._encryptor is not None:
+            message = self._encryptor.seal(message)
         with self._cond:
             seq = self._next_sequence_id if sequence_id is None else int(sequence_id)
             self._next_sequence_id = max(self._next_sequence_id, seq) + 1
-            pending = _Pending(message, len(content), Future(), callback, seq, at)
+            size = len(message.payload) + (self._encryptor.overhead() if self._encryptor is not None else 0)
+            pending = _Pending(message, size, Future(), callback, seq, at)
             if pending.size > MAX_ENTRY_BYTES:
                 if not self._chunking:
                     raise exceptions.MessageTooBig(

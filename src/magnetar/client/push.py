@@ -36,9 +36,12 @@ from websockets.sync.client import ClientConnection, connect
 
 from magnetar.client import exceptions
 from magnetar.client.consumer import ConsumerBase
+from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import ConsumerBatchReceivePolicy, ConsumerType, InitialPosition
+from magnetar.core import encryption
+from magnetar.core.errors import InvalidInput
 from magnetar.core.naming import TopicName
 
 log = logging.getLogger(__name__)
@@ -92,6 +95,7 @@ class PushConsumer(ConsumerBase):
         batch_receive_policy: ConsumerBatchReceivePolicy | None = None,
         negative_ack_redelivery_delay_ms: int = 60_000,
         message_listener: Callable[[PushConsumer, Message], None] | None = None,
+        decryptor: MessageDecryptor | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -100,6 +104,7 @@ class PushConsumer(ConsumerBase):
         self._type = consumer_type
         self._queue_size = max(1, min(receiver_queue_size, MAX_QUEUE_SIZE))
         self._batch_policy = batch_receive_policy or ConsumerBatchReceivePolicy()
+        self._decryptor = decryptor or MessageDecryptor()  # end-to-end encryption: keys, failure action
         params = {
             "subscriptionType": consumer_type.value,
             "subscriptionInitialPosition": initial_position.value,
@@ -320,6 +325,15 @@ class PushConsumer(ConsumerBase):
             _millis(frame.get("publishTime")), _millis(frame.get("eventTime")), int(frame.get("redeliveryCount", 0)),
             str(frame.get("producerName", "")), _null_value=bool(frame.get("nullValue")),
         )
+        if frame.get("encryptionContext") is not None:  # the ciphertext, with what decrypts it
+            try:
+                message._encryption = encryption.from_wire(frame["encryptionContext"])
+            except InvalidInput as exc:
+                log.warning("push consumer %s: %s", self._name, exc.reason)
+            opened = self._decryptor.open(message, self.acknowledge)
+            if opened is None:
+                return
+            message = opened
         with self._cond:
             self._queue.append(message)
             self._cond.notify()

@@ -11,6 +11,7 @@ from typing import Any
 
 from magnetar.api.wire import entry_from_wire
 from magnetar.client import exceptions
+from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId
 from magnetar.client.transport import Transport, topic_path
 from magnetar.core.naming import TopicName
@@ -22,11 +23,13 @@ log = logging.getLogger(__name__)
 class Reader:
     def __init__(self, transport: Transport, topic: TopicName, start_message_id: MessageId,
                  start_message_id_inclusive: bool = False, receiver_queue_size: int = 1000,
-                 listener: Callable[[Reader, Message], None] | None = None) -> None:
+                 listener: Callable[[Reader, Message], None] | None = None,
+                 decryptor: MessageDecryptor | None = None) -> None:
         self._transport = transport
         self._topic = topic
         self._path = topic_path(topic)
         self._inclusive = start_message_id_inclusive
+        self._decryptor = decryptor or MessageDecryptor()  # end-to-end encryption: keys, failure action
         self._batch = max(1, min(receiver_queue_size // 10, 1000))
         self._queue: collections.deque[Message] = collections.deque()
         self._closed = False
@@ -118,7 +121,9 @@ class Reader:
             for message in Message.from_entry(entry, self._topic.partition_index, 0):
                 if self._skip_until is not None and message.message_id() <= self._skip_until:
                     continue
-                self._queue.append(message)
+                opened = self._decryptor.open(message)  # None: FAIL or DISCARD skip it (no cursor)
+                if opened is not None:
+                    self._queue.append(opened)
         moved = int(page["nextEntryId"]) != self._position
         self._position = int(page["nextEntryId"])
         if moved:

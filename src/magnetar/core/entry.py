@@ -28,6 +28,7 @@ from typing import Any
 import msgpack
 
 from magnetar.core.compression import Codec, compress, decompress
+from magnetar.core.encryption import check as check_encryption
 from magnetar.core.errors import InvalidInput
 
 FORMAT_VERSION = 2
@@ -196,6 +197,9 @@ class Batch:
             raise InvalidInput("Empty payload")  # (a null value, a tombstone, has none)
         if any(m.null_value and m.payload for m in messages):
             raise InvalidInput("A null value carries no payload")
+        for m in messages:  # an end-to-end encrypted message: its context must be well formed
+            if m.encryption is not None:
+                check_encryption(m.encryption)
         return self
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from magnetar.core import encryption
 from magnetar.core.cursor import SUBSCRIPTION_TYPES
 from magnetar.core.entry import Entry, Message, MessageIdData
 from magnetar.core.errors import InvalidInput
@@ -99,6 +100,8 @@ def message_frame(message: Message, message_id: MessageIdData, publish_time: int
         frame["key"] = message.key
     if message.null_value:
         frame["nullValue"] = True  # a tombstone: "payload" is "" as for empty bytes, this tells them apart
+    if message.encryption is not None:  # end to end encrypted: the ciphertext and what decrypts it (PIP-290)
+        frame["encryptionContext"] = encryption.to_wire(message.encryption)
     if batch_size:
         frame["batchSize"] = batch_size
     if producer_name:
@@ -309,5 +312,27 @@ def producer_frame(frame: dict[str, Any]) -> ProducerFrame:
         if not isinstance(value, int) or isinstance(value, bool) or value < default:
             raise InvalidInput(f"{name} must be a non-negative integer")
         numbers[name] = value
-    message = Message(data, key, {str(k): str(v) for k, v in properties.items()}, event_time, null_value=null_value)
+    message = Message(data, key, {str(k): str(v) for k, v in properties.items()}, event_time, null_value=null_value,
+                      encryption=_frame_encryption(frame))
     return ProducerFrame(message, context, numbers["sequenceId"], numbers["deliverAt"], numbers["deliverAfterMs"])
+
+
+def _frame_encryption(frame: dict[str, Any]) -> dict[str, Any] | None:
+    """A pre-encrypted message's context: `encryptionContext` as consumers receive it (its keys are
+    required: Magnetar does not take them at the connect), where Pulsar's per-message
+    `encryptionParam`, `compressionType` and `uncompressedMessageSize` may stand instead of its
+    `param`, `compressionType` and `uncompressedMessageSize`."""
+    context = frame.get("encryptionContext")
+    if context is None:
+        if "encryptionParam" in frame:
+            raise InvalidInput("encryptionParam needs the message's encryptionContext with its keys (Magnetar "
+                               "does not take encryptionKeys/encryptionKeyValues at the connect)")
+        return None
+    if not isinstance(context, dict):
+        raise InvalidInput("Invalid encryptionContext: expected an object")
+    merged = dict(context)
+    for field, name in (("encryptionParam", "param"), ("compressionType", "compressionType"),
+                        ("uncompressedMessageSize", "uncompressedMessageSize")):
+        if frame.get(field) is not None:
+            merged.setdefault(name, frame[field])
+    return encryption.from_wire(merged)
