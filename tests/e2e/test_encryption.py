@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 import time
 import uuid
 from pathlib import Path
@@ -272,3 +273,30 @@ def test_websocket_producer_sends_pre_encrypted_messages(cluster: Any, client: m
         assert not message.encryption_context().is_decryption_failed()  # type: ignore[union-attr]
         c.acknowledge(message)
         c.close()
+
+
+def test_a_chunked_message_is_encrypted_then_chunked(client: magnetar.Client, topic: str, tmp_path: Path) -> None:
+    public, private = key_pair(tmp_path, "app")
+    consumer = client.subscribe(topic, "s", crypto_key_reader=magnetar.CryptoKeyReader("", private))
+    producer = client.create_producer(topic, chunking_enabled=True, batching_enabled=False, encryption_key="app",
+                                      crypto_key_reader=magnetar.CryptoKeyReader(public, ""))
+    payload = SECRET + random.Random(3).randbytes(1_200_000)  # over the journal's record limit: two chunks
+    sent = producer.send(payload)
+    producer.close()
+    message = consumer.receive(timeout_millis=20_000)
+    assert message.data() == payload and message.message_id() == sent
+    assert message.encryption_context() is not None
+    consumer.acknowledge(message)
+    consumer.close()
+
+
+def test_non_persistent_topics_pushed_encrypted(client: magnetar.Client, tmp_path: Path) -> None:
+    topic = f"non-persistent://public/default/enc-{uuid.uuid4().hex[:8]}"
+    public, private = key_pair(tmp_path, "app", "ec")
+    consumer = client.subscribe(topic, "s", crypto_key_reader=magnetar.CryptoKeyReader("", private))
+    blind = client.subscribe(topic, "blind", crypto_failure_action=magnetar.ConsumerCryptoFailureAction.CONSUME)
+    publish(client, topic, 3, "app", magnetar.CryptoKeyReader(public, ""))
+    assert [m.data() for m in receive_all(consumer, 3)] == [secret(i) for i in range(3)]
+    assert all(SECRET not in m.data() for m in receive_all(blind, 3))
+    consumer.close()
+    blind.close()
