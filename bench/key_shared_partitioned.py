@@ -58,6 +58,9 @@ def main() -> None:
             "aws_requests_per_1000_msgs_by_operation": {
                 op: round(n * 1000 / max(ks["messages"], 1), 1) for op, n in sorted(ks["aws_requests"].items())},
             "e2e_latency_ms": ks["e2e_latency_ms"], "publish_latency_ms": ks["publish_latency_ms"],
+            # the races the consumers' cursor writes lost (each one a request and a re-step)
+            "declined_conditions_per_1000_msgs": {
+                k: round(n * 1000 / max(ks["messages"], 1), 1) for k, n in ks.get("declined_conditions", {}).items()},
         },
         "single_topic_baseline": {
             "msgs_per_s": base["msgs_per_s"], "ratio_to_limit": base.get("ratio_to_limit"),

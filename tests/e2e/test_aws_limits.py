@@ -290,3 +290,22 @@ def test_perfs_raw_limit_counts_only_the_records_the_shards_stored(limited: str,
     # two shards of 1 MiB/s (~100 records of 10 KiB a second each) with a second of burst, for 2 s
     assert limit.calls >= 2
     assert limit.operations <= 2 * (100 * 2 + 100) + 50
+
+
+def test_the_endpoint_counts_the_conditional_writes_dynamodb_declined(limited: str) -> None:
+    """Not a limit: the races optimistic concurrency lost, counted so a benchmark can show them."""
+    ddb, name = client("dynamodb", limited), table(limited)
+    item = {"pk": {"S": "cursor"}, "sk": {"S": "SUB#s"}, "version": {"N": "1"}}
+    ddb.put_item(TableName=name, Item=item, ConditionExpression="attribute_not_exists(pk)")
+    before = httpx.get(f"{limited}/_magnetar/aws-limits").json()["declined"]
+    with pytest.raises(ClientError):
+        ddb.put_item(TableName=name, Item=item, ConditionExpression="attribute_not_exists(pk)")
+    with pytest.raises(ClientError):
+        ddb.transact_write_items(TransactItems=[{"Put": {"TableName": name, "Item": item,
+                                                         "ConditionExpression": "version = :v",
+                                                         "ExpressionAttributeValues": {":v": {"N": "0"}}}}])
+    ddb.get_item(TableName=name, Key={"pk": {"S": "nothing"}, "sk": {"S": "x"}})  # a plain read: not counted
+    after = httpx.get(f"{limited}/_magnetar/aws-limits").json()["declined"]
+    grown = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert grown == {"dynamodb.PutItem:ConditionalCheckFailedException": 1,
+                     "dynamodb.TransactWriteItems:TransactionCanceledException": 1}

@@ -204,6 +204,9 @@ def _scale_rows(table: Table, r: dict[str, Any]) -> None:
         table.add_row("drain", "timed out: acknowledged messages still undelivered (--drain-timeout)")
     if "refusals" in r:
         table.add_row("AWS limits refused", ", ".join(f"{k} {v:,}" for k, v in r["refusals"].items()) or "nothing")
+    if "declined_conditions" in r:
+        table.add_row("conditional writes declined (races lost)",
+                      ", ".join(f"{k} {v:,}" for k, v in r["declined_conditions"].items()) or "none")
     retried = {role: sum(n for code, n in codes.items() if code[0] in "45") for role, codes in r["http_statuses"].items()}
     table.add_row("HTTP 4xx/5xx seen by the SDK", ", ".join(f"{k} {v:,}" for k, v in retried.items()))
     if r.get("consumer_errors"):

@@ -257,7 +257,7 @@ class PerfRun:
                     initial_position=magnetar.InitialPosition.Earliest, receiver_queue_size=cfg.receive_batch,
                     batch_receive_policy=policy, negative_ack_redelivery_delay_ms=100), name))
         self._stats("DELETE")
-        refusals_before = self._refusals()
+        refusals_before, declined_before = self._refusals(), self._refusals("declined")
         started = time.perf_counter()
         self.c.first_send = started
         consumer_threads = [threading.Thread(target=self._consume, args=c, daemon=True) for c in consumers]
@@ -288,6 +288,7 @@ class PerfRun:
         result = self._result(started, self._stats()) | {"drain_timed_out": drain_timed_out}
         if cfg.aws_endpoint:
             result["refusals"] = _delta(self._refusals(), refusals_before)
+            result["declined_conditions"] = _delta(self._refusals("declined"), declined_before)
         return result
 
     def _undelivered(self) -> bool:
@@ -311,11 +312,12 @@ class PerfRun:
         client._transport.http.event_hooks["response"].append(count)
         return client
 
-    def _refusals(self) -> dict[str, int]:
-        """What the emulator's AWS limits have refused so far, by `service.operation:code`."""
+    def _refusals(self, kind: str = "refusals") -> dict[str, int]:
+        """What the emulator's AWS limits have refused so far, by `service.operation:code`
+        (`declined`: the conditional writes DynamoDB declined, the races lost)."""
         try:
             response = httpx.get(f"{self.config.aws_endpoint}/_magnetar/aws-limits", timeout=10)
-            return dict(response.json().get("refusals", {})) if response.status_code == 200 else {}
+            return dict(response.json().get(kind, {})) if response.status_code == 200 else {}
         except (httpx.HTTPError, ValueError):
             return {}
 

@@ -6,6 +6,7 @@ outside the serialization lock. Everything else passes through unchanged."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
@@ -49,13 +50,17 @@ class AwsEndpoint(KinesisLimits, DynamoDbLimits, S3Limits):
         self._shards: dict[tuple[str, str, str], _Shards] = {}
         self._key_schemas: dict[tuple[str, str, str], tuple[str, str | None]] = {}
         self.refusals: Counter[str] = Counter()  # "kinesis.GetRecords:ProvisionedThroughputExceededException" -> n
+        # conditional writes DynamoDB declined ("dynamodb.PutItem:ConditionalCheckFailedException" -> n): not
+        # limits, but the races optimistic concurrency lost (a cursor written by two consumers at once)
+        self.declined: Counter[str] = Counter()
 
     # --- WSGI -----------------------------------------------------------------------------
     def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         started = time.monotonic()
         if environ.get("PATH_INFO") == REFUSALS_PATH and environ.get("REQUEST_METHOD") == "GET":
             with self.state.lock:
-                report = {"limits": self.limits, "refusals": dict(sorted(self.refusals.items()))}
+                report = {"limits": self.limits, "refusals": dict(sorted(self.refusals.items())),
+                          "declined": dict(sorted(self.declined.items()))}
             status, headers, data = _json_response("200 OK", report, "application/json")
             start_response(status, headers)
             return [data]
@@ -66,6 +71,11 @@ class AwsEndpoint(KinesisLimits, DynamoDbLimits, S3Limits):
             with self.state.lock:
                 self.refusals[f"{service}.{operation}:{marks[REFUSED_HEADER]}"] += int(marks[REFUSED_COUNT_HEADER])
             response = response[0], [h for h in response[1] if h[0] not in marks], response[2]
+        if service == "dynamodb" and response[0].startswith("400"):
+            declined = _declined_condition(response[2])
+            if declined:
+                with self.state.lock:
+                    self.declined[f"dynamodb.{operation}:{declined}"] += 1
         if self.latency is not None and service:
             remaining = self.latency.delay_s(service, operation) - (time.monotonic() - started)
             if remaining > 0:
@@ -107,3 +117,17 @@ class AwsEndpoint(KinesisLimits, DynamoDbLimits, S3Limits):
             return self._s3(environ, operation)
         except _PassThrough:
             return self._forward(environ)
+
+
+_DECLINED = ("ConditionalCheckFailedException", "TransactionCanceledException")
+
+
+def _declined_condition(body: bytes) -> str | None:
+    """The error type of a DynamoDB 400 that declined a conditional write (None for others)."""
+    if not any(t.encode() in body for t in _DECLINED):
+        return None
+    try:
+        kind = str(json.loads(body).get("__type", ""))
+    except ValueError:
+        return None
+    return next((t for t in _DECLINED if kind.endswith(t)), None)
