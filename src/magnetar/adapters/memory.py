@@ -36,6 +36,7 @@ from magnetar.core.ports import (
     TenantInfo,
     WriterState,
 )
+from magnetar.core.schema.types import StoredSchema
 
 
 class ManualClock:
@@ -115,6 +116,7 @@ class MemoryMetadataStore:
         self.partitioned: dict[str, int] = {}
         self.partitioned_policies: dict[str, dict[str, Any]] = {}
         self.topic_counts: dict[NamespaceName, int] = {}  # counted while maxTopicsPerNamespace is set
+        self.schemas: dict[str, list[StoredSchema]] = {}  # schema id -> versions, oldest first
         self._lock = threading.RLock()
 
     def create_tenant(self, tenant: TenantInfo) -> bool:
@@ -388,6 +390,19 @@ class MemoryMetadataStore:
             if t is None:
                 return {}
             return {name: (CursorState.from_dict(copy.deepcopy(v[0])), v[1]) for name, v in t.cursors.items()}
+
+    # --- schemas (the schema registry) --------------------------------------------------------
+    def get_schemas(self, schema_id: str) -> list[StoredSchema]:
+        with self._lock:
+            return list(self.schemas.get(schema_id, []))
+
+    def put_schema(self, schema_id: str, schema: StoredSchema) -> bool:
+        with self._lock:
+            versions = self.schemas.setdefault(schema_id, [])
+            if any(s.version == schema.version for s in versions):
+                return False
+            versions.append(schema)
+            return True
 
 
 def memory_broker(clock: ManualClock | None = None, tail_reads: bool = True):  # type: ignore[no-untyped-def]

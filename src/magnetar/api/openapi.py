@@ -102,6 +102,8 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
     "consumer": {"schema": {"type": "string", "pattern": _NAME_PATTERN, "maxLength": 255}, "example": "c1"},
     "producer": {"schema": {"type": "string", "pattern": _NAME_PATTERN, "maxLength": 255}, "example": "p1"},
     "role": {"schema": {"type": "string", "pattern": _NAME_PATTERN}, "example": "app"},
+    "version": {"schema": {"type": "string", "pattern": r"^\d+$", "maxLength": 19}, "example": "0",
+                "description": "A schema version."},
 }
 
 _RESPONSE_NAMES = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",

@@ -28,6 +28,7 @@ from magnetar.cli.common import (
 from magnetar.cli.cost import cost_command
 from magnetar.cli.perf import perf_app
 from magnetar.cli.permissions import register as register_permission_commands
+from magnetar.cli.schemas import register as register_schema_commands
 from magnetar.cli.tokens import tokens_app
 from magnetar.cli.verify import verify_command
 from magnetar.client.admin import AdminClient
@@ -470,6 +471,7 @@ _count_policy("max-producers-per-topic", "maxProducersPerTopic", "maximum produc
 _count_policy("max-consumers-per-topic", "maxConsumersPerTopic", "maximum consumers per topic")
 _count_policy("max-message-size", "maxMessageSize", "maximum message size in bytes")
 register_permission_commands(tenants_app, namespaces_app, topics_app)
+register_schema_commands(admin_app)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -190,5 +190,41 @@ class AdminClient:
         result: dict[str, Any] = self._transport.call("GET", path)
         return result
 
+    # --- schemas (Pulsar's schema registry paths and bodies) ---------------------------------------
+    def _schema_path(self, topic: str, suffix: str) -> str:
+        t = TopicName.parse(topic).partitioned_topic
+        return f"/admin/v2/schemas/{quote(t.tenant, safe='')}/{quote(t.namespace, safe='')}/{quote(t.local_name, safe='')}/{suffix}"
+
+    def get_schema(self, topic: str, version: int | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = self._transport.call(
+            "GET", self._schema_path(topic, "schema" if version is None else f"schema/{version}"))
+        return result
+
+    def get_all_schemas(self, topic: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._transport.call("GET", self._schema_path(topic, "schemas"))[
+            "getSchemaResponses"]
+        return result
+
+    def upload_schema(self, topic: str, schema_type: str, schema: str = "",
+                      properties: dict[str, str] | None = None) -> int:
+        """Post a schema (Pulsar's PostSchemaPayload); the version it has."""
+        body = {"type": schema_type, "schema": schema, "properties": properties or {}}
+        return int(self._transport.call("POST", self._schema_path(topic, "schema"), body)["version"]["version"])
+
+    def delete_schema(self, topic: str) -> int:
+        return int(self._transport.call("DELETE", self._schema_path(topic, "schema"))["version"])
+
+    def test_schema_compatibility(self, topic: str, schema_type: str, schema: str = "",
+                                  properties: dict[str, str] | None = None) -> dict[str, Any]:
+        body = {"type": schema_type, "schema": schema, "properties": properties or {}}
+        result: dict[str, Any] = self._transport.call("POST", self._schema_path(topic, "compatibility"), body)
+        return result
+
+    def set_schema_compatibility_strategy(self, namespace: str, strategy: str) -> None:
+        self._transport.call("PUT", f"{self._namespace_path(namespace)}/schemaCompatibilityStrategy", strategy)
+
+    def get_schema_compatibility_strategy(self, namespace: str) -> str:
+        return str(self._transport.call("GET", f"{self._namespace_path(namespace)}/schemaCompatibilityStrategy"))
+
     def close(self) -> None:
         self._transport.close()

@@ -17,6 +17,7 @@ from magnetar.core.ledger import EntryCache, EntryReader, LedgerWriter, Sealer
 from magnetar.core.lifecycle import LedgerMaintenance
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import Clock, Journal, MetadataStore, SegmentStore, SystemClock
+from magnetar.core.schema import SchemaRegistry
 from magnetar.core.stats import TopicStatsService
 
 
@@ -37,6 +38,7 @@ class Broker:
     subscriptions: SubscriptionService = field(init=False)
     maintenance: LedgerMaintenance = field(init=False)
     stats: TopicStatsService = field(init=False)
+    schemas: SchemaRegistry = field(init=False)
 
     def __post_init__(self) -> None:
         self.admin = AdminService(self.metadata, self.clock)
@@ -50,6 +52,7 @@ class Broker:
                                              self.subscriptions, self.clock)
         self.writer.quota_check = self.maintenance.quota_exceeded
         self.stats = TopicStatsService(self.metadata, self.maintenance, self.clock, self.writer.policies)
+        self.schemas = SchemaRegistry(self.metadata, self.clock)
 
     def _forget_policies(self) -> None:
         self.writer.forget_policies()

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.core.cursor import CursorState
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.rates import ewma_decay
+
+if TYPE_CHECKING:
+    from magnetar.core.schema.types import StoredSchema
 
 
 @dataclass(frozen=True)
@@ -227,8 +230,21 @@ class SegmentStore(Protocol):
         ...
 
 
-class MetadataStore(Protocol):
-    """Tenants, namespaces, topics, the writer counter, seal states, segment lists, cursors."""
+class SchemaStore(Protocol):
+    """A topic's schema versions (the schema registry, `magnetar.core.schema`)."""
+
+    def get_schemas(self, schema_id: str) -> list[StoredSchema]:
+        """Every version of the schema id, deleted markers included, oldest first (one query)."""
+        ...
+
+    def put_schema(self, schema_id: str, schema: StoredSchema) -> bool:
+        """Store a new version; False (nothing written) when that version exists already."""
+        ...
+
+
+class MetadataStore(SchemaStore, Protocol):
+    """Tenants, namespaces, topics, the writer counter, seal states, segment lists, cursors,
+    schemas."""
 
     # --- tenants, namespaces, topics -------------------------------------------------------
     def create_tenant(self, tenant: TenantInfo) -> bool: ...

@@ -9,6 +9,7 @@
 | seal state           | TP#<topic>               | SEAL               |
 | segment              | TP#<topic>               | SEG#<last entry>   |
 | cursor               | TP#<topic>               | SUB#<subscription> |
+| schema version       | SCHEMA#<tenant>/<ns>/<topic> | V#<version>    |
 
 Everything a dispatch step needs about one topic partition sits under one partition key, so it
 is read with one BatchGetItem; every change is a single-item conditional write or one
@@ -20,11 +21,12 @@ from __future__ import annotations
 from magnetar.adapters.aws.dynamodb.base import DynamoBase
 from magnetar.adapters.aws.dynamodb.catalog import CatalogItems
 from magnetar.adapters.aws.dynamodb.cursors import CursorItems
+from magnetar.adapters.aws.dynamodb.schemas import SchemaItems
 from magnetar.adapters.aws.dynamodb.sealer import SealerItems
 from magnetar.adapters.aws.dynamodb.writer import WriterItems
 
 __all__ = ["DynamoMetadataStore"]
 
 
-class DynamoMetadataStore(CatalogItems, WriterItems, SealerItems, CursorItems, DynamoBase):
+class DynamoMetadataStore(CatalogItems, WriterItems, SealerItems, CursorItems, SchemaItems, DynamoBase):
     """MetadataStore on one DynamoDB table: each mixin keeps the items of one responsibility."""
