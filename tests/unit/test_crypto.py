@@ -189,3 +189,26 @@ def test_the_wire_shape_round_trips_and_the_broker_checks_the_stored_one(tmp_pat
     assert Batch.of([StoredMessage(b"x", encryption=enc)]).validated().num_messages == 1
     with pytest.raises(InvalidInput, match="keyValue"):
         encryption.from_wire({**wire, "keys": {"app": {"keyValue": "%%%"}}})
+
+
+def test_one_private_key_operation_per_data_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A consumer holding the second of two keys opens the data key once, and does not try the
+    first key again for every message (a private-key operation costs about a millisecond)."""
+    from magnetar.client import crypto
+
+    pub_a, _ = key_files(tmp_path, "a")
+    pub_b, priv_b = key_files(tmp_path, "b")
+    sealer = MessageEncryptor(["a", "b"], CryptoKeyReader({"a": pub_a, "b": pub_b}, ""), CompressionType.NONE)
+    calls: list[int] = []
+    real = crypto.unwrap_data_key
+
+    def counted(private_key: crypto.PrivateKey, value: bytes) -> bytes:
+        calls.append(1)
+        return real(private_key, value)
+
+    monkeypatch.setattr(crypto, "unwrap_data_key", counted)
+    opener = MessageDecryptor(CryptoKeyReader("", priv_b))
+    for i in range(5):
+        ciphertext, enc = sealer.encrypt(PLAIN + bytes([i]))
+        assert opener.decrypt(ciphertext, enc) == PLAIN + bytes([i])
+    assert len(calls) == 2  # key a (does not open, remembered), then key b (cached)

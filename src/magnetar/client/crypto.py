@@ -215,6 +215,7 @@ class MessageDecryptor:
         self.action = action
         self._lock = threading.Lock()
         self._data_keys: OrderedDict[bytes, AESGCM] = OrderedDict()  # encrypted value -> its data key
+        self._unopened: OrderedDict[bytes, str] = OrderedDict()  # encrypted values this key does not open
         self._private: dict[str, PrivateKey] = {}
 
     def _private_key(self, name: str, metadata: dict[str, str]) -> PrivateKey:
@@ -226,17 +227,32 @@ class MessageDecryptor:
         return key
 
     def _data_key(self, enc: dict[str, Any]) -> AESGCM:
-        errors = []
-        for name, value, metadata in enc["keys"]:
-            with self._lock:
+        """The message's data key: from the cache (one private-key operation per producer and
+        rotation), else from the first of its encrypted copies this reader's key opens. A copy
+        that did not open is remembered too: a consumer holding the second of two keys does not
+        try the first again for every message."""
+        with self._lock:
+            for _, value, _ in enc["keys"]:
                 cached = self._data_keys.get(value)
                 if cached is not None:
                     self._data_keys.move_to_end(value)
                     return cached
+        errors = []
+        for name, value, metadata in enc["keys"]:
+            if value in self._unopened:
+                errors.append(f"{name}: {self._unopened[value]}")
+                continue
             try:
                 data_key = unwrap_data_key(self._private_key(name, metadata), value)
-            except (exceptions.CryptoError, ValueError) as exc:
+            except ValueError as exc:  # not encrypted for this key (a key that cannot be read: retried)
+                with self._lock:
+                    self._unopened[value] = str(exc) or "not encrypted for this key"
+                    while len(self._unopened) > _CACHE_SIZE:
+                        self._unopened.popitem(last=False)
                 errors.append(f"{name}: {exc}")
+                continue
+            except exceptions.CryptoError as exc:
+                errors.append(f"{name}: {exc.reason}")
                 continue
             cipher = AESGCM(data_key)
             with self._lock:
@@ -268,15 +284,20 @@ class MessageDecryptor:
         try:
             return replace(message, _data=self.decrypt(message._data, enc))
         except exceptions.CryptoError as exc:
-            if self.action is ConsumerCryptoFailureAction.CONSUME:
-                return replace(message, _decryption_failed=True)
-            if self.action is ConsumerCryptoFailureAction.DISCARD:
-                log.warning("discarding message %s: %s", message.message_id(), exc.reason)
-                if acknowledge is not None:
-                    acknowledge(message)
-                return None
-            log.warning("message %s held back (crypto_failure_action FAIL): %s", message.message_id(), exc.reason)
+            return self.failed(message, exc.reason, acknowledge)
+
+    def failed(self, message: Message, reason: str,
+               acknowledge: Callable[[Message], None] | None = None) -> Message | None:
+        """What `crypto_failure_action` makes of a message that cannot be decrypted."""
+        if self.action is ConsumerCryptoFailureAction.CONSUME:
+            return replace(message, _decryption_failed=True)
+        if self.action is ConsumerCryptoFailureAction.DISCARD:
+            log.warning("discarding message %s: %s", message.message_id(), reason)
+            if acknowledge is not None:
+                acknowledge(message)
             return None
+        log.warning("message %s held back (crypto_failure_action FAIL): %s", message.message_id(), reason)
+        return None
 
 
 def encryptor(encryption_key: str | list[str] | None, reader: CryptoKeyReader | None,

@@ -328,9 +328,9 @@ class PushConsumer(ConsumerBase):
         if frame.get("encryptionContext") is not None:  # the ciphertext, with what decrypts it
             try:
                 message._encryption = encryption.from_wire(frame["encryptionContext"])
-            except InvalidInput as exc:
-                log.warning("push consumer %s: %s", self._name, exc.reason)
-            opened = self._decryptor.open(message, self.acknowledge)
+                opened = self._decryptor.open(message, self.acknowledge)
+            except InvalidInput as exc:  # encrypted, but with no usable context: it cannot be decrypted
+                opened = self._decryptor.failed(message, exc.reason, self.acknowledge)
             if opened is None:
                 return
             message = opened
