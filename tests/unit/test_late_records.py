@@ -37,6 +37,13 @@ def seal(broker):  # type: ignore[no-untyped-def]
     return broker.sealer.seal(list(broker.journal.records))
 
 
+def seal_holes(broker):  # type: ignore[no-untyped-def]
+    """Past the grace: the sealer tombstones the missing ids through the journal, then seals them."""
+    fenced = seal(broker)
+    assert fenced.holes == 0 and fenced.retry_from is not None
+    return seal(broker)
+
+
 def stored(broker) -> list[tuple[int, bool, str]]:  # type: ignore[no-untyped-def]
     entries = broker.reader._read_sealed(T, 0, 100)
     return [(e.entry_id, e.hole, "" if e.hole else b"".join(m.payload for m in e.messages).decode())
@@ -83,7 +90,7 @@ def test_a_record_landing_after_its_hole_is_reappended_once_under_a_new_id() -> 
     record = held_back(broker)
     broker.writer.append(T, batch(-1, "next"), "fast")  # entry 1
     clock.advance(HOLE_GRACE_MS + 1)
-    assert seal(broker).holes == 1
+    assert seal_holes(broker).holes == 1
     land(broker, record)
     outcome = seal(broker)
     assert (outcome.late_after_hole, outcome.late_reappended) == (1, 1)
@@ -110,7 +117,7 @@ def test_a_reappend_killed_before_its_journal_write_is_finished_by_the_replay(wa
     record = held_back(broker)
     broker.writer.append(T, batch(-1, "next"), "fast")
     clock.advance(HOLE_GRACE_MS + 1)
-    seal(broker)
+    seal_holes(broker)
     land(broker, record)
     real_append = broker.journal.append
     calls = []
@@ -127,6 +134,7 @@ def test_a_reappend_killed_before_its_journal_write_is_finished_by_the_replay(wa
     if wait == "grace":  # the replay comes after id 2 itself became a hole
         broker.writer.append(T, batch(-1, "later"), "fast")  # entry 3
         clock.advance(HOLE_GRACE_MS + 1)
+        seal(broker)  # id 2 tombstoned through the journal
         first = seal(broker)
         assert first.holes == 1 and first.late_reappended == 1  # id 2 a hole, the record now as 4
         seal(broker)
@@ -148,7 +156,7 @@ def test_with_deduplication_the_producers_retry_and_the_reappend_store_one_copy(
     record = held_back(broker)
     broker.writer.append(T, batch(0, "next"), "q")  # entry 1
     clock.advance(HOLE_GRACE_MS + 1)
-    seal(broker)  # 0 is a hole
+    seal_holes(broker)  # 0 is a hole
     retried = broker.writer.append(T, batch(0, "late"), "p")  # the producer's retry: published for real
     assert retried.entry_id == 2 and not retried.duplicate
     land(broker, record)
@@ -175,7 +183,7 @@ def test_with_deduplication_the_reappend_first_and_the_retry_resolves_to_its_id(
     record = held_back(broker)
     broker.writer.append(T, batch(0, "next"), "q")
     clock.advance(HOLE_GRACE_MS + 1)
-    seal(broker)
+    seal_holes(broker)
     land(broker, record)
     assert seal(broker).late_reappended == 1  # as entry 2, under p's sequence id 0
     retried = broker.writer.append(T, batch(0, "late"), "p")
@@ -184,3 +192,18 @@ def test_with_deduplication_the_reappend_first_and_the_retry_resolves_to_its_id(
     clock.advance(WRITE_DEADLINE_MS + 1)
     assert broker.writer.append(T, batch(0, "late"), "p").entry_id == 2
     assert stored(broker) == [(0, True, ""), (1, False, "next"), (2, False, "late")]
+
+
+def test_a_lagging_sealer_cannot_turn_a_record_behind_its_batch_into_a_hole() -> None:
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    broker.writer.append(T, batch(-1, "a"), "slow")  # entry 0 ...
+    first = held_back(broker)
+    broker.writer.append(T, batch(-1, "b"), "fast")  # entry 1 lands first
+    land(broker, first)  # ... and entry 0 right behind it, in time: acknowledged
+    clock.advance(HOLE_GRACE_MS + 1)  # the sealer reads late, and its batch ends before entry 0
+    lagging = broker.sealer.seal(broker.journal.records[:1])
+    assert lagging.holes == 0 and lagging.retry_from is not None  # a tombstone for 0, behind the record
+    outcome = seal(broker)
+    assert outcome.holes == 0 and outcome.late_after_hole == 0
+    assert stored(broker) == [(0, False, "a"), (1, False, "b")]

@@ -18,10 +18,10 @@ from dataclasses import dataclass, fields, replace
 
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.delaypoints import delay_point
-from magnetar.core.entry import encode_entry, hole_entry, peek_header, record_headers
+from magnetar.core.entry import encode_entry, encode_envelope, hole_entry, peek_header, record_headers
 from magnetar.core.errors import InvalidInput, RetryableError
 from magnetar.core.ledger import common
-from magnetar.core.ledger.common import segment_key
+from magnetar.core.ledger.common import journal_key, segment_key
 from magnetar.core.ledger.late import LateRecords, Settled
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import (
@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 MAX_SEGMENT_ENTRIES = 2_000
 MAX_SEGMENT_BYTES = 16 * 1024 * 1024
+MAX_FENCE_ENTRIES = 5_000  # tombstones in one journal record (~60 bytes each)
+FENCE_EVERY_MS = 1_000  # the same missing ids are tombstoned again at most this often (per container)
 SEAL_CONCURRENCY = 16  # topics of one journal batch sealed at once (I/O bound: S3 put, DynamoDB commit)
 
 
@@ -90,6 +92,7 @@ class Sealer:
         self.clock = clock
         # late records (ids sealed as holes before they arrived) are re-appended through the journal
         self.late = LateRecords(metadata, journal, segments, clock) if journal is not None else None
+        self._fenced: dict[tuple[str, int], int] = {}  # (topic, first missing id) -> when tombstoned
 
     def seal(self, records: list[JournalRecord]) -> SealOutcome:
         outcome = SealOutcome()
@@ -145,10 +148,12 @@ class Sealer:
         late: list[_Item] = []
         for item in items:
             if item.entry_id < state.next_entry:
-                if item.entry_id in state.recent_holes:
+                if item.entry_id in state.recent_holes and not _is_hole(item):
                     late.append(item)  # arrived after its id was sealed as a hole
                 continue  # already sealed: a replay
-            waiting.setdefault(item.entry_id, item)  # the first record of an id is the one kept
+            kept = waiting.setdefault(item.entry_id, item)  # the first record of an id is the one kept
+            if kept is not item and _is_hole(kept) and not _is_hole(item):
+                late.append(item)  # behind the tombstone the sealer wrote for its id (`_fence`)
         run: list[tuple[bytes, int, _Item | None]] = []  # (entry bytes, ledger, journal item; None: a hole)
         position = state.next_entry
         holes: list[int] = []
@@ -157,25 +162,54 @@ class Sealer:
         while waiting:
             if position in waiting:
                 item = waiting.pop(position)
+                if _is_hole(item):  # a tombstone from the journal (`_fence`): its id is a hole now
+                    holes.append(position)
                 run.append((item.data, item.ledger_id, item))
                 position += 1
                 continue
             later = waiting[min(waiting)]
             if now - later.reserved_at >= common.HOLE_GRACE_MS:
-                holes.append(position)
-                run.append((encode_entry(hole_entry(str(topic), later.ledger_id, position, now)), later.ledger_id, None))
-                position += 1
-                continue
+                if self.late is not None:  # fenced through the journal: the shard's order decides
+                    self._fence(topic, position, min(waiting), later.ledger_id, now)
+                else:  # a sealer without a journal declares the hole itself
+                    holes.append(position)
+                    run.append((encode_entry(hole_entry(str(topic), later.ledger_id, position, now)),
+                                later.ledger_id, None))
+                    position += 1
+                    continue
             blocked_at = min(i.index for i in waiting.values())
             break
         if run:
             self._write_segments(topic, run, state, holes, outcome)
+        late = [i for i in late if i.entry_id < position]  # the others wait behind their unsealed tombstone
         if late:
             settled = Settled(position, frozenset(state.recent_holes) | frozenset(holes))
             late_at = self._late_records(topic, late, settled, outcome)
             if late_at is not None and (blocked_at is None or late_at < blocked_at):
                 blocked_at = late_at
         return blocked_at
+
+    def _fence(self, topic: TopicName, first: int, end: int, ledger_id: int, now: int) -> None:
+        """Missing ids `first`..`end - 1`, a later id reserved more than the grace ago: append a
+        tombstone for each to the journal instead of sealing holes here. The journal keeps one
+        order per topic partition and the sealer keeps the first record of an id, so a record
+        that reached the journal before the tombstone is sealed (however late this sealer reads
+        it: a lagging batch cannot turn a stored record into a hole), and one that arrives after
+        it is a late record (`_late_records`). One tombstone record per id range and second."""
+        end = min(end, first + MAX_FENCE_ENTRIES)
+        key = (str(topic), first)
+        if now - self._fenced.get(key, -FENCE_EVERY_MS) < FENCE_EVERY_MS:
+            return
+        if len(self._fenced) > 10_000:
+            self._fenced.clear()
+        self._fenced[key] = now
+        tombstones = [encode_entry(hole_entry(str(topic), ledger_id, i, now)) for i in range(first, end)]
+        assert self.late is not None
+        try:
+            self.late.journal.append(journal_key(str(topic)), encode_envelope(tombstones))
+        except Exception as exc:  # the batch is retried anyway (blocked on these ids): fence again then
+            self._fenced.pop(key, None)
+            log.warning("tombstones for %s/%d..%d not written: %s", topic, first, end - 1, exc)
 
     def _late_records(self, topic: TopicName, late: list[_Item], settled: Settled, outcome: SealOutcome) -> int | None:
         """Entries that reached the journal after their ids were sealed as holes: their writer
@@ -245,7 +279,8 @@ class Sealer:
             if item is not None:
                 header = peek_header(data)
                 messages += header.num_messages
-                max_publish_time = max(max_publish_time, header.publish_time)
+                if not header.hole:  # a tombstone's time is the sealer's, not a publish
+                    max_publish_time = max(max_publish_time, header.publish_time)
         key = segment_key(topic, ledger_id, first, last)
         self.segments.put_if_absent(key, blob)
         crash_point("seal.after_segment_put")  # object in S3, not in the metadata: a replay re-puts it
@@ -278,3 +313,7 @@ class Sealer:
         outcome.segments_written += 1
         outcome.holes += len(chunk_holes)
         return replace(new_state)
+
+
+def _is_hole(item: _Item) -> bool:
+    return peek_header(item.data).hole
