@@ -23,7 +23,7 @@ import magnetar
 from magnetar.client.admin import AdminClient
 from magnetar.client.crypto import MessageEncryptor
 from magnetar.core import encryption
-from ws_helpers import open_ws, receive, topic_path
+from ws_helpers import open_ws, receive, refusal, topic_path
 
 SECRET = b"SECRET-PAYLOAD-do-not-store-in-the-clear"
 
@@ -228,7 +228,10 @@ def test_http_and_websocket_consumers_get_the_ciphertext_with_its_context(cluste
                                                                         topic: str, tmp_path: Path) -> None:
     public, private = key_pair(tmp_path, "app")
     path = topic_path(topic)
-    with open_ws(cluster, f"/ws/v2/consumer/{path}/ws-sub?subscriptionInitialPosition=Earliest") as ws:
+    status, body = refusal(cluster, f"/ws/v2/consumer/{path}/ws-sub?cryptoFailureAction=IGNORE")
+    assert status == 400 and "cryptoFailureAction" in body["reason"]
+    with open_ws(cluster, f"/ws/v2/consumer/{path}/ws-sub?subscriptionInitialPosition=Earliest"
+                          "&cryptoFailureAction=CONSUME") as ws:  # as PIP-290's client-side decryption
         publish(client, topic, 2, "app", magnetar.CryptoKeyReader(public, ""), compression_type=magnetar.CompressionType.ZLib)
         pushed = receive(ws, 2)
     page = httpx.post(f"{cluster.url}/magnetar/v1/reader/{path}/read",

@@ -223,6 +223,11 @@ def parse_open(path: str, params: dict[str, str]) -> OpenRequest:
         if len(name) > 200:
             raise InvalidInput("Invalid query params: consumerName longer than 200 characters")
     _int_param(params, "priorityLevel", 0, 0)  # accepted, not used (no priority levels yet)
+    # Pulsar's values are accepted; the broker holds no key, so an encrypted message is always passed
+    # on with its encryptionContext (as Pulsar's CONSUME)
+    action = params.get("cryptoFailureAction")
+    if action is not None and action not in ("FAIL", "DISCARD", "CONSUME"):
+        raise InvalidInput(f"Invalid query params: Invalid cryptoFailureAction {action}")
     return OpenRequest(
         role, topic, subscription, name, sub_type, position, queue,
         ack_timeout_ms=_int_param(params, "ackTimeoutMillis", 0, 0),
