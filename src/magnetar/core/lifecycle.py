@@ -107,6 +107,10 @@ def estimated_entry_size(seal: SealState) -> int:
 
 
 class LedgerMaintenance:
+    # topic compaction (magnetar.core.compaction.Compactor), when wired: the run starts and
+    # continues compactions, and retention keeps what the compacted view still needs
+    compaction: Any = None
+
     def __init__(self, metadata: MetadataStore, segments: SegmentStore, reader: EntryReader,
                  writer: LedgerWriter, subscriptions: SubscriptionService, clock: Clock) -> None:
         self.metadata = metadata
@@ -161,7 +165,14 @@ class LedgerMaintenance:
         self._apply_backlog_quota(topic, policies, seal, writer, cursors, report)
         if report.evicted_entries:
             cursors = self.metadata.list_cursors(topic)
-        self._trim(topic, policies, seal, writer, cursors, report)
+        keep = None
+        if self.compaction is not None:
+            try:
+                keep = self.compaction.maintain(topic, policies.compaction_threshold, seal.next_entry)
+            except Exception:  # the compaction's state is unknown: trim nothing this run
+                log.exception("compaction of %s failed", topic)
+                return report
+        self._trim(topic, policies, seal, writer, cursors, report, keep)
         return report
 
     def _fresh_policies(self, topic: TopicName, namespaces: dict[NamespaceName, dict[str, Any]] | None) -> dict[str, Any]:
@@ -281,11 +292,13 @@ class LedgerMaintenance:
 
     # --- retention and trimming --------------------------------------------------------------------
     def _trim(self, topic: TopicName, policies: TopicPolicies, seal: SealState, writer: WriterState,
-              cursors: dict[str, tuple[CursorState, int]], report: TopicReport) -> None:
+              cursors: dict[str, tuple[CursorState, int]], report: TopicReport, keep: int | None = None) -> None:
         retention = policies.retention
         if retention.keeps_everything:
             return
         slowest = min((state.mark_delete for state, _ in cursors.values()), default=writer.next_entry)
+        if keep is not None:  # a compacted topic: entries from its horizon on may still enter the view
+            slowest = min(slowest, keep)
         acknowledged = self._segments_below(topic, seal.first_entry, slowest)
         if not acknowledged:
             return

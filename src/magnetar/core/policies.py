@@ -29,6 +29,7 @@ PUBLISH_RATE = "publishMaxMessageRate"  # Pulsar's PublishRate body
 DISPATCH_RATE = "topicDispatchRate"  # Pulsar's DispatchRate body
 MAX_TOPICS = "max_topics_per_namespace"  # namespace only
 MAX_SUBSCRIPTIONS = "max_subscriptions_per_topic"
+COMPACTION_THRESHOLD = "compaction_threshold"  # bytes past the compaction horizon that start a run (0: never)
 
 BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 BACKLOG_QUOTA_TYPES = ("destination_storage", "message_age")
@@ -102,6 +103,7 @@ class TopicPolicies:
     dispatch_rate: DispatchRate = DispatchRate()
     max_topics: int = 0  # 0: no limit (a namespace policy)
     max_subscriptions: int = 0
+    compaction_threshold: int = 0  # 0: no automatic compaction
 
     @classmethod
     def of(cls, policies: dict[str, Any]) -> TopicPolicies:
@@ -126,6 +128,7 @@ class TopicPolicies:
             dispatch_rate=_dispatch_rate(policies.get(DISPATCH_RATE)),
             max_topics=int(policies.get(MAX_TOPICS) or 0),
             max_subscriptions=int(policies.get(MAX_SUBSCRIPTIONS) or 0),
+            compaction_threshold=int(policies.get(COMPACTION_THRESHOLD) or 0),
         )
 
 

@@ -134,6 +134,9 @@ POLICIES = (
            _COUNT_BODY, _COUNT),
     Policy(rules.MAX_SUBSCRIPTIONS, "maxSubscriptionsPerTopic", "maxSubscriptionsPerTopic",
            _read_limit("maxSubscriptionsPerTopic"), _COUNT_BODY, _COUNT),
+    # topic compaction: the bytes past the compaction horizon that start a run (Pulsar's long)
+    Policy(rules.COMPACTION_THRESHOLD, "compactionThreshold", "compactionThreshold",
+           _read_count("compactionThreshold"), _COUNT_BODY, _COUNT),
 )
 _QUERY = {
     "backlogQuotaType": Param({"enum": ["destination_storage", "message_age"]}),
