@@ -86,6 +86,10 @@ def test_the_data_key_is_renewed_after_the_rotation_period(tmp_path: Path) -> No
     assert new[1]["keys"][0][1] != old[1]["keys"][0][1]
     opener = MessageDecryptor(CryptoKeyReader("", private))
     assert opener.decrypt(*old) == PLAIN and opener.decrypt(*new) == PLAIN
+    Path(public).unlink()  # the next renewal fails: the producer keeps sending under its current key
+    now[0] = 200.0
+    kept = sealer.encrypt(PLAIN)
+    assert kept[1]["keys"] == new[1]["keys"] and opener.decrypt(*kept) == PLAIN
 
 
 def test_several_keys_any_one_decrypts(tmp_path: Path) -> None:

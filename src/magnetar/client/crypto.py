@@ -187,7 +187,7 @@ class MessageEncryptor:
             if self._clock() - self._since >= self._rotate_s:
                 try:
                     self._renew()
-                except exceptions.PulsarException:  # Pulsar keeps the old key when the renewal fails
+                except Exception:  # a key reader failing now must not fail the sends: keep the current key
                     log.warning("could not renew the data key; keeping the current one", exc_info=True)
                     self._since = self._clock()
             cipher, keys = self._cipher, self._keys
