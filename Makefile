@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
 
-.PHONY: install run test lint typecheck unit synth layer bench openapi clean
+.PHONY: install run test lint typecheck unit synth layer bench openapi proto clean
 
 install: $(STAMP) $(NODE_STAMP)
 
@@ -47,6 +47,10 @@ deploy: layer
 
 bench: install
 	$(BIN)/magnetar perf e2e --duration 20 --json bench/results/perf-e2e-latest.json
+
+# The binary protocol's Python module, generated from Magnetar's own .proto (protoc from grpcio-tools)
+proto: install
+	cd src && ../$(BIN)/python -m grpc_tools.protoc -I. --python_out=. magnetar/protocol/pulsar_api.proto
 
 # The HTTP API's OpenAPI document, generated from the routes (tests/e2e/test_openapi.py fails when stale)
 openapi: install

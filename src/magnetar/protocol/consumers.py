@@ -1,0 +1,286 @@
+"""Consumers of the binary protocol: SUBSCRIBE, FLOW, MESSAGE, ACK, REDELIVER, CLOSE, UNSUBSCRIBE.
+
+Each consumer is a subscription's consumer in the core (a lease on its durable cursor, like an
+SDK consumer's), named by the client's consumer name. While the client has granted permits (FLOW),
+a background task long-polls the core's receive for at most that many messages and writes each
+entry it gets as one MESSAGE (Pulsar's batch format for batched entries). Acknowledgements,
+negative acknowledgements and closes are applied in the order the client sent them; acks queued
+behind one another are written to the cursor together. The lease is renewed while the connection
+lives, so a consumer whose application is busy keeps its messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from magnetar.core.authz import Access
+from magnetar.core.dispatch import Acks
+from magnetar.core.errors import NotAllowed, SubscriptionNotFound
+from magnetar.core.naming import TopicName
+from magnetar.protocol import pulsar_api_pb2 as pb
+from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.frames import Type, command
+from magnetar.protocol.messages import ack_set, acked_indexes, entry_message, message_id
+
+if TYPE_CHECKING:
+    from magnetar.core.dispatch import DeliveredEntry
+    from magnetar.protocol.connection import Connection
+
+log = logging.getLogger(__name__)
+
+SUB_TYPES = {pb.CommandSubscribe.Exclusive: "Exclusive", pb.CommandSubscribe.Shared: "Shared",
+             pb.CommandSubscribe.Failover: "Failover", pb.CommandSubscribe.Key_Shared: "Key_Shared"}
+MAX_POLL_MESSAGES = 1000
+ERROR_BACKOFF_S = 1.0
+
+
+async def open_consumer(conn: Connection, request: Any) -> None:
+    """SUBSCRIBE: attach the consumer (creating the subscription); what it was handed before and
+    did not acknowledge (a reconnecting client) is redelivered, as a broker does for a new consumer."""
+    try:
+        if request.consumer_id in conn.consumers:
+            raise ProtocolError(f"Consumer id {request.consumer_id} is already in use on this connection",
+                                pb.ConsumerBusy)
+        topic = TopicName.parse(request.topic)
+        if not topic.is_persistent:
+            raise ProtocolError("Non-persistent topics are not served by the binary protocol proxy yet")
+        if request.HasField("durable") and not request.durable:
+            raise ProtocolError("Readers (non-durable subscriptions) are not served by the binary protocol proxy yet")
+        sub_type = SUB_TYPES[request.subType]
+        initial = "Earliest" if request.initialPosition == pb.CommandSubscribe.Earliest else "Latest"
+        name = request.consumer_name or f"magnetar-{uuid.uuid4().hex[:10]}"
+        await conn.authorize(Access.CONSUME, topic, request.subscription)
+        consumer = Consumer(conn, request.consumer_id, topic, request.subscription, name, sub_type, initial)
+        await consumer.attach()
+        await conn.call(conn.broker.subscriptions.redeliver_unacknowledged, topic, request.subscription, name)
+    except Exception as exc:
+        conn.error(request.request_id, exc)
+        return
+    conn.consumers[request.consumer_id] = consumer
+    consumer.start()
+    conn.success(request.request_id)
+
+
+class Consumer:
+    def __init__(self, conn: Connection, consumer_id: int, topic: TopicName, subscription: str, name: str,
+                 sub_type: str, initial: str) -> None:
+        self.conn = conn
+        self.id = consumer_id
+        self.topic = topic
+        self.subscription = subscription
+        self.name = name
+        self.sub_type = sub_type
+        self.initial = initial
+        self.permits = 0
+        self.wake = asyncio.Event()
+        self.commands: asyncio.Queue[Any] = asyncio.Queue()
+        self.stopped = False
+        self.released = False
+        self.renewed_at = 0.0
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    @property
+    def subscriptions(self) -> Any:
+        return self.conn.broker.subscriptions
+
+    async def attach(self) -> None:
+        await self.conn.call(self.subscriptions.subscribe, self.topic, self.subscription, self.name, self.sub_type,
+                             self.initial, 0, self.conn.server.settings.consumer_lease_ms)
+        self.renewed_at = time.monotonic()
+
+    def start(self) -> None:
+        self._tasks = [self.conn.spawn(self._dispatch()), self.conn.spawn(self._apply()),
+                       self.conn.spawn(self._keep_alive())]
+
+    def stop(self) -> None:
+        """Stop dispatching (closing): what it still polls for goes back with the close."""
+        self.stopped = True
+        self.wake.set()
+        for task in self._tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
+
+    def flow(self, permits: int) -> None:
+        self.permits += permits
+        self.wake.set()
+
+    def enqueue(self, cmd: Any) -> None:
+        self.commands.put_nowait(cmd)
+
+    # --- dispatch -------------------------------------------------------------------------------
+    async def _dispatch(self) -> None:
+        settings = self.conn.server.settings
+        while not self.stopped:
+            if self.permits <= 0:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            try:
+                got = await self.conn.call(self.subscriptions.receive, self.topic, self.subscription, self.name,
+                                           min(self.permits, MAX_POLL_MESSAGES), settings.poll_wait_ms,
+                                           uuid.uuid4().hex)
+            except SubscriptionNotFound as exc:  # our lease lapsed, or the subscription went away
+                log.info("binary protocol: consumer %s: %s; attaching again", self.name, exc.reason)
+                await self._reattach()
+                continue
+            except Exception as exc:
+                log.info("binary protocol: consumer %s: receive failed: %s", self.name, exc)
+                await asyncio.sleep(ERROR_BACKOFF_S)
+                continue
+            self.renewed_at = time.monotonic()
+            if self.stopped:
+                return
+            for delivered in got.entries:
+                self._deliver(delivered)
+            await self.conn.drain()
+
+    def _deliver(self, delivered: DeliveredEntry) -> None:
+        entry = delivered.entry
+        if entry.hole:
+            return
+        metadata, payload = entry_message(entry)
+        message: dict[str, Any] = {
+            "consumer_id": self.id,
+            "message_id": message_id(entry.ledger_id, entry.entry_id, self.topic.partition_index),
+            "redelivery_count": delivered.redelivery_count,
+        }
+        if entry.batched and delivered.acked_indexes:
+            message["ack_set"] = ack_set(delivered.acked_indexes, entry.num_messages)
+        self.conn.send_payload(command(Type.MESSAGE, message=message), metadata, payload)
+        self.permits -= entry.num_messages - (len(delivered.acked_indexes) if entry.batched else 0)
+
+    async def _reattach(self) -> None:
+        try:
+            await self.attach()
+        except Exception as exc:  # the subscription was deleted, or the consumer is refused now
+            log.info("binary protocol: consumer %s cannot attach again: %s", self.name, exc)
+            await asyncio.sleep(ERROR_BACKOFF_S)
+
+    async def _keep_alive(self) -> None:
+        """Renew the lease while no poll does (an application busy with the messages it holds)."""
+        every = self.conn.server.settings.consumer_lease_ms / 3000
+        while not self.stopped:
+            await asyncio.sleep(every / 2)
+            if time.monotonic() - self.renewed_at >= every:
+                try:
+                    await self.attach()
+                except Exception as exc:
+                    log.info("binary protocol: consumer %s: renewing its lease failed: %s", self.name, exc)
+
+    # --- acknowledgements and closes, in order ------------------------------------------------------
+    async def _apply(self) -> None:
+        while True:
+            cmd = await self.commands.get()
+            if cmd.type == Type.ACK:
+                acks = [cmd]
+                while not self.commands.empty() and self.commands._queue[0].type == Type.ACK:  # type: ignore[attr-defined]
+                    acks.append(self.commands.get_nowait())
+                await self._acknowledge(acks)
+            elif cmd.type == Type.REDELIVER_UNACKNOWLEDGED_MESSAGES:
+                await self._redeliver(cmd.redeliverUnacknowledgedMessages)
+            elif cmd.type == Type.CLOSE_CONSUMER:
+                await self._close(cmd.close_consumer.request_id)
+                return
+            elif cmd.type == Type.UNSUBSCRIBE and await self._unsubscribe(cmd.unsubscribe.request_id):
+                return
+
+    async def _acknowledge(self, cmds: list[Any]) -> None:
+        whole: set[int] = set()
+        batch: dict[int, tuple[int, set[int]]] = {}
+        cumulative: tuple[int, int, int] | None = None
+        for cmd in cmds:
+            ack = cmd.ack
+            for mid in ack.message_id:
+                entry = _signed(mid.entryId)
+                if entry < 0:
+                    continue
+                size = mid.batch_size if mid.HasField("batch_size") else 0
+                partial = acked_indexes(list(mid.ack_set), size) if mid.ack_set and size > 0 else None
+                if ack.ack_type == pb.CommandAck.Cumulative:
+                    index = len(_prefix(partial)) - 1 if partial is not None else -1
+                    cumulative = max(cumulative or (entry, size, index), (entry, size, index))
+                elif partial is not None and len(partial) < size:
+                    batch.setdefault(entry, (size, set()))[1].update(partial)
+                else:
+                    whole.add(entry)
+        acks = Acks(tuple(sorted(whole)), tuple((e, n, tuple(sorted(ix))) for e, (n, ix) in sorted(batch.items())),
+                    cumulative, consumer=self.name)
+        error: BaseException | None = None
+        if acks:
+            try:
+                await self.conn.call(self.subscriptions.acknowledge, self.topic, self.subscription, acks)
+            except Exception as exc:
+                error = exc
+                log.info("binary protocol: consumer %s: acknowledgement failed: %s", self.name, exc)
+        for cmd in cmds:  # acknowledgement receipts, when the client asked for them
+            if cmd.ack.HasField("request_id"):
+                response: dict[str, Any] = {"consumer_id": self.id, "request_id": cmd.ack.request_id}
+                if error is not None:
+                    from magnetar.protocol.errors import server_error
+
+                    response["error"], response["message"] = server_error(error)
+                self.conn.send(command(Type.ACK_RESPONSE, ackResponse=response))
+
+    async def _redeliver(self, request: Any) -> None:
+        try:
+            if request.message_ids:  # negative acknowledgements, ack timeouts: those entries, now
+                entries = tuple(sorted({_signed(m.entryId) for m in request.message_ids if _signed(m.entryId) >= 0}))
+                await self.conn.call(self.subscriptions.acknowledge, self.topic, self.subscription,
+                                     Acks(nacks=entries, consumer=self.name))
+            else:
+                await self.conn.call(self.subscriptions.redeliver_unacknowledged, self.topic, self.subscription,
+                                     self.name)
+        except Exception as exc:
+            log.info("binary protocol: consumer %s: redelivery failed: %s", self.name, exc)
+
+    async def _close(self, request_id: int) -> None:
+        self.stop()
+        self.conn.consumers.pop(self.id, None)
+        try:
+            await self.release()
+        except Exception as exc:
+            log.info("binary protocol: closing consumer %s: %s", self.name, exc)
+        self.conn.success(request_id)
+
+    async def _unsubscribe(self, request_id: int) -> bool:
+        try:
+            await self.conn.call(self.subscriptions.unsubscribe, self.topic, self.subscription, self.name)
+        except Exception as exc:
+            self.conn.error(request_id, exc)
+            return False
+        self.stop()
+        self.released = True  # the subscription is gone: nothing to detach from
+        self.conn.consumers.pop(self.id, None)
+        self.conn.success(request_id)
+        return True
+
+    async def release(self) -> None:
+        """Detach from the subscription: the messages it held go to the others (or again to it)."""
+        if self.released:
+            return
+        self.released = True
+        with contextlib.suppress(SubscriptionNotFound, NotAllowed):
+            await self.conn.call(self.subscriptions.close_consumer, self.topic, self.subscription, self.name)
+
+
+def _signed(value: int) -> int:
+    """A uint64 id as the int64 it stands for (-1 travels as 2**64 - 1)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _prefix(indexes: list[int] | None) -> list[int]:
+    """The leading run 0, 1, 2... of acknowledged indexes (what a cumulative ack covers in a batch)."""
+    out: list[int] = []
+    for i, index in enumerate(sorted(indexes or [])):
+        if index != i:
+            break
+        out.append(index)
+    return out
+
+
+__all__ = ["Consumer", "open_consumer"]

@@ -1,0 +1,56 @@
+"""The core's refusals as Pulsar's ServerError codes (what an official client understands)."""
+
+from __future__ import annotations
+
+import logging
+
+from magnetar.core import errors as core
+from magnetar.protocol import pulsar_api_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+class ProtocolError(core.MagnetarError):
+    """A command the proxy refuses as such (not served, out of order): answered with `code`."""
+
+    def __init__(self, reason: str, code: int = pb.NotAllowedError) -> None:
+        super().__init__(reason)
+        self.code = code
+
+
+# most specific first: the first class an error is an instance of decides
+_CODES: list[tuple[type[core.MagnetarError], int]] = [
+    (core.TopicNotFound, pb.TopicNotFound),
+    (core.SubscriptionNotFound, pb.SubscriptionNotFound),
+    (core.NotFound, pb.TopicNotFound),
+    (core.Unauthenticated, pb.AuthenticationError),
+    (core.Forbidden, pb.AuthorizationError),
+    (core.ConsumerBusy, pb.ConsumerBusy),
+    (core.ConsumerLimitReached, pb.ConsumerBusy),
+    (core.ProducerBusy, pb.ProducerBusy),
+    (core.ProducerFenced, pb.ProducerFenced),
+    (core.TopicLimitReached, pb.NotAllowedError),
+    (core.TooManyRequests, pb.ServiceNotReady),  # held too long: the client retries
+    (core.RetryableError, pb.ServiceNotReady),
+    (core.PayloadTooLarge, pb.NotAllowedError),
+    (core.NotAllowed, pb.NotAllowedError),
+    (core.InvalidInput, pb.NotAllowedError),
+    (core.Conflict, pb.NotAllowedError),
+]
+
+
+def server_error(exc: BaseException) -> tuple[int, str]:
+    """(ServerError code, message) for an exception raised while serving a command."""
+    if isinstance(exc, ProtocolError):
+        return exc.code, exc.reason
+    if isinstance(exc, core.BacklogQuotaExceeded):
+        code = (pb.ProducerBlockedQuotaExceededError if exc.policy == "producer_request_hold"
+                else pb.ProducerBlockedQuotaExceededException)
+        return code, exc.reason
+    if isinstance(exc, core.MagnetarError):
+        for kind, code in _CODES:
+            if isinstance(exc, kind):
+                return code, exc.reason
+        return pb.UnknownError, exc.reason
+    log.warning("binary protocol: unexpected error", exc_info=exc)
+    return pb.ServiceNotReady, f"Internal error: {type(exc).__name__}: {exc}"  # AWS hiccups: the client retries

@@ -1,0 +1,156 @@
+"""Between Pulsar's messages on the wire and Magnetar's entries, both ways.
+
+A SEND carries a MessageMetadata and a payload: one message (its key, properties and event time
+in the metadata), or a batch (`num_messages_in_batch` set) whose payload, once decompressed, is
+each message in turn as `[4-byte size][SingleMessageMetadata][payload]`. It becomes one Magnetar
+`Batch` (one entry): the same messages, stored compressed with the codec the client chose, so the
+ids it gets back (ledger, entry, batch index) are the ones every other door shows.
+
+The reverse: an entry becomes one MESSAGE: a batched entry as Pulsar's batch (batch indexes are the
+entry's message indexes), a non-batched one as a single message. Payloads go out uncompressed (the
+proxy and its clients are close; this spares re-compressing every entry).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from magnetar.core.compression import Codec, decompress
+from magnetar.core.entry import Batch, Entry, Message
+from magnetar.core.errors import InvalidInput
+from magnetar.protocol import pulsar_api_pb2 as pb
+
+_U32 = struct.Struct(">I")
+_U64 = (1 << 64) - 1
+
+CODECS = {pb.NONE: Codec.NONE, pb.LZ4: Codec.LZ4, pb.ZLIB: Codec.ZLIB, pb.ZSTD: Codec.ZSTD, pb.SNAPPY: Codec.SNAPPY}
+
+
+def _text(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
+
+
+def _properties(items: Any) -> dict[str, str]:
+    return {kv.key: kv.value for kv in items}
+
+
+def batch_from_send(send: Any, metadata: Any, payload: bytes) -> Batch:
+    """A SEND (its command, metadata and payload) as the batch the ledger writer appends."""
+    if send.is_chunk or metadata.HasField("chunk_id"):
+        raise InvalidInput("Chunked messages are not supported by the binary protocol proxy yet")
+    if metadata.encryption_algo or metadata.HasField("encryption_param"):
+        raise InvalidInput("Encrypted messages are not supported by the binary protocol proxy yet")
+    if metadata.HasField("txnid_most_bits") or send.txnid_most_bits or send.txnid_least_bits:
+        raise InvalidInput("Transactions are not supported")
+    codec = CODECS.get(metadata.compression)
+    if codec is None:
+        raise InvalidInput(f"Unknown compression type {metadata.compression}")
+    size = metadata.uncompressed_size if codec is not Codec.NONE else len(payload)
+    raw = decompress(codec, payload, size)
+    if metadata.HasField("num_messages_in_batch"):
+        messages = _batch_messages(raw, metadata.num_messages_in_batch)
+        batched = True
+    else:
+        messages = [Message(
+            b"" if metadata.null_value else raw, metadata.partition_key or None, _properties(metadata.properties),
+            metadata.event_time, _text(metadata.ordering_key) if metadata.HasField("ordering_key") else None,
+            null_value=metadata.null_value)]
+        batched = False
+    highest = max(send.highest_sequence_id, send.sequence_id, send.sequence_id + len(messages) - 1 if batched else 0)
+    return Batch.of(messages, codec, batched=batched, sequence_id=send.sequence_id, highest_sequence_id=highest,
+                    deliver_at=max(metadata.deliver_at_time, 0)).validated()
+
+
+def _batch_messages(raw: bytes, count: int) -> list[Message]:
+    """Pulsar's batch payload: `count` times [size][SingleMessageMetadata][payload]."""
+    if count <= 0:
+        raise InvalidInput(f"Invalid number of messages in batch: {count}")
+    out, offset = [], 0
+    for _ in range(count):
+        if offset + 4 > len(raw):
+            raise InvalidInput("Truncated batch")
+        (size,) = _U32.unpack_from(raw, offset)
+        offset += 4
+        single = pb.SingleMessageMetadata()
+        try:
+            single.ParseFromString(raw[offset:offset + size])
+        except Exception as exc:
+            raise InvalidInput(f"Undecodable message metadata in batch: {exc}") from None
+        offset += size
+        end = offset + single.payload_size
+        if single.payload_size < 0 or end > len(raw):
+            raise InvalidInput("Truncated batch")
+        value = raw[offset:end]
+        offset = end
+        out.append(Message(
+            b"" if single.null_value else value, single.partition_key or None, _properties(single.properties),
+            single.event_time, _text(single.ordering_key) if single.HasField("ordering_key") else None,
+            null_value=single.null_value))
+    return out
+
+
+def message_id(ledger_id: int, entry_id: int, partition: int, batch_index: int = -1) -> Any:
+    """Pulsar's MessageIdData; -1 (a deduplicated publish's answer) travels as the uint64 2**64 - 1."""
+    mid = pb.MessageIdData(ledgerId=ledger_id & _U64, entryId=entry_id & _U64, partition=partition)
+    if batch_index >= 0:
+        mid.batch_index = batch_index
+    return mid
+
+
+def entry_message(entry: Entry) -> tuple[Any, bytes]:
+    """An entry as one MESSAGE's metadata and payload (Pulsar's batch format when it is batched)."""
+    metadata = pb.MessageMetadata(producer_name=entry.producer_name or "magnetar",
+                                  sequence_id=max(entry.sequence_id, 0), publish_time=max(entry.publish_time, 0))
+    messages = entry.messages
+    if entry.batched:
+        parts = []
+        for m in messages:
+            single = pb.SingleMessageMetadata(payload_size=len(m.payload), event_time=max(m.event_time, 0))
+            _describe(single, m)
+            body = single.SerializeToString()
+            parts += [_U32.pack(len(body)), body, m.payload]
+        payload = b"".join(parts)
+        metadata.num_messages_in_batch = len(messages)
+        if entry.highest_sequence_id > entry.sequence_id:
+            metadata.highest_sequence_id = entry.highest_sequence_id
+    else:
+        m = messages[0]
+        _describe(metadata, m)
+        if m.event_time > 0:
+            metadata.event_time = m.event_time
+        payload = m.payload
+    metadata.uncompressed_size = len(payload)
+    return metadata, payload
+
+
+def _describe(target: Any, m: Message) -> None:
+    """Key, ordering key, properties and null value of a message (MessageMetadata or SingleMessageMetadata)."""
+    if m.key is not None:
+        target.partition_key = m.key
+    if m.ordering_key is not None:
+        target.ordering_key = m.ordering_key.encode()
+    for k, v in m.properties.items():
+        target.properties.add(key=k, value=v)
+    if m.null_value:
+        target.null_value = True
+
+
+def ack_set(acked: list[int], size: int) -> list[int]:
+    """Pulsar's ack set of a batch: a bit per index (64 per word), set while not acknowledged."""
+    words = [0] * ((size + 63) // 64)
+    done = set(acked)
+    for i in range(size):
+        if i not in done:
+            words[i // 64] |= 1 << (i % 64)
+    return [w - (1 << 64) if w >= 1 << 63 else w for w in words]  # int64 on the wire
+
+
+def acked_indexes(words: list[int], size: int) -> list[int]:
+    """The acknowledged indexes of an ack set (bits cleared) among `size` messages."""
+    out = []
+    for i in range(size):
+        word = words[i // 64] if i // 64 < len(words) else 0
+        if not (word >> (i % 64)) & 1:
+            out.append(i)
+    return out

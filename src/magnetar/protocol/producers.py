@@ -1,0 +1,172 @@
+"""Producers of the binary protocol: PRODUCER, SEND, CLOSE_PRODUCER.
+
+A producer's SENDs are appended in the order they arrived, through the core's ledger writer (the
+same path as the HTTP producer: deduplication, policies, quotas and ids are shared). SENDs that
+queued up while an append was under way go together as one group append (`append_group`:
+consecutive entries, one reservation and one journal record), and each gets its SEND_RECEIPT, in
+order. An exclusive producer renews its claim on the topic while it lives; if another producer
+takes the topic, the proxy closes it (CLOSE_PRODUCER), as a broker closes a fenced producer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from magnetar.core.authz import Access
+from magnetar.core.entry import Batch
+from magnetar.core.errors import MagnetarError, ProducerFenced
+from magnetar.core.naming import TopicName
+from magnetar.protocol import pulsar_api_pb2 as pb
+from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.frames import Frame, Type, command
+from magnetar.protocol.messages import batch_from_send, message_id
+
+if TYPE_CHECKING:
+    from magnetar.protocol.connection import Connection
+
+log = logging.getLogger(__name__)
+
+MAX_GROUP = 100  # SENDs appended together at most
+_ACCESS_MODES = {pb.Shared: "Shared", pb.Exclusive: "Exclusive"}
+_CLOSE = object()
+
+
+async def open_producer(conn: Connection, request: Any) -> None:
+    """PRODUCER: register the producer (access mode, admission checks) and answer its last sequence id."""
+    try:
+        if request.producer_id in conn.producers:
+            raise ProtocolError(f"Producer id {request.producer_id} is already in use on this connection",
+                                pb.ProducerBusy)
+        topic = TopicName.parse(request.topic)
+        if not topic.is_persistent:
+            raise ProtocolError("Non-persistent topics are not served by the binary protocol proxy yet")
+        mode = _ACCESS_MODES.get(request.producer_access_mode)
+        if mode is None:
+            raise ProtocolError(f"Access mode {pb.ProducerAccessMode.Name(request.producer_access_mode)} is not "
+                                "supported by the binary protocol proxy yet")
+        if request.txn_enabled:
+            raise ProtocolError("Transactions are not supported")
+        await conn.authorize(Access.PRODUCE, topic)
+        name = request.producer_name if request.HasField("producer_name") and request.producer_name else (
+            f"magnetar-{uuid.uuid4().hex[:12]}")
+        writer = conn.broker.writer
+        lease = conn.server.settings.producer_lease_ms
+        await conn.call(writer.attach_producer, topic, name, mode, lease)
+        last = await conn.call(writer.metadata.last_sequence_id, topic, name)
+    except Exception as exc:
+        conn.error(request.request_id, exc)
+        return
+    producer = Producer(conn, request.producer_id, topic, name, mode)
+    conn.producers[request.producer_id] = producer
+    producer.start()
+    conn.send(command(Type.PRODUCER_SUCCESS, producer_success={
+        "request_id": request.request_id, "producer_name": name, "last_sequence_id": last}))
+
+
+class Producer:
+    def __init__(self, conn: Connection, producer_id: int, topic: TopicName, name: str, mode: str) -> None:
+        self.conn = conn
+        self.id = producer_id
+        self.topic = topic
+        self.name = name
+        self.mode = mode
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.closed = False
+
+    def start(self) -> None:
+        self.conn.spawn(self._run())
+        if self.mode == "Exclusive":
+            self.conn.spawn(self._renew())
+
+    def enqueue(self, frame: Frame) -> None:
+        self.queue.put_nowait(frame)
+
+    def enqueue_close(self, request_id: int) -> None:
+        self.queue.put_nowait((_CLOSE, request_id))
+
+    async def _run(self) -> None:
+        while True:
+            item = await self.queue.get()
+            if isinstance(item, tuple):  # CLOSE_PRODUCER, after every SEND before it
+                await self._close(item[1])
+                return
+            group = [item]
+            while len(group) < MAX_GROUP and not self.queue.empty():
+                peek = self.queue._queue[0]  # type: ignore[attr-defined]  # asyncio.Queue's deque
+                if isinstance(peek, tuple):
+                    break
+                group.append(self.queue.get_nowait())
+            await self._append(group)
+
+    async def _append(self, frames: list[Frame]) -> None:
+        batches: list[tuple[Frame, Batch]] = []
+        for frame in frames:
+            try:
+                batches.append((frame, batch_from_send(frame.command.send, frame.metadata, frame.payload)))
+            except Exception as exc:
+                self.conn._send_error(frame.command.send, exc)
+        for group in _within_record(batches, self.conn.max_message_size):
+            try:
+                results = await self.conn.call(self.conn.broker.writer.append_group, self.topic,
+                                               [b for _, b in group], self.name)
+            except Exception as exc:
+                for frame, _ in group:
+                    self.conn._send_error(frame.command.send, exc)
+                continue
+            partition = self.topic.partition_index
+            for (frame, _), result in zip(group, results, strict=True):
+                send = frame.command.send
+                receipt = {"producer_id": self.id, "sequence_id": send.sequence_id,
+                           "message_id": message_id(result.ledger_id, result.entry_id, partition)}
+                if send.HasField("highest_sequence_id"):
+                    receipt["highest_sequence_id"] = send.highest_sequence_id
+                self.conn.send(command(Type.SEND_RECEIPT, send_receipt=receipt))
+        await self.conn.drain()
+
+    async def _close(self, request_id: int) -> None:
+        self.conn.producers.pop(self.id, None)
+        try:
+            await self.release()
+        except MagnetarError as exc:
+            log.info("binary protocol: closing producer %s: %s", self.name, exc)
+        self.conn.success(request_id)
+
+    async def release(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        await self.conn.call(self.conn.broker.writer.detach_producer, self.topic, self.name)
+
+    async def _renew(self) -> None:
+        """Keep an exclusive producer's claim; fenced: CLOSE_PRODUCER to the client."""
+        lease = self.conn.server.settings.producer_lease_ms
+        while not self.closed:
+            await asyncio.sleep(lease / 3000)
+            if self.closed:
+                return
+            try:
+                await self.conn.call(self.conn.broker.writer.attach_producer, self.topic, self.name, self.mode, lease)
+            except ProducerFenced:
+                self.conn.producers.pop(self.id, None)
+                self.closed = True
+                self.conn.send(command(Type.CLOSE_PRODUCER, close_producer={"producer_id": self.id, "request_id": 0}))
+                return
+            except Exception as exc:  # a transient failure: the lease outlives a few of them
+                log.info("binary protocol: renewing producer %s: %s", self.name, exc)
+
+
+def _within_record(batches: list[tuple[Frame, Batch]], limit: int) -> list[list[tuple[Frame, Batch]]]:
+    """Consecutive groups whose payloads fit one journal record together (a big batch goes alone)."""
+    groups: list[list[tuple[Frame, Batch]]] = []
+    size = 0
+    for item in batches:
+        cost = len(item[1].payload) + 512
+        if not groups or size + cost > limit:
+            groups.append([])
+            size = 0
+        groups[-1].append(item)
+        size += cost
+    return groups

@@ -1,0 +1,127 @@
+"""The protocol proxy's TCP server: one asyncio task per client connection.
+
+The proxy is stateless: ids, cursors and ordering stay in DynamoDB, Kinesis and S3, reached
+through the same core services the broker functions use (`magnetar.core.broker.Broker`, built by
+`magnetar.adapters.aws.build_broker`). The core is synchronous (AWS SDK calls); its calls run on a
+thread pool of their own, so a long poll never blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from magnetar.core.broker import Broker
+from magnetar.protocol.connection import Connection
+
+log = logging.getLogger(__name__)
+
+SERVER_VERSION = "Magnetar proxy 0.1"
+MAX_PROTOCOL_VERSION = 21  # the newest protocol version the proxy answers with (the client's if older)
+DEFAULT_WORKERS = 128  # threads for core calls: each polling consumer holds one while its long poll waits
+
+
+def _default_broker() -> Broker:
+    from magnetar.adapters.aws import build_broker
+
+    return build_broker()
+
+
+@dataclass
+class ProxySettings:
+    host: str = "127.0.0.1"
+    port: int = 6650  # 0: any free port (`ProxyServer.port` tells which once started)
+    advertised_host: str | None = None  # the host the lookup answers name; the bound host by default
+    workers: int = DEFAULT_WORKERS
+    poll_wait_ms: int = 10_000  # a consumer's long poll, within the core's MAX_WAIT_MS
+    producer_lease_ms: int = 30_000  # an exclusive producer's lease, renewed every third of it
+    consumer_lease_ms: int = 30_000  # a consumer's lease, renewed while its connection lives
+
+
+@dataclass
+class ProxyServer:
+    settings: ProxySettings = field(default_factory=ProxySettings)
+    broker_factory: Callable[[], Broker] = _default_broker
+    port: int = 0
+    connections: set[Connection] = field(default_factory=set)
+    _server: asyncio.Server | None = None
+    _executor: ThreadPoolExecutor | None = None
+    _broker: Broker | None = None
+
+    @property
+    def broker(self) -> Broker:
+        if self._broker is None:
+            self._broker = self.broker_factory()
+        return self._broker
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self.settings.workers, thread_name_prefix="pulsar-proxy")
+        return self._executor
+
+    @property
+    def service_url(self) -> str:
+        return f"pulsar://{self.settings.advertised_host or self.settings.host}:{self.port}"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.settings.host, self.settings.port,
+                                                  reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        log.info("Pulsar binary protocol on %s", self.service_url)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connection = Connection(self, reader, writer)
+        self.connections.add(connection)
+        try:
+            await connection.serve()
+        finally:
+            self.connections.discard(connection)
+
+    async def stop(self) -> None:
+        """Stop listening and drop every connection (clients reconnect, to this proxy or another)."""
+        if self._server is not None:
+            self._server.close()
+        for connection in list(self.connections):
+            connection.abort()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+
+class ProxyThread:
+    """The proxy on an event loop of its own thread (beside `magnetar local up`'s HTTP API, tests)."""
+
+    def __init__(self, settings: ProxySettings, broker_factory: Callable[[], Broker] = _default_broker) -> None:
+        self.server = ProxyServer(settings, broker_factory)
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="pulsar-proxy", daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def service_url(self) -> str:
+        return self.server.service_url
+
+    def start(self) -> ProxyThread:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(timeout=10)
+        return self
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(self.server.stop(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
