@@ -102,6 +102,8 @@ def local_up(
         help="Consumers read unsealed entries from the journal's tail: on|off (MAGNETAR_TAIL_READS for the "
              "functions; default: off with the fan-out journal consumer, on without, as the stack sets it).")
     ] = None,
+    pulsar_port: Annotated[int, typer.Option(
+        help="Port of Pulsar's binary protocol (the official clients: pulsar://host:port); 0: off.")] = 6650,
 ) -> None:
     """Start the AWS emulator, the resources, the HTTP API, the journal consumer and the maintenance
     schedule; Ctrl-C stops all."""
@@ -115,7 +117,8 @@ def local_up(
                            superuser_roles=tuple(superuser_role),
                            fidelity=AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
                            journal_fan_out=journal_fan_out,
-                           tail_reads=None if tail_reads is None else on_off("--tail-reads", tail_reads))
+                           tail_reads=None if tail_reads is None else on_off("--tail-reads", tail_reads),
+                           pulsar_port=pulsar_port or None)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -123,6 +126,10 @@ def local_up(
             cluster.start()
         console.print(f"[green]Magnetar is up[/green]  HTTP API [bold]{cluster.url}[/bold]  AWS endpoint {cluster.endpoint}")
         console.print(f"  export {SERVICE_URL_ENV}={cluster.url}    (Ctrl-C to stop)")
+        if cluster.pulsar_url:
+            console.print(f"  Pulsar binary protocol [bold]{cluster.pulsar_url}[/bold]  (the official clients)")
+        elif pulsar_port:
+            console.print(f"  [yellow]Pulsar binary protocol off: port {pulsar_port} is in use[/yellow] (--pulsar-port)")
         if auth and key_file is not None:
             from magnetar.security.tokens import create_token, read_key_material
 

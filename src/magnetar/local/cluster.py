@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -43,6 +44,9 @@ from magnetar.local.lambda_runtime import (
 )
 from magnetar.local.scheduler import Schedule
 from magnetar.local.sigv4 import EmulatorIam
+
+if TYPE_CHECKING:
+    from magnetar.protocol import ProxyThread
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +123,9 @@ class LocalCluster:
     # consumers read unsealed entries from the journal's tail (MAGNETAR_TAIL_READS); None: as the
     # stack sets it, off with the fan-out journal consumer (the journal's one reader), on without
     tail_reads: bool | None = None
+    # Pulsar's binary protocol (magnetar.protocol): the proxy's port beside the HTTP API; None: off, 0: a free port
+    pulsar_port: int | None = None
+    proxy: ProxyThread | None = None
     emulator: subprocess.Popen[bytes] | None = None
     esm: KinesisEventSourceMapping | None = None
     _server: uvicorn.Server | None = None
@@ -128,6 +135,11 @@ class LocalCluster:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def pulsar_url(self) -> str | None:
+        """The binary protocol's service URL (pulsar://host:port) when the proxy runs."""
+        return self.proxy.service_url if self.proxy is not None else None
 
     @property
     def endpoint(self) -> str:
@@ -169,7 +181,18 @@ class LocalCluster:
         self._thread = threading.Thread(target=self._server.run, name="http-api", daemon=True)
         self._thread.start()
         _wait_for_port(self.host, self.port, 30)
+        if self.pulsar_port is not None:
+            self._start_proxy(self.pulsar_port)
         return self
+
+    def _start_proxy(self, port: int) -> None:
+        """The binary protocol proxy, in process, on the same core and adapters as the broker function."""
+        from magnetar.protocol import ProxySettings, ProxyThread
+
+        try:
+            self.proxy = ProxyThread(ProxySettings(host=self.host, port=port)).start()
+        except OSError as exc:  # the port is taken (another cluster, a Pulsar standalone): the rest still runs
+            log.warning("Pulsar binary protocol off: cannot listen on %s:%s: %s", self.host, port, exc)
 
     def _configure_auth(self) -> LocalAuthorizers | None:
         """The functions' auth settings (as the stack sets them) and API Gateway's authorizers."""
@@ -188,6 +211,8 @@ class LocalCluster:
         if self._stopped:
             return
         self._stopped = True
+        if self.proxy is not None:
+            self.proxy.stop()
         if self._server is not None:
             self._server.should_exit = True
         if self.esm is not None:
@@ -217,8 +242,9 @@ class LocalUpProcess:
                  extra_args: list[str] | None = None) -> None:
         self.maintenance_interval_s = maintenance_interval_s
         self.extra_args = list(extra_args or [])  # more `local up` options (e.g. --auth ...)
-        self.port, self.aws_port = free_port(), free_port()
+        self.port, self.aws_port, self.pulsar_port = free_port(), free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.pulsar_url = f"pulsar://127.0.0.1:{self.pulsar_port}"  # the binary protocol proxy
         self.aws_endpoint = f"http://127.0.0.1:{self.aws_port}"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -226,7 +252,7 @@ class LocalUpProcess:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL")}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "magnetar.cli.main", "local", "up", "--port", str(self.port),
-             "--aws-port", str(self.aws_port),
+             "--aws-port", str(self.aws_port), "--pulsar-port", str(self.pulsar_port),
              *(["--maintenance-interval", str(self.maintenance_interval_s)] if self.maintenance_interval_s is not None
                else []), *self.extra_args],
             stdout=subprocess.DEVNULL,
@@ -234,6 +260,7 @@ class LocalUpProcess:
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
         _wait_for_port("127.0.0.1", self.port, 60)
+        _wait_for_port("127.0.0.1", self.pulsar_port, 30)  # the proxy starts right after the HTTP API
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -115,7 +115,11 @@ class ProxyThread:
 
     def start(self) -> ProxyThread:
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(timeout=10)
+        try:
+            asyncio.run_coroutine_threadsafe(self.server.start(), self._loop).result(timeout=10)
+        except BaseException:
+            self.stop()
+            raise
         return self
 
     def stop(self) -> None:
