@@ -23,6 +23,7 @@ from pathlib import Path, PurePosixPath
 ROOT = Path(__file__).resolve().parents[2]
 OUR_CODE = [
     (ROOT / "spark" / "magnetar_spark", "magnetar_spark"),
+    (ROOT / "spark" / "pyspark_magnetar", "pyspark_magnetar"),  # format("magnetar") without register
     (ROOT / "src" / "magnetar" / "core", "magnetar/core"),
 ]
 OUR_FILES = [(ROOT / "src" / "magnetar" / "__init__.py", "magnetar/__init__.py")]

@@ -8,6 +8,7 @@ df = (spark.read.format("magnetar")
       .load())
 """
 
+from magnetar_spark import _env
 from magnetar_spark.source import (
     SCHEMA,
     SHORT_NAME,
@@ -19,6 +20,8 @@ from magnetar_spark.source import (
     message_id_from_bytes,
     split_range,
 )
+
+_env.configure_python()  # the workers run this Python (see _env), unless PYSPARK_PYTHON says otherwise
 
 __all__ = [
     "SCHEMA",
