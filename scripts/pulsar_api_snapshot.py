@@ -9,7 +9,7 @@ drift is caught whenever either side changes. To regenerate it for a new pulsar-
     .venv/bin/pytest -q tests/unit/test_pulsar_api_parity.py       # then close the new gaps
 
 What is recorded, for every public name of the `pulsar` module (typing and stdlib re-exports,
-submodules, Pulsar Functions' classes and `pulsar.schema`'s, which is issue #11's, left out):
+submodules and Pulsar Functions' classes left out; `pulsar.schema`'s names apart, as `schema_names`):
 classes with their public methods (parameter name, kind, default as `repr`); enums (pybind11 enums
 of `_pulsar`) with their members and integer values; exceptions with their bases; module functions.
 """
@@ -95,7 +95,19 @@ def snapshot() -> dict[str, Any]:
 
         version = dist_version("pulsar-client")
     return {"pulsar_client_version": version, "python": sys.version.split()[0], "names": names,
-            "exceptions_module": exceptions}
+            "exceptions_module": exceptions, "schema_names": _schema_names()}
+
+
+def _schema_names() -> dict[str, Any]:
+    """`pulsar.schema`'s public classes (Record, the field types, the schemas): `magnetar.schema`'s model."""
+    import pulsar.schema
+
+    names: dict[str, Any] = {}
+    for name in sorted(dir(pulsar.schema)):
+        value = getattr(pulsar.schema, name)
+        if not name.startswith("_") and isinstance(value, type) and value.__module__.startswith("pulsar.schema"):
+            names[name] = _class(value)
+    return names
 
 
 def main() -> None:

@@ -18,6 +18,14 @@ from magnetar.client.partitioned import MultiTopicsConsumer, PartitionedProducer
 from magnetar.client.producer import Producer
 from magnetar.client.push import PushConsumer, websocket_base
 from magnetar.client.reader import PartitionedReader, Reader
+from magnetar.client.schema import (
+    DEFAULT_SCHEMA,
+    check_consumer_schema,
+    typed_consumer,
+    typed_listener,
+    typed_producer,
+    typed_reader,
+)
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
     BatchingType,
@@ -39,6 +47,7 @@ from magnetar.client.types import (
 )
 from magnetar.core.errors import InvalidInput
 from magnetar.core.naming import NamespaceName, TopicName, check_subscription
+from magnetar.schema import Schema
 
 
 def _topic(name: str) -> TopicName:
@@ -123,6 +132,7 @@ class Client:
         self,
         topic: str,
         producer_name: str | None = None,
+        schema: Schema = DEFAULT_SCHEMA,
         initial_sequence_id: int | None = None,
         send_timeout_millis: int = 30_000,
         compression_type: CompressionType = CompressionType.NONE,
@@ -194,7 +204,7 @@ class Client:
         else:
             producer = Producer(self._transport, name, producer_name, **options)
         self._closeables.append(producer)
-        return producer
+        return cast(Producer, typed_producer(self._transport, name, producer, schema))  # `schema=`: client/schema.py
 
     # --- consumers -----------------------------------------------------------------------------
     def subscribe(
@@ -202,6 +212,7 @@ class Client:
         topic: str | list[str] | re.Pattern[str] | None,
         subscription_name: str,
         consumer_type: ConsumerType = ConsumerType.Exclusive,
+        schema: Schema = DEFAULT_SCHEMA,
         message_listener: Callable[[Any, Message], None] | None = None,
         receiver_queue_size: int = 1000,
         max_total_receiver_queue_size_across_partitions: int = 50000,
@@ -336,6 +347,9 @@ class Client:
                 expire_time_of_incomplete_chunked_message_ms, dead_letter_topic, decryptor=decryptor,
             )
 
+        check_type(Schema, schema, "schema")
+        check_consumer_schema(self._transport, topics, schema)  # IncompatibleSchema before subscribing
+        message_listener = typed_listener(message_listener, schema)
         consumer: Consumer | MultiTopicsConsumer
         if len(topics) == 1 and discover is None:
             consumer = make(topics[0])
@@ -344,7 +358,7 @@ class Client:
                                            batch_receive_policy, message_listener, discover,
                                            float(pattern_auto_discovery_period), consumer_name)
         self._closeables.append(consumer)
-        return consumer
+        return cast(Consumer, typed_consumer(consumer, schema))
 
     def _expand(self, topics: list[str]) -> list[str]:
         out: list[str] = []
@@ -374,7 +388,7 @@ class Client:
         return sorted(bases | {t for t in plain if TopicName.parse(t).partitioned_topic.__str__() not in bases})
 
     # --- readers -------------------------------------------------------------------------------
-    def create_reader(self, topic: str, start_message_id: MessageId,
+    def create_reader(self, topic: str, start_message_id: MessageId, schema: Schema = DEFAULT_SCHEMA,
                       reader_listener: Callable[[Any, Message], None] | None = None,
                       receiver_queue_size: int = 1000, reader_name: str | None = None,
                       subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
@@ -396,6 +410,9 @@ class Client:
         check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
         decryptor = crypto.decryptor(crypto_key_reader, crypto_failure_action)
         name = _topic(topic)
+        check_type(Schema, schema, "schema")
+        check_consumer_schema(self._transport, [str(name)], schema)
+        reader_listener = typed_listener(reader_listener, schema)
         reader: Reader | PartitionedReader
         partitions = self._partitions(name)
         if partitions:
@@ -410,7 +427,7 @@ class Client:
             reader = Reader(self._transport, name, start_message_id, start_message_id_inclusive,
                             receiver_queue_size, reader_listener, decryptor)
         self._closeables.append(reader)
-        return reader
+        return cast(Reader, typed_reader(reader, schema))
 
     def close(self) -> None:
         """Close every producer (after sending what they hold), consumer and reader, then the client."""

@@ -122,6 +122,8 @@ class Message:
     _null_value: bool = False  # a tombstone: data() is b"" as in pulsar-client, has_null_value() tells
     _encryption: dict[str, Any] | None = None  # end-to-end encryption context, as stored (core/encryption.py)
     _decryption_failed: bool = False  # delivered still encrypted (crypto_failure_action CONSUME)
+    _schema_version: int | None = None  # the topic schema's version the value was written with
+    _schema: Any = None  # a typed consumer's or reader's schema (magnetar.schema): value() decodes with it
 
     @classmethod
     def from_wire(cls, m: dict[str, Any]) -> Message:
@@ -150,14 +152,21 @@ class Message:
                             entry.num_messages if entry.batched else 0)
             out.append(cls(m.payload, mid, entry.topic, m.properties, m.key or "", entry.publish_time, m.event_time,
                            redelivery_count, entry.producer_name, m.ordering_key or "", m.null_value,
-                           _encryption=m.encryption))
+                           _encryption=m.encryption, _schema_version=m.schema_version))
         return out
 
     def data(self) -> bytes:
         return self._data
 
-    def value(self) -> bytes:
+    def value(self) -> Any:
+        """The value: decoded by the consumer's or reader's schema (`schema=`), else the bytes."""
+        if self._schema is not None and not self._null_value:
+            return self._schema.decode_message(self)
         return self._data
+
+    def schema_version(self) -> int | None:
+        """The version of the topic's schema the message was written with (None: no schema)."""
+        return self._schema_version
 
     def message_id(self) -> MessageId:
         return self._message_id

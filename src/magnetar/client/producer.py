@@ -91,6 +91,8 @@ def _after_ms(deliver_after: timedelta | int | None) -> int | None:
 
 
 class Producer:
+    _schema_version: int | None = None  # the topic schema's version its messages carry (client/schema.py)
+
     def __init__(
         self,
         transport: Transport,
@@ -244,7 +246,8 @@ class Producer:
         if deliver_after:
             at = int(time.time() * 1000) + int(deliver_after)
         message = Message(bytes(content), partition_key, {str(k): str(v) for k, v in (properties or {}).items()},
-                          int(event_timestamp or 0), ordering_key, null_value=null_value)
+                          int(event_timestamp or 0), ordering_key, null_value=null_value,
+                          schema_version=self._schema_version)
         if self._encryptor is not None:
             message = self._encryptor.seal(message)
         with self._cond:

@@ -88,7 +88,8 @@ _EXTRA_FIELDS = {"null_value": "n", "schema_version": "sv", "encryption": "enc"}
 
 
 def _extras(m: Message) -> dict[str, Any] | None:
-    extras = {key: getattr(m, name) for name, key in _EXTRA_FIELDS.items() if getattr(m, name) not in (None, False)}
+    # `is`, not `in (None, False)`: schema version 0 equals False and must be kept
+    extras = {key: v for name, key in _EXTRA_FIELDS.items() if (v := getattr(m, name)) is not None and v is not False}
     return extras or None
 
 

@@ -21,6 +21,7 @@ from magnetar.api.models import (
     ProducerRequest,
     PublishResult,
 )
+from magnetar.api.routes.schemas import refuse_untyped_publish
 from magnetar.api.wire import batch_from_request
 from magnetar.core.authz import Access
 from magnetar.core.compression import decompress
@@ -86,6 +87,7 @@ def _bind(domain: str) -> None:
         appended together (consecutive entries, all or nothing)."""
         name = topic_name(domain, tenant, namespace, topic)
         request = body(ProduceRequest)
+        refuse_untyped_publish(name, request)  # schemaValidationEnforced (routes/schemas.py)
         if request.batches is not None:
             return json_response(_publish_batches(name, request))
         if not name.is_persistent:

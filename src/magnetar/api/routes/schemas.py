@@ -18,12 +18,21 @@ from pydantic import BaseModel, Field
 from magnetar.adapters.aws import build_broker
 from magnetar.api.access import guarded
 from magnetar.api.http import DOMAINS, body, json_body, json_response, namespace_name, no_content, topic_name
+from magnetar.api.models import ProduceRequest, decode_b64
 from magnetar.core.authz import Access
+from magnetar.core.compression import Codec, decompress
+from magnetar.core.entry import decode_messages
 from magnetar.core.errors import InvalidInput
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.schema import SchemaData, parse_schema
 from magnetar.core.schema.compatibility import STRATEGIES, UNDEFINED, check_strategy
-from magnetar.core.schema.registry import AUTO_UPDATE, STRATEGY, VALIDATION_ENFORCED, SchemaPolicy
+from magnetar.core.schema.registry import (
+    AUTO_UPDATE,
+    STRATEGY,
+    VALIDATION_ENFORCED,
+    IncompatibleSchema,
+    SchemaPolicy,
+)
 
 router = Router()  # type: ignore[no-untyped-call]
 SCHEMAS = "/admin/v2/schemas/<tenant>/<namespace>/<topic>"
@@ -203,3 +212,37 @@ def _bind_client(domain: str) -> None:
 
 for _domain in DOMAINS:
     _bind_client(_domain)
+
+
+# --- the broker's check on publish (schemaValidationEnforced) ------------------------------------
+_HAS_SCHEMA_MS = 10_000  # whether a topic has a schema is re-read at most this often per container
+_has_schema: dict[str, tuple[int, bool]] = {}
+
+
+def _topic_has_schema(name: TopicName) -> bool:
+    broker = build_broker()
+    key, now = str(name.partitioned_topic), broker.clock.now_ms()
+    cached = _has_schema.get(key)
+    if cached is None or cached[0] <= now:
+        cached = (now + _HAS_SCHEMA_MS, bool(broker.schemas.current(name)))
+        _has_schema[key] = cached
+    return cached[1]
+
+
+def refuse_untyped_publish(name: TopicName, request: ProduceRequest) -> None:
+    """With the namespace's schemaValidationEnforced and a schema on the topic, a publish whose
+    messages carry no schema version (a producer without a schema) is refused (409,
+    IncompatibleSchema), as Pulsar refuses such a producer. Costs nothing unless enforced (the
+    policies are cached; whether the topic has a schema is cached for 10 s). The REST producer's
+    messages are typed by the request's `schemaVersion` or `valueSchema`."""
+    if not build_broker().writer.policies(name).get(VALIDATION_ENFORCED) or not _topic_has_schema(name):
+        return
+    if request.messages is not None:
+        typed = getattr(request, "schemaVersion", None) is not None or getattr(request, "valueSchema", None)
+    else:
+        batches = request.batches if request.batches is not None else [request.batch] if request.batch else []
+        typed = all(b.chunk is not None or all(m.schema_version is not None for m in decode_messages(
+            decompress(Codec.parse(b.compression), decode_b64(b.payload), b.uncompressedSize))) for b in batches)
+    if not typed:
+        raise IncompatibleSchema("Producers cannot connect or send messages without a schema to topics with a "
+                                 "schema when schemaValidationEnforced is set")

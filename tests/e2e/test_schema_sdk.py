@@ -1,0 +1,188 @@
+"""Typed topics through the SDK: producers and consumers exchange records (Avro, JSON), each
+type round-trips, an evolved schema's consumer reads messages of both versions, incompatible
+producers and consumers are refused at creation with IncompatibleSchema, and
+schemaValidationEnforced refuses a producer without a schema."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+import magnetar
+from magnetar.client import exceptions
+from magnetar.client.admin import AdminClient
+from magnetar.schema import (
+    Array,
+    AvroSchema,
+    BooleanSchema,
+    BytesSchema,
+    DoubleSchema,
+    Float,
+    FloatSchema,
+    Int8Schema,
+    Int16Schema,
+    Int32Schema,
+    Int64Schema,
+    Integer,
+    JsonSchema,
+    KeyValueEncodingType,
+    KeyValueSchema,
+    Map,
+    Record,
+    Schema,
+    String,
+    StringSchema,
+)
+
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+
+class Address(Record):
+    city = String()
+
+
+class User(Record):
+    name = String(required=True)
+    age = Integer()
+    color = Color
+    address = Address()
+    tags = Array(String())
+    scores = Map(Float())
+
+
+class UserV1(Record):  # the same record (by Avro name) before it grew a field
+    _avro_name = "User"
+    name = String(required=True)
+
+
+class UserV2(Record):
+    name = String(required=True)
+    email = String(default="none", required_default=True)  # a default: FULL-compatible with v1
+
+
+UserV1.__name__ = UserV2.__name__ = "User"  # one Avro record name across versions, as in one code base
+
+
+class Incompatible(Record):
+    name = Integer(required=True)  # the field changed type
+
+
+Incompatible.__name__ = "User"
+
+
+@pytest.fixture
+def namespace(admin: AdminClient) -> str:
+    name = f"public/sdk-{uuid.uuid4().hex[:8]}"
+    admin.create_namespace(name)
+    return name
+
+
+def topic_in(namespace: str) -> str:
+    return f"persistent://{namespace}/t-{uuid.uuid4().hex[:8]}"
+
+
+def test_avro_records_from_producer_to_consumer(client: magnetar.Client, admin: AdminClient, namespace: str) -> None:
+    topic = topic_in(namespace)
+    consumer = client.subscribe(topic, "s", schema=AvroSchema(User), initial_position=magnetar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, schema=AvroSchema(User))
+    sent = User(name="ada", age=36, color=Color.GREEN, address=Address(city="London"), tags=["math"],
+                scores={"x": 1.5})
+    producer.send(sent, partition_key="k")
+    msg = consumer.receive(10_000)
+    assert msg.value() == sent and isinstance(msg.value(), User)
+    assert msg.value().address.city == "London" and msg.value().color is Color.GREEN
+    assert msg.schema_version() == 0 and msg.partition_key() == "k"
+    consumer.acknowledge(msg)
+    assert admin.get_schema(topic)["type"] == "AVRO"
+    # an untyped consumer sees the Avro bytes
+    reader = client.create_reader(topic, magnetar.MessageId.earliest)
+    raw = reader.read_next(10_000)
+    assert raw.value() == AvroSchema(User).encode(sent) and raw.schema_version() == 0
+
+
+def test_an_evolved_consumer_reads_both_versions_and_incompatible_ones_are_refused(
+        client: magnetar.Client, namespace: str) -> None:
+    topic = topic_in(namespace)
+    v1 = client.create_producer(topic, schema=AvroSchema(UserV1))
+    v1.send(UserV1(name="old"))
+    v2 = client.create_producer(topic, schema=AvroSchema(UserV2))  # FULL: a field with a default
+    v2.send(UserV2(name="new", email="n@example.com"))
+    with pytest.raises(exceptions.IncompatibleSchema, match="Incompatible schema"):
+        client.create_producer(topic, schema=AvroSchema(Incompatible))
+    with pytest.raises(exceptions.IncompatibleSchema):
+        client.subscribe(topic, "bad", schema=AvroSchema(Incompatible))
+    with pytest.raises(exceptions.IncompatibleSchema):
+        client.create_producer(topic, schema=StringSchema())  # another type
+    reader = client.create_reader(topic, magnetar.MessageId.earliest, schema=AvroSchema(UserV2))
+    first, second = reader.read_next(10_000), reader.read_next(10_000)
+    assert (first.schema_version(), second.schema_version()) == (0, 1)
+    assert first.value() == UserV2(name="old", email="none")  # v1 data resolved into v2: the default
+    assert second.value() == UserV2(name="new", email="n@example.com")
+    old_reader = client.create_reader(topic, magnetar.MessageId.earliest, schema=AvroSchema(UserV1))
+    old_reader.read_next(10_000)
+    assert old_reader.read_next(10_000).value() == UserV1(name="new")  # v2 data read by a v1 reader
+
+
+KV_INLINE = KeyValueSchema(StringSchema(), AvroSchema(Address))
+KV_SEPARATED = KeyValueSchema(Int64Schema(), JsonSchema(Address), KeyValueEncodingType.SEPARATED)
+
+
+@pytest.mark.parametrize(("schema", "value"), [
+    (StringSchema(), "héllo"), (BytesSchema(), b"\x00\x01"), (BooleanSchema(), True), (Int8Schema(), -8),
+    (Int16Schema(), 1600), (Int32Schema(), -(2**31)), (Int64Schema(), 2**62), (FloatSchema(), 1.5),
+    (DoubleSchema(), 2.25), (JsonSchema(User), User(name="j", tags=["a", "b"], color=Color.RED)),
+    (AvroSchema(None, {"type": "record", "name": "Point", "fields": [{"name": "x", "type": "int"}]}), {"x": 3}),
+    (KV_INLINE, ("k1", Address(city="Paris"))), (KV_SEPARATED, (42, Address(city="Oslo"))),
+], ids=lambda v: type(v).__name__ if isinstance(v, Schema) else None)
+def test_every_type_round_trips(client: magnetar.Client, admin: AdminClient, namespace: str, schema: Schema,
+                                value: Any) -> None:
+    topic = topic_in(namespace)
+    producer = client.create_producer(topic, schema=schema)
+    producer.send(value)
+    reader = client.create_reader(topic, magnetar.MessageId.earliest, schema=schema)
+    assert reader.read_next(10_000).value() == value
+    if not isinstance(schema, BytesSchema):
+        assert admin.get_schema(topic)["type"] == schema.schema_info().schema_type()
+
+
+def test_a_listener_gets_decoded_values(client: magnetar.Client, namespace: str) -> None:
+    topic = topic_in(namespace)
+    got: list[Any] = []
+    client.subscribe(topic, "l", schema=JsonSchema(Address), initial_position=magnetar.InitialPosition.Earliest,
+                     message_listener=lambda c, m: (got.append(m.value()), c.acknowledge(m)))
+    client.create_producer(topic, schema=JsonSchema(Address)).send(Address(city="Rome"))
+    import time
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert got == [Address(city="Rome")]
+
+
+def test_schema_validation_enforced_refuses_producers_without_a_schema(
+        cluster, client: magnetar.Client, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    topic = topic_in(namespace)
+    bytes_producer = client.create_producer(topic, batching_enabled=False)
+    bytes_producer.send(b"before any schema")  # no schema on the topic yet: fine
+    client.create_producer(topic, schema=StringSchema()).send("typed")
+    bytes_producer.send(b"not enforced: still accepted")
+    response = httpx.post(f"{cluster.url}/admin/v2/namespaces/{namespace}/schemaValidationEnforced", json=True)
+    assert response.status_code == 204
+    with pytest.raises(exceptions.IncompatibleSchema, match="schemaValidationEnforced"):
+        client.create_producer(topic, batching_enabled=False).send(b"refused")
+    client.create_producer(topic, schema=StringSchema()).send("typed still works")
+
+
+def test_auto_update_off_admits_only_known_schemas(cluster, client: magnetar.Client, namespace: str) -> None:  # type: ignore[no-untyped-def]
+    topic = topic_in(namespace)
+    client.create_producer(topic, schema=AvroSchema(UserV1)).send(UserV1(name="a"))
+    httpx.post(f"{cluster.url}/admin/v2/namespaces/{namespace}/isAllowAutoUpdateSchema", json=False)
+    with pytest.raises(exceptions.IncompatibleSchema, match="isAllowAutoUpdateSchema"):
+        client.create_producer(topic, schema=AvroSchema(UserV2))
+    client.create_producer(topic, schema=AvroSchema(UserV1)).send(UserV1(name="b"))  # a known version
