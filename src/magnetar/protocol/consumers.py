@@ -19,7 +19,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from magnetar.core.authz import Access
-from magnetar.core.dispatch import Acks
+from magnetar.core.dispatch import MAX_POLL_INTERVAL_S, POLL_INTERVAL_S, Acks
 from magnetar.core.errors import NotAllowed, SubscriptionNotFound
 from magnetar.core.naming import TopicName
 from magnetar.protocol import pulsar_api_pb2 as pb
@@ -37,6 +37,8 @@ SUB_TYPES = {pb.CommandSubscribe.Exclusive: "Exclusive", pb.CommandSubscribe.Sha
              pb.CommandSubscribe.Failover: "Failover", pb.CommandSubscribe.Key_Shared: "Key_Shared"}
 MAX_POLL_MESSAGES = 1000
 ERROR_BACKOFF_S = 1.0
+IDLE_POLL_S = POLL_INTERVAL_S  # an idle consumer looks again after this, doubling up to MAX_IDLE_POLL_S
+MAX_IDLE_POLL_S = MAX_POLL_INTERVAL_S
 
 
 async def open_consumer(conn: Connection, request: Any) -> None:
@@ -114,7 +116,10 @@ class Consumer:
 
     # --- dispatch -------------------------------------------------------------------------------
     async def _dispatch(self) -> None:
-        settings = self.conn.server.settings
+        """Poll while permits remain: one dispatch step per call (the core's receive without a wait),
+        the idle backoff here (100 ms doubling to 1 s, the core long poll's own), so a closing
+        consumer or a stopping proxy has no poll left in flight for long."""
+        idle = IDLE_POLL_S
         while not self.stopped:
             if self.permits <= 0:
                 self.wake.clear()
@@ -122,8 +127,7 @@ class Consumer:
                 continue
             try:
                 got = await self.conn.call(self.subscriptions.receive, self.topic, self.subscription, self.name,
-                                           min(self.permits, MAX_POLL_MESSAGES), settings.poll_wait_ms,
-                                           uuid.uuid4().hex)
+                                           min(self.permits, MAX_POLL_MESSAGES), 0, uuid.uuid4().hex)
             except SubscriptionNotFound as exc:  # our lease lapsed, or the subscription went away
                 log.info("binary protocol: consumer %s: %s; attaching again", self.name, exc.reason)
                 await self._reattach()
@@ -135,6 +139,13 @@ class Consumer:
             self.renewed_at = time.monotonic()
             if self.stopped:
                 return
+            if not got.entries:
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):  # a FLOW or a close cuts the wait short
+                    await asyncio.wait_for(self.wake.wait(), idle)
+                idle = min(idle * 2, MAX_IDLE_POLL_S)
+                continue
+            idle = IDLE_POLL_S
             for delivered in got.entries:
                 self._deliver(delivered)
             await self.conn.drain()

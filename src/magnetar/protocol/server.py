@@ -38,7 +38,6 @@ class ProxySettings:
     port: int = 6650  # 0: any free port (`ProxyServer.port` tells which once started)
     advertised_host: str | None = None  # the host the lookup answers name; the bound host by default
     workers: int = DEFAULT_WORKERS
-    poll_wait_ms: int = 10_000  # a consumer's long poll, within the core's MAX_WAIT_MS
     producer_lease_ms: int = 30_000  # an exclusive producer's lease, renewed every third of it
     consumer_lease_ms: int = 30_000  # a consumer's lease, renewed while its connection lives
 

@@ -1,0 +1,217 @@
+"""The official Pulsar client (pulsar-client from PyPI, unmodified) against Magnetar's binary protocol
+proxy (magnetar.protocol), in front of the session cluster's core: the same topics, ids and
+subscriptions as the Magnetar SDK sees through the HTTP API."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+import magnetar
+
+pulsar = pytest.importorskip("pulsar")
+
+from magnetar.local.cluster import free_port  # noqa: E402
+from magnetar.protocol import ProxySettings, ProxyThread  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def proxy(cluster) -> Iterator[ProxyThread]:  # type: ignore[no-untyped-def]
+    """The proxy in this process, on the session cluster's AWS endpoint (as `local up` runs it)."""
+    p = ProxyThread(ProxySettings(port=0)).start()
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def official(proxy: ProxyThread) -> Iterator[pulsar.Client]:
+    c = pulsar.Client(proxy.service_url, operation_timeout_seconds=15, log_conf_file_path=None,
+                      logger=_quiet_logger())
+    yield c
+    c.close()
+
+
+def _quiet_logger():  # type: ignore[no-untyped-def]
+    import logging
+
+    logger = logging.getLogger("pulsar-client")
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
+def _drain(consumer, count: int, timeout_s: float = 15) -> list:  # type: ignore[no-untyped-def]
+    """`count` messages from an official consumer, each acknowledged."""
+    out = []
+    deadline = time.monotonic() + timeout_s
+    while len(out) < count and time.monotonic() < deadline:
+        try:
+            msg = consumer.receive(timeout_millis=1000)
+        except pulsar.Timeout:
+            continue
+        consumer.acknowledge(msg)
+        out.append(msg)
+    return out
+
+
+def test_readme_example_produce_and_consume(official: pulsar.Client, topic: str) -> None:
+    producer = official.create_producer(topic)
+    sent = producer.send(b"hello", partition_key="k")
+    consumer = official.subscribe(topic.rsplit("/", 1)[1] if topic.startswith("persistent://public/default/")
+                                  else topic, "sub", consumer_type=pulsar.ConsumerType.Shared,
+                                  initial_position=pulsar.InitialPosition.Earliest)
+    msg = consumer.receive(timeout_millis=10_000)
+    consumer.acknowledge(msg)
+    assert (msg.data(), msg.partition_key(), str(msg.message_id())) == (b"hello", "k", str(sent))
+    assert msg.topic_name() == topic
+    producer.close()
+    consumer.close()
+
+
+@pytest.mark.parametrize("codec", ["LZ4", "ZLib", "ZSTD", "SNAPPY"])
+def test_batches_with_each_codec_keep_their_ids(official: pulsar.Client, topic: str, codec: str) -> None:
+    producer = official.create_producer(topic, batching_enabled=True, batching_max_messages=10,
+                                        batching_max_publish_delay_ms=50,
+                                        compression_type=getattr(pulsar.CompressionType, codec))
+    consumer = official.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    ids: dict[bytes, str] = {}
+    lock = threading.Lock()
+
+    def done(result, message_id, payload):  # type: ignore[no-untyped-def]
+        assert result == pulsar.Result.Ok
+        with lock:
+            ids[payload] = str(message_id)
+
+    payloads = [f"{codec}-{i}-".encode() * 20 for i in range(25)]
+    for p in payloads:
+        producer.send_async(p, lambda r, m, p=p: done(r, m, p), properties={"i": p[:12].decode()})
+    producer.flush()
+    got = _drain(consumer, 25)
+    assert [m.data() for m in got] == payloads
+    assert {m.data(): str(m.message_id()) for m in got} == ids
+    entries = {(m.message_id().ledger_id(), m.message_id().entry_id()) for m in got}
+    assert len(entries) < 25  # several messages per entry: the client's batches are Magnetar's entries
+    assert all(m.message_id().batch_index() >= 0 for m in got)
+
+
+def test_official_message_reaches_the_sdk_with_the_same_id_and_fields(
+        official: pulsar.Client, client: magnetar.Client, topic: str) -> None:
+    sdk = client.subscribe(topic, "sdk", initial_position=magnetar.InitialPosition.Earliest)
+    producer = official.create_producer(topic)
+    sent = producer.send(b"from-official", partition_key="key-1", properties={"a": "1", "b": "two"},
+                         event_timestamp=1_700_000_000_123)
+    msg = sdk.receive(timeout_millis=10_000)
+    sdk.acknowledge(msg)
+    assert str(msg.message_id()) == str(sent)
+    assert (msg.data(), msg.partition_key(), msg.properties(), msg.event_timestamp()) == (
+        b"from-official", "key-1", {"a": "1", "b": "two"}, 1_700_000_000_123)
+    assert msg.producer_name() == producer.producer_name()
+
+
+def test_sdk_message_reaches_the_official_client_with_the_same_id_and_fields(
+        official: pulsar.Client, client: magnetar.Client, topic: str) -> None:
+    consumer = official.subscribe(topic, "official", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_enabled=False)
+    sent = producer.send(b"from-sdk", partition_key="key-2", properties={"x": "y"}, event_timestamp=1_700_000_000_456)
+    batched = client.create_producer(topic, batching_enabled=True, batching_max_messages=3)
+    for i in range(3):
+        batched.send_async(f"b{i}".encode(), None, properties={"i": str(i)})
+    batched.flush()
+    got = _drain(consumer, 4)
+    first = got[0]
+    assert str(first.message_id()) == str(sent)
+    assert (first.data(), first.partition_key(), first.properties(), first.event_timestamp()) == (
+        b"from-sdk", "key-2", {"x": "y"}, 1_700_000_000_456)
+    assert [(m.data(), m.properties()) for m in got[1:]] == [(f"b{i}".encode(), {"i": str(i)}) for i in range(3)]
+    assert [m.message_id().batch_index() for m in got[1:]] == [0, 1, 2]
+
+
+def test_shared_subscription_split_between_official_and_sdk_consumers(
+        official: pulsar.Client, client: magnetar.Client, topic: str) -> None:
+    theirs = official.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared, receiver_queue_size=5,
+                                consumer_name="official", initial_position=pulsar.InitialPosition.Earliest)
+    ours = client.subscribe(topic, "shared", consumer_type=magnetar.ConsumerType.Shared, receiver_queue_size=5,
+                            consumer_name="sdk", initial_position=magnetar.InitialPosition.Earliest)
+    producer = official.create_producer(topic, batching_enabled=False)
+    total = 60
+    for i in range(total):
+        producer.send_async(f"m{i}".encode(), None)
+    producer.flush()
+    received: dict[str, list[bytes]] = {"official": [], "sdk": []}
+    done = threading.Event()
+
+    def consume(name: str, consumer, timeout_error: type[Exception]) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + 20
+        while not done.is_set() and time.monotonic() < deadline:
+            try:
+                msg = consumer.receive(timeout_millis=500)
+            except timeout_error:
+                continue
+            received[name].append(msg.data())
+            consumer.acknowledge(msg)
+            time.sleep(0.02)  # a consumer doing some work: the other one gets its share meanwhile
+            if sum(len(v) for v in received.values()) >= total:
+                done.set()
+
+    threads = [threading.Thread(target=consume, args=("official", theirs, pulsar.Timeout)),
+               threading.Thread(target=consume, args=("sdk", ours, magnetar.Timeout))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    everything = received["official"] + received["sdk"]
+    assert sorted(everything) == sorted(f"m{i}".encode() for i in range(total))  # each exactly once
+    assert received["official"] and received["sdk"]  # both got their share
+
+
+def test_client_reconnects_after_proxy_restart_and_loses_no_acknowledged_message(
+        admin, topic: str) -> None:  # type: ignore[no-untyped-def]
+    port = free_port()
+    first = ProxyThread(ProxySettings(port=port)).start()
+    c = pulsar.Client(first.service_url, operation_timeout_seconds=20, logger=_quiet_logger())
+    try:
+        producer = c.create_producer(topic, batching_enabled=False)
+        consumer = c.subscribe(topic, "restart", initial_position=pulsar.InitialPosition.Earliest,
+                               consumer_name="resilient")
+        for i in range(10):
+            producer.send(f"before-{i}".encode())
+        before = _drain(consumer, 5)
+        assert len(before) == 5
+        deadline = time.monotonic() + 10  # the client sends its acks grouped (every 100 ms): until they are applied
+        while admin.topic_stats(topic)["subscriptions"]["restart"]["msgBacklog"] > 5 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        first.stop()  # killed mid-stream: nothing is cleaned up, the client only sees the connection drop
+        second = ProxyThread(ProxySettings(port=port)).start()
+        try:
+            for i in range(10):
+                producer.send(f"after-{i}".encode())  # waits while the client reconnects
+            rest = _drain(consumer, 15, timeout_s=30)
+        finally:
+            second.stop()
+    finally:
+        c.close()
+    acked = {m.data() for m in before}
+    later = [m.data() for m in rest]
+    assert not acked & set(later)  # an acknowledged message is never delivered again
+    expected = {f"before-{i}".encode() for i in range(10)} | {f"after-{i}".encode() for i in range(10)}
+    assert acked | set(later) == expected  # nothing lost
+
+
+def test_unserved_command_is_refused_not_left_hanging(official: pulsar.Client, topic: str) -> None:
+    """A reader (a non-durable subscription) is not served yet: a clear error, at once."""
+    started = time.monotonic()
+    with pytest.raises(pulsar.PulsarException):
+        official.create_reader(topic, pulsar.MessageId.earliest)
+    assert time.monotonic() - started < 10
+
+
+def test_errors_carry_pulsar_server_error_codes(official: pulsar.Client) -> None:
+    with pytest.raises(pulsar.PulsarException):  # no such namespace: TopicNotFound, not a hang
+        official.create_producer(f"persistent://public/no-such-ns-{uuid.uuid4().hex[:6]}/t")
+    topic = f"persistent://public/default/excl-{uuid.uuid4().hex[:8]}"
+    official.subscribe(topic, "only", consumer_type=pulsar.ConsumerType.Exclusive)
+    with pytest.raises(pulsar.ConsumerBusy):
+        official.subscribe(topic, "only", consumer_type=pulsar.ConsumerType.Exclusive)
