@@ -58,6 +58,10 @@ def verify_command(
 
             def on_run(run: int, summary) -> None:  # type: ignore[no-untyped-def]
                 progress.update(task, advance=1, status=f"acked {summary.acked:,}  violations {summary.violations}")
+                if json_out:  # the figures so far survive an interrupted long run
+                    json_out.parent.mkdir(parents=True, exist_ok=True)
+                    json_out.write_text(json.dumps(summary.as_dict() | {
+                        "seed": seed, "partial": True, "seconds": round(time.monotonic() - started, 1)}, indent=2))
 
             summary = Verifier(cluster.url, authentication=credentials).run_all(runs, seed, allowed, on_run, delays)
     result = summary.as_dict() | {"seed": seed, "crash_points_allowed": list(allowed),
