@@ -215,3 +215,78 @@ def test_errors_carry_pulsar_server_error_codes(official: pulsar.Client) -> None
     official.subscribe(topic, "only", consumer_type=pulsar.ConsumerType.Exclusive)
     with pytest.raises(pulsar.ConsumerBusy):
         official.subscribe(topic, "only", consumer_type=pulsar.ConsumerType.Exclusive)
+
+
+def test_partitioned_topic_through_its_partitions(official: pulsar.Client, admin, topic: str) -> None:  # type: ignore[no-untyped-def]
+    admin.create_partitioned_topic(topic, 3)
+    assert official.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(3)]
+    consumer = official.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    producer = official.create_producer(topic, batching_enabled=False,
+                                        message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    sent = {str(producer.send(f"p{i}".encode())): f"p{i}".encode() for i in range(9)}
+    got = _drain(consumer, 9)
+    assert {str(m.message_id()): m.data() for m in got} == sent
+    assert {m.message_id().partition() for m in got} == {0, 1, 2}
+    assert {m.topic_name() for m in got} == {f"{topic}-partition-{i}" for i in range(3)}
+
+
+def test_failover_gives_everything_to_one_consumer(official: pulsar.Client, topic: str) -> None:
+    consumers = [official.subscribe(topic, "fo", consumer_type=pulsar.ConsumerType.Failover, consumer_name=f"c{i}",
+                                    initial_position=pulsar.InitialPosition.Earliest) for i in range(2)]
+    producer = official.create_producer(topic, batching_enabled=False)
+    for i in range(10):
+        producer.send(f"f{i}".encode())
+    active = next(c for c in consumers if c.consumer_name() == "c0")  # Pulsar's choice: the first name in order
+    assert [m.data() for m in _drain(active, 10)] == [f"f{i}".encode() for i in range(10)]
+    standby = next(c for c in consumers if c is not active)
+    with pytest.raises(pulsar.Timeout):
+        standby.receive(timeout_millis=500)
+
+
+def test_key_shared_keeps_each_key_on_one_consumer(official: pulsar.Client, topic: str) -> None:
+    consumers = [official.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared, consumer_name=f"k{i}",
+                                    initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=10)
+                 for i in range(2)]
+    producer = official.create_producer(topic, batching_enabled=False)
+    for i in range(40):
+        producer.send_async(f"m{i}".encode(), None, partition_key=f"key-{i % 8}")
+    producer.flush()
+    owners: dict[str, set[int]] = {}
+    total = 0
+    deadline = time.monotonic() + 15
+    while total < 40 and time.monotonic() < deadline:
+        for n, c in enumerate(consumers):
+            try:
+                msg = c.receive(timeout_millis=100)
+            except pulsar.Timeout:
+                continue
+            owners.setdefault(msg.partition_key(), set()).add(n)
+            c.acknowledge(msg)
+            total += 1
+    assert total == 40
+    assert all(len(o) == 1 for o in owners.values()) and len(owners) == 8
+
+
+def test_negative_ack_is_redelivered_with_its_count(official: pulsar.Client, topic: str) -> None:
+    consumer = official.subscribe(topic, "nack", consumer_type=pulsar.ConsumerType.Shared,
+                                  negative_ack_redelivery_delay_ms=100,
+                                  initial_position=pulsar.InitialPosition.Earliest)
+    official.create_producer(topic).send(b"again")
+    first = consumer.receive(timeout_millis=10_000)
+    consumer.negative_acknowledge(first)
+    second = consumer.receive(timeout_millis=10_000)
+    consumer.acknowledge(second)
+    assert (second.data(), str(second.message_id())) == (b"again", str(first.message_id()))
+    assert (first.redelivery_count(), second.redelivery_count()) == (0, 1)
+
+
+def test_seek_and_last_message_id(official: pulsar.Client, topic: str) -> None:
+    producer = official.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(f"s{i}".encode()) for i in range(5)]
+    consumer = official.subscribe(topic, "seek", initial_position=pulsar.InitialPosition.Earliest)
+    assert [m.data() for m in _drain(consumer, 5)] == [f"s{i}".encode() for i in range(5)]
+    assert str(consumer.get_last_message_id()) == str(ids[-1])
+    consumer.seek(ids[2])  # the subscription restarts at that message; pulsar-client hands out what follows it
+    assert [m.data() for m in _drain(consumer, 2)] == [b"s3", b"s4"]
+    consumer.seek(pulsar.MessageId.earliest)
+    assert _drain(consumer, 1)[0].data() == b"s0"

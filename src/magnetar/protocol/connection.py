@@ -307,6 +307,18 @@ class Connection:
         if consumer is not None:
             consumer.enqueue(cmd)
 
+    def _seek(self, cmd: Any) -> None:
+        request = cmd.seek
+        consumer = self._consumer_command(cmd, request.consumer_id, request.request_id)
+        if consumer is not None:
+            consumer.enqueue(cmd)
+
+    def _last_message_id(self, cmd: Any) -> None:
+        request = cmd.getLastMessageId
+        consumer = self._consumer_command(cmd, request.consumer_id, request.request_id)
+        if consumer is not None:
+            self.spawn(consumer.last_message_id(request.request_id))
+
 
 _HANDLERS: dict[int, Callable[[Connection, Any], None]] = {
     Type.CONNECT: Connection._connect,
@@ -322,6 +334,8 @@ _HANDLERS: dict[int, Callable[[Connection, Any], None]] = {
     Type.REDELIVER_UNACKNOWLEDGED_MESSAGES: Connection._redeliver,
     Type.CLOSE_CONSUMER: Connection._close_consumer,
     Type.UNSUBSCRIBE: Connection._unsubscribe,
+    Type.SEEK: Connection._seek,
+    Type.GET_LAST_MESSAGE_ID: Connection._last_message_id,
 }
 
 

@@ -197,8 +197,11 @@ class Consumer:
             elif cmd.type == Type.CLOSE_CONSUMER:
                 await self._close(cmd.close_consumer.request_id)
                 return
-            elif cmd.type == Type.UNSUBSCRIBE and await self._unsubscribe(cmd.unsubscribe.request_id):
-                return
+            elif cmd.type in (Type.UNSUBSCRIBE, Type.SEEK):
+                finished = await (self._unsubscribe(cmd.unsubscribe.request_id) if cmd.type == Type.UNSUBSCRIBE
+                                  else self._seek(cmd.seek))
+                if finished:  # this consumer is gone (refused: it carries on)
+                    return
 
     async def _acknowledge(self, cmds: list[Any]) -> None:
         whole: set[int] = set()
@@ -270,6 +273,47 @@ class Consumer:
         self.conn.success(request_id)
         return True
 
+    async def _seek(self, request: Any) -> bool:
+        """SEEK by message id or publish time: the subscription moves for all its consumers; this one
+        is closed (CLOSE_CONSUMER) and subscribes again from the new position, as a broker does."""
+        try:
+            if request.HasField("message_publish_time"):
+                await self.conn.call(self.subscriptions.seek, self.topic, self.subscription, None,
+                                     request.message_publish_time)
+            elif request.HasField("message_id"):
+                entry = _signed(request.message_id.entryId)
+                if _signed(request.message_id.ledgerId) == _LATEST:  # MessageId.latest: past the last entry
+                    entry = (await self.conn.call(self.conn.broker.last_entry, self.topic))[1] + 1
+                position = max(entry, 0)  # MessageId.earliest is (-1, -1)
+                await self.conn.call(self.subscriptions.seek, self.topic, self.subscription, position)
+            else:
+                raise ProtocolError("Seek to a message id or to a publish time")
+        except Exception as exc:
+            self.conn.error(request.request_id, exc)
+            return False
+        self.stop()
+        self.released = True  # the client subscribes again at once: its lease is renewed then
+        self.conn.consumers.pop(self.id, None)
+        self.conn.send(command(Type.CLOSE_CONSUMER, close_consumer={"consumer_id": self.id, "request_id": 0}))
+        self.conn.success(request.request_id)
+        return True
+
+    async def last_message_id(self, request_id: int) -> None:
+        """GET_LAST_MESSAGE_ID: the topic's last entry (its last batch index when batched)."""
+        try:
+            ledger, entry = await self.conn.call(self.conn.broker.last_entry, self.topic)
+            index = -1
+            if entry >= 0:
+                found = await self.conn.call(self.conn.broker.find_entry, self.topic, entry)
+                if found is not None and found.batched:
+                    index = found.num_messages - 1
+        except Exception as exc:
+            self.conn.error(request_id, exc)
+            return
+        self.conn.send(command(Type.GET_LAST_MESSAGE_ID_RESPONSE, getLastMessageIdResponse={
+            "request_id": request_id,
+            "last_message_id": message_id(ledger, entry, self.topic.partition_index, index)}))
+
     async def release(self) -> None:
         """Detach from the subscription: the messages it held go to the others (or again to it)."""
         if self.released:
@@ -277,6 +321,9 @@ class Consumer:
         self.released = True
         with contextlib.suppress(SubscriptionNotFound, NotAllowed):
             await self.conn.call(self.subscriptions.close_consumer, self.topic, self.subscription, self.name)
+
+
+_LATEST = (1 << 63) - 1  # MessageId.latest's ledger id (Long.MAX_VALUE)
 
 
 def _signed(value: int) -> int:
