@@ -200,11 +200,11 @@ def test_client_reconnects_after_proxy_restart_and_loses_no_acknowledged_message
     assert acked | set(later) == expected  # nothing lost
 
 
-def test_unserved_command_is_refused_not_left_hanging(official: pulsar.Client, topic: str) -> None:
-    """A reader (a non-durable subscription) is not served yet: a clear error, at once."""
+def test_unserved_request_is_refused_not_left_hanging(official: pulsar.Client) -> None:
+    """Non-persistent topics are not served by the proxy yet: a clear error, at once."""
     started = time.monotonic()
     with pytest.raises(pulsar.PulsarException):
-        official.create_reader(topic, pulsar.MessageId.earliest)
+        official.create_producer(f"non-persistent://public/default/np-{uuid.uuid4().hex[:6]}")
     assert time.monotonic() - started < 10
 
 
@@ -290,3 +290,24 @@ def test_seek_and_last_message_id(official: pulsar.Client, topic: str) -> None:
     assert [m.data() for m in _drain(consumer, 2)] == [b"s3", b"s4"]
     consumer.seek(pulsar.MessageId.earliest)
     assert _drain(consumer, 1)[0].data() == b"s0"
+
+
+def test_readers_start_where_asked_and_seek(official: pulsar.Client, topic: str) -> None:
+    producer = official.create_producer(topic, batching_enabled=False)
+    ids = [producer.send(f"r{i}".encode()) for i in range(5)]
+
+    def read(reader, count: int) -> list[bytes]:  # type: ignore[no-untyped-def]
+        return [reader.read_next(timeout_millis=10_000).data() for _ in range(count)]
+
+    earliest = official.create_reader(topic, pulsar.MessageId.earliest)
+    assert read(earliest, 5) == [f"r{i}".encode() for i in range(5)]
+    assert not earliest.has_message_available()
+    after = official.create_reader(topic, ids[1])  # pulsar-client: after the start message
+    assert read(after, 3) == [b"r2", b"r3", b"r4"]
+    inclusive = official.create_reader(topic, ids[1], start_message_id_inclusive=True)
+    assert read(inclusive, 1) == [b"r1"]
+    inclusive.seek(pulsar.MessageId.earliest)
+    assert read(inclusive, 1) == [b"r0"]
+    latest = official.create_reader(topic, pulsar.MessageId.latest)
+    producer.send(b"new")
+    assert read(latest, 1) == [b"new"]

@@ -47,6 +47,7 @@ class Connection:
         self.principal: Principal = ANONYMOUS
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
+        self.reader_positions: dict[tuple[str, str], int] = {}  # a reader's position across its seek
         self.tasks: set[asyncio.Task[Any]] = set()
         self.closed = False
         peer = writer.get_extra_info("peername")

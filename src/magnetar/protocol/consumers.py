@@ -51,15 +51,20 @@ async def open_consumer(conn: Connection, request: Any) -> None:
         topic = TopicName.parse(request.topic)
         if not topic.is_persistent:
             raise ProtocolError("Non-persistent topics are not served by the binary protocol proxy yet")
-        if request.HasField("durable") and not request.durable:
-            raise ProtocolError("Readers (non-durable subscriptions) are not served by the binary protocol proxy yet")
         sub_type = SUB_TYPES[request.subType]
         initial = "Earliest" if request.initialPosition == pb.CommandSubscribe.Earliest else "Latest"
         name = request.consumer_name or f"magnetar-{uuid.uuid4().hex[:10]}"
         await conn.authorize(Access.CONSUME, topic, request.subscription)
-        consumer = Consumer(conn, request.consumer_id, topic, request.subscription, name, sub_type, initial)
-        await consumer.attach()
-        await conn.call(conn.broker.subscriptions.redeliver_unacknowledged, topic, request.subscription, name)
+        if request.HasField("durable") and not request.durable:  # a reader: no cursor, a position of its own
+            from magnetar.protocol.readers import Reader
+
+            consumer: Consumer = Reader(conn, request.consumer_id, topic, request.subscription, name, sub_type,
+                                        initial)
+            await consumer.start_at(request)  # type: ignore[attr-defined]
+        else:
+            consumer = Consumer(conn, request.consumer_id, topic, request.subscription, name, sub_type, initial)
+            await consumer.attach()
+            await conn.call(conn.broker.subscriptions.redeliver_unacknowledged, topic, request.subscription, name)
     except Exception as exc:
         conn.error(request.request_id, exc)
         return

@@ -1,0 +1,123 @@
+"""Readers of the binary protocol: non-durable subscriptions (pulsar-client's `create_reader`).
+
+A reader has no cursor: the proxy keeps its position (the next entry id) and reads entries from
+it with the core's non-durable read (`Broker.read_entries`, what the SDK's readers and Spark use)
+while the client grants permits. It starts at the SUBSCRIBE's start message id, inclusive (the
+client drops what it was told to start after), `MessageId.earliest`/`latest`, or a rollback
+duration. Acknowledgements mean nothing to it. A seek closes it (CLOSE_CONSUMER) and the position is
+kept on the connection for its subscription name, where the client subscribes again; a client that
+reconnects elsewhere (another proxy) sends its last message id as the start, as it does to a broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from magnetar.core.dispatch import DeliveredEntry
+from magnetar.core.ledger import ensure_topic
+from magnetar.protocol.consumers import IDLE_POLL_S, MAX_IDLE_POLL_S, Consumer, _signed
+from magnetar.protocol.errors import ProtocolError
+from magnetar.protocol.frames import Type, command
+
+MAX_READ_ENTRIES = 100
+_LATEST = (1 << 63) - 1  # MessageId.latest's ledger and entry ids (Long.MAX_VALUE)
+
+
+class Reader(Consumer):
+    position = 0
+
+    @property
+    def _key(self) -> tuple[str, str]:
+        return str(self.topic), self.subscription
+
+    async def start_at(self, request: Any) -> None:
+        broker = self.conn.broker
+        await self.conn.call(lambda: ensure_topic(broker.metadata, self.topic, broker.clock.now_ms()))
+        seeked = self.conn.reader_positions.pop(self._key, None)
+        if seeked is not None:
+            self.position = seeked
+        elif request.start_message_rollback_duration_sec > 0:
+            since = broker.clock.now_ms() - request.start_message_rollback_duration_sec * 1000
+            self.position = await self.conn.call(broker.entry_at_time, self.topic, since)
+        elif request.HasField("start_message_id"):
+            self.position = await self._entry_of(request.start_message_id)
+        else:
+            self.position = 0 if self.initial == "Earliest" else await self._entry_of(None)
+
+    async def _entry_of(self, mid: Any) -> int:
+        """The entry a start message id names: itself (inclusive), 0 for earliest, past the end for latest."""
+        if mid is None or _signed(mid.ledgerId) == _LATEST:
+            return int((await self.conn.call(self.conn.broker.last_entry, self.topic))[1]) + 1
+        return max(_signed(mid.entryId), 0)
+
+    async def attach(self) -> None:
+        return None  # no cursor, no lease
+
+    def start(self) -> None:
+        self._tasks = [self.conn.spawn(self._dispatch()), self.conn.spawn(self._apply())]
+
+    async def _dispatch(self) -> None:
+        idle = IDLE_POLL_S
+        while not self.stopped:
+            if self.permits <= 0:
+                self.wake.clear()
+                await self.wake.wait()
+                continue
+            try:
+                entries = await self.conn.call(self.conn.broker.read_entries, self.topic, self.position,
+                                               min(self.permits, MAX_READ_ENTRIES))
+            except Exception:
+                await asyncio.sleep(MAX_IDLE_POLL_S)
+                continue
+            if self.stopped:
+                return
+            if not entries:
+                self.wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.wake.wait(), idle)
+                idle = min(idle * 2, MAX_IDLE_POLL_S)
+                continue
+            idle = IDLE_POLL_S
+            self.position = entries[-1].entry_id + 1
+            for entry in entries:
+                self._deliver(DeliveredEntry(entry, 0))
+            await self.conn.drain()
+
+    async def _acknowledge(self, cmds: list[Any]) -> None:
+        for cmd in cmds:  # nothing to acknowledge; receipts when asked for
+            if cmd.ack.HasField("request_id"):
+                self.conn.send(command(Type.ACK_RESPONSE, ackResponse={"consumer_id": self.id,
+                                                                        "request_id": cmd.ack.request_id}))
+
+    async def _redeliver(self, request: Any) -> None:
+        return None  # a reader's client keeps what it has not read yet
+
+    async def _seek(self, request: Any) -> bool:
+        try:
+            if request.HasField("message_publish_time"):
+                position = await self.conn.call(self.conn.broker.entry_at_time, self.topic,
+                                                request.message_publish_time)
+            elif request.HasField("message_id"):
+                position = await self._entry_of(request.message_id)
+            else:
+                raise ProtocolError("Seek to a message id or to a publish time")
+        except Exception as exc:
+            self.conn.error(request.request_id, exc)
+            return False
+        self.stop()
+        self.conn.consumers.pop(self.id, None)
+        self.conn.reader_positions[self._key] = position
+        self.conn.send(command(Type.CLOSE_CONSUMER, close_consumer={"consumer_id": self.id, "request_id": 0}))
+        self.conn.success(request.request_id)
+        return True
+
+    async def _unsubscribe(self, request_id: int) -> bool:
+        self.stop()
+        self.conn.consumers.pop(self.id, None)
+        self.conn.success(request_id)
+        return True
+
+    async def release(self) -> None:
+        self.released = True
