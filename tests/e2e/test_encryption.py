@@ -11,6 +11,7 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import boto3
 import httpx
@@ -303,3 +304,54 @@ def test_non_persistent_topics_pushed_encrypted(client: magnetar.Client, tmp_pat
     assert all(SECRET not in m.data() for m in receive_all(blind, 3))
     consumer.close()
     blind.close()
+
+
+def test_websocket_producer_with_pip_290_connect_keys(cluster: Any, client: magnetar.Client, topic: str,
+                                                      tmp_path: Path) -> None:
+    """Pulsar's client-side encryption over WebSocket (PIP-290): the encrypted data key at the connect
+    (`encryptionKeys`, `encryptionKeyValues`, `encryptionKeyMetadata`), each message with its IV
+    (`encryptionParam`) and its compression; an SDK consumer decrypts."""
+    public, private = key_pair(tmp_path, "app")
+    consumer = client.subscribe(topic, "s", crypto_key_reader=magnetar.CryptoKeyReader("", private))
+    sealer = MessageEncryptor(["app"], magnetar.CryptoKeyReader(public, ""), magnetar.CompressionType.ZSTD)
+    payload = SECRET * 10
+    ciphertext, enc = sealer.encrypt(payload)
+    value = quote(base64.b64encode(enc["keys"][0][1]).decode(), safe="")
+    metadata = quote(base64.b64encode(json.dumps({"owner": "ops"}).encode()).decode(), safe="")
+    query = f"encryptionKeys=app&encryptionKeyValues={value}&encryptionKeyMetadata={metadata}"
+    status, body = refusal(cluster, f"/ws/v2/producer/{topic_path(topic)}?encryptionKeys=app,other&"
+                                    f"encryptionKeyValues={value}")
+    assert status == 400 and "encryptionKeyValues" in body["reason"]
+    with open_ws(cluster, f"/ws/v2/producer/{topic_path(topic)}?{query}") as ws:
+        ws.send(json.dumps({"payload": base64.b64encode(ciphertext).decode(), "key": "k",
+                            "encryptionParam": base64.b64encode(enc["iv"]).decode(),
+                            "compressionType": "ZSTD", "uncompressedMessageSize": len(payload)}))
+        assert json.loads(ws.recv(timeout=10))["result"] == "ok"
+        ws.send(json.dumps({"payload": base64.b64encode(b"clear").decode()}))  # an encrypting producer's plaintext
+        refused = json.loads(ws.recv(timeout=10))
+        assert refused["result"] == "send-error:7" and "encryptionParam" in refused["errorMsg"]
+    message = consumer.receive(timeout_millis=10_000)
+    assert message.data() == payload and message.partition_key() == "k"
+    context = message.encryption_context()
+    assert context is not None and context.keys()[0].metadata == {"owner": "ops"}
+    assert context.compression_type() is magnetar.CompressionType.ZSTD
+    consumer.acknowledge(message)
+    consumer.close()
+
+
+def test_the_connect_keys_are_kept_with_the_connection_on_dynamodb(cluster: Any) -> None:
+    """A frame may reach another WebSocket function container than the connect: the producer's
+    PIP-290 keys are read back from the connection's DynamoDB item."""
+    from magnetar.adapters.aws.connections import DynamoConnectionRegistry
+    from magnetar.config import ResourceNames
+    from magnetar.core.ports import Connection
+
+    registry = DynamoConnectionRegistry(ResourceNames.from_env().table)
+    keys = json.dumps([["app", base64.b64encode(b"wrapped data key").decode(), {"owner": "ops"}]])
+    producer = Connection(f"enc-{uuid.uuid4().hex[:8]}=", "producer", "persistent://public/default/enc-reg", 1_000,
+                          "p", encryption_keys=keys)
+    plain = Connection(f"enc-{uuid.uuid4().hex[:8]}=", "producer", "persistent://public/default/enc-reg", 1_000, "q")
+    for conn in (producer, plain):
+        registry.add(conn)
+        assert registry.get(conn.connection_id) == conn
+        registry.remove(conn)

@@ -412,6 +412,9 @@ class Connection:
     inflight: int = 0  # reader: messages sent and not acknowledged
     # consumer: acknowledgements not yet written to the cursor ("entry" or "entry:size:index")
     acks: frozenset[str] = frozenset()
+    # producer: the encrypted data key of its pre-encrypted messages, for each key name, given at the
+    # connect (PIP-290): JSON [[name, base64 value, {metadata}], ...]; "" for a producer that does not encrypt
+    encryption_keys: str = ""
 
     @property
     def has_backlog(self) -> bool:

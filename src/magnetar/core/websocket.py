@@ -20,7 +20,7 @@ import base64
 import binascii
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -102,6 +102,8 @@ def message_frame(message: Message, message_id: MessageIdData, publish_time: int
         frame["nullValue"] = True  # a tombstone: "payload" is "" as for empty bytes, this tells them apart
     if message.encryption is not None:  # end to end encrypted: the ciphertext and what decrypts it (PIP-290)
         frame["encryptionContext"] = encryption.to_wire(message.encryption)
+    if message.schema_version is not None:  # the topic schema's version the value was written with
+        frame["schemaVersion"] = message.schema_version
     if batch_size:
         frame["batchSize"] = batch_size
     if producer_name:
@@ -173,6 +175,7 @@ class OpenRequest:
     nack_delay_ms: int = DEFAULT_NACK_DELAY_MS
     pull_mode: bool = False
     start: str = "latest"  # reader: earliest, latest or a base64 message id
+    encryption_keys: str = ""  # producer: its pre-encrypted messages' keys (PIP-290), as `Connection` keeps them
 
 
 def parse_open(path: str, params: dict[str, str]) -> OpenRequest:
@@ -193,7 +196,7 @@ def parse_open(path: str, params: dict[str, str]) -> OpenRequest:
         name = params.get("producerName", "")
         if name:
             check_consumer_name(name)
-        return OpenRequest(role, topic, name=name)
+        return OpenRequest(role, topic, name=name, encryption_keys=_encryption_keys(params))
     queue = _int_param(params, "receiverQueueSize", MAX_QUEUE_SIZE, 0)
     queue = max(1, min(queue, MAX_QUEUE_SIZE))  # as Pulsar: at most 1000, 0 means 1
     if role == "reader":
@@ -284,8 +287,9 @@ class ProducerFrame:
     deliver_after_ms: int = 0
 
 
-def producer_frame(frame: dict[str, Any]) -> ProducerFrame:
-    """A producer's message frame (Pulsar's ProducerMessage)."""
+def producer_frame(frame: dict[str, Any], encryption_keys: str = "") -> ProducerFrame:
+    """A producer's message frame (Pulsar's ProducerMessage); `encryption_keys`: the connection's
+    (`Connection.encryption_keys`), for a pre-encrypted message's context."""
     context = frame.get("context")
     payload = frame.get("payload")
     # a null value (a tombstone): "payload": null, or "nullValue": true without a payload
@@ -318,21 +322,58 @@ def producer_frame(frame: dict[str, Any]) -> ProducerFrame:
             raise InvalidInput(f"{name} must be a non-negative integer")
         numbers[name] = value
     message = Message(data, key, {str(k): str(v) for k, v in properties.items()}, event_time, null_value=null_value,
-                      encryption=_frame_encryption(frame))
+                      encryption=_frame_encryption(frame, encryption_keys))
+    schema_version = frame.get("schemaVersion")  # the value's schema version (registered with the topic)
+    if schema_version is not None:
+        if not isinstance(schema_version, int) or isinstance(schema_version, bool) or schema_version < 0:
+            raise InvalidInput("schemaVersion must be a non-negative integer")
+        message = replace(message, schema_version=schema_version)
     return ProducerFrame(message, context, numbers["sequenceId"], numbers["deliverAt"], numbers["deliverAfterMs"])
 
 
-def _frame_encryption(frame: dict[str, Any]) -> dict[str, Any] | None:
-    """A pre-encrypted message's context: `encryptionContext` as consumers receive it (its keys are
-    required: Magnetar does not take them at the connect), where Pulsar's per-message
-    `encryptionParam`, `compressionType` and `uncompressedMessageSize` may stand instead of its
-    `param`, `compressionType` and `uncompressedMessageSize`."""
+def _encryption_keys(params: dict[str, str]) -> str:
+    """PIP-290's producer parameters: `encryptionKeys` (key names, comma-separated), `encryptionKeyValues`
+    (for each, the base64 of the data key encrypted with it, comma-separated) and `encryptionKeyMetadata`
+    (base64 of a JSON object of strings, or of a list of them, one per key): JSON as `Connection` keeps it."""
+    names = [n for n in params.get("encryptionKeys", "").split(",") if n]
+    values = [v.replace(" ", "+") for v in params.get("encryptionKeyValues", "").split(",") if v]  # a bare + is a space
+    if not names and not values:
+        return ""
+    if len(names) != len(values):
+        raise InvalidInput("Invalid query params: encryptionKeys and encryptionKeyValues must name as many keys")
+    metadata: list[dict[str, str]] = [{} for _ in names]
+    if params.get("encryptionKeyMetadata"):
+        try:
+            parsed = json.loads(base64.b64decode(params["encryptionKeyMetadata"], validate=True))
+        except (binascii.Error, ValueError):
+            raise InvalidInput("Invalid query params: encryptionKeyMetadata must be base64 JSON") from None
+        parsed = [parsed] * len(names) if isinstance(parsed, dict) else parsed
+        if not (isinstance(parsed, list) and len(parsed) == len(names) and all(isinstance(m, dict) for m in parsed)):
+            raise InvalidInput("Invalid query params: encryptionKeyMetadata must be an object (or one per key)")
+        metadata = [{str(k): str(v) for k, v in m.items()} for m in parsed]
+    keys = {name: {"keyValue": value, "metadata": meta} for name, value, meta in zip(names, values, metadata, strict=True)}
+    encryption.from_wire({"keys": keys, "param": base64.b64encode(bytes(encryption.IV_BYTES)).decode()})  # checked
+    return json.dumps([[name, value, meta] for name, value, meta in zip(names, values, metadata, strict=True)])
+
+
+def _frame_encryption(frame: dict[str, Any], encryption_keys: str = "") -> dict[str, Any] | None:
+    """A pre-encrypted message's context: `encryptionContext` as consumers receive it, where Pulsar's
+    per-message `encryptionParam`, `compressionType` and `uncompressedMessageSize` may stand instead of
+    its `param`, `compressionType` and `uncompressedMessageSize`; or (PIP-290) those per-message fields
+    with the keys the producer gave at the connect."""
     context = frame.get("encryptionContext")
     if context is None:
-        if "encryptionParam" in frame:
-            raise InvalidInput("encryptionParam needs the message's encryptionContext with its keys (Magnetar "
-                               "does not take encryptionKeys/encryptionKeyValues at the connect)")
-        return None
+        if encryption_keys:
+            if "encryptionParam" not in frame:
+                raise InvalidInput("This producer encrypts (encryptionKeys at the connect): each message "
+                                   "carries its encryptionParam")
+            context = {"keys": {name: {"keyValue": value, "metadata": meta}
+                                for name, value, meta in json.loads(encryption_keys)}}
+        elif "encryptionParam" in frame:
+            raise InvalidInput("encryptionParam needs the keys: encryptionKeys and encryptionKeyValues at the "
+                               "connect, or the message's encryptionContext")
+        else:
+            return None
     if not isinstance(context, dict):
         raise InvalidInput("Invalid encryptionContext: expected an object")
     merged = dict(context)

@@ -65,6 +65,7 @@ def _item(c: Connection) -> dict[str, Any]:
         "permits": _n(c.permits), "pos": _n(c.position), "skip": _n(c.skip), "inflight": _n(c.inflight),
         "ackto": _n(c.ack_timeout_ms),
         "expiresAt": _n((c.connected_at + MAX_CONNECTION_MS) // 1000 + _EXPIRY_MARGIN_S),
+        **({"enc": _s(c.encryption_keys)} if c.encryption_keys else {}),
     }
 
 
@@ -76,7 +77,7 @@ def _connection(item: dict[str, Any]) -> Connection:
         item["cid"]["S"], item["role"]["S"], item["topic"]["S"], n("at"), item["name"]["S"], item["sub"]["S"],
         item["stype"]["S"], bool(item.get("pull", {}).get("BOOL", False)), n("queue", 1000), n("nack", 60_000),
         n("ackto"), n("permits"), n("pos"), n("skip", -1), n("inflight"),
-        frozenset(item.get("acks", {}).get("SS", [])),
+        frozenset(item.get("acks", {}).get("SS", [])), item.get("enc", {}).get("S", ""),
     )
 
 

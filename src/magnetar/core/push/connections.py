@@ -92,7 +92,8 @@ class Connections:
             self.broker.writer.attach_producer(request.topic, name, "Shared", PUSH_LEASE_MS)
         else:
             self.namespaces.check(request.topic)
-        return Connection(connection_id, "producer", str(request.topic), now, name)
+        return Connection(connection_id, "producer", str(request.topic), now, name,
+                          encryption_keys=request.encryption_keys)
 
     def _open_reader(self, connection_id: str, request: OpenRequest, now: int) -> Connection:
         topic = request.topic
@@ -214,7 +215,7 @@ class Connections:
         except InvalidInput as exc:
             return producer_error(FAILED_TO_DESERIALIZE, exc.reason, None)
         try:
-            request = producer_frame(frame)
+            request = producer_frame(frame, conn.encryption_keys)
         except InvalidInput as exc:
             return producer_error(PAYLOAD_ENCODING_ERROR, exc.reason, frame.get("context"))
         topic = TopicName.parse(conn.topic)
