@@ -311,3 +311,16 @@ def test_readers_start_where_asked_and_seek(official: pulsar.Client, topic: str)
     latest = official.create_reader(topic, pulsar.MessageId.latest)
     producer.send(b"new")
     assert read(latest, 1) == [b"new"]
+
+
+def test_regex_subscription_reads_every_matching_topic(official: pulsar.Client) -> None:
+    import re
+
+    prefix = f"persistent://public/default/rx-{uuid.uuid4().hex[:8]}"
+    for name in ("a", "b"):
+        official.create_producer(f"{prefix}-{name}").send(name.encode())
+    official.create_producer(f"{prefix}x-other").send(b"other")  # does not match
+    consumer = official.subscribe(re.compile(f"{prefix}-.*"), "rx", initial_position=pulsar.InitialPosition.Earliest)
+    assert sorted(m.data() for m in _drain(consumer, 2)) == [b"a", b"b"]
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=500)

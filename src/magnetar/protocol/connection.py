@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from magnetar.core.authz import ANONYMOUS, Access, Principal, Target
 from magnetar.core.errors import InvalidInput, MagnetarError
-from magnetar.core.naming import TopicName
+from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.protocol import pulsar_api_pb2 as pb
 from magnetar.protocol.errors import ProtocolError, server_error
 from magnetar.protocol.frames import ChecksumMismatch, Frame, FrameError, FrameReader, Type, command, encode
@@ -49,6 +49,7 @@ class Connection:
         self.consumers: dict[int, Consumer] = {}
         self.reader_positions: dict[tuple[str, str], int] = {}  # a reader's position across its seek
         self.tasks: set[asyncio.Task[Any]] = set()
+        self.task: asyncio.Task[Any] | None = None  # the task serving this connection
         self.closed = False
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
@@ -255,6 +256,25 @@ class Connection:
             "request_id": request.request_id, "partitions": partitions or 0,
             "response": pb.CommandPartitionedTopicMetadataResponse.Success}))
 
+    def _topics_of_namespace(self, cmd: Any) -> None:
+        self.spawn(self._list_topics(cmd.getTopicsOfNamespace))
+
+    async def _list_topics(self, request: Any) -> None:
+        """GET_TOPICS_OF_NAMESPACE (regex subscriptions): the namespace's persistent topics; the
+        client applies its pattern (`filtered` stays false)."""
+        try:
+            namespace = NamespaceName.parse(request.namespace)
+            await self.call(self.broker.authz.check, self.principal, Access.NAMESPACE_MEMBER,
+                            Target(namespace.tenant, namespace))
+            topics: list[str] = []
+            if request.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
+                topics = await self.call(self.broker.admin.list_topics, namespace, "persistent")
+        except Exception as exc:
+            self.error(request.request_id, exc)
+            return
+        self.send(command(Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse={
+            "request_id": request.request_id, "topics": topics}))
+
     def _producer(self, cmd: Any) -> None:
         from magnetar.protocol.producers import open_producer
 
@@ -337,6 +357,7 @@ _HANDLERS: dict[int, Callable[[Connection, Any], None]] = {
     Type.UNSUBSCRIBE: Connection._unsubscribe,
     Type.SEEK: Connection._seek,
     Type.GET_LAST_MESSAGE_ID: Connection._last_message_id,
+    Type.GET_TOPICS_OF_NAMESPACE: Connection._topics_of_namespace,
 }
 
 

@@ -76,6 +76,7 @@ class ProxyServer:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = Connection(self, reader, writer)
+        connection.task = asyncio.current_task()
         self.connections.add(connection)
         try:
             await connection.serve()
@@ -86,8 +87,11 @@ class ProxyServer:
         """Stop listening and drop every connection (clients reconnect, to this proxy or another)."""
         if self._server is not None:
             self._server.close()
+        serving = [c.task for c in self.connections if c.task is not None]
         for connection in list(self.connections):
             connection.abort()
+        if serving:  # each connection's task ends once its transport is gone
+            await asyncio.wait(serving, timeout=2)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 2)
