@@ -30,6 +30,7 @@ _SDK = {
     "ProducerAccessMode": "magnetar.client.types",
     "ConsumerDeadLetterPolicy": "magnetar.client.types",
     "Reader": "magnetar.client.reader",
+    "TableView": "magnetar.client.table_view",
     "ConsumerBatchReceivePolicy": "magnetar.client.types",
     "InitialPosition": "magnetar.client.types",
     "Result": "magnetar.client.types",
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
     from magnetar.client.producer import Producer
     from magnetar.client.push import PushConsumer
     from magnetar.client.reader import Reader
+    from magnetar.client.table_view import TableView
     from magnetar.client.types import (
         BatchingType,
         CompressionType,
@@ -130,5 +132,6 @@ __all__ = [
     "Reader",
     "RegexSubscriptionMode",
     "Result",
+    "TableView",
     "exceptions",
 ]

@@ -46,8 +46,6 @@ DIFFERENCES: dict[str, str] = {
     "ConsumerDeadLetterPolicy.policy": _NATIVE,
     "ConsumerKeySharedPolicy.policy": _NATIVE,
     "MessageBatch": "parses the binary protocol's batch format; Magnetar's entries are not that format",
-    "TableView": "TableView is built on topic compaction, not built yet (issue #10, items 3-4)",
-    "Client.create_table_view": "TableView is built on topic compaction, not built yet (issue #10, items 3-4)",
     # --- parameters -----------------------------------------------------------------------------
     "Client.create_producer(batching_enabled=)": "default True, not False: one AWS request per message "
                                                 "otherwise (send_async under load); batching_enabled=False works",

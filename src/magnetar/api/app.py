@@ -18,14 +18,24 @@ from pydantic import ValidationError
 from magnetar.api.access import ROUTE_TABLE
 from magnetar.api.http import json_response
 from magnetar.api.resolver import HttpApiResolver, current_event
-from magnetar.api.routes import consumers, namespaces, openapi, policies, producers, schemas, tenants, topics
+from magnetar.api.routes import (
+    compaction,
+    consumers,
+    namespaces,
+    openapi,
+    policies,
+    producers,
+    schemas,
+    tenants,
+    topics,
+)
 from magnetar.core.errors import MagnetarError
 
 
 def build_app() -> HttpApiResolver:
     """A resolver with every resource's routes and Pulsar's error handlers."""
     resolver = HttpApiResolver()
-    for module in (tenants, namespaces, policies, topics, producers, consumers, schemas, openapi):
+    for module in (tenants, namespaces, policies, topics, producers, consumers, schemas, compaction, openapi):
         resolver.include_router(module.router)
     resolver.exception_handler(MagnetarError)(_refused)
     resolver.exception_handler(ValidationError)(_invalid)

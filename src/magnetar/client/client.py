@@ -26,6 +26,7 @@ from magnetar.client.schema import (
     typed_producer,
     typed_reader,
 )
+from magnetar.client.table_view import TableView
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
     BatchingType,
@@ -399,7 +400,7 @@ class Client:
         and `crypto_failure_action` for encrypted messages: FAIL and DISCARD skip one it cannot
         decrypt). `reader_listener(reader, message)` is called for each message, in order, on the reader's thread. A reader holds no subscription here, so
         `reader_name` and `subscription_role_prefix` have no effect; `is_read_compacted` reads the
-        whole topic, as for a topic never compacted (Magnetar does not compact yet)."""
+        compacted view (the latest value of each key up to the compaction horizon), then the topic."""
         check_type(str, topic, "topic")
         check_type(MessageId, start_message_id, "start_message_id")
         check_type(int, receiver_queue_size, "receiver_queue_size")
@@ -422,12 +423,34 @@ class Client:
                     "to a message id), or read one partition")
             reader = PartitionedReader(str(name), [
                 Reader(self._transport, name.partition(i), start_message_id, start_message_id_inclusive,
-                       receiver_queue_size, decryptor=decryptor) for i in range(partitions)], reader_listener)
+                       receiver_queue_size, decryptor=decryptor, read_compacted=is_read_compacted)
+                for i in range(partitions)], reader_listener)
         else:
             reader = Reader(self._transport, name, start_message_id, start_message_id_inclusive,
-                            receiver_queue_size, reader_listener, decryptor)
+                            receiver_queue_size, reader_listener, decryptor, read_compacted=is_read_compacted)
         self._closeables.append(reader)
         return cast(Reader, typed_reader(reader, schema))
+
+    def create_table_view(self, topic: str, subscription_name: str | None = None,
+                          schema: Schema = DEFAULT_SCHEMA) -> TableView:
+        """pulsar-client's `create_table_view`: a key -> latest value map of the topic, kept up to
+        date (client/table_view.py), built on a compacted read; it returns once the map holds what
+        the topic held. `subscription_name` only names it (the read holds no subscription); values
+        are decoded with `schema` (bytes by default)."""
+        check_type(str, topic, "topic")
+        check_type_or_none(str, subscription_name, "subscription_name")
+        check_type(Schema, schema, "schema")
+        name = _topic(topic)
+        partitions = self._partitions(name)
+        reader: Reader | PartitionedReader
+        if partitions:
+            reader = PartitionedReader(str(name), [Reader(self._transport, name.partition(i), MessageId.earliest,
+                                                          read_compacted=True) for i in range(partitions)])
+        else:
+            reader = Reader(self._transport, name, MessageId.earliest, read_compacted=True)
+        view = TableView(reader, topic, subscription_name, schema)
+        self._closeables.append(view)
+        return view
 
     def close(self) -> None:
         """Close every producer (after sending what they hold), consumer and reader, then the client."""

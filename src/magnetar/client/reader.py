@@ -24,10 +24,12 @@ class Reader:
     def __init__(self, transport: Transport, topic: TopicName, start_message_id: MessageId,
                  start_message_id_inclusive: bool = False, receiver_queue_size: int = 1000,
                  listener: Callable[[Reader, Message], None] | None = None,
-                 decryptor: MessageDecryptor | None = None) -> None:
+                 decryptor: MessageDecryptor | None = None, read_compacted: bool = False) -> None:
         self._transport = transport
         self._topic = topic
         self._path = topic_path(topic)
+        # is_read_compacted: the compacted view below the horizon, then the topic (api/routes/compaction.py)
+        self._read_route = "compacted" if read_compacted and topic.is_persistent else "read"
         self._inclusive = start_message_id_inclusive
         self._decryptor = decryptor or MessageDecryptor()  # end-to-end encryption: keys, failure action
         self._batch = max(1, min(receiver_queue_size // 10, 1000))
@@ -115,10 +117,11 @@ class Reader:
 
     def _fetch(self) -> bool:
         body = {"startEntryId": self._position, "maxEntries": self._batch, "format": "entries"}
-        page = self._transport.call("POST", f"/magnetar/v1/reader/{self._path}/read", body)
+        page = self._transport.call("POST", f"/magnetar/v1/reader/{self._path}/{self._read_route}", body)
         for wire in page["entries"]:
             entry = entry_from_wire(wire, str(self._topic))
-            for message in Message.from_entry(entry, self._topic.partition_index, 0):
+            masked = set(wire.get("ackedIndexes", ()))  # a compacted entry: its messages not in the view
+            for message in Message.from_entry(entry, self._topic.partition_index, 0, masked):
                 if self._skip_until is not None and message.message_id() <= self._skip_until:
                     continue
                 opened = self._decryptor.open(message)  # None: FAIL or DISCARD skip it (no cursor)
