@@ -324,3 +324,57 @@ def test_regex_subscription_reads_every_matching_topic(official: pulsar.Client) 
     assert sorted(m.data() for m in _drain(consumer, 2)) == [b"a", b"b"]
     with pytest.raises(pulsar.Timeout):
         consumer.receive(timeout_millis=500)
+
+
+def test_deduplication_answers_the_producers_last_sequence_id(official: pulsar.Client, admin) -> None:  # type: ignore[no-untyped-def]
+    namespace = f"public/pp-{uuid.uuid4().hex[:8]}"
+    admin.create_namespace(namespace)
+    admin.set_deduplication(namespace, True)
+    topic = f"persistent://{namespace}/dedup"
+    producer = official.create_producer(topic, producer_name="dedup-p")
+    for seq in range(3):
+        producer.send(f"d{seq}".encode(), sequence_id=seq)
+    producer.close()
+    again = official.create_producer(topic, producer_name="dedup-p")
+    assert again.last_sequence_id() == 2
+    again.send(b"d2-again", sequence_id=2)  # a retry of a stored publish: not stored twice
+    again.send(b"d3", sequence_id=3)
+    consumer = official.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    assert [m.data() for m in _drain(consumer, 4, timeout_s=5)] == [b"d0", b"d1", b"d2", b"d3"]
+
+
+def test_exclusive_producer_keeps_others_out(official: pulsar.Client, topic: str) -> None:
+    first = official.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    with pytest.raises((pulsar.ProducerFenced, pulsar.ProducerBusy)):
+        official.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    first.send(b"mine")
+    first.close()
+    official.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive).send(b"now mine")
+
+
+def test_deliver_after_holds_a_message_on_a_shared_subscription(official: pulsar.Client, topic: str) -> None:
+    from datetime import timedelta
+
+    consumer = official.subscribe(topic, "later", consumer_type=pulsar.ConsumerType.Shared)
+    producer = official.create_producer(topic)
+    sent_at = time.monotonic()
+    producer.send(b"later", deliver_after=timedelta(milliseconds=1500))
+    producer.send(b"now")
+    first = consumer.receive(timeout_millis=10_000)
+    second = consumer.receive(timeout_millis=10_000)
+    assert (first.data(), second.data()) == (b"now", b"later")
+    assert time.monotonic() - sent_at >= 1.4
+
+
+def test_dead_letter_topic_after_max_redeliveries(official: pulsar.Client, topic: str) -> None:
+    dlq = f"{topic}-DLQ"
+    dead = official.subscribe(dlq, "dlq", initial_position=pulsar.InitialPosition.Earliest)
+    consumer = official.subscribe(topic, "work", consumer_type=pulsar.ConsumerType.Shared,
+                                  negative_ack_redelivery_delay_ms=100,
+                                  dead_letter_policy=pulsar.ConsumerDeadLetterPolicy(max_redeliver_count=1,
+                                                                                     dead_letter_topic=dlq))
+    official.create_producer(topic).send(b"poison", properties={"p": "1"})
+    for _ in range(2):
+        consumer.negative_acknowledge(consumer.receive(timeout_millis=10_000))
+    msg = dead.receive(timeout_millis=15_000)
+    assert (msg.data(), msg.properties().get("p")) == (b"poison", "1")
