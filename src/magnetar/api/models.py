@@ -108,6 +108,10 @@ class ProduceRequest(_Body):
     messages: list[ProducerMessage] | None = Field(default=None, min_length=1)
     batch: BatchModel | None = None
     batches: list[BatchModel] | None = Field(default=None, min_length=1, max_length=MAX_BATCHES_PER_REQUEST)
+    # Pulsar's ProducerMessages: typed `messages` (the payload as text; api/routes/schemas.py encodes them)
+    schemaVersion: int = Field(default=-1, ge=-1, le=INT64_MAX)
+    keySchema: str | None = None
+    valueSchema: str | None = None
 
     @model_validator(mode="after")
     def _one_shape(self) -> ProduceRequest:
@@ -221,6 +225,7 @@ class ConsumerMessage(BaseModel):
     # encryptionContext (PIP-290): keys {name: {keyValue, metadata}}, param (the IV), algorithm,
     # compressionType, uncompressedMessageSize
     encryptionContext: dict[str, Any] | None = None
+    schemaVersion: int | None = None  # written with this version of the topic's schema (absent: none)
 
 
 class RetentionPolicies(_Body):

@@ -17,7 +17,8 @@ def batch_from_request(request: ProduceRequest) -> Batch:
     """A produce body as one batch: Pulsar's REST `messages`, or the SDK's encoded `batch`."""
     if request.messages is not None:
         messages = [Message(b"" if m.is_null else decode_b64(m.payload or ""), m.key, m.properties, m.eventTime,
-                            null_value=m.is_null) for m in request.messages]
+                            null_value=m.is_null, schema_version=request.schemaVersion if request.schemaVersion >= 0
+                            else None) for m in request.messages]
         if request.sequenceId + len(messages) - 1 > INT64_MAX:
             raise InvalidInput("sequenceId + number of messages - 1 must fit in a signed 64-bit integer")
         return Batch.of(messages, batched=request.batched, sequence_id=request.sequenceId,
@@ -94,6 +95,8 @@ def entry_messages(topic: str, partition: int, entry: Entry, redelivery_count: i
         if message["nullValue"] is None:
             del message["nullValue"]
         message.pop("encryptionContext", None)
+        if m.schema_version is not None:  # the topic schema's version the value was written with
+            message["schemaVersion"] = m.schema_version
         if m.encryption is not None:  # end to end encrypted: the ciphertext and what decrypts it (PIP-290)
             message["encryptionContext"] = encryption_to_wire(m.encryption)
         out.append(message)

@@ -21,7 +21,7 @@ from magnetar.api.models import (
     ProducerRequest,
     PublishResult,
 )
-from magnetar.api.routes.schemas import refuse_untyped_publish
+from magnetar.api.routes.schemas import produce_request, refuse_untyped_publish
 from magnetar.api.wire import batch_from_request
 from magnetar.core.authz import Access
 from magnetar.core.compression import decompress
@@ -86,8 +86,8 @@ def _bind(domain: str) -> None:
         """Publish messages (Pulsar's REST producer), one SDK-encoded batch, or several batches
         appended together (consecutive entries, all or nothing)."""
         name = topic_name(domain, tenant, namespace, topic)
-        request = body(ProduceRequest)
-        refuse_untyped_publish(name, request)  # schemaValidationEnforced (routes/schemas.py)
+        request = produce_request(name)  # typed REST messages encoded with the topic's schema (routes/schemas.py)
+        refuse_untyped_publish(name, request)  # schemaValidationEnforced
         if request.batches is not None:
             return json_response(_publish_batches(name, request))
         if not name.is_persistent:

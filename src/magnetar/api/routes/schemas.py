@@ -9,15 +9,27 @@ posting, deleting and testing one is the tenant admin's; the SDK's registration 
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from magnetar.adapters.aws import build_broker
 from magnetar.api.access import guarded
-from magnetar.api.http import DOMAINS, body, json_body, json_response, namespace_name, no_content, topic_name
+from magnetar.api.http import (
+    DOMAINS,
+    body,
+    has_body,
+    json_body,
+    json_response,
+    namespace_name,
+    no_content,
+    topic_name,
+)
 from magnetar.api.models import ProduceRequest, decode_b64
 from magnetar.core.authz import Access
 from magnetar.core.compression import Codec, decompress
@@ -33,6 +45,7 @@ from magnetar.core.schema.registry import (
     IncompatibleSchema,
     SchemaPolicy,
 )
+from magnetar.core.schema.values import encode_text
 
 router = Router()  # type: ignore[no-untyped-call]
 SCHEMAS = "/admin/v2/schemas/<tenant>/<namespace>/<topic>"
@@ -238,7 +251,7 @@ def refuse_untyped_publish(name: TopicName, request: ProduceRequest) -> None:
     if not build_broker().writer.policies(name).get(VALIDATION_ENFORCED) or not _topic_has_schema(name):
         return
     if request.messages is not None:
-        typed = getattr(request, "schemaVersion", None) is not None or getattr(request, "valueSchema", None)
+        typed = request.schemaVersion >= 0
     else:
         batches = request.batches if request.batches is not None else [request.batch] if request.batch else []
         typed = all(b.chunk is not None or all(m.schema_version is not None for m in decode_messages(
@@ -246,3 +259,82 @@ def refuse_untyped_publish(name: TopicName, request: ProduceRequest) -> None:
     if not typed:
         raise IncompatibleSchema("Producers cannot connect or send messages without a schema to topics with a "
                                  "schema when schemaValidationEnforced is set")
+
+
+# --- the REST producer's typed messages (Pulsar's ProducerMessages: keySchema, valueSchema, schemaVersion)
+def _schema_field(text: str, what: str) -> SchemaData:
+    """A SchemaInfo as JSON text (`{"type", "schema", "properties"}`), or base64 of it."""
+    try:
+        info = json.loads(text)
+    except ValueError:
+        try:
+            info = json.loads(base64.b64decode(text, validate=True))
+        except (ValueError, binascii.Error):
+            raise InvalidInput(f"{what} must be a schema as JSON: {{\"type\", \"schema\", \"properties\"}}") from None
+    if not isinstance(info, dict):
+        raise InvalidInput(f"{what} must be a JSON object with type, schema and properties")
+    definition = info.get("schema", "")
+    if not isinstance(definition, str):
+        definition = json.dumps(definition)
+    return parse_schema(info.get("type"), definition, info.get("properties"))
+
+
+def _key_value(key: SchemaData, value: SchemaData) -> SchemaData:
+    def part(s: SchemaData) -> Any:
+        return json.loads(s.data) if s.data else ""
+
+    return parse_schema("KEY_VALUE", json.dumps({"key": part(key), "value": part(value)}), {
+        "key.schema.type": key.type, "value.schema.type": value.type, "kv.encoding.type": "SEPARATED"})
+
+
+class _TypedMessage(BaseModel):
+    """A typed REST message before encoding: `payload` is the value as text."""
+
+    model_config = ConfigDict(extra="allow")
+    payload: str | None = None
+    key: str | None = None
+    nullValue: bool = False
+
+
+def produce_request(name: TopicName) -> ProduceRequest:
+    """The produce body. With `valueSchema` (and `keySchema`) or `schemaVersion` (Pulsar's
+    ProducerMessages), the REST producer's messages are typed: the schema is registered or checked
+    as a producer's (IncompatibleSchema when refused) and each `payload` is the value as text,
+    encoded here with the schema (a KEY_VALUE's key: the `key` as text, encoded with the key
+    schema); the request then carries base64 payloads and its `schemaVersion`."""
+    raw = json_body() if has_body() else {}
+    typed = isinstance(raw, dict) and isinstance(raw.get("messages"), list) and (
+        raw.get("valueSchema") is not None or raw.get("keySchema") is not None
+        or (isinstance(raw.get("schemaVersion"), int) and raw["schemaVersion"] >= 0))
+    if not typed:
+        return body(ProduceRequest)
+    key_text, value_text = raw.get("keySchema"), raw.get("valueSchema")
+    if not isinstance(key_text, str | None) or not isinstance(value_text, str | None):
+        raise InvalidInput("keySchema and valueSchema must be strings (a schema as JSON)")
+    requested = raw.get("schemaVersion", -1)
+    if not isinstance(requested, int) or isinstance(requested, bool) or requested < -1:
+        raise InvalidInput("schemaVersion must be a non-negative integer (or -1)")
+    broker = build_broker()
+    if key_text is not None or value_text is not None:
+        value = _schema_field(value_text, "valueSchema") if value_text else SchemaData("BYTES")
+        schema = _key_value(_schema_field(key_text, "keySchema"), value) if key_text else value
+        version = broker.schemas.for_producer(name, schema, _policy(name.namespace_name))
+        if version is None:  # BYTES on a topic without schema: an untyped publish
+            return ProduceRequest.model_validate({k: v for k, v in raw.items() if k not in ("keySchema", "valueSchema")})
+        if requested >= 0 and requested != version:
+            raise InvalidInput(f"schemaVersion {requested} is not the version of the schema given ({version})")
+    else:
+        version = requested
+        schema = broker.schemas.version(name, version).schema
+    key_schema, value_schema = schema.key_value() if schema.type == "KEY_VALUE" else (None, schema)
+    messages = []
+    for item in raw["messages"]:
+        m = _TypedMessage.model_validate(item)
+        out = dict(item)
+        if not (m.nullValue or ("payload" in item and m.payload is None)):
+            out["payload"] = base64.b64encode(encode_text(value_schema, m.payload or "")).decode("ascii")
+        if key_schema is not None and m.key is not None and key_schema.type != "STRING":
+            out["key"] = base64.b64encode(encode_text(key_schema, m.key)).decode("ascii")
+        messages.append(out)
+    return ProduceRequest.model_validate({**{k: v for k, v in raw.items() if k not in ("keySchema", "valueSchema")},
+                                          "messages": messages, "schemaVersion": version})
