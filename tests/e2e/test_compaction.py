@@ -95,6 +95,7 @@ def test_compaction_refusals(cluster, topic: str) -> None:  # type: ignore[no-un
     with httpx.Client(base_url=cluster.url, timeout=30) as http:
         missing = http.put(f"{admin_path(topic)}/compaction")
         assert missing.status_code == 404 and missing.json()["reason"]
+        assert http.get(f"{admin_path(topic)}/compaction").status_code == 404
         bad = http.post(f"/magnetar/v1/reader/{topic.replace('://', '/', 1)}/compacted", json={"startEntryId": -1})
         assert bad.status_code == 400 and bad.json()["reason"]
 
@@ -182,3 +183,21 @@ def test_a_crash_during_compaction_leaves_a_consistent_state(cluster, client: ma
         run_maintenance(cluster, topic)  # finishes the run or its deletion of the old generation
         assert http.get(f"{admin_path(topic)}/compaction").json() == {"status": "SUCCESS"}
     assert read_all(client, topic, compacted=True) == expected
+
+
+def test_partitioned_topic_compaction_and_table_view(cluster, client: magnetar.Client, admin) -> None:  # type: ignore[no-untyped-def]
+    topic = f"persistent://public/default/cp-{uuid.uuid4().hex[:10]}"
+    admin.create_partitioned_topic(topic, 2)
+    messages = [(f"k{i % 6}", f"v{i}".encode()) for i in range(18)]
+    publish(client, topic, *messages)
+    for i in range(2):
+        deadline = time.monotonic() + 20
+        metadata = DynamoMetadataStore(cluster.names.table)
+        partition = TopicName.parse(topic).partition(i)
+        while metadata.get_topic_state(partition)[0].next_entry < metadata.get_topic_state(partition)[1].next_entry:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    assert compact(cluster, topic) == {"status": "SUCCESS"}
+    view = client.create_table_view(topic)
+    assert dict(view.items()) == {f"k{i}": f"v{12 + i}".encode() for i in range(6)}
+    view.close()

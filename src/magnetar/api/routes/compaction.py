@@ -90,9 +90,12 @@ def trigger_compaction(tenant: str, namespace: str, topic: str) -> Response[str]
 @guarded(router, "GET", one, Access.TENANT_ADMIN, DOMAIN, response=LongRunningProcessStatus)
 def compaction_status(tenant: str, namespace: str, topic: str) -> Response[str]:
     """The status of the topic's compaction (Pulsar's LongRunningProcessStatus)."""
-    names = _partitions(topic_name(DOMAIN, tenant, namespace, topic))
+    name = topic_name(DOMAIN, tenant, namespace, topic)
+    names = _partitions(name)
+    if names == [name] and build_broker().metadata.get_topic_state(name)[1] is None:
+        raise TopicNotFound(f"Topic {name} not found")
     compactor = build_compactor()
-    return json_response(_combined([compactor.status(name) for name in names]))
+    return json_response(_combined([compactor.status(partition) for partition in names]))
 
 
 @guarded(router, "POST", f"/magnetar/v1/reader/{DOMAIN}/<tenant>/<namespace>/<topic>/compacted", Access.CONSUME,
