@@ -378,3 +378,51 @@ def test_dead_letter_topic_after_max_redeliveries(official: pulsar.Client, topic
         consumer.negative_acknowledge(consumer.receive(timeout_millis=10_000))
     msg = dead.receive(timeout_millis=15_000)
     assert (msg.data(), msg.properties().get("p")) == (b"poison", "1")
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """`magnetar local up --auth` in its own process (its proxy on a free port), and a token maker."""
+    from magnetar.local.cluster import LocalUpProcess
+    from magnetar.security.tokens import create_token, new_secret_key
+
+    key = new_secret_key()
+    key_file = tmp_path_factory.mktemp("pulsar-auth") / "secret.key"
+    key_file.write_bytes(key)
+    with LocalUpProcess(maintenance_interval_s=0, extra_args=[
+            "--auth", "--token-secret-key", str(key_file), "--superuser-role", "admin"]) as proc:
+        yield proc, lambda role: create_token(role, secret_key=key)
+
+
+def test_token_authentication_and_authorization(secured) -> None:  # type: ignore[no-untyped-def]
+    from magnetar.client.admin import AdminClient
+
+    proc, token = secured
+    topic = f"persistent://public/default/auth-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(proc.url, authentication=magnetar.AuthenticationToken(token("admin")))
+    admin.grant_permission_on_topic(topic, "reader", ["consume"])
+    admin.close()
+    superuser = pulsar.Client(proc.pulsar_url, authentication=pulsar.AuthenticationToken(token("admin")),
+                              operation_timeout_seconds=15, logger=_quiet_logger())
+    superuser.create_producer(topic).send(b"secret")
+    reader_role = pulsar.Client(proc.pulsar_url, authentication=pulsar.AuthenticationToken(token("reader")),
+                                operation_timeout_seconds=15, logger=_quiet_logger())
+    anonymous = pulsar.Client(proc.pulsar_url, operation_timeout_seconds=5, logger=_quiet_logger())
+    try:
+        deadline = time.monotonic() + 15  # the grant reaches the proxy's cache within 10 s
+        while True:
+            try:
+                consumer = reader_role.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+                break
+            except pulsar.AuthorizationError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        assert consumer.receive(timeout_millis=10_000).data() == b"secret"
+        with pytest.raises(pulsar.AuthorizationError):
+            reader_role.create_producer(topic)
+        with pytest.raises(pulsar.PulsarException):  # no token: refused at the connect
+            anonymous.create_producer(topic)
+    finally:
+        for c in (superuser, reader_role, anonymous):
+            c.close()
