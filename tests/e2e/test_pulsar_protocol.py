@@ -348,8 +348,16 @@ def test_exclusive_producer_keeps_others_out(official: pulsar.Client, topic: str
     with pytest.raises((pulsar.ProducerFenced, pulsar.ProducerBusy)):
         official.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
     first.send(b"mine")
+    waiting: list[pulsar.Producer] = []
+    waiter = threading.Thread(target=lambda: waiting.append(official.create_producer(
+        topic, access_mode=pulsar.ProducerAccessMode.WaitForExclusive)))
+    waiter.start()
+    time.sleep(1.5)
+    assert not waiting  # still waiting while the first one holds the topic
     first.close()
-    official.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive).send(b"now mine")
+    waiter.join(timeout=10)
+    assert waiting
+    waiting[0].send(b"now mine")
 
 
 def test_deliver_after_holds_a_message_on_a_shared_subscription(official: pulsar.Client, topic: str) -> None:

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_GROUP = 100  # SENDs appended together at most
-_ACCESS_MODES = {pb.Shared: "Shared", pb.Exclusive: "Exclusive"}
+_ACCESS_MODES = {pb.Shared: "Shared", pb.Exclusive: "Exclusive", pb.WaitForExclusive: "WaitForExclusive"}
+WAIT_FOR_EXCLUSIVE_S = 1.0  # a WaitForExclusive producer tries to take the topic this often
 _CLOSE = object()
 
 
@@ -54,7 +55,11 @@ async def open_producer(conn: Connection, request: Any) -> None:
             f"magnetar-{uuid.uuid4().hex[:12]}")
         writer = conn.broker.writer
         lease = conn.server.settings.producer_lease_ms
-        await conn.call(writer.attach_producer, topic, name, mode, lease)
+        if mode == "WaitForExclusive":
+            await _wait_for_exclusive(conn, request, topic, name)
+            mode = "Exclusive"
+        else:
+            await conn.call(writer.attach_producer, topic, name, mode, lease)
         last = await conn.call(writer.metadata.last_sequence_id, topic, name)
     except Exception as exc:
         conn.error(request.request_id, exc)
@@ -64,6 +69,25 @@ async def open_producer(conn: Connection, request: Any) -> None:
     producer.start()
     conn.send(command(Type.PRODUCER_SUCCESS, producer_success={
         "request_id": request.request_id, "producer_name": name, "last_sequence_id": last}))
+
+
+async def _wait_for_exclusive(conn: Connection, request: Any, topic: TopicName, name: str) -> None:
+    """Pulsar's WaitForExclusive: answered "not ready" while another producer holds the topic, then
+    "ready" (a second PRODUCER_SUCCESS for the same request) once this one has taken it."""
+    told = False
+    while not conn.closed:
+        try:
+            await conn.call(conn.broker.writer.attach_producer, topic, name, "Exclusive",
+                            conn.server.settings.producer_lease_ms)
+            return
+        except ProducerFenced:
+            if not told:
+                conn.send(command(Type.PRODUCER_SUCCESS, producer_success={
+                    "request_id": request.request_id, "producer_name": name, "producer_ready": False}))
+                await conn.drain()
+                told = True
+            await asyncio.sleep(WAIT_FOR_EXCLUSIVE_S)
+    raise ProtocolError("Connection closed while waiting for exclusive access")
 
 
 class Producer:
