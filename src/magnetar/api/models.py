@@ -337,6 +337,8 @@ class ReadResponse(BaseModel):
     """`messages` (format=messages) or `entries` (format=entries), and where to read next."""
 
     nextEntryId: int
+    # the first entry id retention keeps; a read from below it lost `startEntryId..firstEntryId-1`
+    firstEntryId: int | None = None
     messages: list[ConsumerMessage] | None = None
     entries: list[WireEntry] | None = None
 

@@ -60,6 +60,11 @@ class Broker:
 
     def read_entries(self, topic: TopicName, start: int, max_entries: int) -> list[Entry]:
         """A non-durable read (readers, Spark): entries from `start`, no cursor involved."""
+        return self.read_retained(topic, start, max_entries)[1]
+
+    def read_retained(self, topic: TopicName, start: int, max_entries: int) -> tuple[int, list[Entry]]:
+        """`read_entries` and the first entry id retention keeps: entries below it are deleted, so a
+        read from below it starts there (the caller tells a trimmed range from an empty one)."""
         seal, writer = self.metadata.get_topic_state(topic)
         if writer is None:
             raise TopicNotFound(f"Topic {topic} not found")
@@ -70,7 +75,7 @@ class Broker:
                 break
             kept.append(entry)
             size += entry.size
-        return kept
+        return seal.first_entry, kept
 
     def last_entry(self, topic: TopicName) -> tuple[int, int]:
         """(ledger id, entry id) of the last entry appended, (-1, -1) when there is none."""

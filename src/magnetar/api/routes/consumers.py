@@ -160,10 +160,10 @@ def _bind(domain: str) -> None:
         """Read entries from an entry id on, without a subscription (readers, Spark)."""
         name = topic_name(domain, tenant, namespace, topic)
         request = body(ReadRequest)
-        entries = build_broker().read_entries(name, request.startEntryId, request.maxEntries)
+        first, entries = build_broker().read_retained(name, request.startEntryId, request.maxEntries)
         next_entry = entries[-1].entry_id + 1 if entries else request.startEntryId
         live = [e for e in entries if not e.hole]
-        out: dict[str, Any] = {"nextEntryId": next_entry}
+        out: dict[str, Any] = {"nextEntryId": next_entry, "firstEntryId": first}
         if request.format == "entries":
             out["entries"] = [entry_to_wire(e, name.partition_index, 0, []) for e in live]
         else:

@@ -1,0 +1,220 @@
+"""The source's options (Apache Pulsar's Spark connector's names) and the topics they select.
+
+    service.url          the HTTP API (required)
+    topic                one topic                                   } exactly one
+    topics               comma-separated topics                      } of the
+    topicsPattern        a regex over the full names of one namespace } three
+    startingOffsets      earliest | latest | {"topic-or-partition": entryId, ...}
+    endingOffsets        latest | {"topic-or-partition": entryId, ...}   (batch reads only)
+    failOnDataLoss       true (default): a range retention deleted fails the query, naming it;
+                         false: it is skipped with a warning
+    maxEntriesPerTrigger at most this many entries per micro-batch (all partitions together)
+
+A partitioned topic is read whole: each of its partitions is a topic-partition of the offsets.
+The options of `source.py` (`partitions`, `pageSize`, timeouts, retries, authentication) apply, and
+the older `startingEntryId` / `endingEntryId` (one topic, both inclusive) still work.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from magnetar.core.naming import TopicName
+from magnetar_spark.offsets import EARLIEST, LATEST, Offsets, canonical_topic, parse_offsets, position
+from magnetar_spark.source import MagnetarSourceError, _Broker, _int_option, _option, _Settings
+
+_PLACEHOLDER_TOPIC = "persistent://public/default/magnetar-spark-placeholder"
+
+
+def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = _option(options, name)
+    if raw is None:
+        return default
+    if raw.lower() in ("true", "1", "yes"):
+        return True
+    if raw.lower() in ("false", "0", "no"):
+        return False
+    raise ValueError(f"magnetar: option {name!r} must be true or false, got {raw!r}")
+
+
+class SourceOptions:
+    """The validated options of a read (batch or streaming) or a write; pickles to the executors."""
+
+    def __init__(self, options: Mapping[str, str], streaming: bool = False, sink: bool = False) -> None:
+        chosen = {name: _option(options, name) for name in ("topic", "topics", "topicsPattern")}
+        given = [name for name, value in chosen.items() if value is not None]
+        if len(given) > 1 or (not given and not sink):
+            raise ValueError("magnetar: give exactly one of the options 'topic', 'topics' or 'topicsPattern' "
+                             f"(got {', '.join(given) or 'none'})")
+        self.topics: list[str] | None = None
+        self.pattern: str | None = None
+        self.pattern_namespace: tuple[str, str, str] | None = None
+        if chosen["topic"] is not None:
+            self.topics = [canonical_topic(chosen["topic"])]
+        elif chosen["topics"] is not None:
+            self.topics = list(dict.fromkeys(canonical_topic(t) for t in chosen["topics"].split(",") if t.strip()))
+            if not self.topics:
+                raise ValueError("magnetar: option 'topics' names no topic")
+        elif chosen["topicsPattern"] is not None:
+            self.pattern, self.pattern_namespace = _pattern(chosen["topicsPattern"])
+        first = self.topics[0] if self.topics else _PLACEHOLDER_TOPIC
+        self.base = _Settings({**{str(k): str(v) for k, v in options.items()}, "topic": first})  # url, auth, ints
+        self.streaming = streaming
+        legacy_start = _int_option(options, "startingEntryId", -1, 0) if _option(options, "startingEntryId") else None
+        legacy_end = _int_option(options, "endingEntryId", -1, -1) if _option(options, "endingEntryId") else None
+        if (legacy_start is not None or legacy_end is not None) and (self.topics is None or len(self.topics) != 1):
+            raise ValueError("magnetar: startingEntryId/endingEntryId apply to one topic; "
+                             "use startingOffsets/endingOffsets with several")
+        self.starting = parse_offsets("startingOffsets", _option(options, "startingOffsets"),
+                                      "latest" if streaming else "earliest")
+        if legacy_start is not None:
+            self.starting = {first: legacy_start}
+        self.ending = parse_offsets("endingOffsets", _option(options, "endingOffsets"), "latest")
+        if self.ending == "earliest":
+            raise ValueError("magnetar: option 'endingOffsets' cannot be earliest")
+        if streaming and _option(options, "endingOffsets") is not None:
+            raise ValueError("magnetar: option 'endingOffsets' is for batch reads; a stream reads on")
+        if legacy_end is not None and legacy_end >= 0:
+            self.ending = {first: legacy_end + 1}  # inclusive there, exclusive here
+        self.fail_on_data_loss = _bool_option(options, "failOnDataLoss", True)
+        per_trigger = _option(options, "maxEntriesPerTrigger")
+        self.max_entries_per_trigger = _int_option(options, "maxEntriesPerTrigger", 0, 1) if per_trigger else None
+        self.partitions = self.base.partitions
+        self.batch_size = 100  # the sink's messages per entry (its option batchSize)
+
+    def settings_for(self, topic: str) -> _Settings:
+        """The source's settings pointed at one topic (partition)."""
+        settings = copy.copy(self.base)
+        settings.topic = TopicName.parse(topic)
+        return settings
+
+    def client(self, topic: str | None = None, transport: Any = None) -> TopicClient:
+        return TopicClient(self.settings_for(topic or (self.topics[0] if self.topics else _PLACEHOLDER_TOPIC)),
+                           transport)
+
+    # --- which topic-partitions ------------------------------------------------------------------
+    def resolve(self, transport: Any = None) -> list[str]:
+        """Every topic-partition selected now: partitioned topics expanded, the pattern matched."""
+        with self.client(transport=transport) as http:
+            if self.topics is not None:
+                names = self.topics
+            else:
+                assert self.pattern is not None and self.pattern_namespace is not None
+                regex = re.compile(self.pattern)
+                listed = http.namespace_topics(*self.pattern_namespace)
+                names = sorted({str(TopicName.parse(t).partitioned_topic) for t in listed})
+                names = [n for n in names if regex.fullmatch(n)]
+            out: list[str] = []
+            for name in names:
+                count = 0 if TopicName.parse(name).partition_index >= 0 else http.partition_count(name)
+                out.extend([str(TopicName.parse(name).partition(i)) for i in range(count)] if count else [name])
+            return out
+
+    def ends(self, topics: list[str], transport: Any = None, missing_ok: bool = False) -> Offsets:
+        """Each topic-partition's end now: its last entry id + 1 (the `lastMessageId` snapshot)."""
+        out: Offsets = {}
+        for topic in topics:
+            with self.client(topic, transport) as http:
+                try:
+                    out[topic] = http.last_entry_id() + 1
+                except MagnetarSourceError as exc:
+                    if not (missing_ok and exc.status == 404):
+                        raise
+                    out[topic] = 0  # a partition nobody wrote to yet
+        return out
+
+    def start_of(self, topic: str, end: int, transport: Any = None) -> int:
+        """Where a read of `topic` starts, as an entry id (`end` = its end now). Earliest is the
+        first entry retention keeps now, so that a trim after this is seen as data loss."""
+        start = position(self.starting, topic, EARLIEST if not self.streaming else LATEST)
+        if start == LATEST:
+            return end
+        if start == EARLIEST:
+            with self.client(topic, transport) as http:
+                first = http.page(end, 1).first_entry  # past the end: reads nothing, says what is kept
+            return min(end, first or 0)
+        return start
+
+    def end_of(self, topic: str, end: int) -> int:
+        """Where a batch read of `topic` stops (exclusive), at most its end now."""
+        stop = position(self.ending, topic, LATEST)
+        return end if stop in (LATEST, EARLIEST) else min(stop, end)
+
+
+def _pattern(raw: str) -> tuple[str, tuple[str, str, str]]:
+    """A topicsPattern as (the regex over full names, its namespace (domain, tenant, ns))."""
+    text = raw.strip()
+    domain = "persistent"
+    if "://" in text:
+        domain, text = text.split("://", 1)
+    parts = text.split("/", 2)
+    if len(parts) == 1:
+        tenant, namespace, local = "public", "default", parts[0]
+    elif len(parts) == 3:
+        tenant, namespace, local = parts
+    else:
+        raise ValueError(f"magnetar: option 'topicsPattern' must be [domain://]tenant/namespace/regex, got {raw!r}")
+    if domain not in ("persistent", "non-persistent") or not tenant or not namespace or not local:
+        raise ValueError(f"magnetar: option 'topicsPattern' must be [domain://]tenant/namespace/regex, got {raw!r}")
+    regex = f"{re.escape(f'{domain}://{tenant}/{namespace}/')}{local}"
+    try:
+        re.compile(regex)
+    except re.error as exc:
+        raise ValueError(f"magnetar: option 'topicsPattern' is not a valid regex: {exc}") from None
+    return regex, (domain, tenant, namespace)
+
+
+@dataclass
+class Page:
+    messages: list[dict[str, Any]]
+    next_entry: int
+    first_entry: int | None  # the first entry retention keeps (None: a broker that does not say)
+
+
+class TopicClient(_Broker):
+    """The source's HTTP calls: the batch reader's two, and the metadata of topics and namespaces."""
+
+    def __enter__(self) -> TopicClient:
+        return self
+
+    def page(self, start: int, max_entries: int) -> Page:
+        from magnetar_spark.source import _TOO_LARGE_STATUS
+
+        body = self._call(
+            "POST",
+            f"/magnetar/v1/reader/{self.settings.topic_path}/read",
+            "read",
+            {"startEntryId": start, "maxEntries": max_entries},
+            fail_fast=_TOO_LARGE_STATUS if max_entries > 1 else frozenset(),
+        )
+        next_entry = body.get("nextEntryId")
+        first = body.get("firstEntryId")
+        return Page(list(body.get("messages") or []), start if next_entry is None else int(next_entry),
+                    None if first is None else int(first))
+
+    def partition_count(self, topic: str) -> int:
+        path = "/".join(quote(p, safe="") for p in _path_parts(topic))
+        try:
+            body = self._call("GET", f"/admin/v2/{path}/partitions", "partitions")
+        except MagnetarSourceError as exc:
+            if exc.status == 404:
+                return 0
+            raise
+        return int(body.get("partitions") or 0)
+
+    def namespace_topics(self, domain: str, tenant: str, namespace: str) -> list[str]:
+        """The namespace's topics (partitions included) and its partitioned topics."""
+        base = f"/admin/v2/{quote(domain, safe='')}/{quote(tenant, safe='')}/{quote(namespace, safe='')}"
+        topics = list(self._call("GET", base, "list topics") or [])
+        partitioned = list(self._call("GET", f"{base}/partitioned", "list partitioned topics") or [])
+        return [str(t) for t in topics + partitioned]
+
+
+def _path_parts(topic: str) -> tuple[str, str, str, str]:
+    t = TopicName.parse(topic)
+    return (t.domain.value, t.tenant, t.namespace, t.local_name)
