@@ -201,3 +201,41 @@ def test_partitioned_topic_compaction_and_table_view(cluster, client: magnetar.C
     view = client.create_table_view(topic)
     assert dict(view.items()) == {f"k{i}": f"v{12 + i}".encode() for i in range(6)}
     view.close()
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_consumer_reads_compacted(cluster, client: magnetar.Client, topic: str, batched: bool) -> None:  # type: ignore[no-untyped-def]
+    producer = client.create_producer(topic, batching_enabled=batched, batching_max_publish_delay_ms=50)
+    for key, value in HISTORY:
+        producer.send_async(value, None, partition_key=key)
+    producer.flush()
+    producer.close()
+    deadline = time.monotonic() + 20
+    metadata = DynamoMetadataStore(cluster.names.table)
+    while metadata.get_topic_state(TopicName.parse(topic))[0].next_entry < metadata.get_topic_state(
+            TopicName.parse(topic))[1].next_entry:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    compact(cluster, topic)
+    publish(client, topic, ("c", b"c2"))
+    consumer = client.subscribe(topic, "compacted", initial_position=magnetar.InitialPosition.Earliest,
+                                is_read_compacted=True)
+    got = []
+    for _ in range(4):
+        message = consumer.receive(10_000)
+        got.append((message.partition_key(), message.data()))
+        if message.partition_key() != "d":
+            consumer.acknowledge(message)
+    assert got == [("a", b"a2"), ("c", b"c1"), ("d", b"d1"), ("c", b"c2")]
+    with pytest.raises(magnetar.Timeout):
+        consumer.receive(1_500)
+    consumer.close()
+    # what the consumer did not acknowledge comes back to the subscription, filtered the same way
+    again = client.subscribe(topic, "compacted", is_read_compacted=True)
+    message = again.receive(10_000)
+    assert (message.partition_key(), message.data()) == ("d", b"d1")
+    again.acknowledge(message)
+    with pytest.raises(magnetar.Timeout):
+        again.receive(1_500)
+    plain = client.subscribe(topic, "plain", initial_position=magnetar.InitialPosition.Earliest)
+    assert len([plain.receive(10_000) for _ in range(len(HISTORY) + 1)]) == len(HISTORY) + 1

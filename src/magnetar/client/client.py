@@ -248,8 +248,9 @@ class Client:
 
         `regex_subscription_mode` picks the domains a pattern lists (persistent, non-persistent or
         both; the pattern's own `persistent://` prefix is not a filter, as in Pulsar).
-        `is_read_compacted`: Magnetar does not compact topics yet, and the compacted view of a
-        topic never compacted is the whole topic, which is what the consumer reads. Accepted
+        `is_read_compacted`: below the compaction horizon (as it is at subscribe) the consumer gets
+        only what the compacted view holds, the rest is acknowledged for it (client/compacted.py);
+        long-polling consumers only (a pushed consumer reads the whole topic). Accepted
         without effect yet (docs/semantics.md): `key_shared_policy` (the broker hashes keys to
         consumers itself), `start_message_id_inclusive`, `max_pending_chunked_message`,
         `auto_ack_oldest_chunked_message_on_queue_full`, `batch_index_ack_enabled` (batch-index
@@ -346,6 +347,7 @@ class Client:
                 negative_ack_redelivery_delay_ms, dead_letter_policy, None if len(topics) > 1 or discover is not None else message_listener,
                 lambda t: self.create_producer(t, batching_enabled=False), retry_topic,
                 expire_time_of_incomplete_chunked_message_ms, dead_letter_topic, decryptor=decryptor,
+                read_compacted=is_read_compacted,
             )
 
         check_type(Schema, schema, "schema")

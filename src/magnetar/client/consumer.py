@@ -26,6 +26,7 @@ from typing import Any
 
 from magnetar.api.wire import entry_from_wire
 from magnetar.client import exceptions
+from magnetar.client.compacted import CompactedFilter
 from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId
 from magnetar.client.transport import Transport, topic_path
@@ -156,6 +157,7 @@ class Consumer(ConsumerBase):
         expire_time_of_incomplete_chunked_message_ms: int = 60_000,
         dead_letter_topic: str | None = None,
         decryptor: MessageDecryptor | None = None,
+        read_compacted: bool = False,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -197,6 +199,8 @@ class Consumer(ConsumerBase):
         self._sink: Callable[[Message], None] | None = None
         response = self._transport.call("PUT", self._consumer_path, self._subscribe_body)
         self._epoch = int(response.get("epoch", 0)) if isinstance(response, dict) else 0
+        # is_read_compacted: entries below the compaction horizon are filtered through the view (client/compacted.py)
+        self._compacted = CompactedFilter.load(transport, topic) if read_compacted and topic.is_persistent else None
         self._background = threading.Thread(target=self._run, name=f"consumer-{self._name}", daemon=True)
         self._background.start()
         self._listener = message_listener
@@ -364,9 +368,28 @@ class Consumer(ConsumerBase):
             if entry.chunk is not None:
                 self._add_chunk(entry, partition, redelivery)
                 continue
-            for message in Message.from_entry(entry, partition, redelivery, set(wire.get("ackedIndexes", ()))):
+            skip = set(wire.get("ackedIndexes", ()))
+            if self._compacted is not None and not self._filter_compacted(entry, partition, skip):
+                continue
+            for message in Message.from_entry(entry, partition, redelivery, skip):
                 self._deliver(message)
         self._expire_chunks()
+
+    def _filter_compacted(self, entry: Entry, partition: int, skip: set[int]) -> bool:
+        """A compacted read: acknowledge what the view does not hold (adding it to `skip`); False
+        when nothing of the entry is left to deliver."""
+        assert self._compacted is not None
+        masked = self._compacted.masked(entry.entry_id, entry.num_messages)
+        if not masked:
+            return True
+        if entry.chunk is not None or not entry.batched or masked | skip >= set(range(entry.num_messages)):
+            self.acknowledge(MessageId(entry.ledger_id, entry.entry_id, partition, -1, entry.topic))
+            return False
+        for index in masked - skip:
+            self.acknowledge(MessageId(entry.ledger_id, entry.entry_id, partition, index, entry.topic,
+                                       entry.num_messages))
+        skip |= masked
+        return True
 
     def _deliver(self, message: Message) -> None:
         if message._encryption is not None:  # decrypted, or what crypto_failure_action says
