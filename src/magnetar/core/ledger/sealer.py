@@ -94,7 +94,9 @@ class Sealer:
         self.late = LateRecords(metadata, journal, segments, clock) if journal is not None else None
         self._fenced: dict[tuple[str, int], int] = {}  # (topic, first missing id) -> when tombstoned
 
-    def seal(self, records: list[JournalRecord]) -> SealOutcome:
+    def seal(self, records: list[JournalRecord], states: dict[str, SealState] | None = None) -> SealOutcome:
+        """Seal a journal batch; `states`: the seal states of its topics when the caller has just
+        read them (the journal consumer's push plan), saving the read."""
         outcome = SealOutcome()
         by_topic: dict[str, list[_Item]] = {}
         for index, record in enumerate(records):
@@ -110,7 +112,8 @@ class Sealer:
                 )
         if not by_topic:
             return outcome
-        states = self.metadata.get_seal_states(sorted(by_topic))
+        if states is None:  # (a topic absent from given states has none: nothing sealed yet)
+            states = self.metadata.get_seal_states(sorted(by_topic))
 
         def seal_one(topic: str) -> tuple[SealOutcome, int | None]:
             own = SealOutcome()
@@ -168,10 +171,15 @@ class Sealer:
                 position += 1
                 continue
             later = waiting[min(waiting)]
-            if now - later.reserved_at >= common.HOLE_GRACE_MS:
-                if self.late is not None:  # fenced through the journal: the shard's order decides
+            age = now - later.reserved_at
+            if age >= common.HOLE_GRACE_MS:
+                # fenced through the journal: the shard's order decides. Unless the tombstone stays
+                # out of reach another grace period (the mapping resumes at the blocked record, and
+                # a busy shard's batch may end before the tombstone): then the clock decides, as a
+                # sealer without a journal does
+                if self.late is not None and age < 2 * common.HOLE_GRACE_MS:
                     self._fence(topic, position, min(waiting), later.ledger_id, now)
-                else:  # a sealer without a journal declares the hole itself
+                else:
                     holes.append(position)
                     run.append((encode_entry(hole_entry(str(topic), later.ledger_id, position, now)),
                                 later.ledger_id, None))
