@@ -39,6 +39,7 @@ class History:
     subscriptions_by_topic: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
     missing_objects: list[str] = field(default_factory=list)
     trimmed_segments: int = 0  # what the maintenance runs during the workload deleted (retention)
+    compaction_violations: list[str] = field(default_factory=list)  # verify/compaction.py's check
     errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -62,11 +63,12 @@ class Verdict:
     cursor_backwards: list[str] = field(default_factory=list)
     missing_objects: list[str] = field(default_factory=list)
     trimmed_segments: int = 0
+    compaction_violations: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicated or self.order_violations or self.cursor_backwards
-                    or self.missing_objects)
+                    or self.missing_objects or self.compaction_violations)
 
 
 def check(history: History) -> Verdict:
@@ -137,4 +139,6 @@ def check(history: History) -> Verdict:
                 v.cursor_backwards.append(f"{sub}: mark-delete {before} -> {after}")
     # 5. every S3 object the metadata references exists
     v.missing_objects = list(history.missing_objects)
+    # 6. a compacted topic's view: each key's latest value below the horizon (verify/compaction.py)
+    v.compaction_violations = list(history.compaction_violations)
     return v

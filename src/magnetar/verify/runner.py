@@ -23,6 +23,7 @@ import magnetar
 from magnetar.client import exceptions
 from magnetar.client.auth import Authentication
 from magnetar.core import crashpoints, delaypoints
+from magnetar.verify import compaction
 from magnetar.verify.history import Delivery, History, Send, Verdict, check
 
 CRASH_POINTS = (
@@ -34,6 +35,7 @@ CRASH_POINTS = (
     "cursor.after_update",
     "trim.after_commit",  # maintenance: segments unlisted, objects not yet deleted
     "trim.after_delete",  # maintenance: objects deleted, trash not yet cleared
+    *compaction.POINTS,  # maintenance: a run's object written, or a generation committed (verify/compaction.py)
 )
 # Delay points (magnetar.core.delaypoints): a step stalls past every deadline and grace period, then
 # goes on. The run shortens those periods (RUN_TIMINGS) so a stall costs seconds, not minutes.
@@ -100,13 +102,15 @@ class Summary:
     order_violations: int = 0
     cursor_backwards: int = 0
     missing_objects: int = 0
+    compaction_violations: int = 0
     trimmed_segments: int = 0  # retention's work during the runs (maintenance ran, and trimmed)
     errors: list[str] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def violations(self) -> int:
-        return self.lost + self.duplicated + self.order_violations + self.cursor_backwards + self.missing_objects
+        return (self.lost + self.duplicated + self.order_violations + self.cursor_backwards + self.missing_objects
+                + self.compaction_violations)
 
     def add(self, run: int, plan: RunPlan, verdict: Verdict) -> None:
         self.runs += 1
@@ -118,6 +122,7 @@ class Summary:
         self.order_violations += len(verdict.order_violations)
         self.cursor_backwards += len(verdict.cursor_backwards)
         self.missing_objects += len(verdict.missing_objects)
+        self.compaction_violations += len(verdict.compaction_violations)
         self.trimmed_segments += verdict.trimmed_segments
         if not verdict.ok:
             self.failures.append({
@@ -125,6 +130,7 @@ class Summary:
                 "lost": verdict.lost[:10], "duplicated": verdict.duplicated[:10],
                 "order_violations": verdict.order_violations[:10], "cursor_backwards": verdict.cursor_backwards[:10],
                 "missing_objects": verdict.missing_objects[:10],
+                "compaction_violations": verdict.compaction_violations[:10],
             })
 
     def as_dict(self) -> dict[str, Any]:
@@ -134,6 +140,7 @@ class Summary:
             "delivered": self.delivered, "lost": self.lost, "duplicated": self.duplicated,
             "stored_twice_after_retry": self.stored_twice, "order_violations": self.order_violations,
             "cursor_backwards": self.cursor_backwards, "missing_objects": self.missing_objects,
+            "compaction_violations": self.compaction_violations,
             "trimmed_segments": self.trimmed_segments, "violations": self.violations, "errors": self.errors[:20], "failures": self.failures[:20],
         }
 
@@ -185,6 +192,8 @@ class Verifier:
         if plan.partitions:
             admin.create_partitioned_topic(plan.topic, plan.partitions)
         admin.close()
+        if compaction.compacts(plan.crash_points):
+            compaction.prepare(plan.topic)
 
     def _execute(self, plan: RunPlan, history: History, rng: random.Random) -> None:
         client = magnetar.Client(self.url, self.authentication)
@@ -213,7 +222,7 @@ class Verifier:
                 s.join(timeout=120)
             # let the tail settle without new deaths; the maintenance run's points stay armed while
             # consumers acknowledge (trimming follows the acknowledgements, mostly after the producers)
-            crashpoints.disable(*[p for p in plan.crash_points if not p.startswith("trim.")])
+            crashpoints.disable(*[p for p in plan.crash_points if not p.startswith(("trim.", "compaction."))])
             # the consumers' delay points too stay armed while they acknowledge
             delaypoints.disable(*[p for p in plan.delay_points if not p.startswith(("cursor.", "dispatch."))])
             self._wait_delivered(plan, history)
@@ -223,6 +232,8 @@ class Verifier:
             sampler.join(timeout=5)
             maintenance.join(timeout=30)
             self._check_objects(plan, history)
+            if compaction.compacts(plan.crash_points):
+                compaction.check(_partitions(plan), history)
         finally:
             stop.set()
             with contextlib.suppress(Exception):
