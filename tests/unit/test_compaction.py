@@ -173,3 +173,20 @@ def test_an_error_is_reported_as_pulsar_does() -> None:
     state = compactor.run(T)
     assert state.status == ERROR and state.last_error and state.progress is None
     assert state.status_body() == {"status": "ERROR", "lastError": state.last_error}
+
+
+def test_a_run_after_an_error_does_not_take_the_failed_runs_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = memory_broker()
+    compactor = memory_compactor(broker)
+    monkeypatch.setattr(comp, "OBJECT_ENTRIES", 2)
+    publish(broker, ("a", b"a1"), ("b", b"b1"), ("c", b"c1"), ("d", b"d1"))
+    state = compactor.trigger(T, budget_s=0)
+    while state.progress is not None and state.progress.objects == 0:
+        state = compactor.run(T, budget_s=0)
+    assert state.progress is not None and state.progress.objects == 1  # objects of generation 1 written
+    broker.segments.objects[state.progress.map_key] = b"\xc1"  # then the run fails
+    assert compactor.run(T).status == ERROR
+    publish(broker, ("a", b"a2"))  # the next run keeps other entries in the same id range
+    state = compactor.trigger(T)
+    assert state.status == SUCCESS and state.generation == 1
+    assert view(compactor) == [("b", b"b1", 1), ("c", b"c1", 2), ("d", b"d1", 3), ("a", b"a2", 4)]

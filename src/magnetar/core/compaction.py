@@ -286,6 +286,7 @@ class Compactor:
         return self.store.get_state(topic)
 
     def _start(self, topic: TopicName, state: CompactionState, horizon: int) -> CompactionState:
+        self._purge(topic, state.generation + 1)
         progress = CompactionProgress(state.generation + 1, horizon, "scan", state.horizon, state.map_key,
                                       state.map_size, started_at=self.clock.now_ms())
         new = replace(state, progress=progress, status=RUNNING, last_error="")
@@ -455,6 +456,14 @@ class Compactor:
         new = replace(new, version=state.version + 1)
         self._empty_trash(topic, new)
         return self.store.get_state(topic)
+
+    def _purge(self, topic: TopicName, generation: int) -> None:
+        """What a run that ended in ERROR left of the generation a new run is about to write (its
+        objects would otherwise be taken for the new run's, which may keep other entries): one
+        Query when there is nothing."""
+        while objects := self.store.list_objects(topic, generation, 0, limit=1000):
+            self.segments.delete([o.key for o in objects])
+            self.store.delete_objects(topic, objects)
 
     def _empty_trash(self, topic: TopicName, state: CompactionState) -> None:
         """Delete a replaced generation: its objects (S3, 1,000 per request), then its index items,
