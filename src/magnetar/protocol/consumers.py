@@ -39,6 +39,7 @@ MAX_POLL_MESSAGES = 1000
 ERROR_BACKOFF_S = 1.0
 IDLE_POLL_S = POLL_INTERVAL_S  # an idle consumer looks again after this, doubling up to MAX_IDLE_POLL_S
 MAX_IDLE_POLL_S = MAX_POLL_INTERVAL_S
+ACK_HOLD_S = 0.1  # acks wait this long for a poll to carry them before they are written on their own
 
 
 async def open_consumer(conn: Connection, request: Any) -> None:
@@ -89,6 +90,8 @@ class Consumer:
         self.stopped = False
         self.released = False
         self.renewed_at = 0.0
+        self.held_acks: list[Any] = []  # ACK commands not written yet (the next poll or a flush writes them)
+        self._flush_pending = False
         self._tasks: list[asyncio.Task[Any]] = []
 
     @property
@@ -130,17 +133,22 @@ class Consumer:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
+            riding, self.held_acks = self.held_acks, []  # acks ride along: written with the claim
             try:
                 got = await self.conn.call(self.subscriptions.receive, self.topic, self.subscription, self.name,
-                                           min(self.permits, MAX_POLL_MESSAGES), 0, uuid.uuid4().hex)
+                                           min(self.permits, MAX_POLL_MESSAGES), 0, uuid.uuid4().hex,
+                                           self._acks_of(riding))
             except SubscriptionNotFound as exc:  # our lease lapsed, or the subscription went away
+                self.held_acks[:0] = riding
                 log.info("binary protocol: consumer %s: %s; attaching again", self.name, exc.reason)
                 await self._reattach()
                 continue
             except Exception as exc:
+                self.held_acks[:0] = riding
                 log.info("binary protocol: consumer %s: receive failed: %s", self.name, exc)
                 await asyncio.sleep(ERROR_BACKOFF_S)
                 continue
+            self._receipts(riding, None)
             self.renewed_at = time.monotonic()
             if self.stopped:
                 return
@@ -192,12 +200,14 @@ class Consumer:
     async def _apply(self) -> None:
         while True:
             cmd = await self.commands.get()
-            if cmd.type == Type.ACK:
-                acks = [cmd]
-                while not self.commands.empty() and self.commands._queue[0].type == Type.ACK:  # type: ignore[attr-defined]
-                    acks.append(self.commands.get_nowait())
-                await self._acknowledge(acks)
-            elif cmd.type == Type.REDELIVER_UNACKNOWLEDGED_MESSAGES:
+            if cmd.type == Type.ACK:  # held briefly: the next poll carries them, else a write of their own
+                self.held_acks.append(cmd)
+                if not self._flush_pending:
+                    self._flush_pending = True
+                    self.conn.spawn(self._flush_later())
+                continue
+            await self._flush_acks()  # whatever comes next sees the acks sent before it
+            if cmd.type == Type.REDELIVER_UNACKNOWLEDGED_MESSAGES:
                 await self._redeliver(cmd.redeliverUnacknowledgedMessages)
             elif cmd.type == Type.CLOSE_CONSUMER:
                 await self._close(cmd.close_consumer.request_id)
@@ -208,7 +218,18 @@ class Consumer:
                 if finished:  # this consumer is gone (refused: it carries on)
                     return
 
-    async def _acknowledge(self, cmds: list[Any]) -> None:
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(ACK_HOLD_S)
+        self._flush_pending = False
+        await self._flush_acks()
+
+    async def _flush_acks(self) -> None:
+        cmds, self.held_acks = self.held_acks, []
+        if cmds:
+            await self._acknowledge(cmds)
+
+    def _acks_of(self, cmds: list[Any]) -> Acks:
+        """ACK commands as the core's acknowledgements (whole entries, batch indexes, cumulative)."""
         whole: set[int] = set()
         batch: dict[int, tuple[int, set[int]]] = {}
         cumulative: tuple[int, int, int] | None = None
@@ -227,8 +248,11 @@ class Consumer:
                     batch.setdefault(entry, (size, set()))[1].update(partial)
                 else:
                     whole.add(entry)
-        acks = Acks(tuple(sorted(whole)), tuple((e, n, tuple(sorted(ix))) for e, (n, ix) in sorted(batch.items())),
+        return Acks(tuple(sorted(whole)), tuple((e, n, tuple(sorted(ix))) for e, (n, ix) in sorted(batch.items())),
                     cumulative, consumer=self.name)
+
+    async def _acknowledge(self, cmds: list[Any]) -> None:
+        acks = self._acks_of(cmds)
         error: BaseException | None = None
         if acks:
             try:
@@ -236,6 +260,9 @@ class Consumer:
             except Exception as exc:
                 error = exc
                 log.info("binary protocol: consumer %s: acknowledgement failed: %s", self.name, exc)
+        self._receipts(cmds, error)
+
+    def _receipts(self, cmds: list[Any], error: BaseException | None) -> None:
         for cmd in cmds:  # acknowledgement receipts, when the client asked for them
             if cmd.ack.HasField("request_id"):
                 response: dict[str, Any] = {"consumer_id": self.id, "request_id": cmd.ack.request_id}
@@ -324,6 +351,7 @@ class Consumer:
         if self.released:
             return
         self.released = True
+        await self._flush_acks()
         with contextlib.suppress(SubscriptionNotFound, NotAllowed):
             await self.conn.call(self.subscriptions.close_consumer, self.topic, self.subscription, self.name)
 

@@ -86,10 +86,7 @@ class Reader(Consumer):
             await self.conn.drain()
 
     async def _acknowledge(self, cmds: list[Any]) -> None:
-        for cmd in cmds:  # nothing to acknowledge; receipts when asked for
-            if cmd.ack.HasField("request_id"):
-                self.conn.send(command(Type.ACK_RESPONSE, ackResponse={"consumer_id": self.id,
-                                                                        "request_id": cmd.ack.request_id}))
+        self._receipts(cmds, None)  # nothing to acknowledge; receipts when asked for
 
     async def _redeliver(self, request: Any) -> None:
         return None  # a reader's client keeps what it has not read yet
