@@ -13,7 +13,7 @@ from magnetar.core.errors import RetryableError
 from magnetar.core.ledger import HOLE_GRACE_MS, WRITE_DEADLINE_MS
 from magnetar.core.ledger.late import LATE_PRODUCER_PREFIX
 from magnetar.core.naming import NamespaceName, TopicName
-from magnetar.core.ports import JournalRecord
+from magnetar.core.ports import JournalRecord, ProducerClaim
 
 T = TopicName.parse("late")
 NS = NamespaceName("public", "default")
@@ -207,3 +207,20 @@ def test_a_lagging_sealer_cannot_turn_a_record_behind_its_batch_into_a_hole() ->
     outcome = seal(broker)
     assert outcome.holes == 0 and outcome.late_after_hole == 0
     assert stored(broker) == [(0, False, "a"), (1, False, "b")]
+
+
+def test_a_tombstone_out_of_reach_holds_the_partition_for_two_graces_at_most() -> None:
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    broker.writer.append(T, batch(-1, "first"), "fast")  # entry 0
+    broker.metadata.reserve_entry(T, ProducerClaim("dead", clock.now))  # entry 1: its writer died
+    broker.writer.append(T, batch(-1, "next"), "fast")  # entry 2
+    batch_window = list(broker.journal.records)  # the mapping's batch ends before the tombstone
+    clock.advance(HOLE_GRACE_MS + 1)
+    fenced = broker.sealer.seal(batch_window)
+    assert fenced.holes == 0 and len(broker.journal.records) == 3  # tombstone appended, out of the window
+    clock.advance(HOLE_GRACE_MS)
+    outcome = broker.sealer.seal(batch_window)  # twice the grace: the clock decides
+    assert outcome.holes == 1 and outcome.retry_from is None
+    assert stored(broker) == [(0, False, "first"), (1, True, ""), (2, False, "next")]
+    assert seal(broker).holes == 0  # the tombstone read back later is dropped
