@@ -175,7 +175,7 @@ def test_an_error_is_reported_as_pulsar_does() -> None:
     assert state.status_body() == {"status": "ERROR", "lastError": state.last_error}
 
 
-def test_a_run_after_an_error_does_not_take_the_failed_runs_objects(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_after_an_error_never_takes_the_failed_runs_objects(monkeypatch: pytest.MonkeyPatch) -> None:
     broker = memory_broker()
     compactor = memory_compactor(broker)
     monkeypatch.setattr(comp, "OBJECT_ENTRIES", 2)
@@ -188,5 +188,7 @@ def test_a_run_after_an_error_does_not_take_the_failed_runs_objects(monkeypatch:
     assert compactor.run(T).status == ERROR
     publish(broker, ("a", b"a2"))  # the next run keeps other entries in the same id range
     state = compactor.trigger(T)
-    assert state.status == SUCCESS and state.generation == 1
+    assert state.status == SUCCESS and state.generation == 2, "the failed run's number is not reused"
     assert view(compactor) == [("b", b"b1", 1), ("c", b"c1", 2), ("d", b"d1", 3), ("a", b"a2", 4)]
+    assert all(g == 2 for g, _ in compactor.store.objects[str(T)]), "the failed run's objects went as trash"
+    assert not [k for k in broker.segments.objects if "/g00000001/" in k]

@@ -121,13 +121,14 @@ class CompactionState:
     trash_generation: int = 0  # an old generation whose objects are still to delete (0: none)
     trash_map: str = ""
     version: int = 0  # the stored item's version (conditional writes); 0: no item yet
+    started: int = 0  # the highest generation a run started: a failed run's number is never reused
 
     def to_bytes(self) -> bytes:
         p = self.progress
         data: bytes = msgpack.packb({
             "h": self.horizon, "g": self.generation, "o": self.objects, "m": self.messages, "mk": self.map_key,
             "ms": self.map_size, "s": self.status, "e": self.last_error, "at": self.compacted_at,
-            "tg": self.trash_generation, "tm": self.trash_map,
+            "tg": self.trash_generation, "tm": self.trash_map, "sg": self.started,
             "p": None if p is None else [p.generation, p.horizon, p.phase, p.position, p.map_key, p.map_size,
                                          p.objects, p.messages, p.started_at],
         }, use_bin_type=True)
@@ -138,7 +139,7 @@ class CompactionState:
         d = msgpack.unpackb(data, raw=False)
         p = CompactionProgress(*d["p"]) if d.get("p") else None
         return cls(d["h"], d["g"], d["o"], d["m"], d["mk"], d["ms"], d["s"], d["e"], d["at"], p, d["tg"], d["tm"],
-                   version)
+                   version, d.get("sg", d["g"]))
 
     @property
     def enabled(self) -> bool:
@@ -286,10 +287,10 @@ class Compactor:
         return self.store.get_state(topic)
 
     def _start(self, topic: TopicName, state: CompactionState, horizon: int) -> CompactionState:
-        self._purge(topic, state.generation + 1)
-        progress = CompactionProgress(state.generation + 1, horizon, "scan", state.horizon, state.map_key,
+        generation = max(state.generation, state.started) + 1  # never one a failed run wrote objects of
+        progress = CompactionProgress(generation, horizon, "scan", state.horizon, state.map_key,
                                       state.map_size, started_at=self.clock.now_ms())
-        new = replace(state, progress=progress, status=RUNNING, last_error="")
+        new = replace(state, progress=progress, status=RUNNING, last_error="", started=generation)
         if not self.store.put_state(topic, new, state.version):
             raise RetryableError("The compaction state changed meanwhile; retry")
         return replace(new, version=state.version + 1)
@@ -338,6 +339,9 @@ class Compactor:
             log.exception("compaction of %s failed", topic)
             reason = exc.reason if isinstance(exc, InvalidInput) else f"{type(exc).__name__}: {exc}"
             failed = replace(state, progress=None, status=ERROR, last_error=reason)
+            if state.progress is not None and not state.trash_generation:  # its objects go as trash
+                failed = replace(failed, trash_generation=state.progress.generation,
+                                 trash_map=state.progress.map_key if state.progress.map_key != state.map_key else "")
             if self.store.put_state(topic, failed, state.version):
                 state = replace(failed, version=state.version + 1)
         if state.trash_generation:
@@ -448,7 +452,7 @@ class Compactor:
         new = CompactionState(
             horizon=p.horizon, generation=p.generation, objects=p.objects, messages=p.messages, map_key=p.map_key,
             map_size=p.map_size, status=SUCCESS, compacted_at=self.clock.now_ms(),
-            trash_generation=state.generation, trash_map=state.map_key,
+            trash_generation=state.generation, trash_map=state.map_key, started=max(state.started, p.generation),
         )
         if not self.store.put_state(topic, new, state.version):
             raise RetryableError("Another compaction step moved first")
@@ -456,14 +460,6 @@ class Compactor:
         new = replace(new, version=state.version + 1)
         self._empty_trash(topic, new)
         return self.store.get_state(topic)
-
-    def _purge(self, topic: TopicName, generation: int) -> None:
-        """What a run that ended in ERROR left of the generation a new run is about to write (its
-        objects would otherwise be taken for the new run's, which may keep other entries): one
-        Query when there is nothing."""
-        while objects := self.store.list_objects(topic, generation, 0, limit=1000):
-            self.segments.delete([o.key for o in objects])
-            self.store.delete_objects(topic, objects)
 
     def _empty_trash(self, topic: TopicName, state: CompactionState) -> None:
         """Delete a replaced generation: its objects (S3, 1,000 per request), then its index items,
