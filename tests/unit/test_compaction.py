@@ -192,3 +192,16 @@ def test_a_run_after_an_error_never_takes_the_failed_runs_objects(monkeypatch: p
     assert view(compactor) == [("b", b"b1", 1), ("c", b"c1", 2), ("d", b"d1", 3), ("a", b"a2", 4)]
     assert all(g == 2 for g, _ in compactor.store.objects[str(T)]), "the failed run's objects went as trash"
     assert not [k for k in broker.segments.objects if "/g00000001/" in k]
+
+
+def test_a_maintenance_run_shares_one_compaction_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = memory_broker()
+    compactor = memory_compactor(broker)
+    broker.admin.set_policy(NS, COMPACTION_THRESHOLD, 1)
+    publish(broker, ("a", b"1"))
+    monkeypatch.setattr(comp, "RUN_BUDGET_S", 0.0)
+    broker.maintenance.run()
+    assert compactor.status(T).status == NOT_RUN, "no budget left: the topic waits for the next run"
+    monkeypatch.setattr(comp, "RUN_BUDGET_S", 60.0)
+    broker.maintenance.run()
+    assert compactor.status(T).status == SUCCESS

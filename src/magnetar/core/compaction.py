@@ -58,6 +58,7 @@ OBJECT_ENTRIES = 1_000  # kept entries per compacted object (its index item stay
 OBJECT_BYTES = 8 * 1024 * 1024
 READ_PAGE = 100  # entries per read of the topic
 DEFAULT_BUDGET_S = 10.0  # a step's time: a Lambda (15 min max, 30 s behind API Gateway) is never at risk
+RUN_BUDGET_S = 300.0  # compaction's share of one maintenance run (a 15-minute function), over all its topics
 # Kept per key in the map: (entry id, batch index), or None for a key whose latest value is null.
 Position = tuple[int, int] | None
 
@@ -269,6 +270,12 @@ class Compactor:
         self.store = store
         self.clock = clock
         self.view = CompactedView(store, segments)
+        self._run_deadline = 0.0  # the maintenance run's compaction budget ends then (0: no run yet)
+
+    def new_run(self, budget_s: float | None = None) -> None:
+        """A maintenance run starts: its compaction steps share `budget_s` (RUN_BUDGET_S); a topic
+        met once it is spent keeps its run in flight for the next maintenance run."""
+        self._run_deadline = time.monotonic() + (RUN_BUDGET_S if budget_s is None else budget_s)
 
     # --- triggering and status ------------------------------------------------------------
     def trigger(self, topic: TopicName, budget_s: float = DEFAULT_BUDGET_S) -> CompactionState:
@@ -484,6 +491,10 @@ class Compactor:
         state = self.store.get_state(topic)
         if not state.enabled and threshold <= 0:
             return None
+        if self._run_deadline:
+            budget_s = min(budget_s, self._run_deadline - time.monotonic())
+            if budget_s <= 0:
+                return keep_from(state)  # this run's budget is spent: the next run goes on
         try:
             state = self.maybe_start(topic, threshold, state, sealed_end)
         except RetryableError:

@@ -125,6 +125,8 @@ class LedgerMaintenance:
         """Visit every persistent topic partition (or only `topics`, partitions of a partitioned
         topic included)."""
         report = MaintenanceReport()
+        if self.compaction is not None:
+            self.compaction.new_run()  # compaction steps share one budget per run
         namespaces: dict[NamespaceName, dict[str, Any]] = {}  # policies read once per namespace and run
         for name in self._all_topics() if topics is None else self._expand(topics):
             topic = TopicName.parse(name)
