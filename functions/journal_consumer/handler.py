@@ -34,9 +34,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         for r in KinesisStreamEvent(event).records
     ]
     push = build_push()
-    plan = push.plan_journal_batch(records)  # the batch's topics with WebSocket connections
-    outcome = build_broker().sealer.seal(records)
-    pushed = push.dispatch_journal_batch(plan)  # their new entries, served from this batch in memory
+    plan = push.plan_journal_batch(records)  # the batch's seal states and the entries it settles
+    outcome = build_broker().sealer.seal(records, plan.states)
+    pushed = push.dispatch_journal_batch(plan)  # to the connections found now, served from memory
     # One metrics object per invocation: Powertools' shared Metrics keeps accumulating while
     # metrics are disabled (locally) and then prints anyway at 100 values.
     metrics = EphemeralMetrics(namespace="Magnetar")

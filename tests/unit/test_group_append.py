@@ -193,8 +193,12 @@ def test_the_push_plan_decodes_the_entries_of_an_envelope() -> None:
     registry.add(Connection("c1", "consumer", str(T), broker.clock.now_ms(), "c1", "s"))
     push = PushService(broker, registry, gateway=None)  # type: ignore[arg-type]
     broker.writer.append_group(T, group(0, 3), "p")
-    plan = push.plan_journal_batch(list(broker.journal.records))
-    assert [e.entry_id for e in plan.entries] == [0, 1, 2] and plan.messages[str(T)] == 6
+    records = list(broker.journal.records)
+    plan = push.plan_journal_batch(records)
+    assert [entry_id for entry_id, _ in plan.settled[str(T)]] == [0, 1, 2]
+    broker.sealer.seal(records, plan.states)
+    push.dispatch_journal_batch(plan)  # the connection's pushes fail here (no gateway): not the point
+    assert [broker.cache.get(str(T), i).num_messages for i in range(3)] == [2, 2, 2]  # type: ignore[union-attr]
 
 
 def test_an_envelope_of_one_entry_is_the_entry_itself() -> None:

@@ -50,7 +50,7 @@ class Harness:
         records = self.broker.journal.records[self._sealed:]
         self._sealed = len(self.broker.journal.records)
         plan = self.push.plan_journal_batch(records)
-        self.broker.sealer.seal(records)
+        self.broker.sealer.seal(records, plan.states)
         self.push.dispatch_journal_batch(plan)
 
     def got(self, cid: str) -> list[dict[str, Any]]:
@@ -277,16 +277,30 @@ def test_acknowledgement_after_disconnect_still_counts(h: Harness) -> None:
     assert h.got(again) == []
 
 
-def test_journal_plan_reads_only_topics_with_connections(h: Harness) -> None:
+def test_the_push_after_a_journal_batch_serves_only_topics_with_connections(h: Harness) -> None:
     h.produce("a", topic="persistent://public/default/quiet")
     cid = h.consumer()
     h.produce("b")
     records = list(h.broker.journal.records)
     plan = h.push.plan_journal_batch(records)
-    assert list(plan.connections) == [TOPIC] and [e.entry_id for e in plan.entries] == [0]
-    h.broker.sealer.seal(records)
-    h.push.dispatch_journal_batch(plan)
+    h.broker.sealer.seal(records, plan.states)
+    report = h.push.dispatch_journal_batch(plan)
+    assert list(plan.connections) == [TOPIC] and report.topics == 1 and report.pushed == 1
     assert payloads(h.got(cid)) == ["b"]
+    assert h.broker.cache.get(TOPIC, 0) is not None  # served from the batch, not read back from S3
+
+
+def test_a_reader_that_connects_while_its_entry_is_being_sealed_gets_it_pushed(h: Harness) -> None:
+    """The connection's own first read finds the entry not sealed yet; the journal batch's push
+    must find the connection (looked up after the seal), or the entry waits for the next message."""
+    h.produce("r0")
+    records = list(h.broker.journal.records)
+    plan = h.push.plan_journal_batch(records)  # before the seal: no connection yet
+    cid = h.open(f"/ws/v2/reader/{TOPIC.replace('://', '/')}", messageId="earliest")
+    assert h.got(cid) == []  # nothing sealed when it read
+    h.broker.sealer.seal(records, plan.states)
+    h.push.dispatch_journal_batch(plan)
+    assert payloads(h.got(cid)) == ["r0"]
 
 
 @pytest.mark.parametrize("path,params", [

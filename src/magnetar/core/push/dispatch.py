@@ -50,7 +50,14 @@ from magnetar.core.errors import (
     TopicNotFound,
 )
 from magnetar.core.naming import TopicName
-from magnetar.core.ports import Connection, ConnectionRegistry, JournalRecord, PushGateway, SubscriptionView
+from magnetar.core.ports import (
+    Connection,
+    ConnectionRegistry,
+    JournalRecord,
+    PushGateway,
+    SealState,
+    SubscriptionView,
+)
 from magnetar.core.push.common import ConnectionCache, inbox_acks
 from magnetar.core.websocket import MAX_CONNECTION_MS, entry_frames
 
@@ -71,12 +78,15 @@ def outstanding(state: CursorState, consumer: str) -> int:
 
 @dataclass
 class JournalPlan:
-    """What the journal consumer pushes after sealing a batch: the topics that have connections,
-    and the batch's entries for them, decoded once (served from the broker's cache)."""
+    """What the journal consumer pushes after sealing a batch: the entries this batch settles, by
+    topic (their bytes, decoded only for topics with connections), and the seal states read before
+    sealing (handed to the sealer, which needs the same read). The connections are looked up after
+    the seal: one that attached meanwhile is found, and everything it missed in its own first read
+    is then sealed, so nothing falls between the two."""
 
-    connections: dict[str, list[Connection]] = field(default_factory=dict)
-    entries: list[Entry] = field(default_factory=list)
-    messages: dict[str, int] = field(default_factory=dict)  # new messages per topic
+    states: dict[str, SealState] | None = None  # None: not read (the sealer reads them itself)
+    settled: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)  # topic -> (entry id, bytes)
+    connections: dict[str, list[Connection]] = field(default_factory=dict)  # filled after the seal
 
 
 @dataclass
@@ -354,9 +364,9 @@ class Dispatcher:
 
     # --- the journal consumer ------------------------------------------------------------------
     def plan_journal_batch(self, records: list[JournalRecord]) -> JournalPlan:
-        """Before sealing: the batch's topics that have connections (one query per topic) and
-        their entries that this batch settles, decoded once. Only the record the sealer keeps for
-        an id is cached: the first at or past the seal state's next entry (one read for all topics)."""
+        """Before sealing: the seal states of the batch's topics (one read for all, which the
+        sealer then uses) and, per topic, the entries this batch settles: for an id, the first
+        record at or past the seal state's next entry (the one the sealer keeps)."""
         by_topic: dict[str, list[tuple[int, bytes]]] = {}  # topic -> (entry id, its bytes)
         for record in records:
             try:
@@ -365,41 +375,49 @@ class Dispatcher:
                 continue
             for data, header in entries:
                 by_topic.setdefault(header.topic, []).append((header.entry_id, data))
-        plan = JournalPlan()
+        if not by_topic:
+            return JournalPlan()
         try:  # pushing never holds sealing up: without a plan, the next dispatch catches up
-            for topic in by_topic:
-                conns = [c for c in self.registry.of_topic(topic) if c.role in ("consumer", "reader")]
-                if conns:
-                    plan.connections[topic] = conns
-            if not plan.connections:
-                return plan
-            states = self.broker.metadata.get_seal_states(sorted(plan.connections))
+            states = self.broker.metadata.get_seal_states(sorted(by_topic))
         except Exception:
             log.exception("no push plan for this journal batch")
             return JournalPlan()
-        for topic in plan.connections:
+        plan = JournalPlan(states=states)
+        for topic, found in by_topic.items():
             start = states[topic].next_entry if topic in states else 0
             seen: set[int] = set()
-            for entry_id, data in by_topic[topic]:
-                if entry_id < start or entry_id in seen:
-                    continue
-                seen.add(entry_id)
+            for entry_id, data in found:
+                if entry_id >= start and entry_id not in seen:
+                    seen.add(entry_id)
+                    plan.settled.setdefault(topic, []).append((entry_id, data))
+        return plan
+
+    def dispatch_journal_batch(self, plan: JournalPlan) -> PushReport:
+        """After sealing: the batch's topics' connections (one query per topic, looked up now so
+        that a connection made while the batch was sealed is served), pushed to, the new entries
+        served from memory."""
+        report = PushReport()
+        tasks: list[Callable[[], PushReport]] = []
+        for topic, settled in plan.settled.items():
+            try:
+                conns = [c for c in self.registry.of_topic(topic) if c.role in ("consumer", "reader")]
+            except Exception:  # never fails the journal batch: the next dispatch catches up
+                log.exception("no connections of %s for this journal batch", topic)
+                continue
+            if not conns:
+                continue
+            plan.connections[topic] = conns
+            messages = 0
+            for _, data in settled:
                 try:
                     entry = decode_entry(data)
                 except InvalidInput:
                     continue
-                plan.entries.append(entry)
-                plan.messages[topic] = plan.messages.get(topic, 0) + entry.num_messages
-        return plan
-
-    def dispatch_journal_batch(self, plan: JournalPlan) -> PushReport:
-        """After sealing: push to the planned topics' connections, entries served from memory."""
-        for entry in plan.entries:
-            self.broker.cache.put(entry)
-        report = PushReport(topics=len(plan.connections),
-                            connections=sum(len(c) for c in plan.connections.values()))
-        tasks = [task for topic, conns in plan.connections.items()
-                 for task in self._topic_tasks(topic, conns, plan.messages.get(topic, 0))]
+                self.broker.cache.put(entry)
+                messages += entry.num_messages
+            report.topics += 1
+            report.connections += len(conns)
+            tasks.extend(self._topic_tasks(topic, conns, messages))
         try:
             for result in self.run(tasks):
                 report.add(result)

@@ -59,11 +59,11 @@ class PushService:
         return self.dispatcher.dispatch_topic(topic, connections, new_messages)
 
     def plan_journal_batch(self, records: list[JournalRecord]) -> JournalPlan:
-        """Before sealing: the batch's topics that have connections, and their entries."""
+        """Before sealing: the batch's seal states and the entries it settles, by topic."""
         return self.dispatcher.plan_journal_batch(records)
 
     def dispatch_journal_batch(self, plan: JournalPlan) -> PushReport:
-        """After sealing: push to the planned topics' connections, entries served from memory."""
+        """After sealing: push to the batch's topics' connections, entries served from memory."""
         return self.dispatcher.dispatch_journal_batch(plan)
 
     def redispatch(self) -> PushReport:
