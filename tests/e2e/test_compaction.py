@@ -239,3 +239,20 @@ def test_a_consumer_reads_compacted(cluster, client: magnetar.Client, topic: str
         again.receive(1_500)
     plain = client.subscribe(topic, "plain", initial_position=magnetar.InitialPosition.Earliest)
     assert len([plain.receive(10_000) for _ in range(len(HISTORY) + 1)]) == len(HISTORY) + 1
+
+
+def test_cli_compact_and_status(cluster, client: magnetar.Client, topic: str) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from magnetar.cli.main import app
+
+    publish(client, topic, ("a", b"1"), ("a", b"2"))
+    wait_sealed(cluster, topic, 2)
+    runner = CliRunner()
+    status = runner.invoke(app, ["admin", "topics", "compaction-status", topic, "--service-url", cluster.url])
+    assert status.exit_code == 0 and "NOT_RUN" in status.output
+    compacted = runner.invoke(app, ["admin", "topics", "compact", topic, "--service-url", cluster.url])
+    assert compacted.exit_code == 0, compacted.output
+    status = runner.invoke(app, ["admin", "topics", "compaction-status", topic, "--service-url", cluster.url])
+    assert status.exit_code == 0 and "SUCCESS" in status.output
+    assert read_all(client, topic, compacted=True) == [("a", b"2")]

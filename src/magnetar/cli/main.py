@@ -323,6 +323,21 @@ def topics_stats_internal(topic: str, service_url: ServiceUrl = DEFAULT_URL, aut
     console.print_json(data=_call(_admin(service_url, auth_plugin, auth_params).topic_internal_stats, topic))
 
 
+@topics_app.command("compact")
+def topics_compact(topic: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                   auth_params: AuthParams = None) -> None:
+    """Start compacting a persistent topic (pulsar-admin topics compact)."""
+    _call(_admin(service_url, auth_plugin, auth_params).trigger_compaction, topic)
+    console.print(f"Compaction of {topic} triggered")
+
+
+@topics_app.command("compaction-status")
+def topics_compaction_status(topic: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                             auth_params: AuthParams = None) -> None:
+    """The status of a topic's compaction: NOT_RUN, RUNNING, SUCCESS or ERROR (pulsar-admin topics compaction-status)."""
+    console.print_json(data=_call(_admin(service_url, auth_plugin, auth_params).compaction_status, topic))
+
+
 @topics_app.command("partitioned-stats")
 def topics_partitioned_stats(
     topic: str,

@@ -190,6 +190,15 @@ class AdminClient:
         result: dict[str, Any] = self._transport.call("GET", path)
         return result
 
+    # --- compaction (pulsar-admin topics compact / compaction-status) -----------------------------
+    def trigger_compaction(self, topic: str) -> None:
+        self._transport.call("PUT", f"/admin/v2/{topic_path(TopicName.parse(topic))}/compaction")
+
+    def compaction_status(self, topic: str) -> dict[str, Any]:
+        """Pulsar's LongRunningProcessStatus: {"status": NOT_RUN|RUNNING|SUCCESS|ERROR, "lastError"?}."""
+        result: dict[str, Any] = self._transport.call("GET", f"/admin/v2/{topic_path(TopicName.parse(topic))}/compaction")
+        return result
+
     # --- schemas (Pulsar's schema registry paths and bodies) ---------------------------------------
     def _schema_path(self, topic: str, suffix: str) -> str:
         t = TopicName.parse(topic).partitioned_topic
