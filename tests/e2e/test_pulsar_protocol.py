@@ -434,3 +434,28 @@ def test_token_authentication_and_authorization(secured) -> None:  # type: ignor
     finally:
         for c in (superuser, reader_role, anonymous):
             c.close()
+
+
+def test_schemas_are_shared_with_the_sdk(official: pulsar.Client, client: magnetar.Client, topic: str) -> None:
+    import pulsar.schema as ps
+
+    import magnetar.schema as ms
+
+    OfficialCity = type("City", (ps.Record,), {"name": ps.String(), "population": ps.Integer()})  # pulsar names it City
+
+    class City(ms.Record):
+        name = ms.String()
+        population = ms.Integer()
+
+    producer = official.create_producer(topic, schema=ps.AvroSchema(OfficialCity))  # registers version 0
+    sdk = client.subscribe(topic, "sdk", schema=ms.AvroSchema(City), initial_position=magnetar.InitialPosition.Earliest)
+    producer.send(OfficialCity(name="Lyon", population=522_000))
+    msg = sdk.receive(timeout_millis=10_000)
+    assert (msg.value().name, msg.value().population, msg.schema_version()) == ("Lyon", 522_000, 0)
+    theirs = official.subscribe(topic, "official", schema=ps.AvroSchema(OfficialCity),
+                                initial_position=pulsar.InitialPosition.Earliest)
+    client.create_producer(topic, schema=ms.AvroSchema(City)).send(City(name="Porto", population=232_000))
+    values = [theirs.receive(timeout_millis=10_000).value() for _ in range(2)]
+    assert [(v.name, v.population) for v in values] == [("Lyon", 522_000), ("Porto", 232_000)]
+    with pytest.raises(pulsar.IncompatibleSchema):  # the registry's rules, as for the SDK
+        official.create_producer(topic, schema=ps.StringSchema())

@@ -275,6 +275,46 @@ class Connection:
         self.send(command(Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse={
             "request_id": request.request_id, "topics": topics}))
 
+    def _get_schema(self, cmd: Any) -> None:
+        self.spawn(self._schema(cmd.getSchema))
+
+    async def _schema(self, request: Any) -> None:
+        from magnetar.protocol.schemas import get_schema, to_wire, version_bytes, version_of
+
+        try:
+            topic = TopicName.parse(request.topic)
+            await self.authorize(Access.LOOKUP, topic)
+            version = version_of(request.schema_version) if request.HasField("schema_version") else None
+            stored = await self.call(get_schema, self.broker, topic, version)
+        except Exception as exc:
+            code, message = server_error(exc)
+            self.send(command(Type.GET_SCHEMA_RESPONSE, getSchemaResponse={
+                "request_id": request.request_id, "error_code": code, "error_message": message}))
+            return
+        self.send(command(Type.GET_SCHEMA_RESPONSE, getSchemaResponse={
+            "request_id": request.request_id, "schema": to_wire(topic, stored),
+            "schema_version": version_bytes(stored.version)}))
+
+    def _get_or_create_schema(self, cmd: Any) -> None:
+        self.spawn(self._schema_version(cmd.getOrCreateSchema))
+
+    async def _schema_version(self, request: Any) -> None:
+        from magnetar.protocol.schemas import get_or_create, version_bytes
+
+        try:
+            topic = TopicName.parse(request.topic)
+            await self.authorize(Access.PRODUCE, topic)
+            version = await self.call(get_or_create, self.broker, topic, request.schema)
+        except Exception as exc:
+            code, message = server_error(exc)
+            self.send(command(Type.GET_OR_CREATE_SCHEMA_RESPONSE, getOrCreateSchemaResponse={
+                "request_id": request.request_id, "error_code": code, "error_message": message}))
+            return
+        response: dict[str, Any] = {"request_id": request.request_id}
+        if version is not None:
+            response["schema_version"] = version_bytes(version)
+        self.send(command(Type.GET_OR_CREATE_SCHEMA_RESPONSE, getOrCreateSchemaResponse=response))
+
     def _producer(self, cmd: Any) -> None:
         from magnetar.protocol.producers import open_producer
 
@@ -358,6 +398,8 @@ _HANDLERS: dict[int, Callable[[Connection, Any], None]] = {
     Type.SEEK: Connection._seek,
     Type.GET_LAST_MESSAGE_ID: Connection._last_message_id,
     Type.GET_TOPICS_OF_NAMESPACE: Connection._topics_of_namespace,
+    Type.GET_SCHEMA: Connection._get_schema,
+    Type.GET_OR_CREATE_SCHEMA: Connection._get_or_create_schema,
 }
 
 

@@ -26,6 +26,7 @@ from magnetar.protocol import pulsar_api_pb2 as pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import Type, command
 from magnetar.protocol.messages import ack_set, acked_indexes, entry_message, message_id
+from magnetar.protocol.schemas import check_consumer
 
 if TYPE_CHECKING:
     from magnetar.core.dispatch import DeliveredEntry
@@ -56,6 +57,7 @@ async def open_consumer(conn: Connection, request: Any) -> None:
         initial = "Earliest" if request.initialPosition == pb.CommandSubscribe.Earliest else "Latest"
         name = request.consumer_name or f"magnetar-{uuid.uuid4().hex[:10]}"
         await conn.authorize(Access.CONSUME, topic, request.subscription)
+        await conn.call(check_consumer, conn.broker, topic, request)
         if request.HasField("durable") and not request.durable:  # a reader: no cursor, a position of its own
             from magnetar.protocol.readers import Reader
 

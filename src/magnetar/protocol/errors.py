@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from magnetar.core import errors as core
+from magnetar.core.schema.registry import IncompatibleSchema
 from magnetar.protocol import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,7 @@ _CODES: list[tuple[type[core.MagnetarError], int]] = [
     (core.ConsumerLimitReached, pb.ConsumerBusy),
     (core.ProducerBusy, pb.ProducerBusy),
     (core.ProducerFenced, pb.ProducerFenced),
+    (IncompatibleSchema, pb.IncompatibleSchema),
     (core.TopicLimitReached, pb.NotAllowedError),
     (core.TooManyRequests, pb.ServiceNotReady),  # held too long: the client retries
     (core.RetryableError, pb.ServiceNotReady),

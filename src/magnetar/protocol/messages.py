@@ -20,6 +20,7 @@ from magnetar.core.compression import Codec, decompress
 from magnetar.core.entry import Batch, Entry, Message
 from magnetar.core.errors import InvalidInput
 from magnetar.protocol import pulsar_api_pb2 as pb
+from magnetar.protocol.schemas import version_bytes, version_of
 
 _U32 = struct.Struct(">I")
 _U64 = (1 << 64) - 1
@@ -48,21 +49,22 @@ def batch_from_send(send: Any, metadata: Any, payload: bytes) -> Batch:
         raise InvalidInput(f"Unknown compression type {metadata.compression}")
     size = metadata.uncompressed_size if codec is not Codec.NONE else len(payload)
     raw = decompress(codec, payload, size)
+    version = version_of(metadata.schema_version) if metadata.HasField("schema_version") else None
     if metadata.HasField("num_messages_in_batch"):
-        messages = _batch_messages(raw, metadata.num_messages_in_batch)
+        messages = _batch_messages(raw, metadata.num_messages_in_batch, version)
         batched = True
     else:
         messages = [Message(
             b"" if metadata.null_value else raw, metadata.partition_key or None, _properties(metadata.properties),
             metadata.event_time, _text(metadata.ordering_key) if metadata.HasField("ordering_key") else None,
-            null_value=metadata.null_value)]
+            null_value=metadata.null_value, schema_version=version)]
         batched = False
     highest = max(send.highest_sequence_id, send.sequence_id, send.sequence_id + len(messages) - 1 if batched else 0)
     return Batch.of(messages, codec, batched=batched, sequence_id=send.sequence_id, highest_sequence_id=highest,
                     deliver_at=max(metadata.deliver_at_time, 0)).validated()
 
 
-def _batch_messages(raw: bytes, count: int) -> list[Message]:
+def _batch_messages(raw: bytes, count: int, version: int | None) -> list[Message]:
     """Pulsar's batch payload: `count` times [size][SingleMessageMetadata][payload]."""
     if count <= 0:
         raise InvalidInput(f"Invalid number of messages in batch: {count}")
@@ -86,7 +88,7 @@ def _batch_messages(raw: bytes, count: int) -> list[Message]:
         out.append(Message(
             b"" if single.null_value else value, single.partition_key or None, _properties(single.properties),
             single.event_time, _text(single.ordering_key) if single.HasField("ordering_key") else None,
-            null_value=single.null_value))
+            null_value=single.null_value, schema_version=version))
     return out
 
 
@@ -103,6 +105,9 @@ def entry_message(entry: Entry) -> tuple[Any, bytes]:
     metadata = pb.MessageMetadata(producer_name=entry.producer_name or "magnetar",
                                   sequence_id=max(entry.sequence_id, 0), publish_time=max(entry.publish_time, 0))
     messages = entry.messages
+    version = next((m.schema_version for m in messages if m.schema_version is not None), None)
+    if version is not None:  # one per MESSAGE on the wire: a batch's messages share their producer's
+        metadata.schema_version = version_bytes(version)
     if entry.batched:
         parts = []
         for m in messages:

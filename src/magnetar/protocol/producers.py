@@ -23,6 +23,7 @@ from magnetar.protocol import pulsar_api_pb2 as pb
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import Frame, Type, command
 from magnetar.protocol.messages import batch_from_send, message_id
+from magnetar.protocol.schemas import producer_version, version_bytes
 
 if TYPE_CHECKING:
     from magnetar.protocol.connection import Connection
@@ -61,14 +62,17 @@ async def open_producer(conn: Connection, request: Any) -> None:
         else:
             await conn.call(writer.attach_producer, topic, name, mode, lease)
         last = await conn.call(writer.metadata.last_sequence_id, topic, name)
+        version = await conn.call(producer_version, conn.broker, topic, request)
     except Exception as exc:
         conn.error(request.request_id, exc)
         return
     producer = Producer(conn, request.producer_id, topic, name, mode)
     conn.producers[request.producer_id] = producer
     producer.start()
-    conn.send(command(Type.PRODUCER_SUCCESS, producer_success={
-        "request_id": request.request_id, "producer_name": name, "last_sequence_id": last}))
+    success: dict[str, Any] = {"request_id": request.request_id, "producer_name": name, "last_sequence_id": last}
+    if version is not None:
+        success["schema_version"] = version_bytes(version)
+    conn.send(command(Type.PRODUCER_SUCCESS, producer_success=success))
 
 
 async def _wait_for_exclusive(conn: Connection, request: Any, topic: TopicName, name: str) -> None:
