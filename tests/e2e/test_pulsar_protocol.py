@@ -459,3 +459,44 @@ def test_schemas_are_shared_with_the_sdk(official: pulsar.Client, client: magnet
     assert [(v.name, v.population) for v in values] == [("Lyon", 522_000), ("Porto", 232_000)]
     with pytest.raises(pulsar.IncompatibleSchema):  # the registry's rules, as for the SDK
         official.create_producer(topic, schema=ps.StringSchema())
+
+
+def _batch_of(official: pulsar.Client, topic: str, count: int) -> None:
+    producer = official.create_producer(topic, batching_enabled=True, batching_max_messages=count,
+                                        batching_max_publish_delay_ms=1000)
+    for i in range(count):
+        producer.send_async(f"b{i}".encode(), None)
+    producer.flush()
+    producer.close()
+
+
+def test_batch_index_acks_leave_the_rest_of_the_batch(official: pulsar.Client, topic: str) -> None:
+    consumer = official.subscribe(topic, "bia", consumer_type=pulsar.ConsumerType.Shared, batch_index_ack_enabled=True,
+                                  initial_position=pulsar.InitialPosition.Earliest)
+    _batch_of(official, topic, 5)
+    got = [consumer.receive(timeout_millis=10_000) for _ in range(5)]
+    assert len({(m.message_id().ledger_id(), m.message_id().entry_id()) for m in got}) == 1  # one entry
+    for m in got:
+        if m.data() in (b"b0", b"b1", b"b3"):
+            consumer.acknowledge(m)
+    time.sleep(0.5)  # the client's ack grouping
+    consumer.close()
+    again = official.subscribe(topic, "bia", consumer_type=pulsar.ConsumerType.Shared, batch_index_ack_enabled=True)
+    assert sorted(m.data() for m in _drain(again, 2)) == [b"b2", b"b4"]
+    with pytest.raises(pulsar.Timeout):
+        again.receive(timeout_millis=500)
+
+
+def test_cumulative_ack_and_redelivery_on_an_exclusive_subscription(official: pulsar.Client, topic: str) -> None:
+    consumer = official.subscribe(topic, "cum", initial_position=pulsar.InitialPosition.Earliest)
+    producer = official.create_producer(topic, batching_enabled=False)
+    for i in range(6):
+        producer.send(f"c{i}".encode())
+    got = [consumer.receive(timeout_millis=10_000) for _ in range(6)]
+    consumer.acknowledge_cumulative(got[2])  # c0..c2
+    consumer.redeliver_unacknowledged_messages()
+    assert [consumer.receive(timeout_millis=10_000).data() for _ in range(3)] == [b"c3", b"c4", b"c5"]
+    time.sleep(0.5)
+    consumer.close()
+    again = official.subscribe(topic, "cum")
+    assert [m.data() for m in _drain(again, 3)] == [b"c3", b"c4", b"c5"]

@@ -40,6 +40,7 @@ MAX_POLL_MESSAGES = 1000
 ERROR_BACKOFF_S = 1.0
 IDLE_POLL_S = POLL_INTERVAL_S  # an idle consumer looks again after this, doubling up to MAX_IDLE_POLL_S
 MAX_IDLE_POLL_S = MAX_POLL_INTERVAL_S
+MAX_BATCH_SIZES = 100_000  # batch sizes remembered per consumer (batch-index acks name no size)
 ACK_HOLD_S = 0.1  # acks wait this long for a poll to carry them before they are written on their own
 
 
@@ -92,6 +93,7 @@ class Consumer:
         self.stopped = False
         self.released = False
         self.renewed_at = 0.0
+        self.batch_sizes: dict[int, int] = {}  # entry id -> messages, of batched entries handed out
         self.held_acks: list[Any] = []  # ACK commands not written yet (the next poll or a flush writes them)
         self._flush_pending = False
         self._tasks: list[asyncio.Task[Any]] = []
@@ -175,8 +177,12 @@ class Consumer:
             "message_id": message_id(entry.ledger_id, entry.entry_id, self.topic.partition_index),
             "redelivery_count": delivered.redelivery_count,
         }
-        if entry.batched and delivered.acked_indexes:
-            message["ack_set"] = ack_set(delivered.acked_indexes, entry.num_messages)
+        if entry.batched:
+            self.batch_sizes[entry.entry_id] = entry.num_messages
+            if len(self.batch_sizes) > MAX_BATCH_SIZES:  # the oldest first (dicts keep insertion order)
+                del self.batch_sizes[next(iter(self.batch_sizes))]
+            if delivered.acked_indexes:
+                message["ack_set"] = ack_set(delivered.acked_indexes, entry.num_messages)
         self.conn.send_payload(command(Type.MESSAGE, message=message), metadata, payload)
         self.permits -= entry.num_messages - (len(delivered.acked_indexes) if entry.batched else 0)
 
@@ -241,7 +247,8 @@ class Consumer:
                 entry = _signed(mid.entryId)
                 if entry < 0:
                     continue
-                size = mid.batch_size if mid.HasField("batch_size") else 0
+                # pulsar-client sends ack sets without the batch size: the size of the entry handed out
+                size = mid.batch_size if mid.HasField("batch_size") else self.batch_sizes.get(entry, 0)
                 partial = acked_indexes(list(mid.ack_set), size) if mid.ack_set and size > 0 else None
                 if ack.ack_type == pb.CommandAck.Cumulative:
                     index = len(_prefix(partial)) - 1 if partial is not None else -1
