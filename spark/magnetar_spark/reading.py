@@ -72,8 +72,10 @@ def plan_ranges(ranges: list[tuple[str, int, int]], tasks: int) -> list[TopicRan
     return out
 
 
-def read_range(opts: SourceOptions, part: TopicRange, transport: Any = None) -> Iterator[tuple[Any, ...]]:
-    """The rows of one range, in entry order."""
+def read_range(opts: SourceOptions, part: TopicRange, transport: Any = None,
+               typed: Any = None) -> Iterator[tuple[Any, ...]]:
+    """The rows of one range, in entry order; `typed`: the topic's schema as typed columns (#11)."""
+    extra = () if typed is None else (typed,)
     topic, end = part.topic, part.end
     earliest = part.start == EARLIEST
     position = 0 if earliest else part.start
@@ -109,7 +111,7 @@ def read_range(opts: SourceOptions, part: TopicRange, transport: Any = None) -> 
             for message in page.messages:
                 entry_id = MessageIdData.parse(message["messageId"]).entry_id
                 if position <= entry_id < end:
-                    yield source._row(message, decode)
+                    yield source._row(message, decode, *extra)
             if page.next_entry > position:
                 position = page.next_entry
                 stalled_since = None
@@ -131,6 +133,7 @@ class BatchReader(DataSourceReader):
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self.transport: Any = None  # an httpx transport, for tests
+        self.typed: Any = None  # the topic's schema as typed columns (magnetar_spark/typed.py, #11)
 
     def ranges(self) -> list[tuple[str, int, int]]:
         opts = self.opts
@@ -149,4 +152,4 @@ class BatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, TopicRange)
         if partition.topic:
-            yield from read_range(self.opts, partition, self.transport)
+            yield from read_range(self.opts, partition, self.transport, self.typed)
