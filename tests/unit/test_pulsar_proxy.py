@@ -136,3 +136,24 @@ def test_produce_and_consume_round_trip_with_checksums() -> None:
             b"hello", "k", 0)
 
     run(test)
+
+
+def test_a_silent_client_is_pinged_then_dropped() -> None:
+    broker = memory_broker()
+
+    async def main() -> None:
+        server = ProxyServer(ProxySettings(port=0, keep_alive_s=0.2), lambda: broker)
+        await server.start()
+        try:
+            p = Peer(*await asyncio.open_connection("127.0.0.1", server.port))
+            await p.connect()
+            await p.next(Type.PING, timeout=2)  # the proxy asks
+            p.send(encode(command(Type.PONG, pong={})))
+            await p.next(Type.PING, timeout=2)  # still there: asked again later
+            rest = await asyncio.wait_for(p.reader.read(), 3)  # no answer: dropped (read() returns at the end)
+            assert p.reader.at_eof()
+            assert {f.command.type for f in p.frames.feed(rest) if isinstance(f, Frame)} <= {Type.PING}
+        finally:
+            await server.stop()
+
+    asyncio.run(main())

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -51,6 +52,7 @@ class Connection:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.task: asyncio.Task[Any] | None = None  # the task serving this connection
         self.closed = False
+        self.received_at = time.monotonic()
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
 
@@ -100,11 +102,13 @@ class Connection:
 
     # --- the connection's life ----------------------------------------------------------------
     async def serve(self) -> None:
+        self.spawn(self._keep_alive())
         try:
             while not self.closed:
                 data = await self.reader.read(READ_BYTES)
                 if not data:
                     break
+                self.received_at = time.monotonic()
                 for frame in self.frames.feed(data):
                     self.handle(frame)
                 await self.drain()
@@ -114,6 +118,22 @@ class Connection:
             pass
         finally:
             await self.close()
+
+    async def _keep_alive(self) -> None:
+        """Pulsar's keep-alive from the server's side: a PING after an interval of silence, the
+        connection closed after two (a client gone without closing must not keep its consumers'
+        leases, and so their messages, forever)."""
+        interval = self.server.settings.keep_alive_s
+        while not self.closed:
+            await asyncio.sleep(interval / 2)
+            silent = time.monotonic() - self.received_at
+            if silent >= 2 * interval:
+                log.info("binary protocol: %s silent for %.0f s: closing", self.peer, silent)
+                self.writer.transport.abort()  # the reading loop ends and closes the rest
+                return
+            if silent >= interval and self.connected:
+                self.send(command(Type.PING, ping={}))
+                await self.drain()
 
     def abort(self) -> None:
         """Drop the connection at once (a proxy shutting down: nothing is cleaned up, as in a crash)."""

@@ -40,6 +40,7 @@ class ProxySettings:
     workers: int = DEFAULT_WORKERS
     producer_lease_ms: int = 30_000  # an exclusive producer's lease, renewed every third of it
     consumer_lease_ms: int = 30_000  # a consumer's lease, renewed while its connection lives
+    keep_alive_s: float = 30.0  # PING a client silent this long; close its connection after twice that
 
 
 @dataclass
