@@ -365,10 +365,10 @@ def split_range(start: int, end: int, parts: int) -> list[tuple[int, int]]:
     return out
 
 
-def _row(message: dict[str, Any], decode: Any) -> tuple[Any, ...]:
-    payload = message.get("payload") or ""
-    return (
-        decode(payload),
+def _row(message: dict[str, Any], decode: Any, typed: Any = None) -> tuple[Any, ...]:
+    """One row; `typed` (magnetar_spark/typed.py's TypedTopic): a topic with a schema, whose
+    fields are the columns before the metadata ones."""
+    meta = (
         message.get("key"),
         message.get("topic"),
         message_id_bytes(message["messageId"]),
@@ -376,12 +376,37 @@ def _row(message: dict[str, Any], decode: Any) -> tuple[Any, ...]:
         _timestamp(message.get("eventTime")),
         dict(message.get("properties") or {}),
     )
+    if typed is not None:
+        return typed.row(message, meta)  # type: ignore[no-any-return]
+    return (decode(message.get("payload") or ""), *meta)
+
+
+def typed_topic(options: Mapping[str, str]) -> Any:
+    """The topic's schema as typed columns (magnetar_spark/typed.py), asked once on the driver;
+    None for a topic without schema (or of a type typed columns are not made of)."""
+    from magnetar_spark.typed import TypedTopic
+
+    name = _option(options, "topic")
+    if name is None:  # several topics: the binary value column
+        return None
+    settings = _Settings(options)
+    base = TopicName.parse(name).partitioned_topic
+    path = "/admin/v2/schemas/" + "/".join(quote(p, safe="") for p in (base.tenant, base.namespace, base.local_name))
+    with _Broker(settings) as broker:
+        try:
+            return TypedTopic.fetch(lambda suffix: broker._call("GET", suffix, "schema", fail_fast=frozenset({404})),
+                                    path)
+        except MagnetarSourceError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
 
 class MagnetarReader(DataSourceReader):
     def __init__(self, settings: _Settings) -> None:
         self.settings = settings
         self.transport: Any = None  # an httpx transport, for tests (must pickle when used in Spark)
+        self.typed: Any = None  # the topic's schema (magnetar_spark/typed.py): typed columns
 
     def plan(self) -> list[tuple[int, int]]:
         """The entry ranges of this read; takes the `lastMessageId` snapshot (driver side)."""
@@ -426,7 +451,7 @@ class MagnetarReader(DataSourceReader):
                 for message in messages:
                     entry_id = MessageIdData.parse(message["messageId"]).entry_id
                     if position <= entry_id <= end:
-                        yield _row(message, decode)
+                        yield _row(message, decode, self.typed)
                 if next_entry > position:
                     position = next_entry
                     stalled_since = None
@@ -452,17 +477,27 @@ class MagnetarDataSource(DataSource):
         return SHORT_NAME
 
     def schema(self) -> StructType:
-        return SCHEMA
+        """The connector's columns; for a topic with an AVRO, JSON or primitive schema, its fields
+        (typed) instead of the binary value (magnetar_spark/typed.py)."""
+        typed = self._typed()
+        return typed.schema if typed is not None else SCHEMA
+
+    def _typed(self) -> Any:
+        if "_typed_topic" not in self.__dict__:
+            self._typed_topic = typed_topic(self.options)
+        return self._typed_topic
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        expected = [f.name for f in SCHEMA.fields]
-        if [f.name for f in schema.fields] != expected:
-            raise ValueError(f"magnetar: the schema is fixed: {SCHEMA.simpleString()}")
+        fixed = self.schema()
+        if [f.name for f in schema.fields] != [f.name for f in fixed.fields]:
+            raise ValueError(f"magnetar: the schema is fixed: {fixed.simpleString()}")
         # topic / topics / topicsPattern, offsets, failOnDataLoss: magnetar_spark.options and .reading
         from magnetar_spark.options import SourceOptions
         from magnetar_spark.reading import BatchReader
 
-        return BatchReader(SourceOptions(self.options))
+        reader = BatchReader(SourceOptions(self.options))
+        reader.typed = self._typed()  # a topic with a schema: typed columns (magnetar_spark/typed.py)
+        return reader
 
     def streamReader(self, schema: StructType) -> Any:
         """`spark.readStream.format("magnetar")`: magnetar_spark.stream."""
