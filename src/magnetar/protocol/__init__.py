@@ -6,8 +6,10 @@ The official Pulsar clients (`pulsar://host:6650`) reach Magnetar through it unc
 - `frames`: the frame codec (sizes, payload checksums, message metadata);
 - `messages`: Pulsar messages and batches to Magnetar batches and back;
 - `server`: the asyncio TCP server (`ProxyServer`, `ProxyThread`);
-- `connection`: one connection's handshake, lookups and routing;
-- `producers` / `consumers`: producers (SEND) and consumers (FLOW, MESSAGE, ACK);
+- `connection`: one connection's handshake, keep-alive and routing;
+- `lookups`: LOOKUP (proxy-style), partitioned metadata, a namespace's topics, schemas by topic;
+- `producers` / `consumers` / `readers`: producers (SEND), consumers (FLOW, MESSAGE, ACK), readers;
+- `schemas`: producers' and consumers' schemas through the schema registry;
 - `errors`: the core's errors as Pulsar's ServerError codes.
 
 docs/semantics.md ("Pulsar's binary protocol") says what is served and what is not yet.

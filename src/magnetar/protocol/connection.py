@@ -16,12 +16,18 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from magnetar.core.authz import ANONYMOUS, Access, Principal, Target
-from magnetar.core.errors import InvalidInput, MagnetarError
-from magnetar.core.naming import NamespaceName, TopicName
+from magnetar.core.naming import TopicName
 from magnetar.protocol import pulsar_api_pb2 as pb
 from magnetar.protocol.errors import ProtocolError, server_error
 from magnetar.protocol.frames import ChecksumMismatch, Frame, FrameError, FrameReader, Type, command, encode
 from magnetar.protocol.frames import encode_with_payload as encode_payload
+from magnetar.protocol.lookups import (
+    get_or_create_schema,
+    get_schema,
+    lookup,
+    partitions,
+    topics_of_namespace,
+)
 
 if TYPE_CHECKING:
     from magnetar.core.broker import Broker
@@ -242,98 +248,19 @@ class Connection:
         pass
 
     def _lookup(self, cmd: Any) -> None:
-        """Proxy-style: the topic is served here, through the address the client connected to."""
-        lookup = cmd.lookupTopic
-        try:
-            TopicName.parse(lookup.topic)
-        except MagnetarError as exc:
-            self.send(command(Type.LOOKUP_RESPONSE, lookupTopicResponse={
-                "request_id": lookup.request_id, "response": pb.CommandLookupTopicResponse.Failed,
-                "error": pb.InvalidTopicName, "message": exc.reason}))
-            return
-        self.send(command(Type.LOOKUP_RESPONSE, lookupTopicResponse={
-            "request_id": lookup.request_id, "response": pb.CommandLookupTopicResponse.Connect,
-            "brokerServiceUrl": self.server.service_url, "authoritative": True,
-            "proxy_through_service_url": True}))
+        lookup(self, cmd.lookupTopic)
 
     def _partitioned_metadata(self, cmd: Any) -> None:
-        self.spawn(self._partitions(cmd.partitionMetadata))
-
-    async def _partitions(self, request: Any) -> None:
-        try:
-            topic = TopicName.parse(request.topic)
-            await self.authorize(Access.LOOKUP, topic)
-            partitions = await self.call(self.broker.metadata.get_partitions, topic)
-        except Exception as exc:
-            code, message = server_error(exc)
-            if isinstance(exc, InvalidInput):
-                code = pb.InvalidTopicName
-            self.send(command(Type.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse={
-                "request_id": request.request_id, "response": pb.CommandPartitionedTopicMetadataResponse.Failed,
-                "error": code, "message": message}))
-            return
-        self.send(command(Type.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse={
-            "request_id": request.request_id, "partitions": partitions or 0,
-            "response": pb.CommandPartitionedTopicMetadataResponse.Success}))
+        self.spawn(partitions(self, cmd.partitionMetadata))
 
     def _topics_of_namespace(self, cmd: Any) -> None:
-        self.spawn(self._list_topics(cmd.getTopicsOfNamespace))
-
-    async def _list_topics(self, request: Any) -> None:
-        """GET_TOPICS_OF_NAMESPACE (regex subscriptions): the namespace's persistent topics; the
-        client applies its pattern (`filtered` stays false)."""
-        try:
-            namespace = NamespaceName.parse(request.namespace)
-            await self.call(self.broker.authz.check, self.principal, Access.NAMESPACE_MEMBER,
-                            Target(namespace.tenant, namespace))
-            topics: list[str] = []
-            if request.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
-                topics = await self.call(self.broker.admin.list_topics, namespace, "persistent")
-        except Exception as exc:
-            self.error(request.request_id, exc)
-            return
-        self.send(command(Type.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse={
-            "request_id": request.request_id, "topics": topics}))
+        self.spawn(topics_of_namespace(self, cmd.getTopicsOfNamespace))
 
     def _get_schema(self, cmd: Any) -> None:
-        self.spawn(self._schema(cmd.getSchema))
-
-    async def _schema(self, request: Any) -> None:
-        from magnetar.protocol.schemas import get_schema, to_wire, version_bytes, version_of
-
-        try:
-            topic = TopicName.parse(request.topic)
-            await self.authorize(Access.LOOKUP, topic)
-            version = version_of(request.schema_version) if request.HasField("schema_version") else None
-            stored = await self.call(get_schema, self.broker, topic, version)
-        except Exception as exc:
-            code, message = server_error(exc)
-            self.send(command(Type.GET_SCHEMA_RESPONSE, getSchemaResponse={
-                "request_id": request.request_id, "error_code": code, "error_message": message}))
-            return
-        self.send(command(Type.GET_SCHEMA_RESPONSE, getSchemaResponse={
-            "request_id": request.request_id, "schema": to_wire(topic, stored),
-            "schema_version": version_bytes(stored.version)}))
+        self.spawn(get_schema(self, cmd.getSchema))
 
     def _get_or_create_schema(self, cmd: Any) -> None:
-        self.spawn(self._schema_version(cmd.getOrCreateSchema))
-
-    async def _schema_version(self, request: Any) -> None:
-        from magnetar.protocol.schemas import get_or_create, version_bytes
-
-        try:
-            topic = TopicName.parse(request.topic)
-            await self.authorize(Access.PRODUCE, topic)
-            version = await self.call(get_or_create, self.broker, topic, request.schema)
-        except Exception as exc:
-            code, message = server_error(exc)
-            self.send(command(Type.GET_OR_CREATE_SCHEMA_RESPONSE, getOrCreateSchemaResponse={
-                "request_id": request.request_id, "error_code": code, "error_message": message}))
-            return
-        response: dict[str, Any] = {"request_id": request.request_id}
-        if version is not None:
-            response["schema_version"] = version_bytes(version)
-        self.send(command(Type.GET_OR_CREATE_SCHEMA_RESPONSE, getOrCreateSchemaResponse=response))
+        self.spawn(get_or_create_schema(self, cmd.getOrCreateSchema))
 
     def _producer(self, cmd: Any) -> None:
         from magnetar.protocol.producers import open_producer
