@@ -8,7 +8,6 @@ from typing import Any
 
 import httpx
 import pytest
-
 from tests.spark.test_sources import load, make_namespace, make_partitioned, produce
 
 
