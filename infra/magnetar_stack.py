@@ -81,6 +81,7 @@ class MagnetarStack(Stack):
         alarm_topic_arn: str | None = None,
         api_gateway_cloudwatch_role: bool | None = None,
         journal_fan_out: bool | None = None,
+        journal_batching_window_s: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -95,6 +96,7 @@ class MagnetarStack(Stack):
             alarm_topic_arn=alarm_topic_arn,
             api_gateway_cloudwatch_role=api_gateway_cloudwatch_role,
             journal_fan_out=journal_fan_out,
+            journal_batching_window_s=journal_batching_window_s,
         )
         self.settings = settings
         self.superuser_roles = settings.superuser_roles
@@ -173,7 +175,8 @@ class MagnetarStack(Stack):
         self.journal_stream_consumer = (
             storage.journal_stream_consumer(self, self.stream) if settings.journal_fan_out else None
         )
-        functions.journal_event_source(self.journal_consumer, self.stream, self.journal_stream_consumer)
+        functions.journal_event_source(self.journal_consumer, self.stream, self.journal_stream_consumer,
+                                       settings.journal_batching_window_s)
 
         # --- HTTP APIs ------------------------------------------------------------------------------
         http = apis.http_apis(

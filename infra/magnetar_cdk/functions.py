@@ -28,12 +28,12 @@ from magnetar.config import (
     BOOTSTRAP_ITEMS,
     CORE_LAYER_ID,
     JOURNAL_BATCH_SIZE,
-    JOURNAL_MAX_BATCHING_WINDOW_S,
     MAINTENANCE_INTERVAL_S,
     MAINTENANCE_SCHEDULE_ID,
     SEGMENT_BUCKET_ID,
     WEBSOCKET_API_ID,
     WEBSOCKET_FUNCTION_ID,
+    journal_batching_window_s,
 )
 
 from .nag import acknowledge
@@ -249,13 +249,17 @@ def journal_event_source(
     journal_consumer: lambda_.Function,
     stream: kinesis.IStream,
     stream_consumer: kinesis.CfnStreamConsumer | None = None,
+    batching_window_s: int | None = None,
 ) -> None:
     """The journal consumer reads the stream: in order per shard, never skipping a record.
 
     With `stream_consumer` (enhanced fan-out) the mapping subscribes on the consumer's ARN and
     invokes as soon as records arrive (no batching window), so sealing follows publishing by
     ~0.1-0.2 s and the broker functions can leave the tail alone (MAGNETAR_TAIL_READS=off).
-    Without it, the shared-throughput mapping on the stream, polled once a second."""
+    Without it, the shared-throughput mapping on the stream, polled once a second.
+    `batching_window_s` (the `journalBatchingWindow` context) overrides either's batching window:
+    with fan-out, N s trades N s of latency for fewer, larger seals (config.journal_batching_window_s)."""
+    window = Duration.seconds(journal_batching_window_s(stream_consumer is not None, batching_window_s))
     settings: dict[str, Any] = dict(
         starting_position=lambda_.StartingPosition.TRIM_HORIZON,
         batch_size=JOURNAL_BATCH_SIZE,
@@ -271,9 +275,7 @@ def journal_event_source(
     )
     if stream_consumer is None:
         journal_consumer.add_event_source(
-            event_sources.KinesisEventSource(
-                stream, max_batching_window=Duration.seconds(JOURNAL_MAX_BATCHING_WINDOW_S), **settings
-            )
+            event_sources.KinesisEventSource(stream, max_batching_window=window, **settings)
         )
         return
     grant_fan_out_read(journal_consumer, stream, stream_consumer)
@@ -284,7 +286,7 @@ def journal_event_source(
         f"KinesisEventSource:{Names.node_unique_id(stream.node)}",
         target=journal_consumer,
         event_source_arn=stream_consumer.attr_consumer_arn,
-        max_batching_window=Duration.seconds(0),
+        max_batching_window=window,
         **settings,
     )
 

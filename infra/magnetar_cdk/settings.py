@@ -12,6 +12,7 @@ from aws_cdk import aws_lambda as lambda_
 from constructs import Construct, IConstruct
 
 from magnetar.config import DEFAULT_SUPERUSER_ROLE
+from magnetar.config import journal_batching_window_s as journal_batching_window
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS_DIR = REPO_ROOT / "functions"
@@ -93,6 +94,8 @@ class StackSettings:
     # The journal consumer reads the stream through enhanced fan-out and the broker functions read
     # sealed entries only (MAGNETAR_TAIL_READS=off); false: the shared-throughput mapping, tail reads on.
     journal_fan_out: bool
+    # the journal mapping's batching window in seconds (0: invoke as records arrive, with fan-out)
+    journal_batching_window_s: int
 
 
 def resolve_settings(
@@ -107,6 +110,7 @@ def resolve_settings(
     alarm_topic_arn: str | None,
     api_gateway_cloudwatch_role: bool | None,
     journal_fan_out: bool | None = None,
+    journal_batching_window_s: int | None = None,
 ) -> StackSettings:
     """Each setting from its argument, else from the context of `scope`, else its default (in this order)."""
     roles = setting(scope, superuser_roles, "superuserRoles", DEFAULT_SUPERUSER_ROLE, str)
@@ -121,6 +125,7 @@ def resolve_settings(
             scope, throttle_burst_limit, "throttleBurstLimit", DEFAULT_THROTTLE_BURST_LIMIT, int
         ),
     )
+    fan_out = setting(scope, journal_fan_out, "journalFanOut", True, context_flag)
     retention = setting(scope, log_retention_days, "logRetentionDays", DEFAULT_LOG_RETENTION_DAYS, int)
     if retention not in LOG_RETENTION_DAYS:
         raise ValueError(f"log retention {retention} days: CloudWatch accepts {sorted(LOG_RETENTION_DAYS)}")
@@ -137,5 +142,7 @@ def resolve_settings(
         api_gateway_cloudwatch_role=setting(
             scope, api_gateway_cloudwatch_role, "apiGatewayCloudWatchRole", True, context_flag
         ),
-        journal_fan_out=setting(scope, journal_fan_out, "journalFanOut", True, context_flag),
+        journal_fan_out=fan_out,
+        journal_batching_window_s=journal_batching_window(
+            fan_out, setting(scope, journal_batching_window_s, "journalBatchingWindow", None, int)),
     )

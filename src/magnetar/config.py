@@ -88,7 +88,22 @@ MAINTENANCE_INTERVAL_S = 60
 
 # Kinesis event-source mapping of the journal consumer (the same values drive the local emulation).
 JOURNAL_BATCH_SIZE = 500
-JOURNAL_MAX_BATCHING_WINDOW_S = 1
+JOURNAL_MAX_BATCHING_WINDOW_S = 1  # the shared-throughput (polling) mapping
+# Enhanced fan-out invokes as records arrive (0: latency first: each invocation seals what came,
+# ~5 requests a seal). A window of N s (whole seconds, up to 300, as Lambda takes it) gathers a
+# shard's records for up to N s: fewer, larger seals (fewer requests per message), N s more latency.
+JOURNAL_FAN_OUT_BATCHING_WINDOW_S = 0
+MAX_JOURNAL_BATCHING_WINDOW_S = 300
+
+
+def journal_batching_window_s(fan_out: bool, window_s: int | None = None) -> int:
+    """The journal mapping's batching window: `window_s` if given (checked), else the default of
+    the mapping's kind."""
+    if window_s is None:
+        return JOURNAL_FAN_OUT_BATCHING_WINDOW_S if fan_out else JOURNAL_MAX_BATCHING_WINDOW_S
+    if not 0 <= window_s <= MAX_JOURNAL_BATCHING_WINDOW_S:
+        raise ValueError(f"the journal batching window is 0 to {MAX_JOURNAL_BATCHING_WINDOW_S} s, not {window_s}")
+    return window_s
 
 
 @dataclass(frozen=True)

@@ -201,3 +201,13 @@ def test_flag_from_argument_wins_over_context(synth: Any) -> None:
     template = synth({"journalFanOut": "true"}, journal_fan_out=False)
     template.resource_count_is("AWS::Kinesis::StreamConsumer", 0)
     assert _mapping(template)["EventSourceArn"] == STREAM_ARN
+
+
+def test_the_batching_window_is_a_setting_of_either_mapping(synth: Any) -> None:
+    """journalBatchingWindow: fewer, larger seals for that much more end-to-end latency."""
+    assert _mapping(synth({"journalBatchingWindow": "2"}))["MaximumBatchingWindowInSeconds"] == 2
+    assert _mapping(synth({"journalFanOut": "false", "journalBatchingWindow": "0"}))[
+        "MaximumBatchingWindowInSeconds"] == 0
+    assert _mapping(synth(journal_batching_window_s=5))["MaximumBatchingWindowInSeconds"] == 5
+    with pytest.raises(ValueError, match="0 to 300 s"):
+        synth({"journalBatchingWindow": "301"})

@@ -32,7 +32,7 @@ from magnetar.cli.schemas import register as register_schema_commands
 from magnetar.cli.tokens import tokens_app
 from magnetar.cli.verify import verify_command
 from magnetar.client.admin import AdminClient
-from magnetar.config import DEFAULT_SUPERUSER_ROLE, MAINTENANCE_INTERVAL_S
+from magnetar.config import DEFAULT_SUPERUSER_ROLE, MAINTENANCE_INTERVAL_S, MAX_JOURNAL_BATCHING_WINDOW_S
 from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
 
 console = Console()
@@ -102,6 +102,11 @@ def local_up(
         help="Consumers read unsealed entries from the journal's tail: on|off (MAGNETAR_TAIL_READS for the "
              "functions; default: off with the fan-out journal consumer, on without, as the stack sets it).")
     ] = None,
+    journal_batching_window: Annotated[int | None, typer.Option(
+        min=0, max=MAX_JOURNAL_BATCHING_WINDOW_S,
+        help="Seconds the journal mapping gathers a shard's records before invoking the journal consumer (the "
+             "stack's journalBatchingWindow): fewer, larger seals, that much more end-to-end latency. "
+             "Default: 0 with the fan-out journal consumer, 1 without.")] = None,
     pulsar_port: Annotated[int, typer.Option(
         help="Port of Pulsar's binary protocol (the official clients: pulsar://host:port); 0: off.")] = 6650,
 ) -> None:
@@ -116,7 +121,7 @@ def local_up(
                            maintenance_interval_s=maintenance_interval, auth=auth, token_secret_key=key_file,
                            superuser_roles=tuple(superuser_role),
                            fidelity=AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
-                           journal_fan_out=journal_fan_out,
+                           journal_fan_out=journal_fan_out, journal_batching_window_s=journal_batching_window,
                            tail_reads=None if tail_reads is None else on_off("--tail-reads", tail_reads),
                            pulsar_port=pulsar_port or None)
     stop = threading.Event()

@@ -55,6 +55,9 @@ CheckDelivery = Annotated[bool, typer.Option(
     "--check-delivery", help="Tag every message with its own sequence and check that each acknowledged one arrives "
                              "exactly once (lost, duplicated).")]
 AwsLimits = Annotated[str, typer.Option("--aws-limits", help="The local cluster enforces AWS's service limits: on|off.")]
+BatchingWindow = Annotated[int | None, typer.Option(
+    "--journal-batching-window", min=0, max=300,
+    help="The local cluster's journal batching window in seconds (local up --journal-batching-window).")]
 
 # What a serverless log on S3 Standard reaches on AWS (docs/benchmarks.md): WarpStream's default
 # configuration (https://docs.warpstream.com/warpstream/configuration/low-latency-clusters).
@@ -80,9 +83,12 @@ MODELED_KEYS = ("publish_latency_ms", "e2e_latency_ms", "messages", "msgs_per_s"
 def _run(mode: str, **options: Any) -> None:
     json_out = options.pop("json_out")
     aws_latency, aws_limits = options.pop("aws_latency"), options.pop("aws_limits")
+    window = options.pop("journal_batching_window")
     if aws_limits not in ("on", "off"):
         raise typer.BadParameter("--aws-limits takes on or off")
     extra = ["--aws-limits", aws_limits]
+    if window is not None:
+        extra += ["--journal-batching-window", str(window)]
     if aws_latency and not options["service_url"]:
         # the same workload twice: on the emulator as is, then with AWS's modeled latency
         result = _measure(mode, dict(options), extra)
@@ -93,6 +99,7 @@ def _run(mode: str, **options: Any) -> None:
         result = _measure(mode, options, extra)
         if aws_latency:  # the cluster at --service-url runs with --aws-latency: its figures are the modeled ones
             result["modeled_aws"] = {k: result[k] for k in MODELED_KEYS} | {"anchor": ANCHOR, "same_run": True}
+    result["journal_batching_window_s"] = window  # None: the cluster's default (0 with fan-out)
     _summary(result)
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -245,6 +252,7 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
         check_delivery: CheckDelivery = False,
         drain_timeout: DrainTimeout = 60.0,
         delivery: Delivery = "auto",
+        journal_batching_window: BatchingWindow = None,
     ) -> None:
         _run(mode, service_url=service_url, topic=topic, partitions=partitions, producers=producers,
              consumers=consumers if mode != "produce" else 0, subscription_type=subscription_type, rate=rate,
@@ -253,7 +261,7 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
              no_limits=no_limits, receive_batch=receive_batch, receive_wait_ms=receive_wait_ms, keys=keys,
              nack_fraction=nack_fraction, auth_plugin=auth_plugin, auth_params=auth_params,
              aws_latency=aws_latency, aws_limits=aws_limits, check_delivery=check_delivery,
-             drain_timeout_s=drain_timeout, delivery=delivery)
+             drain_timeout_s=drain_timeout, delivery=delivery, journal_batching_window=journal_batching_window)
 
     command.__doc__ = {
         "produce": "Produce at a rate (or flat out) and measure publish latency.",

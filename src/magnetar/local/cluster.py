@@ -24,10 +24,10 @@ from magnetar.config import (
     ENV_TOKEN_SECRET_KEY,
     ENV_WS_ENDPOINT,
     JOURNAL_BATCH_SIZE,
-    JOURNAL_MAX_BATCHING_WINDOW_S,
     LOCAL_RESOURCES,
     MAINTENANCE_INTERVAL_S,
     ResourceNames,
+    journal_batching_window_s,
 )
 from magnetar.local.apigw import build_app
 from magnetar.local.authorizers import LocalAuthorizers
@@ -120,6 +120,8 @@ class LocalCluster:
     # magnetar.local.esm): its own 2 MiB/s per shard, records pushed ~70 ms after arrival. On by
     # default, as the stack deploys it (`journalFanOut`).
     journal_fan_out: bool = True
+    # the journal mapping's batching window (s); None: as the stack's default (0 with fan-out, 1 without)
+    journal_batching_window_s: int | None = None
     # consumers read unsealed entries from the journal's tail (MAGNETAR_TAIL_READS); None: as the
     # stack sets it, off with the fan-out journal consumer (the journal's one reader), on without
     tail_reads: bool | None = None
@@ -166,7 +168,7 @@ class LocalCluster:
             JOURNAL_CONSUMER,
             self.names.stream,
             JOURNAL_BATCH_SIZE,
-            JOURNAL_MAX_BATCHING_WINDOW_S,
+            journal_batching_window_s(self.journal_fan_out, self.journal_batching_window_s),
             poll_interval_s=poll_interval(self.fidelity, self.poll_interval_s),
             fan_out=self.journal_fan_out,
         )
