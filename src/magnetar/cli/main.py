@@ -29,6 +29,7 @@ from magnetar.cli.cost import cost_command
 from magnetar.cli.perf import perf_app
 from magnetar.cli.permissions import register as register_permission_commands
 from magnetar.cli.schemas import register as register_schema_commands
+from magnetar.cli.spark import spark_app
 from magnetar.cli.tokens import tokens_app
 from magnetar.cli.verify import verify_command
 from magnetar.client.admin import AdminClient
@@ -50,6 +51,7 @@ app.add_typer(local_app, name="local")
 app.add_typer(admin_app, name="admin")
 app.add_typer(perf_app, name="perf")
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(spark_app, name="spark")
 app.command("verify")(verify_command)
 app.command("cost")(cost_command)
 admin_app.add_typer(tenants_app, name="tenants")
