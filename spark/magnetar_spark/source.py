@@ -504,7 +504,9 @@ class MagnetarDataSource(DataSource):
         from magnetar_spark.options import SourceOptions
         from magnetar_spark.stream import MagnetarStreamReader
 
-        return MagnetarStreamReader(SourceOptions(self.options, streaming=True))
+        reader = MagnetarStreamReader(SourceOptions(self.options, streaming=True))
+        reader.typed = self._typed()  # a topic with a schema: typed columns (magnetar_spark/typed.py)
+        return reader
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         """`df.write.format("magnetar")`: magnetar_spark.sink."""

@@ -130,3 +130,22 @@ def test_json_and_string_topics(cluster: Any, spark: Any) -> None:
     assert (row["name"], row["age"]) == ("j", 7)
     df = _load(spark, cluster.url, string_topic)
     assert df.schema["value"].dataType == StringType() and df.collect()[0]["value"] == "hello"
+
+
+@pytest.mark.spark
+def test_a_typed_topic_streams_as_typed_columns(cluster: Any, spark: Any, tmp_path: Any) -> None:
+    topic = f"persistent://public/default/spark-typed-stream-{uuid.uuid4().hex[:8]}"
+    client = magnetar.Client(cluster.url)
+    producer = client.create_producer(topic, schema=AvroSchema(UserV1))
+    for i in range(3):
+        producer.send(UserV1(name=f"s{i}", age=i))
+    client.close()
+    query = (
+        spark.readStream.format("magnetar").option("service.url", cluster.url).option("topic", topic)
+        .option("startingOffsets", "earliest").load()
+        .writeStream.format("memory").queryName("typed_stream")
+        .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
+    )
+    assert query.awaitTermination(180) and query.exception() is None
+    rows = spark.sql("SELECT name, age FROM typed_stream ORDER BY age").collect()
+    assert [(r["name"], r["age"]) for r in rows] == [("s0", 0), ("s1", 1), ("s2", 2)]
