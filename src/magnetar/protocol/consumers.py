@@ -29,6 +29,7 @@ from magnetar.protocol.messages import ack_set, acked_indexes, entry_message, me
 from magnetar.protocol.schemas import check_consumer
 
 if TYPE_CHECKING:
+    from magnetar.core.cursor import CursorState
     from magnetar.core.dispatch import DeliveredEntry
     from magnetar.protocol.connection import Connection
 
@@ -67,8 +68,9 @@ async def open_consumer(conn: Connection, request: Any) -> None:
             await consumer.start_at(request)  # type: ignore[attr-defined]
         else:
             consumer = Consumer(conn, request.consumer_id, topic, request.subscription, name, sub_type, initial)
-            await consumer.attach()
-            await conn.call(conn.broker.subscriptions.redeliver_unacknowledged, topic, request.subscription, name)
+            state = await consumer.attach()
+            if any(d.consumer == name and d.sent for d in state.deliveries):  # a reconnect: it has them no more
+                await conn.call(conn.broker.subscriptions.redeliver_unacknowledged, topic, request.subscription, name)
     except Exception as exc:
         conn.error(request.request_id, exc)
         return
@@ -102,10 +104,12 @@ class Consumer:
     def subscriptions(self) -> Any:
         return self.conn.broker.subscriptions
 
-    async def attach(self) -> None:
-        await self.conn.call(self.subscriptions.subscribe, self.topic, self.subscription, self.name, self.sub_type,
-                             self.initial, 0, self.conn.server.settings.consumer_lease_ms)
+    async def attach(self) -> CursorState:
+        state: CursorState = await self.conn.call(
+            self.subscriptions.subscribe, self.topic, self.subscription, self.name, self.sub_type, self.initial, 0,
+            self.conn.server.settings.consumer_lease_ms)
         self.renewed_at = time.monotonic()
+        return state
 
     def start(self) -> None:
         self._tasks = [self.conn.spawn(self._dispatch()), self.conn.spawn(self._apply()),

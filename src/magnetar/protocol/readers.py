@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+from magnetar.core.cursor import CursorState
 from magnetar.core.dispatch import DeliveredEntry
 from magnetar.core.ledger import ensure_topic
 from magnetar.protocol.consumers import IDLE_POLL_S, MAX_IDLE_POLL_S, Consumer, _signed
@@ -52,8 +53,8 @@ class Reader(Consumer):
             return int((await self.conn.call(self.conn.broker.last_entry, self.topic))[1]) + 1
         return max(_signed(mid.entryId), 0)
 
-    async def attach(self) -> None:
-        return None  # no cursor, no lease
+    async def attach(self) -> CursorState:
+        raise AssertionError("a reader has no cursor to attach to")
 
     def start(self) -> None:
         self._tasks = [self.conn.spawn(self._dispatch()), self.conn.spawn(self._apply())]
