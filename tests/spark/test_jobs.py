@@ -72,3 +72,26 @@ def test_topic_to_parquet(cluster: Any, orders: dict[str, Any], spark: Any, tmp_
                 ["--service-url", cluster.url, "--topic", "spark-orders", "--output", str(output)]
             ),
         )
+
+
+@pytest.mark.spark
+def test_stream_to_parquet(cluster: Any, spark: Any, tmp_path: Path) -> None:
+    """The example pipeline: topic -> date-partitioned Parquet with a checkpoint, twice (a restart)."""
+    from tests.spark.test_sources import make_namespace, produce
+
+    topic = f"persistent://{make_namespace(cluster.url)}/pipeline"
+    produce(cluster.url, topic, [f"p{i}" for i in range(4)])
+    job = _job("stream_to_parquet")
+    output, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    argv = ["--service-url", cluster.url, "--topics", topic, "--output", str(output),
+            "--checkpoint", str(checkpoint), "--available-now"]
+    query = job.start(spark, job.parse_args(argv))
+    assert query.awaitTermination(180) and query.exception() is None
+    produce(cluster.url, topic, ["p4"])
+    query = job.start(spark, job.parse_args(argv))
+    assert query.awaitTermination(180) and query.exception() is None
+
+    written = spark.read.parquet(str(output))
+    assert "publishDate" in written.columns
+    assert sorted(bytes(r["value"]).decode() for r in written.collect()) == [f"p{i}" for i in range(5)]
+    assert any(p.name.startswith("publishDate=") for p in output.iterdir())
