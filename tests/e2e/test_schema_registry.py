@@ -132,3 +132,21 @@ def test_cli_schemas_get_upload_compatibility_delete(cluster, namespace: str, tm
     assert result.exit_code != 0 and "Incompatible schema" in result.output, result.output
     result = runner.invoke(cli, ["admin", "schemas", "delete", topic, *url])
     assert result.exit_code == 0 and "version 1" in result.output, result.output
+
+
+def test_concurrent_registrations_get_one_version_each(cluster) -> None:  # type: ignore[no-untyped-def]
+    """`magnetar verify`'s schema check (verify/schemas.py) on its own: 12 registrations at once."""
+    from magnetar.verify import schemas
+    from magnetar.verify.history import History
+
+    history = History()
+    topic = f"persistent://public/default/race-{uuid.uuid4().hex[:8]}"
+    started = schemas.start(cluster.url, None, topic, history)
+    schemas.check(cluster.url, None, started, history)
+    assert history.schema_violations == []
+    stored = httpx.get(cluster.url + schema_path(started[0], "schemas")).json()["getSchemaResponses"]
+    assert len(stored) == schemas.REGISTRANTS * schemas.SCHEMAS_EACH
+    # the check sees a wrong answer: a registration "answered" with another schema's version
+    started[1][1].append((json.dumps({"type": "record", "name": "X", "fields": []}), 0, ""))
+    schemas.check(cluster.url, None, started, history)
+    assert any("does not hold" in p for p in history.schema_violations)

@@ -71,7 +71,8 @@ def verify_command(
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key in ("runs", "acked", "delivered", "lost", "duplicated", "stored_twice_after_retry",
-                "order_violations", "cursor_backwards", "missing_objects", "compaction_violations", "trimmed_segments",
+                "order_violations", "cursor_backwards", "missing_objects", "compaction_violations", "schema_violations",
+                "trimmed_segments",
                 "seconds"):
         table.add_row(key.replace("_", " "), f"{result[key]:,}" if isinstance(result[key], int) else str(result[key]))
     for name in allowed:

@@ -40,6 +40,7 @@ class History:
     missing_objects: list[str] = field(default_factory=list)
     trimmed_segments: int = 0  # what the maintenance runs during the workload deleted (retention)
     compaction_violations: list[str] = field(default_factory=list)  # verify/compaction.py's check
+    schema_violations: list[str] = field(default_factory=list)  # verify/schemas.py's check
     errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -64,11 +65,12 @@ class Verdict:
     missing_objects: list[str] = field(default_factory=list)
     trimmed_segments: int = 0
     compaction_violations: list[str] = field(default_factory=list)
+    schema_violations: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicated or self.order_violations or self.cursor_backwards
-                    or self.missing_objects or self.compaction_violations)
+                    or self.missing_objects or self.compaction_violations or self.schema_violations)
 
 
 def check(history: History) -> Verdict:
@@ -141,4 +143,6 @@ def check(history: History) -> Verdict:
     v.missing_objects = list(history.missing_objects)
     # 6. a compacted topic's view: each key's latest value below the horizon (verify/compaction.py)
     v.compaction_violations = list(history.compaction_violations)
+    # 7. concurrent schema registrations: one version each, contiguous, as answered (verify/schemas.py)
+    v.schema_violations = list(history.schema_violations)
     return v

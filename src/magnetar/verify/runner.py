@@ -23,7 +23,7 @@ import magnetar
 from magnetar.client import exceptions
 from magnetar.client.auth import Authentication
 from magnetar.core import crashpoints, delaypoints
-from magnetar.verify import compaction
+from magnetar.verify import compaction, schemas
 from magnetar.verify.history import Delivery, History, Send, Verdict, check
 
 CRASH_POINTS = (
@@ -103,6 +103,7 @@ class Summary:
     cursor_backwards: int = 0
     missing_objects: int = 0
     compaction_violations: int = 0
+    schema_violations: int = 0
     trimmed_segments: int = 0  # retention's work during the runs (maintenance ran, and trimmed)
     errors: list[str] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
@@ -110,7 +111,7 @@ class Summary:
     @property
     def violations(self) -> int:
         return (self.lost + self.duplicated + self.order_violations + self.cursor_backwards + self.missing_objects
-                + self.compaction_violations)
+                + self.compaction_violations + self.schema_violations)
 
     def add(self, run: int, plan: RunPlan, verdict: Verdict) -> None:
         self.runs += 1
@@ -123,6 +124,7 @@ class Summary:
         self.cursor_backwards += len(verdict.cursor_backwards)
         self.missing_objects += len(verdict.missing_objects)
         self.compaction_violations += len(verdict.compaction_violations)
+        self.schema_violations += len(verdict.schema_violations)
         self.trimmed_segments += verdict.trimmed_segments
         if not verdict.ok:
             self.failures.append({
@@ -131,6 +133,7 @@ class Summary:
                 "order_violations": verdict.order_violations[:10], "cursor_backwards": verdict.cursor_backwards[:10],
                 "missing_objects": verdict.missing_objects[:10],
                 "compaction_violations": verdict.compaction_violations[:10],
+                "schema_violations": verdict.schema_violations[:10],
             })
 
     def as_dict(self) -> dict[str, Any]:
@@ -140,7 +143,7 @@ class Summary:
             "delivered": self.delivered, "lost": self.lost, "duplicated": self.duplicated,
             "stored_twice_after_retry": self.stored_twice, "order_violations": self.order_violations,
             "cursor_backwards": self.cursor_backwards, "missing_objects": self.missing_objects,
-            "compaction_violations": self.compaction_violations,
+            "compaction_violations": self.compaction_violations, "schema_violations": self.schema_violations,
             "trimmed_segments": self.trimmed_segments, "violations": self.violations, "errors": self.errors[:20], "failures": self.failures[:20],
         }
 
@@ -200,6 +203,7 @@ class Verifier:
         stop = threading.Event()
         try:
             self._prepare(plan, history)
+            registrations = schemas.start(self.url, self.authentication, plan.topic, history)  # verify/schemas.py
             consumers = self._subscribe(client, plan, history)
             for name, count in plan.crash_points.items():
                 crashpoints.enable(name, times=count)
@@ -232,6 +236,7 @@ class Verifier:
             sampler.join(timeout=5)
             maintenance.join(timeout=30)
             self._check_objects(plan, history)
+            schemas.check(self.url, self.authentication, registrations, history)
             if compaction.compacts(plan.crash_points):
                 compaction.check(_partitions(plan), history)
         finally:
