@@ -4,9 +4,11 @@ the REST producer and the WebSocket producer; consumers tell them from empty byt
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 
 import httpx
+import pytest
 
 import magnetar
 from ws_helpers import b64, open_ws, receive, topic_path
@@ -69,3 +71,26 @@ def test_websocket_null_value_round_trip(cluster, client: magnetar.Client) -> No
     sdk = client.subscribe(topic, "sdk", initial_position=magnetar.InitialPosition.Earliest, delivery="push")
     got = [sdk.receive(timeout_millis=10_000) for _ in range(3)]
     assert [m.has_null_value() for m in got] == [False, True, True]
+
+
+def test_null_values_as_the_official_client_sees_them(cluster, client: magnetar.Client, topic: str) -> None:  # type: ignore[no-untyped-def]
+    """pulsar-client 3.x (unmodified, through the binary protocol proxy) and the SDK agree: a null
+    value has has_null_value() True and data()/value() b"", whichever of the two sent it."""
+    pulsar = pytest.importorskip("pulsar")
+    from magnetar.protocol import ProxySettings, ProxyThread
+
+    proxy = ProxyThread(ProxySettings(port=0)).start()
+    official = pulsar.Client(proxy.service_url, operation_timeout_seconds=15, logger=logging.getLogger("pulsar-quiet"))
+    try:
+        theirs = official.subscribe(topic, "official", initial_position=pulsar.InitialPosition.Earliest)
+        ours = client.subscribe(topic, "sdk", initial_position=magnetar.InitialPosition.Earliest)
+        official.create_producer(topic, batching_enabled=False).send(None, partition_key="from-official")
+        client.create_producer(topic, batching_enabled=False).send(None, partition_key="from-sdk")
+        for _ in range(2):
+            m = theirs.receive(20_000)
+            assert (m.has_null_value(), m.data(), m.value()) == (True, b"", b""), m.partition_key()
+            n = ours.receive(20_000)
+            assert (n.has_null_value(), n.data(), n.value()) == (True, b"", b""), n.partition_key()
+    finally:
+        official.close()
+        proxy.stop()
