@@ -103,3 +103,27 @@ def test_websocket_carries_schema_versions(cluster, client: magnetar.Client) -> 
     reader = client.create_reader(topic, magnetar.MessageId.earliest, schema=AvroSchema(City))
     values = [reader.read_next(10_000).value() for _ in range(2)]
     assert City(name="Porto", country="PT") in values and City(name="Turin") in values
+
+
+def test_websocket_publishes_are_checked_against_the_registry(cluster, client: magnetar.Client,
+                                                               admin: AdminClient) -> None:  # type: ignore[no-untyped-def]
+    namespace = f"public/ws-enf-{uuid.uuid4().hex[:8]}"
+    admin.create_namespace(namespace)
+    topic = f"persistent://{namespace}/typed"
+    client.create_producer(topic, schema=StringSchema()).send("v0")
+
+    def publish(ws: Any, **fields: Any) -> dict[str, Any]:
+        ws.send(json.dumps({"payload": base64.b64encode(b"raw").decode(), **fields}))
+        answer: dict[str, Any] = json.loads(ws.recv(timeout=10))
+        return answer
+
+    with open_ws(cluster, f"/ws/v2/producer/{topic_path(topic)}") as ws:
+        assert publish(ws, schemaVersion=0)["result"] == "ok"
+        unknown = publish(ws, schemaVersion=5)
+        assert unknown["result"].startswith("send-error") and "version 5" in unknown["errorMsg"]
+        assert publish(ws)["result"] == "ok"  # without a schema: accepted while not enforced
+        assert httpx.post(f"{cluster.url}/admin/v2/namespaces/{namespace}/schemaValidationEnforced",
+                          json=True).status_code == 204
+        refused = publish(ws)
+        assert refused["result"].startswith("send-error") and "schemaValidationEnforced" in refused["errorMsg"]
+        assert publish(ws, schemaVersion=0)["result"] == "ok"

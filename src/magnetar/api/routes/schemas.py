@@ -228,27 +228,14 @@ for _domain in DOMAINS:
 
 
 # --- the broker's check on publish (schemaValidationEnforced) ------------------------------------
-_HAS_SCHEMA_MS = 10_000  # whether a topic has a schema is re-read at most this often per container
-_has_schema: dict[str, tuple[int, bool]] = {}
-
-
-def _topic_has_schema(name: TopicName) -> bool:
-    broker = build_broker()
-    key, now = str(name.partitioned_topic), broker.clock.now_ms()
-    cached = _has_schema.get(key)
-    if cached is None or cached[0] <= now:
-        cached = (now + _HAS_SCHEMA_MS, bool(broker.schemas.current(name)))
-        _has_schema[key] = cached
-    return cached[1]
-
-
 def refuse_untyped_publish(name: TopicName, request: ProduceRequest) -> None:
     """With the namespace's schemaValidationEnforced and a schema on the topic, a publish whose
     messages carry no schema version (a producer without a schema) is refused (409,
     IncompatibleSchema), as Pulsar refuses such a producer. Costs nothing unless enforced (the
     policies are cached; whether the topic has a schema is cached for 10 s). The REST producer's
     messages are typed by the request's `schemaVersion` or `valueSchema`."""
-    if not build_broker().writer.policies(name).get(VALIDATION_ENFORCED) or not _topic_has_schema(name):
+    broker = build_broker()
+    if not broker.writer.policies(name).get(VALIDATION_ENFORCED) or not broker.schemas.cached_current(name):
         return
     if request.messages is not None:
         typed = request.schemaVersion >= 0

@@ -220,6 +220,9 @@ class Connections:
             return producer_error(PAYLOAD_ENCODING_ERROR, exc.reason, frame.get("context"))
         topic = TopicName.parse(conn.topic)
         try:
+            self.broker.schemas.check_publish(  # its schemaVersion is the topic's; schemaValidationEnforced
+                topic, request.message.schema_version,
+                bool(self.broker.writer.policies(topic).get("schema_validation_enforced")))
             if not topic.is_persistent:
                 message_id = self.fanout.publish(topic, [request.message], conn.name)[0]
             else:

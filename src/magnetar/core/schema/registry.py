@@ -28,6 +28,7 @@ STRATEGY = "schema_compatibility_strategy"
 AUTO_UPDATE = "is_allow_auto_update_schema"
 VALIDATION_ENFORCED = "schema_validation_enforced"
 _PUT_ATTEMPTS = 5
+CACHE_MS = 10_000  # publishes' checks re-read a topic's versions at most this often per container
 
 
 class IncompatibleSchema(Conflict):
@@ -61,6 +62,7 @@ class SchemaRegistry:
     def __init__(self, store: SchemaStore, clock: Clock) -> None:
         self.store = store
         self.clock = clock
+        self._cached: dict[str, tuple[int, list[StoredSchema]]] = {}  # schema id -> (read at, versions)
 
     # --- reading ---------------------------------------------------------------------------
     def current(self, topic: TopicName) -> list[StoredSchema]:
@@ -131,6 +133,32 @@ class SchemaRegistry:
             if self.store.put_schema(schema_id(topic), marker):
                 return version
         raise RetryableError(f"The schema of {topic.partitioned_topic} changed concurrently; retry")
+
+    # --- publishes (checked per message: cached, so that a publish costs no read) --------------
+    def cached_current(self, topic: TopicName, fresh: bool = False) -> list[StoredSchema]:
+        """`current`, read at most every CACHE_MS per container (a new version may take that long
+        to be seen by a publish here; `fresh` reads now)."""
+        key, now = schema_id(topic), self.clock.now_ms()
+        cached = self._cached.get(key)
+        if fresh or cached is None or now - cached[0] >= CACHE_MS:
+            cached = (now, self.current(topic))
+            self._cached[key] = cached
+        return cached[1]
+
+    def check_publish(self, topic: TopicName, version: int | None, enforced: bool) -> None:
+        """A message written with `version` (None: without a schema): refused when that version
+        is not the topic's (NotFound), or when it has none, the topic has a schema and
+        schemaValidationEnforced is set (IncompatibleSchema). Nothing is read unless one of the
+        two can apply."""
+        if version is None:
+            if enforced and self.cached_current(topic):
+                raise IncompatibleSchema("Producers cannot connect or send messages without a schema to topics "
+                                         "with a schema when schemaValidationEnforced is set")
+            return
+        for fresh in (False, True):  # a version registered since the cache was filled: read again
+            if any(s.version == version for s in self.cached_current(topic, fresh)):
+                return
+        raise NotFound(f"Schema version {version} not found for topic {topic.partitioned_topic}")
 
     # --- producers and consumers (Pulsar's checks when they connect) ---------------------------
     def for_producer(self, topic: TopicName, schema: SchemaData | None, policy: SchemaPolicy) -> int | None:
