@@ -109,3 +109,29 @@ def test_producers_and_consumers_are_checked() -> None:
     with pytest.raises(IncompatibleSchema):
         registry.for_consumer(TOPIC, parse_schema("INT64", ""), policy)
     assert registry.for_consumer(TOPIC, parse_schema("BYTES", ""), policy) is None
+
+
+def test_publish_checks_use_the_cached_versions() -> None:
+    from magnetar.adapters.memory import ManualClock
+
+    clock = ManualClock()
+    registry = memory_broker(clock).schemas
+    registry.check_publish(TOPIC, None, enforced=True)  # no schema yet: anything goes
+    registry.put(TOPIC, V1, "FULL")
+    registry.check_publish(TOPIC, None, enforced=False)
+    registry.check_publish(TOPIC, None, enforced=True)  # the cached "no schema" holds for up to 10 s
+    clock.advance(10_000)
+    with pytest.raises(IncompatibleSchema):
+        registry.check_publish(TOPIC, None, enforced=True)
+    registry.check_publish(TOPIC, 0, enforced=True)
+    reads = []
+    original = registry.store.get_schemas
+    registry.store.get_schemas = lambda sid: reads.append(sid) or original(sid)  # type: ignore[method-assign]
+    registry.check_publish(TOPIC, 0, enforced=True)
+    assert reads == []  # cached
+    registry.put(TOPIC, ADD_DEFAULT, "FULL")
+    reads.clear()
+    registry.check_publish(TOPIC, 1, enforced=True)  # a version not seen yet: read again, found
+    assert len(reads) >= 1
+    with pytest.raises(NotFound):
+        registry.check_publish(TOPIC, 7, enforced=False)
