@@ -51,6 +51,7 @@ def test_latest_value_per_key_tombstones_and_keyless_messages_go() -> None:
     state = compactor.trigger(T)
     assert state.status == SUCCESS and state.horizon == 6 and state.progress is None
     assert view(compactor) == [("a", b"a2", 3), ("c", b"c1", 4)]
+    assert compactor.view.kept(T, 0)[:2] == ([(3, ()), (4, ())], 6)  # the index alone agrees
     # a second run starts from the first's view and map: new values win, a deleted key comes back
     publish(broker, ("c", b"c2"), ("b", b"b2"), ("a", None))
     state = compactor.trigger(T)
@@ -88,6 +89,12 @@ def test_a_large_topic_is_compacted_in_steps_that_resume(monkeypatch: pytest.Mon
     assert view(compactor) == [(f"k{i % 15}", f"v{i}".encode(), i) for i in range(45, 60)]
     maps = [k for k in broker.segments.objects if k.endswith(".map")]
     assert len(maps) == 1, "each step's map replaced the one before"
+    ids, position, pages = [], 0, 0
+    while position < state.horizon:  # the index alone, in pages
+        page, position, _ = compactor.view.kept(T, position, limit=1)
+        ids += [e for e, _ in page]
+        pages += 1
+    assert ids == list(range(45, 60)) and pages == 2
 
 
 def test_a_run_in_flight_refuses_another_trigger() -> None:

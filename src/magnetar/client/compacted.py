@@ -1,8 +1,8 @@
 """A consumer's compacted read (`subscribe(..., is_read_compacted=True)`), in the SDK.
 
 At subscribe the consumer learns the topic partition's compacted view as it is then (`load`:
-the ids of the entries the view keeps, with the batch indexes it masks, read through the
-compacted read route up to the horizon). Its subscription then reads the topic as any other,
+the ids of the entries the view keeps, with the batch indexes it masks, from the view's object
+index through the compacted read route's "ids" format: no message is read twice). Its subscription then reads the topic as any other,
 and each entry below that horizon is filtered through the view: a message the view does not hold
 (superseded, deleted by a null value, without a key, a chunk) is acknowledged at once and never
 handed to the application; the rest is delivered, acknowledged by the application, redelivered
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from magnetar.client.transport import Transport, topic_path
 from magnetar.core.naming import TopicName
 
-PAGE = 1000
+PAGE = 1000  # the route's maxEntries limit
 
 
 @dataclass
@@ -31,13 +31,13 @@ class CompactedFilter:
         view = cls()
         position = 0
         while True:
-            page = transport.call("POST", path, {"startEntryId": position, "maxEntries": PAGE, "format": "entries"})
+            page = transport.call("POST", path, {"startEntryId": position, "maxEntries": PAGE, "format": "ids"})
             view.horizon = int(page["horizon"])
             if position >= view.horizon:
                 return view
-            for wire in page["entries"]:
-                view.kept[int(wire["entryId"])] = frozenset(wire.get("ackedIndexes") or ())
-            position = max(int(page["nextEntryId"]), position + 1) if page["entries"] else view.horizon
+            for item in page.get("ids") or ():
+                view.kept[int(item["entryId"])] = frozenset(item.get("ackedIndexes") or ())
+            position = max(int(page["nextEntryId"]), position + 1)
 
     def masked(self, entry_id: int, num_messages: int) -> frozenset[int] | None:
         """The batch indexes of an entry the view does not hold (every index: none of it), None

@@ -259,6 +259,27 @@ class CompactedView:
         return out, position, state
 
 
+    def kept(self, topic: TopicName, start: int, limit: int = 10_000) -> tuple[list[tuple[int, tuple[int, ...]]], int,
+                                                                        CompactionState]:
+        """The view's entry ids from `start` with their masks, from the object index alone (no
+        object read: one Query per few objects), and the position to ask from next (the horizon
+        once through)."""
+        state = self.store.get_state(topic)
+        if state.generation == 0 or start >= state.horizon:
+            return [], max(start, state.horizon), state
+        out: list[tuple[int, tuple[int, ...]]] = []
+        position = start
+        per_query = max(2, min(100, limit // 100))  # objects hold up to OBJECT_ENTRIES: bound the answer
+        while len(out) < limit:
+            objects = self.store.list_objects(topic, state.generation, position, limit=per_query)
+            for obj in objects:
+                out += [(e, obj.masks.get(e, ())) for e in obj.entry_ids if e >= position]
+                position = obj.last_entry + 1
+            if len(objects) < per_query:
+                return out, state.horizon, state
+        return out, position, state
+
+
 class Compactor:
     """Runs compaction of topic partitions in steps (see the module's docstring)."""
 

@@ -43,7 +43,7 @@ class CompactedReadRequest(BaseModel):
 
     startEntryId: int = Field(default=0, ge=0, le=INT64_MAX)
     maxEntries: int = Field(default=100, ge=1, le=1000)
-    format: Literal["messages", "entries"] = "messages"
+    format: Literal["messages", "entries", "ids"] = "messages"  # ids: the view's entry ids and masks only
 
 
 class CompactedReadResponse(BaseModel):
@@ -51,6 +51,7 @@ class CompactedReadResponse(BaseModel):
     horizon: int  # the compacted view holds the entries below it
     entries: list[dict[str, Any]] | None = None
     messages: list[dict[str, Any]] | None = None
+    ids: list[dict[str, Any]] | None = None  # format "ids": {"entryId", "ackedIndexes"} below the horizon
 
 
 def _partitions(name: TopicName) -> list[TopicName]:
@@ -105,6 +106,10 @@ def read_compacted(tenant: str, namespace: str, topic: str) -> Response[str]:
     then the topic itself (readers and consumers with is_read_compacted)."""
     name = topic_name(DOMAIN, tenant, namespace, topic)
     request = body(CompactedReadRequest)
+    if request.format == "ids":  # the object index alone: what a compacted consumer filters with
+        kept, next_entry, state = build_compactor().view.kept(name, request.startEntryId, request.maxEntries)
+        return json_response({"nextEntryId": next_entry, "horizon": state.horizon,
+                              "ids": [{"entryId": e, "ackedIndexes": list(mask)} for e, mask in kept]})
     page, next_entry, state = build_compactor().view.read(name, request.startEntryId, request.maxEntries)
     items = [(item.entry, list(item.mask)) for item in page]
     if request.startEntryId >= state.horizon:  # past the view (or never compacted): the topic itself
