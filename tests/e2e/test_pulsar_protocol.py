@@ -500,3 +500,13 @@ def test_cumulative_ack_and_redelivery_on_an_exclusive_subscription(official: pu
     consumer.close()
     again = official.subscribe(topic, "cum")
     assert [m.data() for m in _drain(again, 3)] == [b"c3", b"c4", b"c5"]
+
+
+def test_a_refused_message_fails_its_send_at_once(official: pulsar.Client, topic: str) -> None:
+    """An empty payload (refused through every door): the send fails, the producer carries on."""
+    producer = official.create_producer(topic, send_timeout_millis=10_000)
+    started = time.monotonic()
+    with pytest.raises(pulsar.PulsarException):
+        producer.send(b"")
+    assert time.monotonic() - started < 5  # not resent until the send timeout
+    producer.send(b"after")

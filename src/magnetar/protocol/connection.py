@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from magnetar.core.authz import ANONYMOUS, Access, Principal, Target
 from magnetar.core.naming import TopicName
 from magnetar.protocol import pulsar_api_pb2 as pb
-from magnetar.protocol.errors import ProtocolError, server_error
+from magnetar.protocol.errors import ProtocolError, send_error, server_error
 from magnetar.protocol.frames import ChecksumMismatch, Frame, FrameError, FrameReader, Type, command, encode
 from magnetar.protocol.frames import encode_with_payload as encode_payload
 from magnetar.protocol.lookups import (
@@ -196,7 +196,7 @@ class Connection:
             self._send_error(cmd.send, ProtocolError("Checksum mismatch", pb.ChecksumError))
 
     def _send_error(self, send: Any, exc: BaseException) -> None:
-        code, message = server_error(exc)
+        code, message = send_error(exc)
         self.send(command(Type.SEND_ERROR, send_error={"producer_id": send.producer_id,
                                                        "sequence_id": send.sequence_id,
                                                        "error": code, "message": message}))

@@ -56,3 +56,19 @@ def server_error(exc: BaseException) -> tuple[int, str]:
         return pb.UnknownError, exc.reason
     log.warning("binary protocol: unexpected error", exc_info=exc)
     return pb.ServiceNotReady, f"Internal error: {type(exc).__name__}: {exc}"  # AWS hiccups: the client retries
+
+
+# Refusals of a message itself: retrying it can never succeed
+_PERMANENT = (core.InvalidInput, core.PayloadTooLarge, core.NotAllowed, IncompatibleSchema)
+
+
+def send_error(exc: BaseException) -> tuple[int, str]:
+    """(ServerError code, message) for a SEND that failed. The official clients drop a message
+    answered with ChecksumError (its send fails at once) and answer any other code by reconnecting
+    and sending it again: a message refused for what it is (empty, undecodable, too large, not
+    served yet) is answered with ChecksumError, the reason in the message, so it fails instead of
+    being sent again and again until the send timeout."""
+    code, message = server_error(exc)
+    if isinstance(exc, _PERMANENT):
+        return pb.ChecksumError, f"Message refused: {message}"
+    return code, message
