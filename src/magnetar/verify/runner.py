@@ -149,7 +149,10 @@ class Summary:
 
 
 class Verifier:
-    def __init__(self, service_url: str, drain_timeout_s: float = 30.0,
+    # how long a run waits for every acknowledged message to reach every subscription: it ends as
+    # soon as they have; a loaded machine overrunning the run's 0.5 s write deadline multiplies the
+    # entries by retries (several times over), and Key_Shared subscriptions then drain slowly
+    def __init__(self, service_url: str, drain_timeout_s: float = 90.0,
                  authentication: Authentication | None = None) -> None:
         self.url = service_url
         self.authentication = authentication
