@@ -186,3 +186,14 @@ def test_auto_update_off_admits_only_known_schemas(cluster, client: magnetar.Cli
     with pytest.raises(exceptions.IncompatibleSchema, match="isAllowAutoUpdateSchema"):
         client.create_producer(topic, schema=AvroSchema(UserV2))
     client.create_producer(topic, schema=AvroSchema(UserV1)).send(UserV1(name="b"))  # a known version
+
+
+def test_a_push_consumer_resolves_each_messages_version(client: magnetar.Client, namespace: str) -> None:
+    topic = topic_in(namespace)
+    consumer = client.subscribe(topic, "push", schema=AvroSchema(UserV2), delivery="push",
+                                initial_position=magnetar.InitialPosition.Earliest)
+    client.create_producer(topic, schema=AvroSchema(UserV1)).send(UserV1(name="pushed-old"))
+    client.create_producer(topic, schema=AvroSchema(UserV2)).send(UserV2(name="pushed-new", email="e"))
+    got = sorted(((m := consumer.receive(15_000)).schema_version(), m.value().name, m.value().email) for _ in range(2))
+    # the consumer's schema, first on the topic, registered as version 0 (as Pulsar does); v1 came as version 1
+    assert got == [(0, "pushed-new", "e"), (1, "pushed-old", "none")]

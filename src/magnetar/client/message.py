@@ -139,6 +139,7 @@ class Message:
             m.get("redeliveryCount", 0),
             m.get("producerName", ""),
             _null_value=bool(m.get("nullValue")),
+            _schema_version=m["schemaVersion"] if isinstance(m.get("schemaVersion"), int) else None,
         )
 
     @classmethod

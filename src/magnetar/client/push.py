@@ -324,6 +324,7 @@ class PushConsumer(ConsumerBase):
             base64.b64decode(frame["payload"]), mid, topic, frame.get("properties") or {}, frame.get("key") or "",
             _millis(frame.get("publishTime")), _millis(frame.get("eventTime")), int(frame.get("redeliveryCount", 0)),
             str(frame.get("producerName", "")), _null_value=bool(frame.get("nullValue")),
+            _schema_version=frame["schemaVersion"] if isinstance(frame.get("schemaVersion"), int) else None,
         )
         if frame.get("encryptionContext") is not None:  # the ciphertext, with what decrypts it
             try:
