@@ -100,7 +100,10 @@ class SourceOptions:
     # --- which topic-partitions ------------------------------------------------------------------
     def resolve(self, transport: Any = None) -> list[str]:
         """Every topic-partition selected now: partitioned topics expanded, the pattern matched."""
-        with self.client(transport=transport) as http:
+        where = None
+        if self.pattern_namespace is not None:  # errors of the namespace calls name the namespace
+            where = "{}://{}/{}/topicsPattern".format(*self.pattern_namespace)
+        with self.client(where, transport) as http:
             if self.topics is not None:
                 names = self.topics
             else:
