@@ -510,3 +510,21 @@ def test_a_refused_message_fails_its_send_at_once(official: pulsar.Client, topic
         producer.send(b"")
     assert time.monotonic() - started < 5  # not resent until the send timeout
     producer.send(b"after")
+
+
+@pytest.mark.parametrize("mode", ["UseSinglePartition", "CustomPartition"])
+def test_partitioned_topic_routing_modes(official: pulsar.Client, admin, topic: str, mode: str) -> None:  # type: ignore[no-untyped-def]
+    admin.create_partitioned_topic(topic, 3)
+    options: dict = {"message_routing_mode": getattr(pulsar.PartitionsRoutingMode, mode)}
+    if mode == "CustomPartition":
+        options["message_router"] = lambda msg, partitions: int(msg.partition_key()) % partitions
+    producer = official.create_producer(topic, batching_enabled=False, **options)
+    keyed = mode == "CustomPartition"  # (a key would route by its hash in the other modes)
+    ids = [producer.send(f"m{i}".encode(), partition_key=str(i) if keyed else None) for i in range(6)]
+    partitions = [m.partition() for m in ids]
+    if mode == "UseSinglePartition":
+        assert len(set(partitions)) == 1
+    else:
+        assert partitions == [i % 3 for i in range(6)]
+    consumer = official.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    assert sorted(m.data() for m in _drain(consumer, 6)) == sorted(f"m{i}".encode() for i in range(6))
