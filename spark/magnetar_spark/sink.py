@@ -41,7 +41,7 @@ from pyspark.sql.types import StructType
 from magnetar.core.entry import Message, encode_messages
 from magnetar_spark.offsets import canonical_topic
 from magnetar_spark.options import SourceOptions, TopicClient
-from magnetar_spark.source import _int_option, _option
+from magnetar_spark.source import MagnetarSourceError, _int_option, _option
 
 log = logging.getLogger("magnetar_spark")
 MAX_ENTRIES_PER_REQUEST = 1_000
@@ -188,6 +188,27 @@ def _sink_options(options: Mapping[str, str]) -> SourceOptions:
     return opts
 
 
+def deduplication_status(opts: SourceOptions, transport: Any = None) -> str | None:
+    """`Enabled` / `Disabled` for the `topic` option's topic (its stats), None when unknown (no
+    topic option, a topic not created yet, stats refused). A warning when it is disabled: then a
+    retried task publishes its rows again."""
+    if not opts.topics:
+        return None
+    topic = opts.topics[0]
+    try:
+        with opts.client(topic, transport) as http:
+            which = "partitioned-stats" if http.partition_count(topic) else "stats"
+            status = http._call("GET", f"/admin/v2/{http.settings.topic_path}/{which}", "stats",
+                                fail_fast=frozenset({404}))
+    except MagnetarSourceError:
+        return None
+    value = status.get("deduplicationStatus") if isinstance(status, dict) else None
+    if value == "Disabled":
+        log.warning("magnetar: deduplication is off for %s: a Spark task that is retried publishes its rows "
+                    "again; turn it on (magnetar admin namespaces set-deduplication NS --enable)", topic)
+    return None if value is None else str(value)
+
+
 def _task() -> tuple[int, Any]:
     from pyspark import TaskContext
 
@@ -203,6 +224,7 @@ class MagnetarWriter(DataSourceWriter):
         _check_schema(schema, self.opts)
         self.write_id = _option(options, "producerName") or uuid.uuid4().hex[:12]
         self.transport: Any = None  # an httpx transport, for tests
+        deduplication_status(self.opts)
 
     def write(self, iterator: Iterator[Any]) -> PublishCommit:
         partition, _ = _task()
@@ -223,6 +245,7 @@ class MagnetarStreamWriter(DataSourceStreamWriter):
         self.name_option = _option(options, "producerName")
         self.fallback_id = uuid.uuid4().hex[:12]  # no query id in the task (not seen in Spark 4.x)
         self.transport: Any = None
+        deduplication_status(self.opts)
 
     def write(self, iterator: Iterator[Any]) -> PublishCommit:
         partition, ctx = _task()

@@ -42,6 +42,22 @@ def test_a_task_run_twice_publishes_once(cluster: Any) -> None:
     assert last == 7  # 50 messages in entries of 7: 8 entries, 0..7, stored once
 
 
+def test_a_target_without_deduplication_is_warned_about(cluster: Any, caplog: pytest.LogCaptureFixture) -> None:
+    from magnetar_spark.options import SourceOptions
+    from magnetar_spark.sink import deduplication_status
+
+    plain = f"persistent://{make_namespace(cluster.url)}/sink-plain"
+    produce(cluster.url, plain, ["x"])
+    with caplog.at_level("WARNING", logger="magnetar_spark"):
+        assert deduplication_status(SourceOptions({"service.url": cluster.url, "topic": plain}, sink=True)) == "Disabled"
+    assert "deduplication is off" in caplog.text
+    deduped = f"persistent://{dedup_namespace(cluster.url)}/sink-deduped"
+    produce(cluster.url, deduped, ["x"])
+    assert deduplication_status(SourceOptions({"service.url": cluster.url, "topic": deduped}, sink=True)) == "Enabled"
+    missing = f"persistent://{make_namespace(cluster.url)}/not-yet"
+    assert deduplication_status(SourceOptions({"service.url": cluster.url, "topic": missing}, sink=True)) is None
+
+
 @pytest.mark.spark
 def test_write_and_write_stream(cluster: Any, spark: Any, tmp_path: Path) -> None:
     from pyspark.sql import functions as F
