@@ -218,7 +218,8 @@ class Connection:
             log.info("binary protocol: %s from %s ignored: %s", name, self.peer, reason)
 
     async def _refuse_and_close(self, cmd: Any, reason: str, code: int = pb.NotAllowedError) -> None:
-        self.error(_request_id(cmd) or 0, ProtocolError(reason, code))
+        request_id = _request_id(cmd)  # none (a CONNECT): -1, as a broker answers a refused handshake
+        self.error((1 << 64) - 1 if request_id is None else request_id, ProtocolError(reason, code))
         await self.drain()
         await self.close()
 
