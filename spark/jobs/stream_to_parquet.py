@@ -59,6 +59,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     spark = (SparkSession.builder.appName("magnetar-stream-to-parquet")
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
+    # Installed (the wheel, a packed venv), format("magnetar") is found with no register call; with
+    # only a --py-files zip, Spark's lookup worker may not see the zip, so register explicitly.
+    from magnetar_spark import MagnetarDataSource
+
+    spark.dataSource.register(MagnetarDataSource)
     query = start(spark, args)
     log.info("query %s started: %s -> %s (checkpoint %s)", query.id, args.topic or args.topics or
              args.topics_pattern, args.output, args.checkpoint)
