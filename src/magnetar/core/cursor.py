@@ -18,12 +18,13 @@ write, so any Lambda may change any cursor and concurrent changes never interlea
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 import mmh3
 
-from magnetar.core.errors import ConsumerBusy, InvalidInput
+from magnetar.core.errors import ConsumerAssignError, ConsumerBusy, InvalidInput
 
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 HASH_RANGE = 65536  # Pulsar's Key_Shared hash range
@@ -103,11 +104,62 @@ class Delivery:
         self.not_before = max(self.not_before, not_before)
 
 
+@dataclass(frozen=True)
+class KeySharedPolicy:
+    """A Key_Shared consumer's policy (Pulsar's KeySharedMeta): `ranges` None is AutoSplit (the
+    live consumers split the hash range evenly), else Sticky with these inclusive hash ranges
+    [start, end] in 0..65535; `out_of_order`: a key moves to a new owner without waiting for the
+    old owner's unacknowledged messages (allowOutOfOrderDelivery)."""
+
+    ranges: tuple[tuple[int, int], ...] | None = None
+    out_of_order: bool = False
+
+    @property
+    def mode(self) -> str:
+        return "AutoSplit" if self.ranges is None else "Sticky"
+
+    def covers(self, hash_value: int) -> bool:
+        return any(s <= hash_value <= e for s, e in self.ranges or ())
+
+    def check(self) -> None:
+        """Pulsar's validation of a Sticky consumer's ranges (ConsumerAssignException)."""
+        if self.ranges is None:
+            return
+        if not self.ranges:
+            raise ConsumerAssignError("Ranges for KeyShared policy must not be empty.")
+        if len(self.ranges) > MAX_STICKY_RANGES:
+            raise ConsumerAssignError(f"Ranges for KeyShared policy: at most {MAX_STICKY_RANGES}")
+        spans = sorted(self.ranges)
+        for start, end in spans:
+            if start > end:
+                raise ConsumerAssignError("Fixed hash range start > end")
+            if start < 0 or end >= HASH_RANGE:
+                raise ConsumerAssignError(f"Fixed hash range [{start}, {end}] is outside [0, {HASH_RANGE - 1}]")
+        for (_, end), (start, _) in itertools.pairwise(spans):
+            if start <= end:
+                raise ConsumerAssignError("Ranges for KeyShared policy must not overlap")
+
+    def overlaps(self, other: KeySharedPolicy) -> bool:
+        return any(s <= oe and os_ <= e for s, e in self.ranges or () for os_, oe in other.ranges or ())
+
+    def to_list(self) -> list[Any]:
+        return [[list(r) for r in self.ranges] if self.ranges is not None else None, self.out_of_order]
+
+    @classmethod
+    def from_list(cls, v: list[Any]) -> KeySharedPolicy:
+        return cls(tuple((int(s), int(e)) for s, e in v[0]) if v[0] is not None else None, bool(v[1]))
+
+
+AUTO_SPLIT = KeySharedPolicy()
+MAX_STICKY_RANGES = 64  # keeps the lease (and the cursor item) small
+
+
 @dataclass
 class ConsumerLease:
     expires_at: int
     ack_timeout_ms: int = 0
     attached_at: int = 0
+    key_shared: KeySharedPolicy = AUTO_SPLIT  # Key_Shared subscriptions only
 
 
 @dataclass
@@ -136,7 +188,9 @@ class CursorState:
             "t": self.subscription_type, "md": self.mark_delete, "rp": self.read_position,
             "a": [list(r) for r in self.acked],  # copies: a snapshot must not change with the state
             "ba": {k: list(v) for k, v in self.batch_acks.items()}, "d": [d.to_list() for d in self.deliveries],
-            "c": {k: [v.expires_at, v.ack_timeout_ms, v.attached_at] for k, v in self.consumers.items()},
+            "c": {k: [v.expires_at, v.ack_timeout_ms, v.attached_at]
+                  + ([v.key_shared.to_list()] if v.key_shared != AUTO_SPLIT else [])
+                  for k, v in self.consumers.items()},
             "e": self.epoch, "ca": self.created_at,
             "o": [self.out_messages, self.out_bytes, round(self.rate_out[0], 4), round(self.rate_out[1], 2),
                   self.rate_out[2]],
@@ -150,7 +204,8 @@ class CursorState:
         return cls(
             subscription_type=data["t"], mark_delete=data["md"], read_position=data["rp"], acked=data.get("a", []),
             batch_acks=data.get("ba", {}), deliveries=[Delivery.from_list(d) for d in data.get("d", [])],
-            consumers={k: ConsumerLease(*v) for k, v in data.get("c", {}).items()},
+            consumers={k: ConsumerLease(*v[:3], *[KeySharedPolicy.from_list(p) for p in v[3:4]])
+                       for k, v in data.get("c", {}).items()},
             epoch=data.get("e", 0), created_at=data.get("ca", 0),
             out_messages=data.get("o", [0])[0], out_bytes=data.get("o", [0, 0])[1],
             rate_out=tuple(data["o"][2:5]) if "o" in data else (0.0, 0.0, 0),
@@ -161,8 +216,10 @@ class CursorState:
     def live_consumers(self, now: int) -> list[str]:
         return sorted(name for name, lease in self.consumers.items() if lease.expires_at > now)
 
-    def attach(self, consumer: str, subscription_type: str, now: int, lease_ms: int, ack_timeout_ms: int) -> None:
-        """Attach or renew a consumer, enforcing Pulsar's exclusivity rules."""
+    def attach(self, consumer: str, subscription_type: str, now: int, lease_ms: int, ack_timeout_ms: int,
+               key_shared: KeySharedPolicy | None = None) -> None:
+        """Attach or renew a consumer, enforcing Pulsar's exclusivity rules, and on Key_Shared its
+        policy's (`key_shared` None: keep the lease's, as a renewal does)."""
         others = [c for c in self.live_consumers(now) if c != consumer]
         if others and subscription_type != self.subscription_type:
             raise ConsumerBusy(
@@ -174,7 +231,27 @@ class CursorState:
             raise ConsumerBusy("Exclusive consumer is already connected")
         lease = self.consumers.get(consumer)
         attached_at = lease.attached_at if lease and lease.expires_at > now else now
-        self.consumers[consumer] = ConsumerLease(now + lease_ms, ack_timeout_ms, attached_at)
+        policy = key_shared if key_shared is not None else (lease.key_shared if lease else AUTO_SPLIT)
+        if self.subscription_type != "Key_Shared":
+            policy = AUTO_SPLIT  # Pulsar ignores a Key_Shared policy on other subscription types
+        elif key_shared is not None:
+            self._check_key_shared(policy, [self.consumers[c].key_shared for c in others], others)
+        self.consumers[consumer] = ConsumerLease(now + lease_ms, ack_timeout_ms, attached_at, policy)
+
+    @staticmethod
+    def _check_key_shared(policy: KeySharedPolicy, theirs: list[KeySharedPolicy], names: list[str]) -> None:
+        """Pulsar's rules for a consumer joining a Key_Shared subscription: the same mode and
+        out-of-order setting as the consumers attached (else ConsumerBusy, as Pulsar's
+        "Subscription is of different type"), and Sticky ranges no other consumer holds."""
+        policy.check()
+        for other, name in zip(theirs, names, strict=True):
+            if other.mode != policy.mode or other.out_of_order != policy.out_of_order:
+                raise ConsumerBusy(
+                    f"Subscription is of different type: Key_Shared {other.mode} (allowOutOfOrderDelivery "
+                    f"{str(other.out_of_order).lower()}), cannot attach a Key_Shared {policy.mode} consumer "
+                    f"(allowOutOfOrderDelivery {str(policy.out_of_order).lower()})")
+            if policy.overlaps(other):
+                raise ConsumerAssignError(f"Range conflict with consumer {name}")
 
     def detach(self, consumer: str) -> None:
         """A closed consumer's unacknowledged entries go back for redelivery (Pulsar's behaviour)."""
@@ -197,8 +274,11 @@ class CursorState:
         return live[max(partition, 0) % len(live)] if live else None
 
     def key_owner(self, hash_value: int, now: int) -> str | None:
-        """Key_Shared: the live consumers, sorted by name, split the hash range evenly."""
+        """Key_Shared: AutoSplit, the live consumers, sorted by name, split the hash range evenly;
+        Sticky, the consumer whose ranges hold the hash (None, so the key waits, if none does)."""
         live = self.live_consumers(now)
+        if live and self.consumers[live[0]].key_shared.ranges is not None:
+            return next((c for c in live if self.consumers[c].key_shared.covers(hash_value)), None)
         return live[hash_value * len(live) // HASH_RANGE] if live else None
 
     # --- dispatch ------------------------------------------------------------------------
@@ -220,9 +300,12 @@ class CursorState:
         """What may be handed to `consumer` now, oldest first: entries assigned to it and not yet
         sent, and released entries that are due. Key_Shared keeps each key on one consumer at a
         time: a key still held (sent, unacknowledged) by another consumer waits until it is acked
-        (Pulsar's "draining hashes"), and no entry of a key overtakes an older one that waits."""
+        (Pulsar's "draining hashes"; not with allowOutOfOrderDelivery), and no entry of a key
+        overtakes an older one that waits."""
         key_shared = self.subscription_type == "Key_Shared"
-        held_elsewhere = {d.key_hash for d in self.deliveries if key_shared and d.sent and d.consumer not in (None, consumer)}
+        lease = self.consumers.get(consumer)
+        in_order = key_shared and not (lease is not None and lease.key_shared.out_of_order)
+        held_elsewhere = {d.key_hash for d in self.deliveries if in_order and d.sent and d.consumer not in (None, consumer)}
         blocked: set[int | None] = set()
         out: list[Delivery] = []
         for d in sorted(self.deliveries, key=lambda x: x.start):

@@ -18,7 +18,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from magnetar.core.crashpoints import crash_point
-from magnetar.core.cursor import SUBSCRIPTION_TYPES, CursorState, Delivery, key_hash
+from magnetar.core.cursor import (
+    AUTO_SPLIT,
+    SUBSCRIPTION_TYPES,
+    CursorState,
+    Delivery,
+    KeySharedPolicy,
+    key_hash,
+)
 from magnetar.core.delaypoints import delay_point
 from magnetar.core.entry import Entry
 from magnetar.core.errors import (
@@ -133,7 +140,9 @@ class SubscriptionService:
         initial_position: str = "Latest",
         ack_timeout_ms: int = 0,
         lease_ms: int = DEFAULT_LEASE_MS,
+        key_shared: KeySharedPolicy = AUTO_SPLIT,
     ) -> CursorState:
+        """`key_shared`: a Key_Shared consumer's policy (Sticky hash ranges, out-of-order delivery)."""
         check_subscription(subscription)
         check_consumer_name(consumer)
         if subscription_type not in SUBSCRIPTION_TYPES:
@@ -147,7 +156,7 @@ class SubscriptionService:
 
         def change(state: CursorState, now: int) -> None:
             state.expire(now)
-            state.attach(consumer, subscription_type, now, lease_ms, ack_timeout_ms)
+            state.attach(consumer, subscription_type, now, lease_ms, ack_timeout_ms, key_shared)
 
         return self._update(topic, subscription, change, create=(subscription_type, initial_position))
 

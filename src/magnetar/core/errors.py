@@ -58,6 +58,11 @@ class ConsumerBusy(Conflict):
     """Pulsar's ConsumerBusy: an exclusive subscription already has a consumer."""
 
 
+class ConsumerAssignError(Conflict):
+    """Pulsar's ConsumerAssignError: a Key_Shared Sticky consumer's hash ranges are invalid or
+    overlap another consumer's."""
+
+
 class AlreadyExists(Conflict):
     pass
 

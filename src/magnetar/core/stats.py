@@ -211,7 +211,10 @@ class TopicStatsService:
                 "unackedMessages": sum(d.end - d.start for d in state.deliveries if d.sent and d.consumer == name),
                 "connectedSince": iso_time(attached) if (attached := state.consumers[name].attached_at) else None,
             }
-            if state.subscription_type == "Key_Shared":  # CursorState.key_owner's split of the hash range
+            sticky = state.consumers[name].key_shared.ranges
+            if state.subscription_type == "Key_Shared" and sticky is not None:  # its own Sticky ranges
+                consumer["keyHashRanges"] = [f"[{lo}, {hi}]" for lo, hi in sorted(sticky)]
+            elif state.subscription_type == "Key_Shared":  # CursorState.key_owner's split of the hash range
                 lo, hi = -(-i * HASH_RANGE // len(live)), -(-(i + 1) * HASH_RANGE // len(live)) - 1
                 consumer["keyHashRanges"] = [f"[{lo}, {hi}]"]
             consumers.append(consumer)

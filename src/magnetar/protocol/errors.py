@@ -28,6 +28,7 @@ _CODES: list[tuple[type[core.MagnetarError], int]] = [
     (core.Forbidden, pb.AuthorizationError),
     (core.ConsumerBusy, pb.ConsumerBusy),
     (core.ConsumerLimitReached, pb.ConsumerBusy),
+    (core.ConsumerAssignError, pb.ConsumerAssignError),
     (core.ProducerBusy, pb.ProducerBusy),
     (core.ProducerFenced, pb.ProducerFenced),
     (IncompatibleSchema, pb.IncompatibleSchema),
