@@ -161,10 +161,29 @@ class TenantRequest(_Body):
     allowedClusters: list[str] = Field(default_factory=lambda: ["standalone"])
 
 
+class HashRange(_Body):
+    """An inclusive range of key hashes (Pulsar's IntRange; hashes are 0..65535)."""
+
+    start: int = Field(ge=-INT32_MAX - 1, le=INT32_MAX)
+    end: int = Field(ge=-INT32_MAX - 1, le=INT32_MAX)
+
+
+class KeySharedMeta(_Body):
+    """A Key_Shared consumer's policy (Pulsar's KeySharedMeta): AUTO_SPLIT shares the hash range
+    evenly among the consumers; STICKY gives this consumer exactly `hashRanges` (refused, 409
+    ConsumerAssignError, when they overlap another consumer's); `allowOutOfOrderDelivery` lets a
+    key move to a new consumer without waiting for the old one's unacknowledged messages."""
+
+    keySharedMode: Literal["AUTO_SPLIT", "STICKY"] = "AUTO_SPLIT"
+    hashRanges: list[HashRange] = Field(default_factory=list, max_length=64)
+    allowOutOfOrderDelivery: bool = False
+
+
 class SubscribeRequest(_Body):
     subscriptionType: Literal["Exclusive", "Shared", "Failover", "Key_Shared"] = "Exclusive"
     initialPosition: Literal["Earliest", "Latest"] = "Latest"
     ackTimeoutMs: int = Field(default=0, ge=0, le=INT64_MAX)
+    keySharedPolicy: KeySharedMeta | None = None  # Key_Shared only (ignored on other types, as in Pulsar)
 
 
 class AckRequest(_Body):

@@ -39,6 +39,7 @@ from magnetar.client.types import (
     ConsumerType,
     FileLogger,
     InitialPosition,
+    KeySharedMode,
     LoggerLevel,
     PartitionsRoutingMode,
     ProducerAccessMode,
@@ -333,6 +334,11 @@ class Client:
         if pushed and (retry_enable or dead_letter_policy is not None):
             raise exceptions.InvalidConfiguration(
                 "retry_enable and dead_letter_policy need long polling (delivery='poll', persistent topics)")
+        if pushed and consumer_type == ConsumerType.KeyShared and key_shared_policy is not None and (
+                key_shared_policy.key_shared_mode == KeySharedMode.Sticky
+                or key_shared_policy.allow_out_of_order_delivery):  # Pulsar's WebSocket API has no such parameter
+            raise exceptions.InvalidConfiguration(
+                "A Sticky or out-of-order key_shared_policy needs long polling (delivery='poll', persistent topics)")
 
         def make(partition_topic: str) -> Consumer:
             if partition_topic in pushed:
@@ -347,7 +353,7 @@ class Client:
                 negative_ack_redelivery_delay_ms, dead_letter_policy, None if len(topics) > 1 or discover is not None else message_listener,
                 lambda t: self.create_producer(t, batching_enabled=False), retry_topic,
                 expire_time_of_incomplete_chunked_message_ms, dead_letter_topic, decryptor=decryptor,
-                read_compacted=is_read_compacted,
+                read_compacted=is_read_compacted, key_shared_policy=key_shared_policy,
             )
 
         check_type(Schema, schema, "schema")

@@ -33,8 +33,10 @@ from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
+    ConsumerKeySharedPolicy,
     ConsumerType,
     InitialPosition,
+    KeySharedMode,
 )
 from magnetar.core.compression import decompress
 from magnetar.core.entry import Entry, decode_messages
@@ -52,6 +54,14 @@ class _Chunks:
     parts: dict[int, bytes] = field(default_factory=dict)
     ids: list[MessageId] = field(default_factory=list)
     first_seen: float = field(default_factory=time.monotonic)
+
+
+def key_shared_meta(policy: ConsumerKeySharedPolicy) -> dict[str, Any]:
+    """A subscribe's `keySharedPolicy` (Pulsar's KeySharedMeta) for pulsar-client's policy."""
+    sticky = policy.key_shared_mode == KeySharedMode.Sticky
+    return {"keySharedMode": "STICKY" if sticky else "AUTO_SPLIT",
+            "hashRanges": [{"start": s, "end": e} for s, e in policy.sticky_ranges] if sticky else [],
+            "allowOutOfOrderDelivery": policy.allow_out_of_order_delivery}
 
 
 class ConsumerBase:
@@ -158,6 +168,7 @@ class Consumer(ConsumerBase):
         dead_letter_topic: str | None = None,
         decryptor: MessageDecryptor | None = None,
         read_compacted: bool = False,
+        key_shared_policy: ConsumerKeySharedPolicy | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -179,11 +190,13 @@ class Consumer(ConsumerBase):
         base = f"/magnetar/v1/consumer/{topic_path(topic)}/{subscription_name}"
         self._consumer_path = f"{base}/{self._name}"
         self._seek_path = f"{base}/seek"
-        self._subscribe_body = {
+        self._subscribe_body: dict[str, Any] = {
             "subscriptionType": consumer_type.value,
             "initialPosition": initial_position.value,
             "ackTimeoutMs": int(unacked_messages_timeout_ms or 0),
         }
+        if key_shared_policy is not None and consumer_type == ConsumerType.KeyShared:
+            self._subscribe_body["keySharedPolicy"] = key_shared_meta(key_shared_policy)
         self._queue: collections.deque[Message] = collections.deque()
         self._chunks: dict[str, _Chunks] = {}
         self._receive_lock = threading.Lock()

@@ -198,6 +198,8 @@ class InvalidTxnStatusError(PulsarException):
 def from_response(status: int, reason: str) -> PulsarException:
     if status == 405 and "Cumulative acknowledgement is not allowed" in reason:
         return CumulativeAcknowledgementNotAllowedError(reason, status)
+    if status == 409 and reason.startswith(("Range conflict", "Ranges for KeyShared", "Fixed hash range")):
+        return ConsumerAssignError(reason, status)
     if status == 409 and reason.startswith("Incompatible schema"):
         return IncompatibleSchema(reason, status)
     if status == 409 and "exclusive producer" in reason:

@@ -19,6 +19,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from magnetar.core.authz import Access
+from magnetar.core.cursor import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.dispatch import MAX_POLL_INTERVAL_S, POLL_INTERVAL_S, Acks
 from magnetar.core.errors import NotAllowed, SubscriptionNotFound
 from magnetar.core.naming import TopicName
@@ -68,6 +69,7 @@ async def open_consumer(conn: Connection, request: Any) -> None:
             await consumer.start_at(request)  # type: ignore[attr-defined]
         else:
             consumer = Consumer(conn, request.consumer_id, topic, request.subscription, name, sub_type, initial)
+            consumer.key_shared = key_shared_policy(request)
             state = await consumer.attach()
             if any(d.consumer == name and d.sent for d in state.deliveries):  # a reconnect: it has them no more
                 await conn.call(conn.broker.subscriptions.redeliver_unacknowledged, topic, request.subscription, name)
@@ -79,7 +81,18 @@ async def open_consumer(conn: Connection, request: Any) -> None:
     conn.success(request.request_id)
 
 
+def key_shared_policy(request: Any) -> KeySharedPolicy:
+    """SUBSCRIBE's keySharedMeta as the core's policy (STICKY = 1 takes its inclusive hashRanges)."""
+    if not request.HasField("keySharedMeta"):
+        return AUTO_SPLIT
+    meta = request.keySharedMeta
+    ranges = tuple((r.start, r.end) for r in meta.hashRanges) if meta.keySharedMode == 1 else None
+    return KeySharedPolicy(ranges, meta.allowOutOfOrderDelivery)
+
+
 class Consumer:
+    key_shared: KeySharedPolicy = AUTO_SPLIT  # Key_Shared: SUBSCRIBE's keySharedMeta
+
     def __init__(self, conn: Connection, consumer_id: int, topic: TopicName, subscription: str, name: str,
                  sub_type: str, initial: str) -> None:
         self.conn = conn
@@ -107,7 +120,7 @@ class Consumer:
     async def attach(self) -> CursorState:
         state: CursorState = await self.conn.call(
             self.subscriptions.subscribe, self.topic, self.subscription, self.name, self.sub_type, self.initial, 0,
-            self.conn.server.settings.consumer_lease_ms)
+            self.conn.server.settings.consumer_lease_ms, self.key_shared)
         self.renewed_at = time.monotonic()
         return state
 

@@ -26,6 +26,7 @@ from magnetar.api.http import DOMAINS, body, json_response, no_content, query, t
 from magnetar.api.models import (
     AckRequest,
     AckResponse,
+    KeySharedMeta,
     PositionResponse,
     ReadRequest,
     ReadResponse,
@@ -39,6 +40,7 @@ from magnetar.api.models import (
 from magnetar.api.openapi import Param
 from magnetar.api.wire import acks_from_request, entry_messages, entry_to_wire
 from magnetar.core.authz import Access
+from magnetar.core.cursor import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.dispatch import NO_ACKS, Acks
 from magnetar.core.dispatch_partitions import acknowledge_partitions, receive_partitions
 from magnetar.core.entry import MessageIdData
@@ -71,6 +73,7 @@ def _bind(domain: str) -> None:
             request.subscriptionType,
             request.initialPosition,
             request.ackTimeoutMs,
+            key_shared=_key_shared(request.keySharedPolicy),
         )
         return json_response({"subscriptionType": state.subscription_type, "consumers": sorted(state.consumers),
                               "epoch": state.epoch})
@@ -180,6 +183,14 @@ def _bind(domain: str) -> None:
             raise InvalidInput("Query parameter timestamp (ms) is required")
         entry_id = build_broker().entry_at_time(topic_name(domain, tenant, namespace, topic), int(timestamp))
         return json_response({"entryId": entry_id})
+
+
+def _key_shared(meta: KeySharedMeta | None) -> KeySharedPolicy:
+    """The core's policy for a subscribe's `keySharedPolicy` (AUTO_SPLIT ignores ranges, as Pulsar)."""
+    if meta is None:
+        return AUTO_SPLIT
+    ranges = tuple((r.start, r.end) for r in meta.hashRanges) if meta.keySharedMode == "STICKY" else None
+    return KeySharedPolicy(ranges, meta.allowOutOfOrderDelivery)
 
 
 def _partition_acks(request: AckRequest, consumer: str) -> dict[int, Acks]:
