@@ -251,9 +251,13 @@ class Client:
         both; the pattern's own `persistent://` prefix is not a filter, as in Pulsar).
         `is_read_compacted`: below the compaction horizon (as it is at subscribe) the consumer gets
         only what the compacted view holds, the rest is acknowledged for it (client/compacted.py);
-        long-polling consumers only (a pushed consumer reads the whole topic). Accepted
-        without effect yet (docs/semantics.md): `key_shared_policy` (the broker hashes keys to
-        consumers itself), `start_message_id_inclusive`, `max_pending_chunked_message`,
+        long-polling consumers only (a pushed consumer reads the whole topic).
+        `key_shared_policy` (Key_Shared): AutoSplit or Sticky hash ranges and
+        `allow_out_of_order_delivery`, as Pulsar; overlapping Sticky ranges raise
+        `ConsumerAssignError`, a mode mismatch with the subscription's consumers `ConsumerBusy`;
+        long-polling consumers only for Sticky or out-of-order (Pulsar's WebSocket API has no
+        such parameter). Accepted without effect yet (docs/semantics.md):
+        `start_message_id_inclusive`, `max_pending_chunked_message`,
         `auto_ack_oldest_chunked_message_on_queue_full`, `batch_index_ack_enabled` (batch-index
         acknowledgement is always on), `max_total_receiver_queue_size_across_partitions`,
         `broker_consumer_stats_cache_time_ms`, `replicate_subscription_state_enabled`, `properties`."""

@@ -149,9 +149,10 @@ class LoggerLevel(Enum):
 
 
 class ConsumerKeySharedPolicy:
-    """pulsar-client's Key_Shared policy, validated as pulsar-client validates it. Accepted by
-    `subscribe(key_shared_policy=...)`; the broker assigns keys by its own consistent hashing, so
-    Sticky hash ranges and `allow_out_of_order_delivery` have no effect yet (docs/semantics.md)."""
+    """pulsar-client's Key_Shared policy, validated as pulsar-client validates it, for
+    `subscribe(key_shared_policy=...)`: AutoSplit (the consumers split the hash range evenly) or
+    Sticky with inclusive `sticky_ranges` of key hashes in 0..65535, checked by the broker;
+    `allow_out_of_order_delivery` lets a key move to a new consumer at once (docs/semantics.md)."""
 
     def __init__(self, key_shared_mode: KeySharedMode = KeySharedMode.AutoSplit,
                  allow_out_of_order_delivery: bool = False,
