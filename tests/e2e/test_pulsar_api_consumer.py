@@ -8,6 +8,7 @@ import threading
 import time
 
 import pytest
+from tests.sdk_helpers import receive_until_quiet
 
 import magnetar
 import magnetar.client.partitioned
@@ -72,3 +73,15 @@ def test_multi_topic_consumer_refuses_get_last_message_id_as_pulsar_client(
         consumer.get_last_message_id()
     consumer.pause_message_listener()  # accepted: no listener here
     consumer.resume_message_listener()
+
+
+def test_start_message_id_inclusive_starts_a_latest_subscription_at_the_last_message(
+        client: magnetar.Client, topic: str) -> None:
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"old")
+    producer.send(b"last")
+    inclusive = client.subscribe(topic, "incl", start_message_id_inclusive=True)
+    exclusive = client.subscribe(topic, "excl")
+    producer.send(b"new")
+    assert [m.data() for m in receive_until_quiet(inclusive)] == [b"last", b"new"]
+    assert [m.data() for m in receive_until_quiet(exclusive)] == [b"new"]

@@ -184,6 +184,9 @@ class SubscribeRequest(_Body):
     initialPosition: Literal["Earliest", "Latest"] = "Latest"
     ackTimeoutMs: int = Field(default=0, ge=0, le=INT64_MAX)
     keySharedPolicy: KeySharedMeta | None = None  # Key_Shared only (ignored on other types, as in Pulsar)
+    # a subscription created at Latest starts at the last message, not after it (pulsar-client's
+    # start_message_id_inclusive); no effect on an existing subscription or at Earliest
+    startMessageIdInclusive: bool = False
 
 
 class AckRequest(_Body):

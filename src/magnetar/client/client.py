@@ -256,8 +256,9 @@ class Client:
         `allow_out_of_order_delivery`, as Pulsar; overlapping Sticky ranges raise
         `ConsumerAssignError`, a mode mismatch with the subscription's consumers `ConsumerBusy`;
         long-polling consumers only for Sticky or out-of-order (Pulsar's WebSocket API has no
-        such parameter). Accepted without effect yet (docs/semantics.md):
-        `start_message_id_inclusive`, `max_pending_chunked_message`,
+        such parameter). `start_message_id_inclusive`: a subscription created at Latest starts
+        at the last message (its whole entry), long-polling consumers only. Accepted without
+        effect yet (docs/semantics.md): `max_pending_chunked_message`,
         `auto_ack_oldest_chunked_message_on_queue_full`, `batch_index_ack_enabled` (batch-index
         acknowledgement is always on), `max_total_receiver_queue_size_across_partitions`,
         `broker_consumer_stats_cache_time_ms`, `replicate_subscription_state_enabled`, `properties`."""
@@ -358,6 +359,7 @@ class Client:
                 lambda t: self.create_producer(t, batching_enabled=False), retry_topic,
                 expire_time_of_incomplete_chunked_message_ms, dead_letter_topic, decryptor=decryptor,
                 read_compacted=is_read_compacted, key_shared_policy=key_shared_policy,
+                start_message_id_inclusive=start_message_id_inclusive,
             )
 
         check_type(Schema, schema, "schema")

@@ -169,6 +169,7 @@ class Consumer(ConsumerBase):
         decryptor: MessageDecryptor | None = None,
         read_compacted: bool = False,
         key_shared_policy: ConsumerKeySharedPolicy | None = None,
+        start_message_id_inclusive: bool = False,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -197,6 +198,8 @@ class Consumer(ConsumerBase):
         }
         if key_shared_policy is not None and consumer_type == ConsumerType.KeyShared:
             self._subscribe_body["keySharedPolicy"] = key_shared_meta(key_shared_policy)
+        if start_message_id_inclusive:
+            self._subscribe_body["startMessageIdInclusive"] = True
         self._queue: collections.deque[Message] = collections.deque()
         self._chunks: dict[str, _Chunks] = {}
         self._receive_lock = threading.Lock()

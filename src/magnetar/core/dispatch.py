@@ -141,8 +141,11 @@ class SubscriptionService:
         ack_timeout_ms: int = 0,
         lease_ms: int = DEFAULT_LEASE_MS,
         key_shared: KeySharedPolicy = AUTO_SPLIT,
+        start_inclusive: bool = False,
     ) -> CursorState:
-        """`key_shared`: a Key_Shared consumer's policy (Sticky hash ranges, out-of-order delivery)."""
+        """`key_shared`: a Key_Shared consumer's policy (Sticky hash ranges, out-of-order delivery);
+        `start_inclusive`: a subscription created at Latest starts at the last entry, not after it
+        (pulsar-client's start_message_id_inclusive)."""
         check_subscription(subscription)
         check_consumer_name(consumer)
         if subscription_type not in SUBSCRIPTION_TYPES:
@@ -158,7 +161,8 @@ class SubscriptionService:
             state.expire(now)
             state.attach(consumer, subscription_type, now, lease_ms, ack_timeout_ms, key_shared)
 
-        return self._update(topic, subscription, change, create=(subscription_type, initial_position))
+        initial = "LatestInclusive" if start_inclusive and initial_position == "Latest" else initial_position
+        return self._update(topic, subscription, change, create=(subscription_type, initial))
 
     def _check_consumer_limit(self, topic: TopicName, subscription: str, consumer: str) -> None:
         """Pulsar's maxConsumersPerTopic, counted over every subscription's live consumers."""
@@ -475,7 +479,11 @@ class SubscriptionService:
                 self._check_subscription_limit(topic)
                 sub_type, initial = create
                 end = view.writer.next_entry if view.writer else 0
-                start = end if initial == "Latest" else first_available_entry(view)
+                start = first_available_entry(view)
+                if initial == "Latest":
+                    start = end
+                elif initial == "LatestInclusive":  # the last entry too (start_message_id_inclusive)
+                    start = max(start, end - 1)
                 state = CursorState(sub_type, mark_delete=start, read_position=start, created_at=now)
             else:
                 state = view.cursor

@@ -74,6 +74,7 @@ def _bind(domain: str) -> None:
             request.initialPosition,
             request.ackTimeoutMs,
             key_shared=_key_shared(request.keySharedPolicy),
+            start_inclusive=request.startMessageIdInclusive,
         )
         return json_response({"subscriptionType": state.subscription_type, "consumers": sorted(state.consumers),
                               "epoch": state.epoch})
