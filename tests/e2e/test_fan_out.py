@@ -130,9 +130,9 @@ def test_the_fan_out_mapping_delivers_in_about_70_ms_and_is_never_refused(
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     recorder = _Recorder()
-    esm = KinesisEventSourceMapping(recorder, name, 100, 1.0, fan_out=True)  # type: ignore[arg-type]
+    esm = KinesisEventSourceMapping(recorder, name, 100, 0, fan_out=True)  # type: ignore[arg-type]
     esm.kinesis = tag_fan_out(kinesis(limited), esm.consumer)  # the test's emulator, whatever the cache holds
-    assert esm.batching_window_s == 0.0 and esm.poll_interval_s == pytest.approx(0.07)
+    assert esm.batching_window_s == 0 and esm.poll_interval_s == pytest.approx(0.07)
     before = refusals(limited).get("kinesis.GetRecords:ProvisionedThroughputExceededException", 0)
     esm.start()
     try:

@@ -10,6 +10,7 @@ attempt, i.e. per billed request) so benchmarks report measured, not estimated, 
 
 from __future__ import annotations
 
+import os
 import random
 import threading
 import time
@@ -68,9 +69,16 @@ def unprocessed_backoff(attempt: int) -> None:
     time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
 
 
-@cache
 def client(service: str) -> Any:
-    """One client per service per process (clients are thread-safe; sessions are not)."""
+    """One client per service per process (clients are thread-safe; sessions are not) and per
+    endpoint in effect: a process that moves to another endpoint (tests, `magnetar local up` after
+    another emulator) never reuses a client made for the previous one."""
+    variable = f"AWS_ENDPOINT_URL_{service.upper().replace('-', '_')}"
+    return _client(service, os.environ.get(variable) or os.environ.get("AWS_ENDPOINT_URL"))
+
+
+@cache
+def _client(service: str, endpoint: str | None) -> Any:
     session = boto3.session.Session()
     c = session.client(service, config=_CONFIG)  # type: ignore[call-overload]
     c.meta.events.register("before-send", REQUESTS)
