@@ -39,6 +39,7 @@ def _load_bench() -> ModuleType:
 fuzz = _load_bench()
 
 
+@pytest.mark.timeout(900)  # ~200 operations x 3 examples x phases: minutes, more on a loaded machine
 def test_fuzz_every_operation(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     result = fuzz.run(cluster.url, tmp_path, max_examples=MAX_EXAMPLES, seed=SEED)
     print(result.summary())
