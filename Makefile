@@ -28,8 +28,11 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# Two workers (pytest-xdist), a test file each at a time, each worker with its own session cluster:
+# the tests mostly wait (seals, long polls, pushes), so two share the 2 cores well. PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 2
 test: install lint typecheck
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 
 unit: install
 	$(BIN)/python -m pytest tests/unit -q
