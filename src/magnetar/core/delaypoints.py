@@ -11,32 +11,19 @@ the hole grace plus one second, read when the point fires, so a shortened grace 
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections import Counter
 
-_lock = threading.Lock()
-_armed: dict[str, int] = {}
-fired: Counter[str] = Counter()
+from magnetar.core.points import NamedPoints
+
 ENV_POINTS = "MAGNETAR_DELAY_POINTS"
 ENV_DELAY_MS = "MAGNETAR_DELAY_POINT_MS"
 duration_ms: int | None = None  # set by the verifier; None: the environment's, or the grace + 1 s
 
-
-def enable(name: str, times: int = 1) -> None:
-    with _lock:
-        _armed[name] = times
-
-
-def disable_all() -> None:
-    with _lock:
-        _armed.clear()
-
-
-def disable(*names: str) -> None:
-    with _lock:
-        for name in names:
-            _armed.pop(name, None)
+_points = NamedPoints(ENV_POINTS)
+fired = _points.fired
+enable = _points.enable
+disable = _points.disable
+disable_all = _points.disable_all
 
 
 def delay_s() -> float:
@@ -50,22 +37,6 @@ def delay_s() -> float:
     return (max(common.HOLE_GRACE_MS, common.WRITE_DEADLINE_MS) + 1_000) / 1000
 
 
-def _load_env() -> None:
-    for spec in filter(None, os.environ.get(ENV_POINTS, "").split(",")):
-        name, _, times = spec.partition(":")
-        _armed[name.strip()] = int(times or 1)
-
-
-_load_env()
-
-
 def delay_point(name: str) -> None:
-    if not _armed:
-        return
-    with _lock:
-        left = _armed.get(name, 0)
-        if left <= 0:
-            return
-        _armed[name] = left - 1
-        fired[name] += 1
-    time.sleep(delay_s())
+    if _points.take(name):
+        time.sleep(delay_s())
