@@ -21,15 +21,17 @@ from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from magnetar.adapters.aws.clients import REQUESTS, client
 from magnetar.core.errors import RetryableError
+from magnetar.core.ledger import common
 from magnetar.core.ports import JournalPosition, JournalRecord
 
 MAX_RECORD_BYTES = 1024 * 1024  # Kinesis default record limit (data + partition key)
 MAX_GET_RECORDS_CALLS = 3  # per tail read: GetRecords is limited to 5 calls/s per shard
 SHARD_WRITE_BYTES_S = 1024 * 1024  # a shard takes 1 MiB/s of writes
-# longest an append retries: the writer checked its deadline (10 s) just before, so its record
-# lands within 25 s of the reservation (inside API Gateway's 29 s), far inside the hole grace (60 s);
-# giving up costs a hole, which holds the partition's consumers for that grace
-PUT_RETRY_S = 15.0
+# The longest an append retries, as a share of the writer's reservation deadline (10 s; checked just
+# before the write and again after it): a write landing past the deadline is not acknowledged anyway
+# (the producer retries it, the sealer treats the record as late), so retrying beyond it is wasted.
+# Giving up costs a hole, which holds the partition's consumers for the hole grace (60 s).
+PUT_RETRY_SHARE = 0.8
 PUT_ATTEMPTS = 4  # attempts of an append failing for another transient reason
 
 
@@ -52,7 +54,8 @@ class KinesisJournal:
         budget has refilled by the record's size, so a refusal is retried after about that long
         (a record of a group append may be most of a MiB), not after the SDK's exponential backoff
         of up to seconds, which would idle the producer's one request in flight."""
-        give_up = time.monotonic() + PUT_RETRY_S
+        retry_s = common.WRITE_DEADLINE_MS * PUT_RETRY_SHARE / 1000  # read now: verify shortens the deadline
+        give_up = time.monotonic() + retry_s
         attempt = 0
         while True:
             attempt += 1
@@ -63,7 +66,7 @@ class KinesisJournal:
                 wait = _retry_wait(exc, len(data), attempt)
                 if wait is None or time.monotonic() + wait > give_up:
                     if _throttled(exc):  # nothing acknowledged: the client retries the publish
-                        raise RetryableError(f"The journal's shard refused the write for {PUT_RETRY_S:.0f} s "
+                        raise RetryableError(f"The journal's shard refused the write for {retry_s:.0f} s "
                                              "(write throughput exceeded); retry") from None
                     raise
                 time.sleep(wait)
