@@ -394,32 +394,46 @@ class Dispatcher:
 
     def dispatch_journal_batch(self, plan: JournalPlan) -> PushReport:
         """After sealing: the batch's topics' connections (one query per topic, looked up now so
-        that a connection made while the batch was sealed is served), pushed to, the new entries
-        served from memory."""
+        that a connection made while the batch was sealed is served; the topics' queries side by
+        side on the pool), pushed to, the new entries served from memory."""
         report = PushReport()
-        tasks: list[Callable[[], PushReport]] = []
-        for topic, settled in plan.settled.items():
+        found: dict[str, tuple[list[Connection], int]] = {}  # topic -> (its connections, new messages)
+
+        def look_up(topic: str, settled: list[tuple[int, bytes]]) -> PushReport:
             try:
                 conns = [c for c in self.registry.of_topic(topic) if c.role in ("consumer", "reader")]
             except Exception:  # never fails the journal batch: the next dispatch catches up
                 log.exception("no connections of %s for this journal batch", topic)
-                continue
-            if not conns:
-                continue
-            plan.connections[topic] = conns
-            messages = 0
-            for _, data in settled:
-                try:
-                    entry = decode_entry(data)
-                except InvalidInput:
-                    continue
-                self.broker.cache.put(entry)
-                messages += entry.num_messages
-            report.topics += 1
-            report.connections += len(conns)
-            tasks.extend(self._topic_tasks(topic, conns, messages))
+                return PushReport()
+            if conns:
+                messages = 0
+                for _, data in settled:
+                    try:
+                        entry = decode_entry(data)
+                    except InvalidInput:
+                        continue
+                    self.broker.cache.put(entry)
+                    messages += entry.num_messages
+                found[topic] = (conns, messages)
+            return PushReport()
+
+        tasks: list[Callable[[], PushReport]] = [
+            lambda topic=topic, settled=settled: look_up(topic, settled)  # type: ignore[misc]
+            for topic, settled in plan.settled.items()]
         try:
-            for result in self.run(tasks):
+            list(self.run(tasks))
+        except Exception:
+            log.exception("connection lookups after a journal batch failed")
+        pushes: list[Callable[[], PushReport]] = []
+        for topic in plan.settled:  # in the batch's order
+            if topic in found:
+                conns, messages = found[topic]
+                plan.connections[topic] = conns
+                report.topics += 1
+                report.connections += len(conns)
+                pushes.extend(self._topic_tasks(topic, conns, messages))
+        try:
+            for result in self.run(pushes):
                 report.add(result)
         except Exception:  # never fails the journal batch: the next dispatch catches up
             log.exception("push after a journal batch failed")
