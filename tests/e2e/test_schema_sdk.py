@@ -197,3 +197,46 @@ def test_a_push_consumer_resolves_each_messages_version(client: magnetar.Client,
     got = sorted(((m := consumer.receive(15_000)).schema_version(), m.value().name, m.value().email) for _ in range(2))
     # the consumer's schema, first on the topic, registered as version 0 (as Pulsar does); v1 came as version 1
     assert got == [(0, "pushed-new", "e"), (1, "pushed-old", "none")]
+
+
+def _protobuf_class() -> Any:
+    """A generated-style protobuf message class, built from its descriptor (no protoc needed)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    file = descriptor_pb2.FileDescriptorProto(name=f"orders_{uuid.uuid4().hex[:6]}.proto", package="shop",
+                                              syntax="proto3")
+    order = file.message_type.add(name="Order")
+    order.field.add(name="id", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING,
+                    label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    order.field.add(name="quantity", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT32,
+                    label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_native_messages_round_trip_and_register_pulsars_descriptor(
+        client: magnetar.Client, admin: AdminClient, namespace: str) -> None:
+    import base64
+    import json
+
+    from google.protobuf import descriptor_pb2
+
+    from magnetar.schema import ProtobufNativeSchema
+
+    order_cls = _protobuf_class()
+    topic = topic_in(namespace)
+    producer = client.create_producer(topic, schema=ProtobufNativeSchema(order_cls))
+    producer.send(order_cls(id="o-1", quantity=3))
+    consumer = client.subscribe(topic, "pb", schema=ProtobufNativeSchema(order_cls),
+                                initial_position=magnetar.InitialPosition.Earliest)
+    value = consumer.receive(10_000).value()
+    assert isinstance(value, order_cls) and (value.id, value.quantity) == ("o-1", 3)
+    stored = admin.get_schema(topic)
+    assert stored["type"] == "PROTOBUF_NATIVE"
+    definition = json.loads(stored["data"])
+    assert definition["rootMessageTypeName"] == "shop.Order"
+    files = descriptor_pb2.FileDescriptorSet.FromString(base64.b64decode(definition["fileDescriptorSet"]))
+    assert [f.name for f in files.file] == [definition["rootFileDescriptorName"]]
+    with pytest.raises(TypeError):
+        producer.send("not a protobuf message")

@@ -42,8 +42,9 @@ from magnetar.schema.schema import (
     StringSchema,
 )
 from magnetar.schema.schema_avro import AvroSchema
+from magnetar.schema.schema_protobuf import ProtobufNativeSchema
 
 __all__ = ["Array", "AvroSchema", "Boolean", "BooleanSchema", "Bytes", "BytesSchema", "CustomEnum", "Double",
            "DoubleSchema", "Field", "Float", "FloatSchema", "Int8Schema", "Int16Schema", "Int32Schema", "Int64Schema",
-           "Integer", "JsonSchema", "KeyValueEncodingType", "KeyValueSchema", "Long", "Map", "Null", "Record",
-           "Schema", "SchemaInfo", "String", "StringSchema"]
+           "Integer", "JsonSchema", "KeyValueEncodingType", "KeyValueSchema", "Long", "Map", "Null",
+           "ProtobufNativeSchema", "Record", "Schema", "SchemaInfo", "String", "StringSchema"]
