@@ -48,6 +48,7 @@ from magnetar.core.crashpoints import crash_point
 from magnetar.core.entry import Entry, decode_entry, encode_entry
 from magnetar.core.errors import Conflict, InvalidInput, NotFound, RetryableError, TopicNotFound
 from magnetar.core.ledger import EntryReader
+from magnetar.core.ledger.common import sealed_bytes
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import Clock, MetadataStore, SegmentStore
 
@@ -332,18 +333,7 @@ class Compactor:
         return self._start(topic, state, sealed_end)
 
     def _bytes_between(self, topic: TopicName, start: int, end: int) -> int:
-        size, position = 0, start
-        while position < end:
-            page = self.metadata.list_segments(topic, position, limit=100)
-            if not page:
-                break
-            for seg in page:
-                lo = max(position, seg.first_entry) - seg.first_entry
-                hi = min(end, seg.last_entry + 1) - seg.first_entry
-                if hi > lo:
-                    size += seg.offsets[hi] - seg.offsets[lo]
-                position = seg.last_entry + 1
-        return size
+        return sealed_bytes(self.metadata, topic, start, end)
 
     # --- the run, in steps ----------------------------------------------------------------
     def run(self, topic: TopicName, budget_s: float = DEFAULT_BUDGET_S) -> CompactionState:

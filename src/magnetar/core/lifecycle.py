@@ -38,6 +38,7 @@ from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
 from magnetar.core.dispatch import SubscriptionService
 from magnetar.core.ledger import EntryReader, LedgerWriter
+from magnetar.core.ledger.common import sealed_bytes
 from magnetar.core.naming import NamespaceName, TopicDomain, TopicName
 from magnetar.core.policies import TopicPolicies, effective_policies
 from magnetar.core.ports import Clock, MetadataStore, SealState, SegmentMeta, SegmentStore, WriterState
@@ -353,20 +354,7 @@ class LedgerMaintenance:
     def _size_between(self, topic: TopicName, seal: SealState, start: int, end: int) -> int:
         """Bytes of entries [start, end): exact for sealed entries (segment offsets), the unsealed
         tail at the average sealed entry size."""
-        size = 0
-        position = max(start, seal.first_entry)
-        while position < min(end, seal.next_entry):
-            page = self.metadata.list_segments(topic, position, limit=SEGMENT_PAGE)
-            if not page:
-                break
-            for seg in page:
-                lo = max(position, seg.first_entry) - seg.first_entry
-                hi = min(end, seg.last_entry + 1) - seg.first_entry
-                if hi > lo:
-                    size += seg.offsets[hi] - seg.offsets[lo]
-                position = seg.last_entry + 1
-                if position >= end:
-                    break
+        size = sealed_bytes(self.metadata, topic, max(start, seal.first_entry), min(end, seal.next_entry), SEGMENT_PAGE)
         unsealed = max(0, end - max(start, seal.next_entry))
         if unsealed:
             size += unsealed * estimated_entry_size(seal)

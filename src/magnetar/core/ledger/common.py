@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from magnetar.core.naming import TopicName
+
+if TYPE_CHECKING:
+    from magnetar.core.ports import MetadataStore
 
 # The functions read both from their environment (the verifier shortens them for a run; a
 # deployment has no reason to): MAGNETAR_WRITE_DEADLINE_MS, MAGNETAR_HOLE_GRACE_MS.
@@ -38,3 +42,22 @@ def segment_key(topic: TopicName, ledger_id: int, first: int, last: int) -> str:
         f"segments/{topic.tenant}/{topic.namespace}/{topic.domain}/{quote(topic.local_name, safe='')}"
         f"/{ledger_id:016x}/{first:016x}-{last:016x}.seg"
     )
+
+
+def sealed_bytes(metadata: MetadataStore, topic: TopicName, start: int, end: int, page: int = 100) -> int:
+    """Bytes of the sealed entries [start, end), exact from the segments' offsets (one listing page
+    per `page` segments)."""
+    size, position = 0, start
+    while position < end:
+        segments = metadata.list_segments(topic, position, limit=page)
+        if not segments:
+            break
+        for seg in segments:
+            lo = max(position, seg.first_entry) - seg.first_entry
+            hi = min(end, seg.last_entry + 1) - seg.first_entry
+            if hi > lo:
+                size += seg.offsets[hi] - seg.offsets[lo]
+            position = seg.last_entry + 1
+            if position >= end:
+                break
+    return size
