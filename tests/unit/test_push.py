@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from magnetar.adapters.memory import ManualClock, MemoryConnectionRegistry, MemoryPushGateway, memory_broker
+from magnetar.adapters.memory import ManualClock, memory_broker
+from magnetar.adapters.memory_push import MemoryConnectionRegistry, MemoryPushGateway
 from magnetar.core.entry import Batch, Message, MessageIdData
 from magnetar.core.errors import ConsumerBusy, InvalidInput, NotFound
 from magnetar.core.naming import TopicName
