@@ -2,7 +2,8 @@
 
 Broker (HTTP API), journal consumer (Kinesis), WebSocket function (WebSocket API, fronted by
 CloudFront so Pulsar's `/ws/v2/...` paths work), maintenance function (EventBridge schedule) and
-the authorizer (API Gateway Lambda authorizer: Pulsar tokens, keys in Secrets Manager).
+the authorizer (API Gateway Lambda authorizer: Pulsar tokens, keys in Secrets Manager; Pulsar's
+basic provider with `basicAuthSecretArn`, the operator's htpasswd file in Secrets Manager).
 
 Authentication is on: the HTTP API and the WebSocket $connect run the token authorizer, a second
 HTTP API takes SigV4-signed requests from AWS principals (IAM authorization), and the broker
@@ -32,12 +33,14 @@ if str(Path(__file__).resolve().parent) not in sys.path:
 
 from aws_cdk import CfnOutput, Duration, Stack
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from magnetar.config import (
     AUTHORIZER_FUNCTION_ID,
     BROKER_FUNCTION_ID,
     ENV_AUTH_ENABLED,
+    ENV_BASIC_AUTH_SECRET,
     ENV_BUCKET,
     ENV_STREAM,
     ENV_SUPERUSER_ROLES,
@@ -55,6 +58,7 @@ from magnetar_cdk.observability import JOURNAL_CONSUMER_SERVICE
 from magnetar_cdk.settings import DEFAULT_LAYER_DIR, context_flag, resolve_settings
 
 __all__ = ["DEFAULT_LAYER_DIR", "MagnetarStack", "context_flag"]
+BASIC_AUTH_SECRET_ID = "BasicAuthUsers"  # the imported secret (no resource of the stack's own)
 
 
 class MagnetarStack(Stack):
@@ -82,6 +86,7 @@ class MagnetarStack(Stack):
         api_gateway_cloudwatch_role: bool | None = None,
         journal_fan_out: bool | None = None,
         journal_batching_window_s: int | None = None,
+        basic_auth_secret_arn: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -97,6 +102,7 @@ class MagnetarStack(Stack):
             api_gateway_cloudwatch_role=api_gateway_cloudwatch_role,
             journal_fan_out=journal_fan_out,
             journal_batching_window_s=journal_batching_window_s,
+            basic_auth_secret_arn=basic_auth_secret_arn,
         )
         self.settings = settings
         self.superuser_roles = settings.superuser_roles
@@ -145,6 +151,11 @@ class MagnetarStack(Stack):
         )
         self.token_keys.grant_read(self.authorizer)  # the authorizer only: GetSecretValue, DescribeSecret
         self.authorizer.node.add_dependency(initial_key)  # never serve the placeholder
+        if settings.basic_auth_secret_arn:  # Pulsar's basic provider: the operator's htpasswd secret
+            users = secretsmanager.Secret.from_secret_complete_arn(
+                self, BASIC_AUTH_SECRET_ID, settings.basic_auth_secret_arn)
+            self.authorizer.add_environment(ENV_BASIC_AUTH_SECRET, users.secret_arn)
+            users.grant_read(self.authorizer)
 
         # --- broker and journal consumer ----------------------------------------------------------
         self.broker = self._function(

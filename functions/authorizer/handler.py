@@ -1,7 +1,8 @@
 """The Lambda authorizer: API Gateway runs it before the broker (HTTP API) and on WebSocket $connect.
 
-It only says who the caller is (`magnetar.security.identity`); what that role may do is the
-broker's decision (`magnetar.core.authz`). Two shapes of the same answer:
+It only says who the caller is (`magnetar.security.identity`): a token's subject, or with
+`Authorization: Basic` a user of Pulsar's basic provider (`magnetar.security.basic`); what that
+role may do is the broker's decision (`magnetar.core.authz`). Two shapes of the same answer:
 
 - **HTTP API** (payload format 2.0, simple responses): always `isAuthorized: true` with the
   context `{"role", "exp"}` or `{"refused": reason}`. A refused token is let through on purpose:
@@ -32,9 +33,9 @@ ANONYMOUS_PRINCIPAL = "anonymous"
 
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    token = identity.credentials(_strings(event.get("headers")), _strings(event.get("queryStringParameters")))
-    answer = identity.authorizer_context(token, identity.validator_from_environment())
-    # never log the token; the role and the refusal reason are what an operator needs
+    answer = identity.authenticate_request(_strings(event.get("headers")),
+                                           _strings(event.get("queryStringParameters")))
+    # never log the credentials; the role and the refusal reason are what an operator needs
     logger.info("authorized", extra={"role": answer.get("role"), "refused": answer.get("refused")})
     if "methodArn" in event:  # WebSocket REQUEST authorizer (REST-style policy response)
         return _policy(str(event["methodArn"]), answer)

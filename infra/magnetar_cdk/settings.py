@@ -96,6 +96,9 @@ class StackSettings:
     journal_fan_out: bool
     # the journal mapping's batching window in seconds (0: invoke as records arrive, with fan-out)
     journal_batching_window_s: int
+    # Pulsar's basic authentication: the ARN of a Secrets Manager secret holding an htpasswd file's
+    # text (the operator's; the authorizer reads it); "" leaves basic authentication off
+    basic_auth_secret_arn: str = ""
 
 
 def resolve_settings(
@@ -111,6 +114,7 @@ def resolve_settings(
     api_gateway_cloudwatch_role: bool | None,
     journal_fan_out: bool | None = None,
     journal_batching_window_s: int | None = None,
+    basic_auth_secret_arn: str | None = None,
 ) -> StackSettings:
     """Each setting from its argument, else from the context of `scope`, else its default (in this order)."""
     roles = setting(scope, superuser_roles, "superuserRoles", DEFAULT_SUPERUSER_ROLE, str)
@@ -145,4 +149,5 @@ def resolve_settings(
         journal_fan_out=fan_out,
         journal_batching_window_s=journal_batching_window(
             fan_out, setting(scope, journal_batching_window_s, "journalBatchingWindow", None, int)),
+        basic_auth_secret_arn=setting(scope, basic_auth_secret_arn, "basicAuthSecretArn", "", str),
     )

@@ -52,6 +52,10 @@ ENV_TOKEN_SECRET_KEY = "MAGNETAR_TOKEN_SECRET_KEY"
 ENV_TOKEN_PUBLIC_KEY = "MAGNETAR_TOKEN_PUBLIC_KEY"
 # On AWS: a Secrets Manager secret holding every valid key (JSON, see magnetar.security.identity)
 ENV_TOKEN_KEYS_SECRET = "MAGNETAR_TOKEN_KEYS_SECRET"
+# Pulsar's basic authentication provider (basicAuthConf): an htpasswd file (file:///path, a path,
+# data:;base64,... or its contents in base64); on AWS a Secrets Manager secret holding its text
+ENV_BASIC_AUTH_CONF = "MAGNETAR_AUTH_BASIC_CONF"
+ENV_BASIC_AUTH_SECRET = "MAGNETAR_AUTH_BASIC_SECRET"
 DEFAULT_SUPERUSER_ROLE = "admin"
 # "off": consumers read sealed entries only and the journal consumer is the journal's one reader
 # (Kinesis allows 5 reads/s per shard for all readers together); "on": they also read its tail.

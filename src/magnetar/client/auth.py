@@ -134,8 +134,9 @@ class AuthenticationBasic(Authentication):
     on every request, as pulsar-client sends it over HTTP. Either `username` and `password`, or
     `auth_params_string`, JSON `{"username": ..., "password": ..., "method": ...}` (then the
     others are ignored). `method` names the binary protocol's authentication method; over HTTP it
-    changes nothing. The broker verifying the password is not part of Magnetar yet: a broker with
-    authentication on refuses Basic credentials with 401 (docs/semantics.md)."""
+    changes nothing. The broker checks the password against its htpasswd file (Pulsar's basic
+    provider, `MAGNETAR_AUTH_BASIC_CONF`; docs/security.md) and knows the caller as the user name;
+    a wrong password or an unknown user is refused with 401."""
 
     def __init__(self, username: str | None = None, password: str | None = None, method: str = "basic",
                  auth_params_string: str | None = None) -> None:

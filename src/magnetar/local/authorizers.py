@@ -2,12 +2,12 @@
 
 As the deployed stack (infra/): the HTTP API runs the Lambda authorizer (`functions/authorizer`,
 payload 2.0, simple responses) on every route but the public ones, identity source the
-`Authorization` header, results cached per header value for `cache_ttl_s`; a request without
-the header is refused with 401 before any function runs. A request signed with SigV4 is what
+`Authorization` header (a token, or Basic credentials), results cached per header value for
+`cache_ttl_s`; a request without the header is refused with 401 before any function runs. A request signed with SigV4 is what
 the stack's IAM-authorized API serves: it is verified here (`magnetar.local.sigv4`) and reaches
 the broker with `requestContext.authorizer.iam`. The WebSocket API's $connect runs the same
 authorizer as a REQUEST authorizer with no identity source (no caching): a token in the
-`Authorization` header or in `?token=`.
+`Authorization` header or in `?token=`, or Basic credentials in the header.
 """
 
 from __future__ import annotations
@@ -62,7 +62,8 @@ class LocalAuthorizers:
                             "userId": identity.access_key, "cognitoIdentity": None}}
         if not authorization:
             raise Refused(401, "Unauthorized", "Authentication required: send a token "
-                          "(Authorization: Bearer <token>) or sign the request with AWS SigV4")
+                          "(Authorization: Bearer <token>), basic credentials (Authorization: Basic) "
+                          "or sign the request with AWS SigV4")
         return {"lambda": self._cached(authorization, event)}
 
     def _cached(self, identity_source: str, event: dict[str, Any]) -> dict[str, Any]:

@@ -360,15 +360,24 @@ def _request_id(cmd: Any) -> int | None:
 
 
 def _principal(connect: Any) -> Principal:
-    """The role of a CONNECT's token (Pulsar's `token` authentication method)."""
-    if connect.auth_method_name != "token" or not connect.auth_data:
-        return Principal(refused="the proxy accepts the token authentication method only")
+    """The role of a CONNECT's credentials: Pulsar's `token` method (the token's subject) or
+    `basic` (data `user:password`, as the official clients' AuthenticationBasic sends it: the user)."""
+    method = connect.auth_method_name
+    if method not in ("token", "basic") or not connect.auth_data:
+        return Principal(refused="the proxy accepts the token and basic authentication methods")
+    data = connect.auth_data.decode("utf-8", "replace")
+    if method == "basic":
+        from magnetar.security.basic import InvalidCredentials, authenticate, split_credentials
+
+        try:
+            return Principal(authenticate(*split_credentials(data)))
+        except (InvalidCredentials, ValueError, OSError) as exc:
+            return Principal(refused=str(exc))
     from magnetar.security.identity import validator_from_environment
     from magnetar.security.tokens import InvalidToken
 
-    token = connect.auth_data.decode("utf-8", "replace").strip()
     try:
-        return Principal(validator_from_environment().role(token))
+        return Principal(validator_from_environment().role(data.strip()))
     except (InvalidToken, ValueError) as exc:
         return Principal(refused=str(exc))
 

@@ -3,7 +3,8 @@
 On AWS, API Gateway runs the authorizer (`functions/authorizer`) before the broker: it turns a
 token into `{"role", "exp"}` (or `{"refused": why}`) and API Gateway passes that context to the
 broker in `requestContext.authorizer.lambda` (HTTP API) or `requestContext.authorizer` (WebSocket
-$connect). A caller signing with SigV4 on the IAM-authorized API arrives with
+$connect). Basic credentials (Pulsar's basic provider, `magnetar.security.basic`) yield the user name as
+the role, the same context without `exp`. A caller signing with SigV4 on the IAM-authorized API arrives with
 `requestContext.authorizer.iam` instead; its role is its principal ARN (an assumed role's session
 ARN is read as the role's ARN, so grants name roles, not sessions). The local runtime emulates
 both and fills in the same fields.
@@ -25,6 +26,8 @@ from typing import Any
 
 from magnetar.config import ENV_TOKEN_KEYS_SECRET, ENV_TOKEN_PUBLIC_KEY, ENV_TOKEN_SECRET_KEY
 from magnetar.core.authz import ANONYMOUS, Principal
+from magnetar.security.basic import InvalidCredentials, basic_credentials
+from magnetar.security.basic import authenticate as authenticate_basic
 from magnetar.security.tokens import (
     InvalidToken,
     TokenValidator,
@@ -96,6 +99,31 @@ def authorizer_context(token: str | None, validator: TokenValidator) -> dict[str
     if not isinstance(subject, str) or not subject:
         return {"refused": "Token has no subject (role)"}
     return {"role": subject, "exp": int(claims.get("exp") or 0)}
+
+
+def authenticate_request(headers: Mapping[str, str], query: Mapping[str, str]) -> dict[str, Any]:
+    """The authorizer's answer for a request's credentials, whichever provider they are for:
+    `Authorization: Basic` (Pulsar's basic provider: the role is the user name), else a token
+    (`Authorization: Bearer` or `?token=`). A basic provider that cannot be read (a missing or
+    malformed file) refuses with the reason rather than failing the authorizer (API Gateway would
+    answer 500)."""
+    lowered = {k.lower(): v for k, v in headers.items()}
+    try:
+        basic = basic_credentials(lowered.get("authorization"))
+        if basic is not None:
+            return {"role": authenticate_basic(*basic)}
+    except InvalidCredentials as exc:
+        return {"refused": str(exc)}
+    except (ValueError, OSError) as exc:
+        return {"refused": f"Basic authentication is not available: {exc}"}
+    token = credentials(headers, query)
+    if token is None:
+        return {"refused": "No credentials: send Authorization: Bearer <token> or Authorization: Basic"}
+    try:
+        validator = validator_from_environment()
+    except ValueError as exc:  # no token keys configured (a basic-only deployment)
+        return {"refused": f"Token authentication is not available: {exc}"}
+    return authorizer_context(token, validator)
 
 
 def keys_from_secret(secret: str) -> list[VerificationKey]:
