@@ -250,14 +250,14 @@ class Client:
         `regex_subscription_mode` picks the domains a pattern lists (persistent, non-persistent or
         both; the pattern's own `persistent://` prefix is not a filter, as in Pulsar).
         `is_read_compacted`: below the compaction horizon (as it is at subscribe) the consumer gets
-        only what the compacted view holds, the rest is acknowledged for it (client/compacted.py);
-        long-polling consumers only (a pushed consumer reads the whole topic).
+        only what the compacted view holds, the rest is acknowledged for it (client/compacted.py),
+        long-polling and pushed consumers alike.
         `key_shared_policy` (Key_Shared): AutoSplit or Sticky hash ranges and
         `allow_out_of_order_delivery`, as Pulsar; overlapping Sticky ranges raise
         `ConsumerAssignError`, a mode mismatch with the subscription's consumers `ConsumerBusy`;
         long-polling consumers only for Sticky or out-of-order (Pulsar's WebSocket API has no
         such parameter). `start_message_id_inclusive`: a subscription created at Latest starts
-        at the last message (its whole entry), long-polling consumers only. Accepted without
+        at the last message (its whole entry), long-polling and pushed consumers. Accepted without
         effect yet (docs/semantics.md): `max_pending_chunked_message`,
         `auto_ack_oldest_chunked_message_on_queue_full`, `batch_index_ack_enabled` (batch-index
         acknowledgement is always on), `max_total_receiver_queue_size_across_partitions`,
@@ -351,7 +351,8 @@ class Client:
                     self._transport, self._websocket_url, _topic(partition_topic), subscription_name, consumer_type,
                     consumer_name, initial_position, unacked_messages_timeout_ms, receiver_queue_size,
                     batch_receive_policy, negative_ack_redelivery_delay_ms,
-                    None if len(topics) > 1 or discover is not None else message_listener, decryptor=decryptor))
+                    None if len(topics) > 1 or discover is not None else message_listener, decryptor=decryptor,
+                    read_compacted=is_read_compacted, start_message_id_inclusive=start_message_id_inclusive))
             return Consumer(
                 self._transport, _topic(partition_topic), subscription_name, consumer_type, consumer_name,
                 initial_position, unacked_messages_timeout_ms, receiver_queue_size, batch_receive_policy,

@@ -35,6 +35,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.sync.client import ClientConnection, connect
 
 from magnetar.client import exceptions
+from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer import ConsumerBase
 from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId
@@ -96,6 +97,8 @@ class PushConsumer(ConsumerBase):
         negative_ack_redelivery_delay_ms: int = 60_000,
         message_listener: Callable[[PushConsumer, Message], None] | None = None,
         decryptor: MessageDecryptor | None = None,
+        read_compacted: bool = False,
+        start_message_id_inclusive: bool = False,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -114,6 +117,11 @@ class PushConsumer(ConsumerBase):
         }
         if unacked_messages_timeout_ms:
             params["ackTimeoutMillis"] = str(int(unacked_messages_timeout_ms))
+        if start_message_id_inclusive:  # a subscription created at Latest starts at the last entry
+            params["startMessageIdInclusive"] = "true"
+        # is_read_compacted: what the view (as at subscribe) does not hold below its horizon is
+        # acknowledged here, never handed out, as the long-polling consumer does (client/compacted.py)
+        self._compacted = CompactedFilter.load(transport, topic) if read_compacted and topic.is_persistent else None
         self._url = (f"{websocket_base(websocket_url)}/ws/v2/consumer/{topic_path(topic)}/"
                      f"{quote(subscription_name, safe='')}?{urlencode(params)}")
         self._http_path = f"/magnetar/v1/consumer/{topic_path(topic)}/{quote(subscription_name, safe='')}"
@@ -320,6 +328,11 @@ class PushConsumer(ConsumerBase):
         raw = MessageId.deserialize(base64.b64decode(frame["messageId"]))
         mid = MessageId(raw.ledger_id(), raw.entry_id(), raw.partition(), raw.batch_index(), topic,
                         int(frame.get("batchSize", 0)))
+        if self._compacted is not None:
+            masked = self._compacted.masked(mid.entry_id(), max(mid._batch_size, 1))
+            if masked is not None and max(mid.batch_index(), 0) in masked:
+                self.acknowledge(mid)  # not in the compacted view: acknowledged for the application
+                return
         message = Message(
             base64.b64decode(frame["payload"]), mid, topic, frame.get("properties") or {}, frame.get("key") or "",
             _millis(frame.get("publishTime")), _millis(frame.get("eventTime")), int(frame.get("redeliveryCount", 0)),

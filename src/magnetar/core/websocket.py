@@ -175,6 +175,9 @@ class OpenRequest:
     nack_delay_ms: int = DEFAULT_NACK_DELAY_MS
     pull_mode: bool = False
     start: str = "latest"  # reader: earliest, latest or a base64 message id
+    # Magnetar's extension (pulsar-client's start_message_id_inclusive): a consumer's subscription
+    # created at Latest starts at the last entry; a reader starts at its message id, not after it
+    start_inclusive: bool = False
     encryption_keys: str = ""  # producer: its pre-encrypted messages' keys (PIP-290), as `Connection` keeps them
 
 
@@ -204,7 +207,8 @@ def parse_open(path: str, params: dict[str, str]) -> OpenRequest:
         start = params.get("messageId", "") or "latest"
         if start not in ("earliest", "latest"):
             decode_message_id(start)
-        return OpenRequest(role, topic, name=name, queue_size=queue, start=start)
+        return OpenRequest(role, topic, name=name, queue_size=queue, start=start,
+                           start_inclusive=_flag_param(params, "startMessageIdInclusive"))
     subscription = check_subscription(parts[5])
     sub_type = params.get("subscriptionType", "Exclusive")
     if sub_type not in SUBSCRIPTION_TYPES:
@@ -236,7 +240,15 @@ def parse_open(path: str, params: dict[str, str]) -> OpenRequest:
         ack_timeout_ms=_int_param(params, "ackTimeoutMillis", 0, 0),
         nack_delay_ms=_int_param(params, "negativeAckRedeliveryDelay", DEFAULT_NACK_DELAY_MS, 0),
         pull_mode=params.get("pullMode", "false").lower() == "true",
+        start_inclusive=_flag_param(params, "startMessageIdInclusive"),
     )
+
+
+def _flag_param(params: dict[str, str], name: str) -> bool:
+    value = params.get(name, "false").lower()
+    if value not in ("true", "false"):
+        raise InvalidInput(f"Invalid query params: {name}={params[name]!r} is not true or false")
+    return value == "true"
 
 
 def _int_param(params: dict[str, str], name: str, default: int, minimum: int) -> int:

@@ -110,6 +110,12 @@ class Connections:
             if request.start == "latest":
                 _, writer = self.broker.metadata.get_topic_state(topic)
                 position = writer.next_entry if writer else 0
+                if request.start_inclusive:  # the last entry too
+                    position = max(position - 1, 0)
+            elif request.start_inclusive:  # at the given message (startMessageIdInclusive)
+                mid = decode_message_id(request.start)
+                position = max(0, mid.entry_id)
+                skip = mid.batch_index - 1 if mid.batch_index >= 0 else -1
             else:  # after the given message (Pulsar's reader start is exclusive)
                 mid = decode_message_id(request.start)
                 position = max(0, mid.entry_id) + (1 if mid.batch_index < 0 else 0)
@@ -130,7 +136,8 @@ class Connections:
 
         def subscribe() -> None:
             self.broker.subscriptions.subscribe(topic, request.subscription, name, request.subscription_type,
-                                                request.initial_position, request.ack_timeout_ms, PUSH_LEASE_MS)
+                                                request.initial_position, request.ack_timeout_ms, PUSH_LEASE_MS,
+                                                start_inclusive=request.start_inclusive)
 
         try:
             subscribe()
