@@ -54,6 +54,7 @@ from magnetar.config import (
     WEBSOCKET_FUNCTION_ID,
 )
 from magnetar_cdk import apis, functions, observability, storage
+from magnetar_cdk import emr as emr_part
 from magnetar_cdk.observability import JOURNAL_CONSUMER_SERVICE
 from magnetar_cdk.settings import DEFAULT_LAYER_DIR, context_flag, resolve_settings
 
@@ -87,6 +88,7 @@ class MagnetarStack(Stack):
         journal_fan_out: bool | None = None,
         journal_batching_window_s: int | None = None,
         basic_auth_secret_arn: str | None = None,
+        emr: bool | None = None,  # Spark on EMR Serverless (context emr): magnetar_cdk/emr.py
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -244,6 +246,8 @@ class MagnetarStack(Stack):
         self.alarms = observability.alarms(
             self, self.journal_consumer, settings.iterator_age_alarm_threshold, settings.alarm_topic_arn
         )
+        # --- optional: Spark on EMR Serverless (emr=True or -c emr=true) --------------------------------
+        self.emr = emr_part.spark_on_emr(self, emr, segment_bucket=self.bucket, iam_http_api=self.iam_http_api)
 
     def _function(self, construct_id: str, asset: str, **options: Any) -> lambda_.Function:
         """A handler function on the core layer, with the stack's log retention (functions.function)."""
