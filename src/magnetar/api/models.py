@@ -187,6 +187,9 @@ class SubscribeRequest(_Body):
     # a subscription created at Latest starts at the last message, not after it (pulsar-client's
     # start_message_id_inclusive); no effect on an existing subscription or at Earliest
     startMessageIdInclusive: bool = False
+    # Pulsar's priorityLevel (0 the highest): a Failover subscription's active consumers are those of
+    # the highest level present
+    priorityLevel: int = Field(default=0, ge=0, le=2**31 - 1)
 
 
 class AckRequest(_Body):

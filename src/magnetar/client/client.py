@@ -241,11 +241,15 @@ class Client:
         retry_enable: bool = False,
         expire_time_of_incomplete_chunked_message_ms: int = 60_000,
         delivery: str | None = None,
+        priority_level: int = 0,
     ) -> Consumer | MultiTopicsConsumer | PushConsumer:
         """pulsar-client's `subscribe` (its order of parameters; `schema` is not there yet;
         `crypto_key_reader` and `crypto_failure_action` for encrypted messages), then Magnetar's:
-        `pattern` (a regex, as `topic` may be), `retry_enable`, `expire_time_of_incomplete_chunked_message_ms`, and
-        `delivery` overriding the client's ("auto", "push" or "poll") for this consumer.
+        `pattern` (a regex, as `topic` may be), `retry_enable`, `expire_time_of_incomplete_chunked_message_ms`,
+        `delivery` overriding the client's ("auto", "push" or "poll") for this consumer, and
+        `priority_level` (Pulsar's consumer priorityLevel, 0 the highest, which the Java client and
+        the C++ configuration have: a Failover subscription's active consumers are those of the
+        highest level attached).
 
         `regex_subscription_mode` picks the domains a pattern lists (persistent, non-persistent or
         both; the pattern's own `persistent://` prefix is not a filter, as in Pulsar).
@@ -270,8 +274,11 @@ class Client:
                              ("broker_consumer_stats_cache_time_ms", broker_consumer_stats_cache_time_ms),
                              ("negative_ack_redelivery_delay_ms", negative_ack_redelivery_delay_ms),
                              ("pattern_auto_discovery_period", pattern_auto_discovery_period),
-                             ("max_pending_chunked_message", max_pending_chunked_message)):
+                             ("max_pending_chunked_message", max_pending_chunked_message),
+                             ("priority_level", priority_level)):
             check_type(int, number, name)
+        if priority_level < 0:
+            raise ValueError("priority_level must be 0 (the highest) or more")
         check_type_or_none(str, consumer_name, "consumer_name")
         check_type_or_none(int, unacked_messages_timeout_ms, "unacked_messages_timeout_ms")
         for name, flag in (("is_read_compacted", is_read_compacted),
@@ -352,7 +359,8 @@ class Client:
                     consumer_name, initial_position, unacked_messages_timeout_ms, receiver_queue_size,
                     batch_receive_policy, negative_ack_redelivery_delay_ms,
                     None if len(topics) > 1 or discover is not None else message_listener, decryptor=decryptor,
-                    read_compacted=is_read_compacted, start_message_id_inclusive=start_message_id_inclusive))
+                    read_compacted=is_read_compacted, start_message_id_inclusive=start_message_id_inclusive,
+                    priority_level=priority_level))
             return Consumer(
                 self._transport, _topic(partition_topic), subscription_name, consumer_type, consumer_name,
                 initial_position, unacked_messages_timeout_ms, receiver_queue_size, batch_receive_policy,
@@ -360,7 +368,7 @@ class Client:
                 lambda t: self.create_producer(t, batching_enabled=False), retry_topic,
                 expire_time_of_incomplete_chunked_message_ms, dead_letter_topic, decryptor=decryptor,
                 read_compacted=is_read_compacted, key_shared_policy=key_shared_policy,
-                start_message_id_inclusive=start_message_id_inclusive,
+                start_message_id_inclusive=start_message_id_inclusive, priority_level=priority_level,
             )
 
         check_type(Schema, schema, "schema")

@@ -170,6 +170,7 @@ class Consumer(ConsumerBase):
         read_compacted: bool = False,
         key_shared_policy: ConsumerKeySharedPolicy | None = None,
         start_message_id_inclusive: bool = False,
+        priority_level: int = 0,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -200,6 +201,8 @@ class Consumer(ConsumerBase):
             self._subscribe_body["keySharedPolicy"] = key_shared_meta(key_shared_policy)
         if start_message_id_inclusive:
             self._subscribe_body["startMessageIdInclusive"] = True
+        if priority_level:
+            self._subscribe_body["priorityLevel"] = priority_level
         self._queue: collections.deque[Message] = collections.deque()
         self._chunks: dict[str, _Chunks] = {}
         self._receive_lock = threading.Lock()

@@ -99,6 +99,7 @@ class PushConsumer(ConsumerBase):
         decryptor: MessageDecryptor | None = None,
         read_compacted: bool = False,
         start_message_id_inclusive: bool = False,
+        priority_level: int = 0,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -119,6 +120,8 @@ class PushConsumer(ConsumerBase):
             params["ackTimeoutMillis"] = str(int(unacked_messages_timeout_ms))
         if start_message_id_inclusive:  # a subscription created at Latest starts at the last entry
             params["startMessageIdInclusive"] = "true"
+        if priority_level:
+            params["priorityLevel"] = str(priority_level)
         # is_read_compacted: what the view (as at subscribe) does not hold below its horizon is
         # acknowledged here, never handed out, as the long-polling consumer does (client/compacted.py)
         self._compacted = CompactedFilter.load(transport, topic) if read_compacted and topic.is_persistent else None

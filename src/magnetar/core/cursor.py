@@ -160,6 +160,16 @@ class ConsumerLease:
     ack_timeout_ms: int = 0
     attached_at: int = 0
     key_shared: KeySharedPolicy = AUTO_SPLIT  # Key_Shared subscriptions only
+    priority: int = 0  # Pulsar's priorityLevel: 0 the highest; Failover picks among the highest first
+
+
+def _lease(stored: list[Any], priority: int) -> ConsumerLease:
+    """A lease as `CursorState.to_dict` stores it: [expires, ack timeout, attached at(, policy)]."""
+    lease = ConsumerLease(*stored[:3])
+    if len(stored) > 3:
+        lease.key_shared = KeySharedPolicy.from_list(stored[3])
+    lease.priority = priority
+    return lease
 
 
 @dataclass
@@ -197,6 +207,9 @@ class CursorState:
         }
         if self.dispatch_window[0]:
             data["dw"] = list(self.dispatch_window)
+        priorities = {k: v.priority for k, v in self.consumers.items() if v.priority}
+        if priorities:  # written only when some consumer has a priority level (older items stay readable)
+            data["cp"] = priorities
         return data
 
     @classmethod
@@ -204,8 +217,7 @@ class CursorState:
         return cls(
             subscription_type=data["t"], mark_delete=data["md"], read_position=data["rp"], acked=data.get("a", []),
             batch_acks=data.get("ba", {}), deliveries=[Delivery.from_list(d) for d in data.get("d", [])],
-            consumers={k: ConsumerLease(*v[:3], *[KeySharedPolicy.from_list(p) for p in v[3:4]])
-                       for k, v in data.get("c", {}).items()},
+            consumers={k: _lease(v, int(data.get("cp", {}).get(k, 0))) for k, v in data.get("c", {}).items()},
             epoch=data.get("e", 0), created_at=data.get("ca", 0),
             out_messages=data.get("o", [0])[0], out_bytes=data.get("o", [0, 0])[1],
             rate_out=tuple(data["o"][2:5]) if "o" in data else (0.0, 0.0, 0),
@@ -217,9 +229,9 @@ class CursorState:
         return sorted(name for name, lease in self.consumers.items() if lease.expires_at > now)
 
     def attach(self, consumer: str, subscription_type: str, now: int, lease_ms: int, ack_timeout_ms: int,
-               key_shared: KeySharedPolicy | None = None) -> None:
+               key_shared: KeySharedPolicy | None = None, priority: int | None = None) -> None:
         """Attach or renew a consumer, enforcing Pulsar's exclusivity rules, and on Key_Shared its
-        policy's (`key_shared` None: keep the lease's, as a renewal does)."""
+        policy's (`key_shared` None: keep the lease's, as a renewal does; `priority` None likewise)."""
         others = [c for c in self.live_consumers(now) if c != consumer]
         if others and subscription_type != self.subscription_type:
             raise ConsumerBusy(
@@ -236,7 +248,8 @@ class CursorState:
             policy = AUTO_SPLIT  # Pulsar ignores a Key_Shared policy on other subscription types
         elif key_shared is not None:
             self._check_key_shared(policy, [self.consumers[c].key_shared for c in others], others)
-        self.consumers[consumer] = ConsumerLease(now + lease_ms, ack_timeout_ms, attached_at, policy)
+        level = priority if priority is not None else (lease.priority if lease else 0)
+        self.consumers[consumer] = ConsumerLease(now + lease_ms, ack_timeout_ms, attached_at, policy, level)
 
     @staticmethod
     def _check_key_shared(policy: KeySharedPolicy, theirs: list[KeySharedPolicy], names: list[str]) -> None:
@@ -269,9 +282,14 @@ class CursorState:
                 d.release()
 
     def active_consumer(self, now: int, partition: int) -> str | None:
-        """Failover: consumers sorted by name; partition i goes to consumer i mod n (Pulsar's rule)."""
+        """Failover: the consumers of the highest priority level (the lowest `priorityLevel`) sorted
+        by name; partition i goes to the i mod n-th of them (Pulsar's rule)."""
         live = self.live_consumers(now)
-        return live[max(partition, 0) % len(live)] if live else None
+        if not live:
+            return None
+        highest = min(self.consumers[c].priority for c in live)
+        live = [c for c in live if self.consumers[c].priority == highest]
+        return live[max(partition, 0) % len(live)]
 
     def key_owner(self, hash_value: int, now: int) -> str | None:
         """Key_Shared: AutoSplit, the live consumers, sorted by name, split the hash range evenly;

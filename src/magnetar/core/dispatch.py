@@ -44,6 +44,7 @@ from magnetar.core.ports import Clock, MetadataStore, SubscriptionView
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_MS = 30_000  # a consumer is attached while it renews this lease (SDK heartbeats)
+MAX_PRIORITY_LEVEL = 2**31 - 1  # Pulsar's priorityLevel is an int32, 0 the highest
 MAX_WAIT_MS = 20_000  # a long poll stays well inside API Gateway's 30 s integration timeout
 POLL_INTERVAL_S = 0.1  # an idle long poll looks again after this, doubling up to MAX_POLL_INTERVAL_S
 MAX_POLL_INTERVAL_S = 1.0  # (each look is a DynamoDB read: idle consumers should not hammer the table)
@@ -142,10 +143,12 @@ class SubscriptionService:
         lease_ms: int = DEFAULT_LEASE_MS,
         key_shared: KeySharedPolicy = AUTO_SPLIT,
         start_inclusive: bool = False,
+        priority_level: int = 0,
     ) -> CursorState:
         """`key_shared`: a Key_Shared consumer's policy (Sticky hash ranges, out-of-order delivery);
         `start_inclusive`: a subscription created at Latest starts at the last entry, not after it
-        (pulsar-client's start_message_id_inclusive)."""
+        (pulsar-client's start_message_id_inclusive); `priority_level`: Pulsar's priorityLevel
+        (0 the highest), which picks a Failover subscription's active consumers."""
         check_subscription(subscription)
         check_consumer_name(consumer)
         if subscription_type not in SUBSCRIPTION_TYPES:
@@ -154,12 +157,14 @@ class SubscriptionService:
             raise InvalidInput(f"Invalid initial position {initial_position!r}; Earliest or Latest")
         if ack_timeout_ms < 0 or lease_ms <= 0:
             raise InvalidInput("Timeouts must be positive")
+        if not 0 <= priority_level <= MAX_PRIORITY_LEVEL:
+            raise InvalidInput(f"Invalid priority level {priority_level}: 0 (the highest) to {MAX_PRIORITY_LEVEL}")
 
         self._check_consumer_limit(topic, subscription, consumer)
 
         def change(state: CursorState, now: int) -> None:
             state.expire(now)
-            state.attach(consumer, subscription_type, now, lease_ms, ack_timeout_ms, key_shared)
+            state.attach(consumer, subscription_type, now, lease_ms, ack_timeout_ms, key_shared, priority_level)
 
         initial = "LatestInclusive" if start_inclusive and initial_position == "Latest" else initial_position
         return self._update(topic, subscription, change, create=(subscription_type, initial))

@@ -178,6 +178,7 @@ class OpenRequest:
     # Magnetar's extension (pulsar-client's start_message_id_inclusive): a consumer's subscription
     # created at Latest starts at the last entry; a reader starts at its message id, not after it
     start_inclusive: bool = False
+    priority_level: int = 0  # consumer: Pulsar's priorityLevel (a Failover subscription's active consumers)
     encryption_keys: str = ""  # producer: its pre-encrypted messages' keys (PIP-290), as `Connection` keeps them
 
 
@@ -229,7 +230,7 @@ def parse_open(path: str, params: dict[str, str]) -> OpenRequest:
         check_consumer_name(name)
         if len(name) > 200:
             raise InvalidInput("Invalid query params: consumerName longer than 200 characters")
-    _int_param(params, "priorityLevel", 0, 0)  # accepted, not used (no priority levels yet)
+    priority = _int_param(params, "priorityLevel", 0, 0)
     # Pulsar's values are accepted; the broker holds no key, so an encrypted message is always passed
     # on with its encryptionContext (as Pulsar's CONSUME)
     action = params.get("cryptoFailureAction")
@@ -241,6 +242,7 @@ def parse_open(path: str, params: dict[str, str]) -> OpenRequest:
         nack_delay_ms=_int_param(params, "negativeAckRedeliveryDelay", DEFAULT_NACK_DELAY_MS, 0),
         pull_mode=params.get("pullMode", "false").lower() == "true",
         start_inclusive=_flag_param(params, "startMessageIdInclusive"),
+        priority_level=priority,
     )
 
 

@@ -75,6 +75,7 @@ def _bind(domain: str) -> None:
             request.ackTimeoutMs,
             key_shared=_key_shared(request.keySharedPolicy),
             start_inclusive=request.startMessageIdInclusive,
+            priority_level=request.priorityLevel,
         )
         return json_response({"subscriptionType": state.subscription_type, "consumers": sorted(state.consumers),
                               "epoch": state.epoch})

@@ -137,7 +137,8 @@ class Connections:
         def subscribe() -> None:
             self.broker.subscriptions.subscribe(topic, request.subscription, name, request.subscription_type,
                                                 request.initial_position, request.ack_timeout_ms, PUSH_LEASE_MS,
-                                                start_inclusive=request.start_inclusive)
+                                                start_inclusive=request.start_inclusive,
+                                                priority_level=request.priority_level)
 
         try:
             subscribe()
