@@ -55,6 +55,7 @@ from magnetar.config import (
 )
 from magnetar_cdk import apis, functions, observability, storage
 from magnetar_cdk import emr as emr_part
+from magnetar_cdk import pulsar_protocol as pulsar_protocol_proxy
 from magnetar_cdk.observability import JOURNAL_CONSUMER_SERVICE
 from magnetar_cdk.settings import DEFAULT_LAYER_DIR, context_flag, resolve_settings
 
@@ -89,6 +90,8 @@ class MagnetarStack(Stack):
         journal_batching_window_s: int | None = None,
         basic_auth_secret_arn: str | None = None,
         emr: bool | None = None,  # Spark on EMR Serverless (context emr): magnetar_cdk/emr.py
+        pulsar_protocol: bool | None = None,  # the binary protocol proxy on Fargate (context pulsarProtocol)
+        pulsar_protocol_certificate_arn: str | None = None,  # its TLS listener's (pulsarProtocolCertificateArn)
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -248,6 +251,10 @@ class MagnetarStack(Stack):
         )
         # --- optional: Spark on EMR Serverless (emr=True or -c emr=true) --------------------------------
         self.emr = emr_part.spark_on_emr(self, emr, segment_bucket=self.bucket, iam_http_api=self.iam_http_api)
+        # --- optional: Pulsar's binary protocol, the proxy on ECS Fargate (magnetar_cdk/pulsar_protocol.py) ---
+        self.pulsar_protocol = pulsar_protocol_proxy.add_if_enabled(
+            self, pulsar_protocol, pulsar_protocol_certificate_arn,
+            {**resource_env, **auth_env, **tail_env, ENV_TOKEN_KEYS_SECRET: self.token_keys.secret_arn})
 
     def _function(self, construct_id: str, asset: str, **options: Any) -> lambda_.Function:
         """A handler function on the core layer, with the stack's log retention (functions.function)."""
