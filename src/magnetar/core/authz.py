@@ -122,8 +122,8 @@ class AuthorizationService:
         if principal.refused is not None:
             raise Unauthenticated(f"Authentication failed: {principal.refused}")
         if principal.role is None:
-            raise Unauthenticated("Authentication required: send a token (Authorization: Bearer <token>) "
-                                  "or sign the request with AWS SigV4")
+            raise Unauthenticated("Authentication required: send a token (Authorization: Bearer <token>), "
+                                  "basic credentials (Authorization: Basic) or sign the request with AWS SigV4")
 
     def check(self, principal: Principal, access: Access, target: Target = Target()) -> None:
         """Raise Unauthenticated (401) or Forbidden (403) unless `principal` has `access` on `target`."""
