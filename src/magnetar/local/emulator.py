@@ -5,7 +5,8 @@ like LocalStack. One difference from `moto_server`: requests are applied one at 
 backends are not thread-safe (its Kinesis put_record says so; its DynamoDB conditional updates
 read and write in two steps), while AWS applies each write atomically per item and per shard —
 the very property Magnetar's coordination relies on. Serializing requests gives the emulator
-that atomicity; its throughput is GIL-bound anyway.
+that atomicity; its throughput is GIL-bound anyway. `magnetar.local.moto_fixes` mends moto where a
+long run needs it (TransactWriteItems' rollback copied whole tables).
 
 `--limits on` enforces AWS's service limits with AWS's errors and `--latency` adds modeled AWS
 latency (`magnetar.local.aws_limits`: a WSGI middleware around the serialized app; the modeled
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no dev-server banner, no access log
+    from magnetar.local import moto_fixes
+
+    moto_fixes.apply()  # transactions roll back their items, not a copy of every table
     serialized = SerializedApp(DomainDispatcherApplication(create_backend_app))
     app: Any = serialized
     if args.limits == "on" or args.latency:  # off: moto as is, not one more call per request

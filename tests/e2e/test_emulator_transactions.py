@@ -1,0 +1,80 @@
+"""The emulator's TransactWriteItems: all or nothing, with the rollback of `magnetar.local.moto_fixes`
+(the items the transaction names are put back; moto's own rollback copied whole tables)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+
+from magnetar.local.cluster import free_port, start_emulator
+from magnetar.local.fidelity import AwsFidelity
+
+
+@pytest.fixture(scope="module")
+def ddb() -> Iterator[Any]:
+    port = free_port()
+    proc = start_emulator("127.0.0.1", port, AwsFidelity(limits=True))
+    try:
+        yield boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
+                           aws_access_key_id="test", aws_secret_access_key="test")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _table(ddb: Any) -> str:
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                           {"AttributeName": "sk", "AttributeType": "S"}])
+    return name
+
+
+def _items(ddb: Any, table: str) -> dict[str, str]:
+    return {i["sk"]["S"]: i.get("v", {}).get("S", "") for i in ddb.scan(TableName=table)["Items"]}
+
+
+def test_a_cancelled_transaction_leaves_every_item_as_it_was(ddb: Any) -> None:
+    table = _table(ddb)
+    for sk, v in (("a", "1"), ("d", "keep")):
+        ddb.put_item(TableName=table, Item={"pk": {"S": "p"}, "sk": {"S": sk}, "v": {"S": v}})
+    with pytest.raises(ClientError) as refused:
+        ddb.transact_write_items(TransactItems=[
+            {"Update": {"TableName": table, "Key": {"pk": {"S": "p"}, "sk": {"S": "a"}},
+                        "UpdateExpression": "SET v = :v", "ExpressionAttributeValues": {":v": {"S": "2"}}}},
+            {"Put": {"TableName": table, "Item": {"pk": {"S": "p"}, "sk": {"S": "b"}, "v": {"S": "new"}}}},
+            {"Delete": {"TableName": table, "Key": {"pk": {"S": "p"}, "sk": {"S": "d"}}}},
+            {"ConditionCheck": {"TableName": table, "Key": {"pk": {"S": "p"}, "sk": {"S": "c"}},
+                                "ConditionExpression": "attribute_exists(pk)"}},
+        ])
+    assert refused.value.response["Error"]["Code"] == "TransactionCanceledException"
+    reasons = [r["Code"] for r in refused.value.response["CancellationReasons"]]
+    assert reasons == ["None", "None", "None", "ConditionalCheckFailed"]
+    assert _items(ddb, table) == {"a": "1", "d": "keep"}, "the update, the put and the delete were undone"
+
+
+def test_a_transaction_that_passes_writes_every_item(ddb: Any) -> None:
+    table = _table(ddb)
+    ddb.put_item(TableName=table, Item={"pk": {"S": "p"}, "sk": {"S": "a"}, "v": {"S": "1"}})
+    ddb.transact_write_items(TransactItems=[
+        {"Update": {"TableName": table, "Key": {"pk": {"S": "p"}, "sk": {"S": "a"}},
+                    "UpdateExpression": "SET v = :v", "ConditionExpression": "v = :old",
+                    "ExpressionAttributeValues": {":v": {"S": "2"}, ":old": {"S": "1"}}}},
+        {"Put": {"TableName": table, "Item": {"pk": {"S": "p"}, "sk": {"S": "b"}, "v": {"S": "new"}}}},
+    ])
+    assert _items(ddb, table) == {"a": "2", "b": "new"}
+    # the table object moto keeps is still the one later calls use (no copy swapped in)
+    with pytest.raises(ClientError):
+        ddb.transact_write_items(TransactItems=[
+            {"Put": {"TableName": table, "Item": {"pk": {"S": "p"}, "sk": {"S": "c"}}}},
+            {"Put": {"TableName": table, "Item": {"pk": {"S": "p"}, "sk": {"S": "a"}},
+                     "ConditionExpression": "attribute_not_exists(pk)"}},
+        ])
+    ddb.put_item(TableName=table, Item={"pk": {"S": "p"}, "sk": {"S": "e"}, "v": {"S": "after"}})
+    assert _items(ddb, table) == {"a": "2", "b": "new", "e": "after"}
