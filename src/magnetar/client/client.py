@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
-import sys
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -13,8 +12,10 @@ from magnetar.client import crypto, exceptions
 from magnetar.client.auth import Authentication
 from magnetar.client.consumer import Consumer
 from magnetar.client.crypto import CryptoKeyReader
+from magnetar.client.logger import log_handler
 from magnetar.client.message import Message, MessageId
 from magnetar.client.partitioned import MultiTopicsConsumer, PartitionedProducer, matching
+from magnetar.client.patterns import namespace_topics, pattern_namespace, without_domain
 from magnetar.client.producer import Producer
 from magnetar.client.push import PushConsumer, websocket_base
 from magnetar.client.reader import PartitionedReader, Reader
@@ -31,16 +32,13 @@ from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
     BatchingType,
     CompressionType,
-    ConsoleLogger,
     ConsumerBatchReceivePolicy,
     ConsumerCryptoFailureAction,
     ConsumerDeadLetterPolicy,
     ConsumerKeySharedPolicy,
     ConsumerType,
-    FileLogger,
     InitialPosition,
     KeySharedMode,
-    LoggerLevel,
     PartitionsRoutingMode,
     ProducerAccessMode,
     RegexSubscriptionMode,
@@ -48,7 +46,7 @@ from magnetar.client.types import (
     check_type_or_none,
 )
 from magnetar.core.errors import InvalidInput
-from magnetar.core.naming import NamespaceName, TopicName, check_subscription
+from magnetar.core.naming import TopicName, check_subscription
 from magnetar.schema import Schema
 
 
@@ -110,7 +108,7 @@ class Client:
                                ("tls_private_key_file_path", tls_private_key_file_path),
                                ("tls_certificate_file_path", tls_certificate_file_path)):
             check_type_or_none(str, optional, name)
-        self._log_handler = _log_handler(logger)
+        self._log_handler = log_handler(logger)
         self._transport = Transport(service_url, float(operation_timeout_seconds), authentication)
         self._websocket_url = websocket_base(websocket_url or service_url)
         self._delivery = _delivery(delivery)
@@ -307,11 +305,11 @@ class Client:
         discover: Callable[[], list[str]] | None = None
         if isinstance(topic, re.Pattern):
             regex: re.Pattern[str] = topic
-            namespace = self._pattern_namespace(regex)
-            unscoped = _without_domain(regex)
+            namespace = pattern_namespace(regex)
+            unscoped = without_domain(regex)
 
             def discover_topics() -> list[str]:
-                return self._expand(matching(unscoped, self._namespace_topics(namespace, regex_subscription_mode)))
+                return self._expand(matching(unscoped, namespace_topics(self._transport, namespace, regex_subscription_mode)))
 
             discover = discover_topics
             topics = discover_topics()
@@ -389,27 +387,6 @@ class Client:
         for t in topics:
             out.extend(self.get_topic_partitions(t))
         return out
-
-    @staticmethod
-    def _pattern_namespace(regex: re.Pattern[str]) -> NamespaceName:
-        text = regex.pattern.split("://", 1)[-1]
-        parts = text.split("/")
-        if len(parts) < 3:
-            return NamespaceName("public", "default")
-        return NamespaceName.parse("/".join(parts[:2]))
-
-    def _namespace_topics(self, namespace: NamespaceName,
-                          mode: RegexSubscriptionMode = RegexSubscriptionMode.PersistentOnly) -> list[str]:
-        """The namespace's topics of the domains `mode` names, a partitioned topic by its base name."""
-        domains = {RegexSubscriptionMode.PersistentOnly: ("persistent",),
-                   RegexSubscriptionMode.NonPersistentOnly: ("non-persistent",),
-                   RegexSubscriptionMode.AllTopics: ("persistent", "non-persistent")}[mode]
-        plain: list[str] = []
-        for domain in domains:
-            plain += self._transport.call("GET", f"/admin/v2/{domain}/{namespace}")
-        partitioned: list[str] = self._transport.call("GET", f"/admin/v2/persistent/{namespace}/partitioned")
-        bases = {t for t in partitioned if t.split("://", 1)[0] in domains}
-        return sorted(bases | {t for t in plain if TopicName.parse(t).partitioned_topic.__str__() not in bases})
 
     # --- readers -------------------------------------------------------------------------------
     def create_reader(self, topic: str, start_message_id: MessageId, schema: Schema = DEFAULT_SCHEMA,
@@ -497,50 +474,3 @@ class Client:
             logging.getLogger("magnetar").removeHandler(self._log_handler)
             self._log_handler.close()
             self._log_handler = None
-
-
-_LEVELS = {LoggerLevel.Debug: logging.DEBUG, LoggerLevel.Info: logging.INFO, LoggerLevel.Warn: logging.WARNING,
-           LoggerLevel.Error: logging.ERROR}
-
-
-class _ToLogger(logging.Handler):
-    """Hands the SDK's records to the application's logger (pulsar-client's `logger=Logger`)."""
-
-    def __init__(self, target: logging.Logger) -> None:
-        super().__init__()
-        self._target = target
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self._target.handle(record)
-
-
-def _log_handler(logger: Any) -> logging.Handler | None:
-    """pulsar-client's `logger`: where the SDK's log (the `magnetar` logger) goes, for this client."""
-    handler: logging.Handler
-    level = logging.NOTSET
-    if logger is None:
-        return None
-    if isinstance(logger, logging.Logger):
-        handler = _ToLogger(logger)
-    elif isinstance(logger, ConsoleLogger):
-        handler, level = logging.StreamHandler(sys.stdout), _LEVELS[logger.log_level]
-    elif isinstance(logger, FileLogger):
-        handler, level = logging.FileHandler(logger.log_file), _LEVELS[logger.log_level]
-    else:
-        raise ValueError("Logger is expected to be either None, logger.Logger, pulsar.ConsoleLogger or "
-                         "pulsar.FileLogger")
-    handler.setLevel(level)
-    root = logging.getLogger("magnetar")
-    if level and (root.level == logging.NOTSET or root.level > level):
-        root.setLevel(level)
-    root.addHandler(handler)
-    return handler
-
-
-def _without_domain(regex: re.Pattern[str]) -> re.Pattern[str]:
-    """Pulsar matches a topic pattern without its domain: the mode, not the prefix, picks domains."""
-    text = regex.pattern
-    for prefix in ("persistent://", "non-persistent://", "persistent:\\/\\/", "non-persistent:\\/\\/"):
-        if text.startswith(prefix):
-            return re.compile(text[len(prefix):], regex.flags)
-    return regex
