@@ -27,6 +27,7 @@ from pathlib import Path
 
 from passlib.apache import HtpasswdFile
 from passlib.context import CryptContext
+from passlib.hash import apr_md5_crypt
 
 from magnetar.config import ENV_BASIC_AUTH_CONF, ENV_BASIC_AUTH_SECRET
 
@@ -54,7 +55,7 @@ class BasicUsers:
                 raise ValueError(f"The basic authentication file's line for {user!r} is neither MD5 ($apr1$, "
                                  "htpasswd -m) nor CRYPT (htpasswd -d), the formats Pulsar accepts")
         # verified against when the user is unknown, so an unknown name costs as long as a wrong password
-        self._decoy = context.hash("magnetar-decoy", scheme=SCHEMES[0])
+        self._decoy = apr_md5_crypt.hash("magnetar-decoy")
         self._context = context
 
     def __len__(self) -> int:
