@@ -9,6 +9,9 @@
     failOnDataLoss       true (default): a range retention deleted fails the query, naming it;
                          false: it is skipped with a warning
     maxEntriesPerTrigger at most this many entries per micro-batch (all partitions together)
+    directReads          true (default): executors fetch sealed segments from S3 with the URLs of
+                         the broker's read plan (magnetar_spark.direct); false: every entry
+                         through the broker's read endpoint
 
 A partitioned topic is read whole: each of its partitions is a topic-partition of the offsets.
 The options of `source.py` (`partitions`, `pageSize`, timeouts, retries, authentication) apply, and
@@ -82,6 +85,8 @@ class SourceOptions:
         if legacy_end is not None and legacy_end >= 0:
             self.ending = {first: legacy_end + 1}  # inclusive there, exclusive here
         self.fail_on_data_loss = _bool_option(options, "failOnDataLoss", True)
+        # sealed segments straight from S3 when the broker's plan offers URLs (magnetar_spark.direct)
+        self.direct_reads = _bool_option(options, "directReads", True)
         per_trigger = _option(options, "maxEntriesPerTrigger")
         self.max_entries_per_trigger = _int_option(options, "maxEntriesPerTrigger", 0, 1) if per_trigger else None
         self.partitions = self.base.partitions

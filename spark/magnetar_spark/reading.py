@@ -146,10 +146,32 @@ class BatchReader(DataSourceReader):
         return out
 
     def partitions(self) -> list[InputPartition]:
-        planned = plan_ranges(self.ranges(), self.opts.partitions)
-        return list(planned) or [TopicRange(0, "", 0, 0)]  # nothing to read: one empty partition
+        return partitions_of(self.opts, self.ranges(), self.transport)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, TopicRange)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_partition(self.opts, partition, self.transport, self.typed)
+
+
+def partitions_of(opts: SourceOptions, ranges: list[tuple[str, int, int]], transport: Any = None) -> list[InputPartition]:
+    """The Spark partitions of a read's ranges: sealed segments read straight from S3 where the
+    broker's plan offers URLs (`directReads`, magnetar_spark.direct), the rest through the broker."""
+    if opts.direct_reads:
+        from magnetar_spark import direct
+
+        planned: list[InputPartition] = direct.plan(opts, ranges, transport)
+    else:
+        planned = list(plan_ranges(ranges, opts.partitions))
+    return planned or [TopicRange(0, "", 0, 0)]  # nothing to read: one empty partition
+
+
+def read_partition(opts: SourceOptions, partition: InputPartition, transport: Any = None,
+                   typed: Any = None) -> Iterator[Any]:
+    """The rows of one partition (tuples, or Arrow record batches from a direct read)."""
+    if isinstance(partition, TopicRange):
         if partition.topic:
-            yield from read_range(self.opts, partition, self.transport, self.typed)
+            yield from read_range(opts, partition, transport, typed)
+        return
+    from magnetar_spark import direct
+
+    assert isinstance(partition, direct.DirectRange)
+    yield from direct.read(opts, partition, transport, typed)

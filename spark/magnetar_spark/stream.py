@@ -33,7 +33,7 @@ from pyspark.sql.streaming.datasource import (
 
 from magnetar_spark.offsets import EARLIEST, Offsets
 from magnetar_spark.options import SourceOptions
-from magnetar_spark.reading import TopicRange, plan_ranges, read_range
+from magnetar_spark.reading import partitions_of, read_partition
 
 
 def cap(start: Offsets, latest: Offsets, budget: int) -> Offsets:
@@ -91,13 +91,10 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         ranges = [(t, int(start.get(t, EARLIEST)), int(stop)) for t, stop in sorted(end.items())]
-        planned = plan_ranges(ranges, self.opts.partitions)
-        return list(planned) or [TopicRange(0, "", 0, 0)]
+        return partitions_of(self.opts, ranges, self.transport)  # direct reads of sealed segments too
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, TopicRange)
-        if partition.topic:
-            yield from read_range(self.opts, partition, self.transport, self.typed)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_partition(self.opts, partition, self.transport, self.typed)
 
     def commit(self, end: dict[str, int]) -> None:
         pass

@@ -233,7 +233,11 @@ class TypedTopic:
         """The typed row of a message read over the HTTP API; `meta`: the untyped row's metadata
         columns (key, topic, message id, publish time, event time, properties)."""
         payload = base64.b64decode(message.get("payload") or "")
-        value = self.value(payload, message.get("schemaVersion"))
+        return self.row_of(payload, message.get("schemaVersion"), meta)
+
+    def row_of(self, payload: bytes, version: int | None, meta: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The typed row of a message's payload written with schema `version` (direct reads)."""
+        value = self.value(payload, version)
         if not self.record:
             return (value, *meta)
         assert isinstance(self.value_type, StructType)

@@ -25,6 +25,7 @@ from magnetar.api.routes import (
     openapi,
     policies,
     producers,
+    read_plan,
     schemas,
     tenants,
     topics,
@@ -35,7 +36,8 @@ from magnetar.core.errors import MagnetarError
 def build_app() -> HttpApiResolver:
     """A resolver with every resource's routes and Pulsar's error handlers."""
     resolver = HttpApiResolver()
-    for module in (tenants, namespaces, policies, topics, producers, consumers, schemas, compaction, openapi):
+    for module in (tenants, namespaces, policies, topics, producers, consumers, read_plan, schemas, compaction,
+                   openapi):
         resolver.include_router(module.router)
     resolver.exception_handler(MagnetarError)(_refused)
     resolver.exception_handler(ValidationError)(_invalid)
