@@ -23,15 +23,19 @@ from magnetar.core.cursor import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.dispatch import MAX_POLL_INTERVAL_S, POLL_INTERVAL_S, Acks
 from magnetar.core.errors import NotAllowed, SubscriptionNotFound
 from magnetar.core.naming import TopicName
+from magnetar.protocol import compacted
 from magnetar.protocol import pulsar_api_pb2 as pb
+from magnetar.protocol.chunks import Reassembly
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import Type, command
 from magnetar.protocol.messages import ack_set, acked_indexes, entry_message, message_id
 from magnetar.protocol.schemas import check_consumer
 
 if TYPE_CHECKING:
+    from magnetar.client.compacted import CompactedFilter
     from magnetar.core.cursor import CursorState
     from magnetar.core.dispatch import DeliveredEntry
+    from magnetar.core.entry import Entry
     from magnetar.protocol.connection import Connection
 
 log = logging.getLogger(__name__)
@@ -43,7 +47,10 @@ ERROR_BACKOFF_S = 1.0
 IDLE_POLL_S = POLL_INTERVAL_S  # an idle consumer looks again after this, doubling up to MAX_IDLE_POLL_S
 MAX_IDLE_POLL_S = MAX_POLL_INTERVAL_S
 MAX_BATCH_SIZES = 100_000  # batch sizes remembered per consumer (batch-index acks name no size)
-ACK_HOLD_S = 0.1  # acks wait this long for a poll to carry them before they are written on their own
+# Acks wait this long for a poll to carry them (written with its claim: no request of their own)
+# before they are written alone. Longer than the idle backoff's longest wait, so while the consumer
+# has permits its next poll always comes first; the fallback is for a consumer without permits.
+ACK_HOLD_S = 1.5 * MAX_POLL_INTERVAL_S
 
 
 async def open_consumer(conn: Connection, request: Any) -> None:
@@ -54,8 +61,9 @@ async def open_consumer(conn: Connection, request: Any) -> None:
             raise ProtocolError(f"Consumer id {request.consumer_id} is already in use on this connection",
                                 pb.ConsumerBusy)
         topic = TopicName.parse(request.topic)
-        if not topic.is_persistent:
-            raise ProtocolError("Non-persistent topics are not served by the binary protocol proxy yet")
+        if not topic.is_persistent:  # docs/semantics.md: why, and the doors that serve them
+            raise ProtocolError("Consuming a non-persistent topic through the binary protocol proxy is not supported: "
+                                "its messages are pushed to WebSocket consumers (the SDK's push delivery)")
         sub_type = SUB_TYPES[request.subType]
         initial = "Earliest" if request.initialPosition == pb.CommandSubscribe.Earliest else "Latest"
         name = request.consumer_name or f"magnetar-{uuid.uuid4().hex[:10]}"
@@ -67,9 +75,13 @@ async def open_consumer(conn: Connection, request: Any) -> None:
             consumer: Consumer = Reader(conn, request.consumer_id, topic, request.subscription, name, sub_type,
                                         initial)
             await consumer.start_at(request)  # type: ignore[attr-defined]
+            consumer.read_compacted = request.read_compacted
         else:
             consumer = Consumer(conn, request.consumer_id, topic, request.subscription, name, sub_type, initial)
             consumer.key_shared = key_shared_policy(request)
+            consumer.priority_level = request.priority_level  # Failover: the highest level's consumers are active
+            if request.read_compacted:  # the view as at subscribe filters what it delivers (protocol/compacted.py)
+                consumer.compacted = await conn.call(compacted.load, topic)
             state = await consumer.attach()
             if any(d.consumer == name and d.sent for d in state.deliveries):  # a reconnect: it has them no more
                 await conn.call(conn.broker.subscriptions.redeliver_unacknowledged, topic, request.subscription, name)
@@ -92,6 +104,9 @@ def key_shared_policy(request: Any) -> KeySharedPolicy:
 
 class Consumer:
     key_shared: KeySharedPolicy = AUTO_SPLIT  # Key_Shared: SUBSCRIBE's keySharedMeta
+    compacted: CompactedFilter | None = None  # SUBSCRIBE's read_compacted: the view as at subscribe
+    read_compacted = False  # a reader's read_compacted (readers.py)
+    priority_level = 0  # SUBSCRIBE's priority_level (0 the highest)
 
     def __init__(self, conn: Connection, consumer_id: int, topic: TopicName, subscription: str, name: str,
                  sub_type: str, initial: str) -> None:
@@ -110,6 +125,8 @@ class Consumer:
         self.renewed_at = 0.0
         self.batch_sizes: dict[int, int] = {}  # entry id -> messages, of batched entries handed out
         self.held_acks: list[Any] = []  # ACK commands not written yet (the next poll or a flush writes them)
+        self.chunks = Reassembly()  # chunk entries until their message is whole
+        self.view_dropped: list[tuple[int, int, tuple[int, ...]]] = []  # read_compacted: acks for the next poll
         self._flush_pending = False
         self._tasks: list[asyncio.Task[Any]] = []
 
@@ -120,7 +137,7 @@ class Consumer:
     async def attach(self) -> CursorState:
         state: CursorState = await self.conn.call(
             self.subscriptions.subscribe, self.topic, self.subscription, self.name, self.sub_type, self.initial, 0,
-            self.conn.server.settings.consumer_lease_ms, self.key_shared)
+            self.conn.server.settings.consumer_lease_ms, self.key_shared, priority_level=self.priority_level)
         self.renewed_at = time.monotonic()
         return state
 
@@ -145,63 +162,112 @@ class Consumer:
 
     # --- dispatch -------------------------------------------------------------------------------
     async def _dispatch(self) -> None:
-        """Poll while permits remain: one dispatch step per call (the core's receive without a wait),
-        the idle backoff here (100 ms doubling to 1 s, the core long poll's own), so a closing
-        consumer or a stopping proxy has no poll left in flight for long."""
+        """Poll while permits remain: one dispatch step per call (`_fetch`: the core's receive
+        without a wait; a reader's non-durable read), the idle backoff here (100 ms doubling to 1 s,
+        the core long poll's own), so a closing consumer or a stopping proxy has no poll left in
+        flight for long."""
         idle = IDLE_POLL_S
         while not self.stopped:
             if self.permits <= 0:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
-            riding, self.held_acks = self.held_acks, []  # acks ride along: written with the claim
-            try:
-                got = await self.conn.call(self.subscriptions.receive, self.topic, self.subscription, self.name,
-                                           min(self.permits, MAX_POLL_MESSAGES), 0, uuid.uuid4().hex,
-                                           self._acks_of(riding))
-            except SubscriptionNotFound as exc:  # our lease lapsed, or the subscription went away
-                self.held_acks[:0] = riding
-                log.info("binary protocol: consumer %s: %s; attaching again", self.name, exc.reason)
-                await self._reattach()
-                continue
-            except Exception as exc:
-                self.held_acks[:0] = riding
-                log.info("binary protocol: consumer %s: receive failed: %s", self.name, exc)
-                await asyncio.sleep(ERROR_BACKOFF_S)
-                continue
-            self._receipts(riding, None)
-            self.renewed_at = time.monotonic()
+            got = await self._fetch()
             if self.stopped:
                 return
-            if not got.entries:
+            if got is None:  # failed: `_fetch` has backed off
+                continue
+            if not got:
                 self.wake.clear()
                 with contextlib.suppress(TimeoutError):  # a FLOW or a close cuts the wait short
                     await asyncio.wait_for(self.wake.wait(), idle)
                 idle = min(idle * 2, MAX_IDLE_POLL_S)
                 continue
             idle = IDLE_POLL_S
-            for delivered in got.entries:
+            for delivered in got:
                 self._deliver(delivered)
+            await self._expire_chunks()
             await self.conn.drain()
+
+    async def _fetch(self) -> list[DeliveredEntry] | None:
+        """One receive from the cursor, the held acknowledgements riding along (written with the
+        claim); None after a failure."""
+        riding, self.held_acks = self.held_acks, []
+        dropped, self.view_dropped = self.view_dropped, []
+        acks = self._acks_of(riding)
+        if dropped:  # what the compacted view dropped at the last poll rides on this one
+            acks = _joined(acks, compacted.view_acks(dropped, self.name))
+        try:
+            got = await self.conn.call(self.subscriptions.receive, self.topic, self.subscription, self.name,
+                                       min(self.permits, MAX_POLL_MESSAGES), 0, uuid.uuid4().hex, acks)
+        except SubscriptionNotFound as exc:  # our lease lapsed, or the subscription went away
+            self.held_acks[:0] = riding
+            self.view_dropped[:0] = dropped
+            log.info("binary protocol: consumer %s: %s; attaching again", self.name, exc.reason)
+            await self._reattach()
+            return None
+        except Exception as exc:
+            self.held_acks[:0] = riding
+            self.view_dropped[:0] = dropped
+            log.info("binary protocol: consumer %s: receive failed: %s", self.name, exc)
+            await asyncio.sleep(ERROR_BACKOFF_S)
+            return None
+        self._receipts(riding, None)
+        self.renewed_at = time.monotonic()
+        entries = list(got.entries)
+        if self.compacted is not None:  # read_compacted: what the view drops is acknowledged (by the next
+            # poll: no write of its own; dropped again if redelivered before), never sent
+            entries = [kept for d in entries if (kept := compacted.through_view(self.compacted, d,
+                                                                                 self.view_dropped))]
+        return entries
 
     def _deliver(self, delivered: DeliveredEntry) -> None:
         entry = delivered.entry
         if entry.hole:
             return
+        if entry.chunk is not None:  # held until the message is whole, then Pulsar's chunks (chunks.py)
+            try:
+                whole = self.chunks.add(entry, delivered.redelivery_count)
+            except Exception as exc:  # an undecodable chunked message: its chunks are dropped
+                log.info("binary protocol: consumer %s: chunked message dropped: %s", self.name, exc)
+                return
+            for part, metadata, payload in whole or ():
+                self._send_message(part, delivered.redelivery_count, metadata, payload)
+            return
         metadata, payload = entry_message(entry)
-        message: dict[str, Any] = {
-            "consumer_id": self.id,
-            "message_id": message_id(entry.ledger_id, entry.entry_id, self.topic.partition_index),
-            "redelivery_count": delivered.redelivery_count,
-        }
+        acked = delivered.acked_indexes if entry.batched else []
         if entry.batched:
             self.batch_sizes[entry.entry_id] = entry.num_messages
             if len(self.batch_sizes) > MAX_BATCH_SIZES:  # the oldest first (dicts keep insertion order)
                 del self.batch_sizes[next(iter(self.batch_sizes))]
-            if delivered.acked_indexes:
-                message["ack_set"] = ack_set(delivered.acked_indexes, entry.num_messages)
+        self._send_message(entry, delivered.redelivery_count, metadata, payload, acked)
+        self.permits -= entry.num_messages - 1 - len(acked)
+
+    def _send_message(self, entry: Entry, redelivery: int, metadata: Any, payload: bytes,
+                      acked: list[int] | tuple[int, ...] = ()) -> None:
+        message: dict[str, Any] = {
+            "consumer_id": self.id,
+            "message_id": message_id(entry.ledger_id, entry.entry_id, self.topic.partition_index),
+            "redelivery_count": redelivery,
+        }
+        if acked:
+            message["ack_set"] = ack_set(list(acked), entry.num_messages)
         self.conn.send_payload(command(Type.MESSAGE, message=message), metadata, payload)
-        self.permits -= entry.num_messages - (len(delivered.acked_indexes) if entry.batched else 0)
+        self.permits -= 1
+
+    async def _expire_chunks(self) -> None:
+        """Chunks of a message whose rest never came (its producer died): acknowledged and dropped,
+        as pulsar-client and the SDK drop an incomplete chunked message after a minute."""
+        stale = self.chunks.expired()
+        if stale:
+            await self._write_acks(Acks(tuple(sorted(e.entry_id for e in stale)), consumer=self.name))
+
+    async def _position_of(self, mid: Any) -> int:
+        """The entry a message id names (SEEK, a reader's start): itself, 0 for MessageId.earliest
+        (-1, -1), past the last entry for MessageId.latest."""
+        if _signed(mid.ledgerId) == _LATEST:
+            return int((await self.conn.call(self.conn.broker.last_entry, self.topic))[1]) + 1
+        return max(_signed(mid.entryId), 0)
 
     async def _reattach(self) -> None:
         try:
@@ -278,15 +344,17 @@ class Consumer:
                     cumulative, consumer=self.name)
 
     async def _acknowledge(self, cmds: list[Any]) -> None:
-        acks = self._acks_of(cmds)
-        error: BaseException | None = None
-        if acks:
-            try:
-                await self.conn.call(self.subscriptions.acknowledge, self.topic, self.subscription, acks)
-            except Exception as exc:
-                error = exc
-                log.info("binary protocol: consumer %s: acknowledgement failed: %s", self.name, exc)
-        self._receipts(cmds, error)
+        self._receipts(cmds, await self._write_acks(self._acks_of(cmds)))
+
+    async def _write_acks(self, acks: Acks) -> BaseException | None:
+        if not acks:
+            return None
+        try:
+            await self.conn.call(self.subscriptions.acknowledge, self.topic, self.subscription, acks)
+        except Exception as exc:
+            log.info("binary protocol: consumer %s: acknowledgement failed: %s", self.name, exc)
+            return exc
+        return None
 
     def _receipts(self, cmds: list[Any], error: BaseException | None) -> None:
         for cmd in cmds:  # acknowledgement receipts, when the client asked for them
@@ -339,10 +407,7 @@ class Consumer:
                 await self.conn.call(self.subscriptions.seek, self.topic, self.subscription, None,
                                      request.message_publish_time)
             elif request.HasField("message_id"):
-                entry = _signed(request.message_id.entryId)
-                if _signed(request.message_id.ledgerId) == _LATEST:  # MessageId.latest: past the last entry
-                    entry = (await self.conn.call(self.conn.broker.last_entry, self.topic))[1] + 1
-                position = max(entry, 0)  # MessageId.earliest is (-1, -1)
+                position = await self._position_of(request.message_id)
                 await self.conn.call(self.subscriptions.seek, self.topic, self.subscription, position)
             else:
                 raise ProtocolError("Seek to a message id or to a publish time")
@@ -368,9 +433,16 @@ class Consumer:
         except Exception as exc:
             self.conn.error(request_id, exc)
             return
-        self.conn.send(command(Type.GET_LAST_MESSAGE_ID_RESPONSE, getLastMessageIdResponse={
-            "request_id": request_id,
-            "last_message_id": message_id(ledger, entry, self.topic.partition_index, index)}))
+        response: dict[str, Any] = {"request_id": request_id,
+                                    "last_message_id": message_id(ledger, entry, self.topic.partition_index, index)}
+        mark = self.mark_delete_entry()
+        if mark is not None:  # a reader's: what pulsar-client compares (has_message_available, start inclusive)
+            response["consumer_mark_delete_position"] = message_id(ledger, mark, self.topic.partition_index)
+        self.conn.send(command(Type.GET_LAST_MESSAGE_ID_RESPONSE, getLastMessageIdResponse=response))
+
+    def mark_delete_entry(self) -> int | None:
+        """The mark-delete position GET_LAST_MESSAGE_ID answers with (None: not given)."""
+        return None
 
     async def release(self) -> None:
         """Detach from the subscription: the messages it held go to the others (or again to it)."""
@@ -383,6 +455,16 @@ class Consumer:
 
 
 _LATEST = (1 << 63) - 1  # MessageId.latest's ledger id (Long.MAX_VALUE)
+
+
+def _joined(a: Acks, b: Acks) -> Acks:
+    """Two consumers' worth of acknowledgements as one (whole entries win over their batch indexes)."""
+    whole = set(a.entries) | set(b.entries)
+    batch: dict[int, tuple[int, set[int]]] = {}
+    for entry, size, indexes in (*a.batch, *b.batch):
+        batch.setdefault(entry, (size, set()))[1].update(indexes)
+    return Acks(tuple(sorted(whole)), tuple((e, n, tuple(sorted(ix))) for e, (n, ix) in sorted(batch.items())
+                                           if e not in whole), a.cumulative, a.nacks, consumer=a.consumer or b.consumer)
 
 
 def _signed(value: int) -> int:

@@ -27,10 +27,11 @@ def lookup(conn: Connection, request: Any) -> None:
             "request_id": request.request_id, "response": pb.CommandLookupTopicResponse.Failed,
             "error": pb.InvalidTopicName, "message": exc.reason}))
         return
-    conn.send(command(Type.LOOKUP_RESPONSE, lookupTopicResponse={
-        "request_id": request.request_id, "response": pb.CommandLookupTopicResponse.Connect,
-        "brokerServiceUrl": conn.server.service_url, "authoritative": True,
-        "proxy_through_service_url": True}))
+    response = {"request_id": request.request_id, "response": pb.CommandLookupTopicResponse.Connect,
+                "brokerServiceUrl": conn.server.service_url, "authoritative": True, "proxy_through_service_url": True}
+    if conn.server.tls_service_url is not None:
+        response["brokerServiceUrlTls"] = conn.server.tls_service_url
+    conn.send(command(Type.LOOKUP_RESPONSE, lookupTopicResponse=response))
 
 
 async def partitions(conn: Connection, request: Any) -> None:

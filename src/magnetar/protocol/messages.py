@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from magnetar.core import encryption
 from magnetar.core.compression import Codec, decompress
 from magnetar.core.entry import Batch, Entry, Message
 from magnetar.core.errors import InvalidInput
@@ -26,6 +27,7 @@ _U32 = struct.Struct(">I")
 _U64 = (1 << 64) - 1
 
 CODECS = {pb.NONE: Codec.NONE, pb.LZ4: Codec.LZ4, pb.ZLIB: Codec.ZLIB, pb.ZSTD: Codec.ZSTD, pb.SNAPPY: Codec.SNAPPY}
+_WIRE_CODECS = {codec: wire for wire, codec in CODECS.items()}
 
 
 def _text(value: bytes) -> str:
@@ -36,29 +38,70 @@ def _properties(items: Any) -> dict[str, str]:
     return {kv.key: kv.value for kv in items}
 
 
-def batch_from_send(send: Any, metadata: Any, payload: bytes) -> Batch:
-    """A SEND (its command, metadata and payload) as the batch the ledger writer appends."""
-    if send.is_chunk or metadata.HasField("chunk_id"):
-        raise InvalidInput("Chunked messages are not supported by the binary protocol proxy yet")
-    if metadata.encryption_algo or metadata.HasField("encryption_param"):
-        raise InvalidInput("Encrypted messages are not supported by the binary protocol proxy yet")
-    if metadata.HasField("txnid_most_bits") or send.txnid_most_bits or send.txnid_least_bits:
-        raise InvalidInput("Transactions are not supported")
+def is_chunk(send: Any, metadata: Any) -> bool:
+    """A SEND carrying one chunk of a message too large for one (protocol/chunks.py)."""
+    return bool(send.is_chunk or (metadata.HasField("chunk_id") and metadata.num_chunks_from_msg > 1))
+
+
+def codec_of(metadata: Any) -> Codec:
     codec = CODECS.get(metadata.compression)
     if codec is None:
         raise InvalidInput(f"Unknown compression type {metadata.compression}")
-    size = metadata.uncompressed_size if codec is not Codec.NONE else len(payload)
-    raw = decompress(codec, payload, size)
+    return codec
+
+
+def is_encrypted(metadata: Any) -> bool:
+    return bool(metadata.encryption_keys) or metadata.HasField("encryption_param")
+
+
+def encryption_context(metadata: Any) -> dict[str, Any]:
+    """A message's end-to-end encryption as Magnetar stores it (core/encryption.py): the encrypted
+    data keys, the IV and the compression the plaintext went through before it was encrypted. The
+    payload stays the client's ciphertext: the proxy never holds a key, as a broker never does."""
+    codec = codec_of(metadata)
+    context: dict[str, Any] = {
+        "keys": [[k.key, bytes(k.value), _properties(k.metadata)] for k in metadata.encryption_keys],
+        "iv": bytes(metadata.encryption_param), "algo": metadata.encryption_algo or encryption.ALGORITHM}
+    if codec is not Codec.NONE:
+        context.update(codec=codec.value, size=metadata.uncompressed_size)
+    return encryption.check(context)
+
+
+def single_message(metadata: Any, payload: bytes) -> Message:
+    """A non-batched message (a single SEND's, or a chunked message's once reassembled): its
+    payload as sent (compressed, or encrypted: ciphertext kept with its context)."""
     version = version_of(metadata.schema_version) if metadata.HasField("schema_version") else None
+    context = None
+    if is_encrypted(metadata):
+        context = encryption_context(metadata)
+        value = payload
+    else:
+        codec = codec_of(metadata)
+        value = decompress(codec, payload, metadata.uncompressed_size if codec is not Codec.NONE else len(payload))
+    return Message(
+        b"" if metadata.null_value else value, metadata.partition_key or None, _properties(metadata.properties),
+        metadata.event_time, _text(metadata.ordering_key) if metadata.HasField("ordering_key") else None,
+        null_value=metadata.null_value, schema_version=version, encryption=context)
+
+
+def batch_from_send(send: Any, metadata: Any, payload: bytes) -> Batch:
+    """A SEND (its command, metadata and payload) as the batch the ledger writer appends."""
+    if metadata.HasField("txnid_most_bits") or send.txnid_most_bits or send.txnid_least_bits:
+        raise InvalidInput("Transactions are not supported")
+    codec = codec_of(metadata)
     if metadata.HasField("num_messages_in_batch"):
-        messages = _batch_messages(raw, metadata.num_messages_in_batch, version)
+        if is_encrypted(metadata):  # Pulsar encrypts a batch as one; Magnetar keeps each message's own
+            raise InvalidInput("An encrypted batch cannot be stored message by message: produce encrypted "
+                               "messages with batching disabled (docs/semantics.md)")
+        size = metadata.uncompressed_size if codec is not Codec.NONE else len(payload)
+        version = version_of(metadata.schema_version) if metadata.HasField("schema_version") else None
+        messages = _batch_messages(decompress(codec, payload, size), metadata.num_messages_in_batch, version)
         batched = True
     else:
-        messages = [Message(
-            b"" if metadata.null_value else raw, metadata.partition_key or None, _properties(metadata.properties),
-            metadata.event_time, _text(metadata.ordering_key) if metadata.HasField("ordering_key") else None,
-            null_value=metadata.null_value, schema_version=version)]
+        messages = [single_message(metadata, payload)]
         batched = False
+        if messages[0].encryption is not None:
+            codec = Codec.NONE  # ciphertext does not compress (the context names the plaintext's codec)
     highest = max(send.highest_sequence_id, send.sequence_id, send.sequence_id + len(messages) - 1 if batched else 0)
     return Batch.of(messages, codec, batched=batched, sequence_id=send.sequence_id, highest_sequence_id=highest,
                     deliver_at=max(metadata.deliver_at_time, 0)).validated()
@@ -126,7 +169,27 @@ def entry_message(entry: Entry) -> tuple[Any, bytes]:
             metadata.event_time = m.event_time
         payload = m.payload
     metadata.uncompressed_size = len(payload)
+    encrypted = next((m.encryption for m in messages if m.encryption is not None), None)
+    if encrypted is not None:
+        # A message the SDK (or an official producer) encrypted goes out as Pulsar's: ciphertext, its
+        # keys and IV, the plaintext's codec. (In a batched entry each message has its own IV, which
+        # Pulsar's batch, encrypted as one, cannot say: the client fails to decrypt it and applies its
+        # crypto failure action; docs/semantics.md.)
+        set_encryption(metadata, encrypted)
     return metadata, payload
+
+
+def set_encryption(metadata: Any, context: dict[str, Any]) -> None:
+    for name, value, key_metadata in context["keys"]:
+        key = metadata.encryption_keys.add(key=name, value=bytes(value))
+        for k, v in key_metadata.items():
+            key.metadata.add(key=k, value=v)
+    metadata.encryption_param = bytes(context["iv"])
+    metadata.encryption_algo = str(context.get("algo", ""))
+    codec = Codec.parse(str(context.get("codec", "NONE")))
+    metadata.compression = _WIRE_CODECS[codec]
+    if codec is not Codec.NONE:
+        metadata.uncompressed_size = int(context.get("size", 0))
 
 
 def _describe(target: Any, m: Message) -> None:

@@ -16,22 +16,27 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from magnetar.core.authz import Access
-from magnetar.core.entry import Batch
-from magnetar.core.errors import MagnetarError, ProducerFenced
+from magnetar.core.compression import decompress
+from magnetar.core.entry import Batch, decode_messages
+from magnetar.core.errors import InvalidInput, MagnetarError, ProducerFenced
 from magnetar.core.naming import TopicName
 from magnetar.protocol import pulsar_api_pb2 as pb
+from magnetar.protocol.chunks import Assembly, Complete
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import Frame, Type, command
-from magnetar.protocol.messages import batch_from_send, message_id
+from magnetar.protocol.messages import batch_from_send, is_chunk, message_id
 from magnetar.protocol.schemas import producer_version, version_bytes
 
 if TYPE_CHECKING:
+    from magnetar.core.ledger.writer import LedgerWriter
     from magnetar.protocol.connection import Connection
 
 log = logging.getLogger(__name__)
 
 MAX_GROUP = 100  # SENDs appended together at most
-_ACCESS_MODES = {pb.Shared: "Shared", pb.Exclusive: "Exclusive", pb.WaitForExclusive: "WaitForExclusive"}
+_ACCESS_MODES = {pb.Shared: "Shared", pb.Exclusive: "Exclusive", pb.WaitForExclusive: "WaitForExclusive",
+                 pb.ExclusiveWithFencing: "ExclusiveWithFencing"}
+_END_OF_TIME_MS = 1 << 62
 WAIT_FOR_EXCLUSIVE_S = 1.0  # a WaitForExclusive producer tries to take the topic this often
 _CLOSE = object()
 
@@ -43,9 +48,9 @@ async def open_producer(conn: Connection, request: Any) -> None:
             raise ProtocolError(f"Producer id {request.producer_id} is already in use on this connection",
                                 pb.ProducerBusy)
         topic = TopicName.parse(request.topic)
-        if not topic.is_persistent:
-            raise ProtocolError("Non-persistent topics are not served by the binary protocol proxy yet")
         mode = _ACCESS_MODES.get(request.producer_access_mode)
+        if not topic.is_persistent and mode != "Shared":
+            raise ProtocolError(f"A non-persistent topic has no {mode} producers")
         if mode is None:
             raise ProtocolError(f"Access mode {pb.ProducerAccessMode.Name(request.producer_access_mode)} is not "
                                 "supported by the binary protocol proxy yet")
@@ -56,12 +61,18 @@ async def open_producer(conn: Connection, request: Any) -> None:
             f"magnetar-{uuid.uuid4().hex[:12]}")
         writer = conn.broker.writer
         lease = conn.server.settings.producer_lease_ms
-        if mode == "WaitForExclusive":
-            await _wait_for_exclusive(conn, request, topic, name)
-            mode = "Exclusive"
+        if not topic.is_persistent:  # nothing stored: no topic to attach to, no sequence to resume
+            last = -1
         else:
-            await conn.call(writer.attach_producer, topic, name, mode, lease)
-        last = await conn.call(writer.metadata.last_sequence_id, topic, name)
+            if mode == "WaitForExclusive":
+                await _wait_for_exclusive(conn, request, topic, name)
+                mode = "Exclusive"
+            elif mode == "ExclusiveWithFencing":
+                await conn.call(_fence, writer, topic, name, lease)
+                mode = "Exclusive"
+            else:
+                await conn.call(writer.attach_producer, topic, name, mode, lease)
+            last = await conn.call(writer.metadata.last_sequence_id, topic, name)
         version = await conn.call(producer_version, conn.broker, topic, request)
     except Exception as exc:
         conn.error(request.request_id, exc)
@@ -94,6 +105,18 @@ async def _wait_for_exclusive(conn: Connection, request: Any, topic: TopicName, 
     raise ProtocolError("Connection closed while waiting for exclusive access")
 
 
+def _fence(writer: LedgerWriter, topic: TopicName, name: str, lease_ms: int) -> None:
+    """ExclusiveWithFencing: take the topic from whichever exclusive producer holds it. The writer
+    port's claim takes a claim that has expired; one made as of the end of time finds every claim
+    expired, and the next, as of now, gives this producer its real lease (two conditional writes).
+    The producer fenced out finds it at its next write or lease renewal and is closed, as Pulsar's
+    broker closes it."""
+    writer.attach_producer(topic, name, "Shared", lease_ms)  # the admission checks
+    writer.metadata.claim_exclusive(topic, name, _END_OF_TIME_MS, 0)
+    if not writer.metadata.claim_exclusive(topic, name, writer.clock.now_ms(), lease_ms):
+        raise ProducerFenced(f"Topic {topic} was taken by another producer while fencing")
+
+
 class Producer:
     def __init__(self, conn: Connection, producer_id: int, topic: TopicName, name: str, mode: str) -> None:
         self.conn = conn
@@ -103,6 +126,7 @@ class Producer:
         self.mode = mode
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
         self.closed = False
+        self.chunks = Assembly()  # chunked messages held until whole
 
     def start(self) -> None:
         self.conn.spawn(self._run())
@@ -130,12 +154,34 @@ class Producer:
             await self._append(group)
 
     async def _append(self, frames: list[Frame]) -> None:
-        batches: list[tuple[Frame, Batch]] = []
+        """Each SEND as a batch, in order; a chunk is held until its message is whole (chunks.py),
+        which then goes as Magnetar's chunks, each alone, with what came before it appended first."""
+        run: list[tuple[Frame, Batch]] = []
         for frame in frames:
+            send, metadata = frame.command.send, frame.metadata
             try:
-                batches.append((frame, batch_from_send(frame.command.send, frame.metadata, frame.payload)))
+                if not is_chunk(send, metadata):
+                    run.append((frame, batch_from_send(send, metadata, frame.payload)))
+                    continue
+                if not self.topic.is_persistent:
+                    raise InvalidInput("Chunked messages are not supported on non-persistent topics")
+                complete = self.chunks.add(frame)
             except Exception as exc:
-                self.conn._send_error(frame.command.send, exc)
+                self.conn._send_error(send, exc)
+                continue
+            if complete is not None:
+                await self._append_run(run)
+                run = []
+                await self._append_chunked(complete)
+        await self._append_run(run)
+        for frame in self.chunks.expired():
+            self.conn._send_error(frame.command.send, InvalidInput("The rest of this chunked message never came"))
+        await self.conn.drain()
+
+    async def _append_run(self, batches: list[tuple[Frame, Batch]]) -> None:
+        if not self.topic.is_persistent:
+            await self._publish_non_persistent(batches)
+            return
         for group in _within_record(batches, self.conn.max_message_size):
             try:
                 results = await self.conn.call(self.conn.broker.writer.append_group, self.topic,
@@ -144,15 +190,45 @@ class Producer:
                 for frame, _ in group:
                     self.conn._send_error(frame.command.send, exc)
                 continue
-            partition = self.topic.partition_index
             for (frame, _), result in zip(group, results, strict=True):
-                send = frame.command.send
-                receipt = {"producer_id": self.id, "sequence_id": send.sequence_id,
-                           "message_id": message_id(result.ledger_id, result.entry_id, partition)}
-                if send.HasField("highest_sequence_id"):
-                    receipt["highest_sequence_id"] = send.highest_sequence_id
-                self.conn.send(command(Type.SEND_RECEIPT, send_receipt=receipt))
-        await self.conn.drain()
+                self._receipt(frame, result)
+
+    async def _publish_non_persistent(self, batches: list[tuple[Frame, Batch]]) -> None:
+        """A non-persistent topic: each SEND's messages fanned out to the consumers connected now
+        (the push service, as the REST and WebSocket producers' are); nothing is stored."""
+        for frame, batch in batches:
+            try:
+                messages = decode_messages(decompress(batch.compression, batch.payload, batch.uncompressed_size))
+                ids = await self.conn.call(self.conn.server.push.publish_non_persistent, self.topic, messages,
+                                           self.name)
+            except Exception as exc:
+                self.conn._send_error(frame.command.send, exc)
+                continue
+            self._receipt(frame, ids[0])
+
+    async def _append_chunked(self, complete: Complete) -> None:
+        """A whole chunked message: its stored chunks one append each (a chunk fills a journal
+        record), then a receipt per SEND: the first stored chunk's id for the first, the last's for
+        the last (the client's message id spans them)."""
+        results = []
+        for batch in complete.batches:
+            try:
+                results += await self.conn.call(self.conn.broker.writer.append_group, self.topic, [batch], self.name)
+            except Exception as exc:
+                for frame in complete.frames:
+                    self.conn._send_error(frame.command.send, exc)
+                return
+        count = len(complete.frames)
+        for index, frame in enumerate(complete.frames):
+            self._receipt(frame, results[-1] if index == count - 1 else results[min(index, len(results) - 1)])
+
+    def _receipt(self, frame: Frame, result: Any) -> None:
+        send = frame.command.send
+        receipt = {"producer_id": self.id, "sequence_id": send.sequence_id,
+                   "message_id": message_id(result.ledger_id, result.entry_id, self.topic.partition_index)}
+        if send.HasField("highest_sequence_id"):
+            receipt["highest_sequence_id"] = send.highest_sequence_id
+        self.conn.send(command(Type.SEND_RECEIPT, send_receipt=receipt))
 
     async def _close(self, request_id: int) -> None:
         self.conn.producers.pop(self.id, None)
@@ -166,7 +242,8 @@ class Producer:
         if self.closed:
             return
         self.closed = True
-        await self.conn.call(self.conn.broker.writer.detach_producer, self.topic, self.name)
+        if self.topic.is_persistent:  # a non-persistent topic's producer was never attached
+            await self.conn.call(self.conn.broker.writer.detach_producer, self.topic, self.name)
 
     async def _renew(self) -> None:
         """Keep an exclusive producer's claim; fenced: CLOSE_PRODUCER to the client."""

@@ -4,7 +4,8 @@ A reader has no cursor: the proxy keeps its position (the next entry id) and rea
 it with the core's non-durable read (`Broker.read_entries`, what the SDK's readers and Spark use)
 while the client grants permits. It starts at the SUBSCRIBE's start message id, inclusive (the
 client drops what it was told to start after), `MessageId.earliest`/`latest`, or a rollback
-duration. Acknowledgements mean nothing to it. A seek closes it (CLOSE_CONSUMER) and the position is
+duration. With `read_compacted` it reads the compacted view below the horizon, then the topic
+(protocol/compacted.py). Acknowledgements mean nothing to it. A seek closes it (CLOSE_CONSUMER) and the position is
 kept on the connection for its subscription name, where the client subscribes again; a client that
 reconnects elsewhere (another proxy) sends its last message id as the start, as it does to a broker.
 """
@@ -12,18 +13,17 @@ reconnects elsewhere (another proxy) sends its last message id as the start, as 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import Any
 
 from magnetar.core.cursor import CursorState
 from magnetar.core.dispatch import DeliveredEntry
 from magnetar.core.ledger import ensure_topic
-from magnetar.protocol.consumers import IDLE_POLL_S, MAX_IDLE_POLL_S, Consumer, _signed
+from magnetar.protocol import compacted
+from magnetar.protocol.consumers import MAX_IDLE_POLL_S, Consumer
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import Type, command
 
 MAX_READ_ENTRIES = 100
-_LATEST = (1 << 63) - 1  # MessageId.latest's ledger and entry ids (Long.MAX_VALUE)
 
 
 class Reader(Consumer):
@@ -48,43 +48,39 @@ class Reader(Consumer):
             self.position = 0 if self.initial == "Earliest" else await self._entry_of(None)
 
     async def _entry_of(self, mid: Any) -> int:
-        """The entry a start message id names: itself (inclusive), 0 for earliest, past the end for latest."""
-        if mid is None or _signed(mid.ledgerId) == _LATEST:
+        """Where a start message id puts the reader: the entry it names (inclusive); past the end
+        with none (latest)."""
+        if mid is None:
             return int((await self.conn.call(self.conn.broker.last_entry, self.topic))[1]) + 1
-        return max(_signed(mid.entryId), 0)
+        return await self._position_of(mid)
 
     async def attach(self) -> CursorState:
         raise AssertionError("a reader has no cursor to attach to")
 
+    def mark_delete_entry(self) -> int | None:
+        return self.position - 1  # as a broker's non-durable cursor: just before what it reads next
+
     def start(self) -> None:
         self._tasks = [self.conn.spawn(self._dispatch()), self.conn.spawn(self._apply())]
 
-    async def _dispatch(self) -> None:
-        idle = IDLE_POLL_S
-        while not self.stopped:
-            if self.permits <= 0:
-                self.wake.clear()
-                await self.wake.wait()
-                continue
-            try:
-                entries = await self.conn.call(self.conn.broker.read_entries, self.topic, self.position,
-                                               min(self.permits, MAX_READ_ENTRIES))
-            except Exception:
-                await asyncio.sleep(MAX_IDLE_POLL_S)
-                continue
-            if self.stopped:
-                return
-            if not entries:
-                self.wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.wake.wait(), idle)
-                idle = min(idle * 2, MAX_IDLE_POLL_S)
-                continue
-            idle = IDLE_POLL_S
+    async def _fetch(self) -> list[DeliveredEntry] | None:
+        """The next entries from the reader's position (the consumer's dispatch loop does the rest)."""
+        limit = min(self.permits, MAX_READ_ENTRIES)
+        try:
+            if self.read_compacted:  # the compacted view below its horizon, then the topic
+                delivered, self.position = await self.conn.call(compacted.read, self.conn.broker, self.topic,
+                                                                self.position, limit)
+                return delivered
+            entries = await self.conn.call(self.conn.broker.read_entries, self.topic, self.position, limit)
+        except Exception:
+            await asyncio.sleep(MAX_IDLE_POLL_S)
+            return None
+        if entries:
             self.position = entries[-1].entry_id + 1
-            for entry in entries:
-                self._deliver(DeliveredEntry(entry, 0))
-            await self.conn.drain()
+        return [DeliveredEntry(entry, 0) for entry in entries]
+
+    async def _expire_chunks(self) -> None:
+        self.chunks.expired()  # nothing to acknowledge: dropped
 
     async def _acknowledge(self, cmds: list[Any]) -> None:
         self._receipts(cmds, None)  # nothing to acknowledge; receipts when asked for

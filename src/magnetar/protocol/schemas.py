@@ -3,13 +3,16 @@ in the schema registry (`Broker.schemas`, the same rules as the SDK's and the RE
 version a producer writes with, GET_SCHEMA and GET_OR_CREATE_SCHEMA.
 
 On the wire a schema is a `Schema` (Pulsar's type enum, the definition as bytes, properties) and a
-version is 8 bytes, a big-endian long, as Pulsar's brokers store them. KEY_VALUE (its definition is
-binary on the wire, JSON in Magnetar's registry) and PROTOBUF_NATIVE (a binary descriptor) are not
-translated yet.
+version is 8 bytes, a big-endian long, as Pulsar's brokers store them. Definitions are text (JSON)
+but for KEY_VALUE's, which Pulsar encodes as `[4-byte length][key schema][4-byte length][value
+schema]` (KeyValueSchemaInfo) and Magnetar's registry keeps as `{"key": ..., "value": ...}`: it is
+translated both ways, the parts' types in the properties (`key.schema.type`, ...) as in both.
+PROTOBUF_NATIVE's definition is Pulsar's ProtobufNativeSchemaData JSON, stored as given.
 """
 
 from __future__ import annotations
 
+import json
 import struct
 from typing import TYPE_CHECKING, Any
 
@@ -27,8 +30,8 @@ _TYPES = {0: "BYTES", 1: "STRING", 2: "JSON", 3: "PROTOBUF", 4: "AVRO", 5: "BOOL
           15: "KEY_VALUE", 16: "INSTANT", 17: "LOCAL_DATE", 18: "LOCAL_TIME", 19: "LOCAL_DATE_TIME",
           20: "PROTOBUF_NATIVE", 21: "AUTO_CONSUME"}
 _WIRE = {name: number for number, name in _TYPES.items()} | {"NONE": 0}
-_NOT_YET = ("KEY_VALUE", "PROTOBUF_NATIVE")
 _VERSION = struct.Struct(">q")
+_LENGTH = struct.Struct(">i")
 
 
 def version_bytes(version: int) -> bytes:
@@ -47,18 +50,55 @@ def schema_data(schema: Any) -> SchemaData | None:
         raise IncompatibleSchema(f"unknown schema type {schema.type}")
     if kind == "AUTO_CONSUME":
         return None
-    if kind in _NOT_YET:
-        raise IncompatibleSchema(f"{kind} schemas are not served by the binary protocol proxy yet")
+    properties = {kv.key: kv.value for kv in schema.properties}
+    data = bytes(schema.schema_data)
+    if kind == "KEY_VALUE":
+        return parse_schema(kind, _key_value_definition(data), properties)
     try:
-        definition = schema.schema_data.decode("utf-8")
+        definition = data.decode("utf-8")
     except UnicodeDecodeError:
         raise IncompatibleSchema(f"the {kind} schema's definition is not text") from None
-    return parse_schema(kind, definition, {kv.key: kv.value for kv in schema.properties})
+    return parse_schema(kind, definition, properties)
+
+
+def _key_value_definition(data: bytes) -> str:
+    """Pulsar's binary KEY_VALUE definition as the registry's JSON (each part's definition as JSON
+    when it is, as text when not, "" for a primitive part)."""
+    parts: list[Any] = []
+    offset = 0
+    for _ in range(2):
+        if offset + _LENGTH.size > len(data):
+            raise IncompatibleSchema("the KEY_VALUE schema's definition is not Pulsar's key/value encoding")
+        (size,) = _LENGTH.unpack_from(data, offset)
+        offset += _LENGTH.size
+        if size < 0:  # -1: no definition
+            parts.append("")
+            continue
+        if offset + size > len(data):
+            raise IncompatibleSchema("the KEY_VALUE schema's definition is truncated")
+        text = data[offset:offset + size].decode("utf-8", "replace")
+        offset += size
+        try:
+            parts.append(json.loads(text) if text.strip() else "")
+        except ValueError:
+            parts.append(text)
+    return json.dumps({"key": parts[0], "value": parts[1]})
+
+
+def _key_value_wire(definition: str) -> bytes:
+    parts = json.loads(definition or "{}")
+    out = b""
+    for name in ("key", "value"):
+        part = parts.get(name, "")
+        text = (part if isinstance(part, str) else json.dumps(part)).encode()
+        out += _LENGTH.pack(len(text)) + text
+    return out
 
 
 def to_wire(topic: TopicName, stored: StoredSchema) -> Any:
-    wire = pb.Schema(name=topic.partitioned_topic.local_name, schema_data=stored.schema.data.encode(),
-                     type=_WIRE.get(stored.schema.type, 0))
+    kind = stored.schema.type
+    data = _key_value_wire(stored.schema.data) if kind == "KEY_VALUE" else stored.schema.data.encode()
+    wire = pb.Schema(name=topic.partitioned_topic.local_name, schema_data=data, type=_WIRE.get(kind, 0))
     for key, value in stored.schema.properties.items():
         wire.properties.add(key=key, value=value)
     return wire

@@ -11,13 +11,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from magnetar.core.broker import Broker
 from magnetar.protocol.connection import Connection
+
+if TYPE_CHECKING:
+    from magnetar.core.push.service import PushService
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +37,12 @@ def _default_broker() -> Broker:
     return build_broker()
 
 
+def _default_push() -> PushService:
+    from magnetar.adapters.aws.connections import build_push
+
+    return build_push()
+
+
 @dataclass
 class ProxySettings:
     host: str = "127.0.0.1"
@@ -41,6 +52,11 @@ class ProxySettings:
     producer_lease_ms: int = 30_000  # an exclusive producer's lease, renewed every third of it
     consumer_lease_ms: int = 30_000  # a consumer's lease, renewed while its connection lives
     keep_alive_s: float = 30.0  # PING a client silent this long; close its connection after twice that
+    # TLS (`pulsar+ssl://`) on a port of its own, beside the plain one: a PEM certificate chain and its key.
+    # On AWS the load balancer terminates TLS instead (infra/magnetar_cdk/pulsar_protocol.py).
+    tls_port: int | None = None  # 0: any free port (`ProxyServer.tls_port` tells which)
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
 
 
 @dataclass
@@ -50,14 +66,25 @@ class ProxyServer:
     port: int = 0
     connections: set[Connection] = field(default_factory=set)
     _server: asyncio.Server | None = None
+    _tls_server: asyncio.Server | None = None
+    tls_port: int = 0
     _executor: ThreadPoolExecutor | None = None
     _broker: Broker | None = None
+    push_factory: Callable[[], PushService] = _default_push
+    _push: PushService | None = None
 
     @property
     def broker(self) -> Broker:
         if self._broker is None:
             self._broker = self.broker_factory()
         return self._broker
+
+    @property
+    def push(self) -> PushService:
+        """The push service (non-persistent topics: a publish fans out to the WebSocket consumers)."""
+        if self._push is None:
+            self._push = self.push_factory()
+        return self._push
 
     @property
     def executor(self) -> ThreadPoolExecutor:
@@ -69,11 +96,24 @@ class ProxyServer:
     def service_url(self) -> str:
         return f"pulsar://{self.settings.advertised_host or self.settings.host}:{self.port}"
 
+    @property
+    def tls_service_url(self) -> str | None:
+        if self._tls_server is None:
+            return None
+        return f"pulsar+ssl://{self.settings.advertised_host or self.settings.host}:{self.tls_port}"
+
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, self.settings.host, self.settings.port,
                                                   reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
         log.info("Pulsar binary protocol on %s", self.service_url)
+        if self.settings.tls_port is not None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(self.settings.tls_cert_file, self.settings.tls_key_file)
+            self._tls_server = await asyncio.start_server(self._accept, self.settings.host, self.settings.tls_port,
+                                                          reuse_address=True, ssl=context)
+            self.tls_port = self._tls_server.sockets[0].getsockname()[1]
+            log.info("Pulsar binary protocol over TLS on %s", self.tls_service_url)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         connection = Connection(self, reader, writer)
@@ -86,8 +126,9 @@ class ProxyServer:
 
     async def stop(self) -> None:
         """Stop listening and drop every connection (clients reconnect, to this proxy or another)."""
-        if self._server is not None:
-            self._server.close()
+        for listening in (self._server, self._tls_server):
+            if listening is not None:
+                listening.close()
         serving = [c.task for c in self.connections if c.task is not None]
         for connection in list(self.connections):
             connection.abort()
