@@ -51,6 +51,11 @@ Delivery = Annotated[str, typer.Option(
     "--delivery", help="Consumers: auto (long polls on persistent topics), poll, or push (WebSocket).")]
 DrainTimeout = Annotated[float, typer.Option(
     "--drain-timeout", help="e2e: seconds to wait after producing for every acknowledged message to arrive.")]
+Protocol = Annotated[str, typer.Option(
+    "--protocol", help="magnetar (the SDK) or pulsar: the official pulsar-client's producers and consumers through the "
+                       "binary protocol proxy, measured next to the SDK's in the same run.")]
+PulsarUrl = Annotated[str | None, typer.Option(
+    "--pulsar-url", help="With --service-url and --protocol pulsar: the proxy's pulsar:// URL.")]
 CheckDelivery = Annotated[bool, typer.Option(
     "--check-delivery", help="Tag every message with its own sequence and check that each acknowledged one arrives "
                              "exactly once (lost, duplicated).")]
@@ -65,16 +70,17 @@ ANCHOR = "WarpStream on S3 Standard: p99 write 400-600 ms, p99 end to end < 1.5 
 
 
 @contextlib.contextmanager
-def _service(service_url: str | None, aws_endpoint: str | None,
-             extra_args: list[str] | None = None) -> Iterator[tuple[str, str | None, tuple[int, ...]]]:
+def _service(service_url: str | None, aws_endpoint: str | None, extra_args: list[str] | None = None,
+             pulsar_url: str | None = None) -> Iterator[tuple[str, str | None, tuple[int, ...], str]]:
+    """(service URL, AWS endpoint, the cluster's pids, the binary protocol proxy's URL)."""
     if service_url:
-        yield service_url, aws_endpoint or os.environ.get("AWS_ENDPOINT_URL"), ()
+        yield service_url, aws_endpoint or os.environ.get("AWS_ENDPOINT_URL"), (), pulsar_url or ""
         return
     from magnetar.local.cluster import LocalUpProcess
 
     console.print(f"starting a local cluster for the run (magnetar local up {' '.join(extra_args or [])})...")
     with LocalUpProcess(extra_args=extra_args) as local:
-        yield local.url, local.aws_endpoint, (local.proc.pid,) if local.proc else ()
+        yield local.url, local.aws_endpoint, (local.proc.pid,) if local.proc else (), local.pulsar_url or ""
 
 
 MODELED_KEYS = ("publish_latency_ms", "e2e_latency_ms", "messages", "msgs_per_s", "seconds", "aws_requests_total")
@@ -108,26 +114,29 @@ def _run(mode: str, **options: Any) -> None:
 
 
 def _measure(mode: str, options: dict[str, Any], extra_args: list[str]) -> dict[str, Any]:
-    from magnetar.perf.runner import PerfConfig, PerfRun
+    from magnetar.perf.runner import PerfConfig
 
     aws_endpoint, no_limits = options.pop("aws_endpoint"), options.pop("no_limits")
     credentials = authentication(options.pop("auth_plugin"), options.pop("auth_params"))
-    with _service(options.pop("service_url"), aws_endpoint, extra_args) as (url, endpoint, pids):
+    service = _service(options.pop("service_url"), aws_endpoint, extra_args, options.pop("pulsar_url"))
+    with service as (url, endpoint, pids, pulsar_url):
         try:
-            config = PerfConfig(mode=mode, service_url=url, watch_pids=pids, aws_endpoint=endpoint or "", **options)
+            config = PerfConfig(mode=mode, service_url=url, watch_pids=pids, aws_endpoint=endpoint or "",
+                                pulsar_url=pulsar_url, **options)
         except ValueError as exc:
             raise typer.BadParameter(str(exc)) from None
-        with Live(console=console, refresh_per_second=2, transient=True) as live:
-
-            def tick(s: dict[str, float]) -> None:
-                live.update(
-                    f"[bold]{mode}[/bold] {s['elapsed']:5.0f}s  sent {s['sent']:,}  acked {s['acked']:,}  "
-                    f"received {s['received']:,}  [green]{s['rate']:,.0f} msg/s[/green]  {s['mb_per_s']:.2f} MB/s  "
-                    f"p99 publish {s['publish_p99']:.0f} ms  e2e {s['e2e_p99']:.0f} ms"
-                )
-
-            result = call(PerfRun(config, tick, credentials).run)  # a refusal (401, 403): one line, exit 1
+        baseline = None
+        if config.protocol == "pulsar":  # the SDK's long polls first, same load, same cluster: the figure to beat
+            console.print("the SDK's run (long polls) first, then the official client's through the proxy...")
+            baseline = _perf(PerfConfig(**dict(vars(config), protocol="magnetar", topic="")), credentials)
+        result = _perf(config, credentials)
         result["config"] = dict(vars(config))
+        if baseline is not None:
+            result["sdk_baseline"] = {k: baseline[k] for k in (*MODELED_KEYS, "aws_requests",
+                                                               "aws_requests_per_1000_msgs")}
+            if baseline["aws_requests_per_1000_msgs"] and result["aws_requests_per_1000_msgs"]:
+                result["requests_ratio_to_sdk"] = (result["aws_requests_per_1000_msgs"]
+                                                   / baseline["aws_requests_per_1000_msgs"])
         if endpoint and not no_limits:
             from magnetar.perf.limits import measure_all
 
@@ -139,6 +148,21 @@ def _measure(mode: str, options: dict[str, Any], extra_args: list[str]) -> dict[
         result["cost_usd_per_million_msgs"] = _cost(result, config)
         result["when"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return result
+
+
+def _perf(config: Any, credentials: Any) -> dict[str, Any]:
+    from magnetar.perf.runner import PerfRun
+
+    with Live(console=console, refresh_per_second=2, transient=True) as live:
+
+        def tick(s: dict[str, float]) -> None:
+            live.update(
+                f"[bold]{config.mode} ({config.protocol})[/bold] {s['elapsed']:5.0f}s  sent {s['sent']:,}  "
+                f"acked {s['acked']:,}  received {s['received']:,}  [green]{s['rate']:,.0f} msg/s[/green]  "
+                f"{s['mb_per_s']:.2f} MB/s  p99 publish {s['publish_p99']:.0f} ms  e2e {s['e2e_p99']:.0f} ms"
+            )
+
+        return dict(call(PerfRun(config, tick, credentials).run))  # a refusal (401, 403): one line, exit 1
 
 
 def _cost(result: dict[str, Any], config: Any) -> dict[str, Any] | None:
@@ -177,6 +201,10 @@ def _summary(r: dict[str, Any]) -> None:
         table.add_row("anchor", str(modeled["anchor"]))
     if r.get("aws_requests_per_1000_msgs") is not None:
         table.add_row("AWS requests / 1,000 msgs", f"{r['aws_requests_per_1000_msgs']:.1f}")
+    base = r.get("sdk_baseline")
+    if base and base.get("aws_requests_per_1000_msgs"):
+        table.add_row("the SDK's (long polls), same run", f"{base['aws_requests_per_1000_msgs']:.1f} requests / "
+                      f"1,000 msgs, {base['msgs_per_s']:,.0f} msg/s (ratio {r.get('requests_ratio_to_sdk', 0):.2f})")
     _scale_rows(table, r)
     if "limit" in r:
         k = r["limit"]["kinesis_put_records"]
@@ -253,6 +281,8 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
         drain_timeout: DrainTimeout = 60.0,
         delivery: Delivery = "auto",
         journal_batching_window: BatchingWindow = None,
+        protocol: Protocol = "magnetar",
+        pulsar_url: PulsarUrl = None,
     ) -> None:
         _run(mode, service_url=service_url, topic=topic, partitions=partitions, producers=producers,
              consumers=consumers if mode != "produce" else 0, subscription_type=subscription_type, rate=rate,
@@ -261,7 +291,8 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
              no_limits=no_limits, receive_batch=receive_batch, receive_wait_ms=receive_wait_ms, keys=keys,
              nack_fraction=nack_fraction, auth_plugin=auth_plugin, auth_params=auth_params,
              aws_latency=aws_latency, aws_limits=aws_limits, check_delivery=check_delivery,
-             drain_timeout_s=drain_timeout, delivery=delivery, journal_batching_window=journal_batching_window)
+             drain_timeout_s=drain_timeout, delivery=delivery, journal_batching_window=journal_batching_window,
+             protocol=protocol, pulsar_url=pulsar_url)
 
     command.__doc__ = {
         "produce": "Produce at a rate (or flat out) and measure publish latency.",

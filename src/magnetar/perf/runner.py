@@ -28,8 +28,8 @@ import httpx
 from hdrh.histogram import HdrHistogram
 
 import magnetar
-from magnetar.client import exceptions
 from magnetar.client.auth import Authentication
+from magnetar.perf.protocol import PROTOCOLS, api_of, official_client
 
 MODES = ("produce", "consume", "e2e")
 SEQ_PROPERTY = "perf-seq"
@@ -63,6 +63,8 @@ class PerfConfig:
     check_delivery: bool = False  # tag every message and check exactly-once delivery
     aws_endpoint: str = ""  # the emulator whose refusals (GET /_magnetar/aws-limits) the run reports
     delivery: str = "auto"  # consumers: "poll" (long polls, "auto" for persistent topics) or "push" (WebSocket)
+    protocol: str = "magnetar"  # "pulsar": the official pulsar-client's producers and consumers (perf/protocol.py)
+    pulsar_url: str = ""  # the binary protocol proxy's URL (protocol "pulsar")
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -72,6 +74,8 @@ class PerfConfig:
         self.compression = {"ZLIB": "ZLib"}.get(self.compression.upper(), self.compression.upper())
         if self.delivery not in ("auto", "poll", "push"):
             raise ValueError("delivery must be auto, poll or push")
+        if self.protocol not in PROTOCOLS or (self.protocol == "pulsar" and not self.pulsar_url):
+            raise ValueError(f"protocol must be one of {PROTOCOLS}; pulsar needs the proxy's URL")
         if self.size <= 0 or self.producers < 0 or self.consumers < 0 or self.duration_s <= 0:
             raise ValueError("size, duration must be positive; producers, consumers not negative")
         self.topic = self.topic or f"persistent://public/default/perf-{uuid.uuid4().hex[:8]}"
@@ -137,6 +141,7 @@ class PerfRun:
         self.http_statuses: dict[str, dict[str, int]] = {}
         self.stop_producing = threading.Event()
         self.stop_consuming = threading.Event()
+        self.api = api_of(config.protocol)
         # half random, half repeated: compression has something to do, as with real payloads
         half = config.size // 2
         self.payload = os.urandom(half) + b"magnetar" * ((config.size - half) // 8 + 1)
@@ -153,15 +158,15 @@ class PerfRun:
 
     # --- workers -----------------------------------------------------------------------------
     def _produce(self, client: magnetar.Client, index: int) -> None:
-        cfg = self.config
+        cfg, api = self.config, self.api.module
         producer = client.create_producer(
             cfg.topic,
             batching_max_messages=cfg.batch_max_messages,
             batching_max_allowed_size_in_bytes=max(cfg.batch_max_messages * cfg.size + 1024, 128 * 1024),
             batching_max_publish_delay_ms=cfg.batch_max_delay_ms,
-            compression_type=magnetar.CompressionType[cfg.compression],
-            batching_type=magnetar.BatchingType.KeyBased if cfg.subscription_type == "Key_Shared" else
-            magnetar.BatchingType.Default,
+            compression_type=getattr(api.CompressionType, cfg.compression),
+            batching_type=api.BatchingType.KeyBased if cfg.subscription_type == "Key_Shared" else
+            api.BatchingType.Default,
         )
         sent_count = 0
         interval = cfg.producers / cfg.rate if cfg.rate > 0 else 0.0
@@ -178,14 +183,14 @@ class PerfRun:
             def done(result: magnetar.Result, message_id: Any, sent_at: float = sent_at, seq: str = seq) -> None:
                 now = time.perf_counter()
                 with self.c.lock:
-                    if result == magnetar.Result.Ok:
+                    if result == api.Result.Ok:
                         self.c.acked += 1
                         self.c.last_ack = now
                         if seq:
                             self.c.acked_seqs.add(seq)
                     else:
                         self.c.failed += 1
-                if result == magnetar.Result.Ok:
+                if result == api.Result.Ok:
                     self.publish.record_ms((now - sent_at) * 1000)
 
             key = f"key-{sent_count % cfg.keys}" if cfg.keys else None
@@ -203,9 +208,9 @@ class PerfRun:
         while not self.stop_consuming.is_set():
             try:
                 messages = consumer.batch_receive()
-            except exceptions.AlreadyClosed:
+            except self.api.already_closed:
                 return
-            except exceptions.PulsarException:
+            except self.api.error:
                 with self.c.lock:
                     self.c.consumer_errors += 1
                 self.stop_consuming.wait(CONSUMER_ERROR_PAUSE_S)
@@ -246,15 +251,15 @@ class PerfRun:
         consumers: list[tuple[Any, str]] = []
         consumer_clients: list[magnetar.Client] = []
         if cfg.mode in ("consume", "e2e"):
-            policy = magnetar.ConsumerBatchReceivePolicy(max_num_message=cfg.receive_batch, timeout_ms=cfg.receive_wait_ms)
-            ctype = {t.value: t for t in magnetar.ConsumerType}[cfg.subscription_type]
+            policy = self.api.batch_policy(cfg.receive_batch, cfg.receive_wait_ms)
+            ctype = self.api.consumer_type(cfg.subscription_type)
             for i in range(cfg.consumers):
                 if i % CONSUMERS_PER_CLIENT == 0:  # long polls hold connections: a pool per group
                     consumer_clients.append(self._client("consumers"))
                 name = f"perf-c{i}"
                 consumers.append((consumer_clients[-1].subscribe(
                     cfg.topic, cfg.subscription, consumer_type=ctype, consumer_name=name,
-                    initial_position=magnetar.InitialPosition.Earliest, receiver_queue_size=cfg.receive_batch,
+                    initial_position=self.api.module.InitialPosition.Earliest, receiver_queue_size=cfg.receive_batch,
                     batch_receive_policy=policy, negative_ack_redelivery_delay_ms=100), name))
         self._stats("DELETE")
         refusals_before, declined_before = self._refusals(), self._refusals("declined")
@@ -301,7 +306,10 @@ class PerfRun:
 
     def _client(self, role: str) -> magnetar.Client:
         """A client whose HTTP answers are counted by status under `role`: the 429s and 5xx are
-        the retries the SDK made (it retries them until its deadline), what a user would see."""
+        the retries the SDK made (it retries them until its deadline), what a user would see.
+        With `protocol` "pulsar": the official client on the proxy (no HTTP answers to count)."""
+        if self.config.protocol == "pulsar":
+            return official_client(self.config.pulsar_url, self.authentication)  # type: ignore[no-any-return]
         client = magnetar.Client(self.config.service_url, self.authentication, delivery=self.config.delivery)
         counts = self.http_statuses.setdefault(role, {})
 
