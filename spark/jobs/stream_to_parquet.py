@@ -33,6 +33,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-entries-per-trigger", type=int, default=None, help="rate cap per micro-batch")
     parser.add_argument("--available-now", action="store_true", help="process the backlog, then stop")
     parser.add_argument("--interval", type=float, default=10.0, help="seconds between micro-batches (default 10)")
+    parser.add_argument("--auth-plugin", default=None,
+                        help="pulsar.client.authPluginClassName: aws-iam (SigV4, e.g. the EMR job role) or the token plugin")
+    parser.add_argument("--auth-params", default=None, help="pulsar.client.authParams: token:XYZ, file:///path, ...")
     return parser.parse_args(argv)
 
 
@@ -41,7 +44,9 @@ def start(spark: Any, args: argparse.Namespace) -> Any:
     reader = (spark.readStream.format("magnetar").option("service.url", args.service_url)
               .option("startingOffsets", args.starting_offsets))
     for option, value in (("topic", args.topic), ("topics", args.topics), ("topicsPattern", args.topics_pattern),
-                          ("maxEntriesPerTrigger", args.max_entries_per_trigger)):
+                          ("maxEntriesPerTrigger", args.max_entries_per_trigger),
+                          ("pulsar.client.authPluginClassName", args.auth_plugin),
+                          ("pulsar.client.authParams", args.auth_params)):
         if value is not None:
             reader = reader.option(option, str(value))
     frame = reader.load().selectExpr("*", "to_date(__publishTime) as publishDate")

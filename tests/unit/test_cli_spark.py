@@ -32,8 +32,12 @@ def test_submit_local_sets_the_worker_python(tmp_path: Path, monkeypatch: pytest
     assert seen["PYSPARK_SUBMIT_ARGS"] == "--master local[2] pyspark-shell"
 
 
-def test_submit_without_local_is_not_built_yet(tmp_path: Path) -> None:
-    job = tmp_path / "job.py"
-    job.write_text("")
-    result = CliRunner().invoke(app, ["spark", "submit", str(job)])
-    assert result.exit_code == 2
+def test_spark_submit_parameters_put_the_environment_on_the_python_path() -> None:
+    from magnetar.cli.spark import spark_submit_parameters
+
+    params = spark_submit_parameters("s3://b/env.zip", ["spark.executor.cores=2"])
+    assert params.split(" --conf ") == [
+        "--conf spark.archives=s3://b/env.zip#environment",
+        "spark.emr-serverless.driverEnv.PYTHONPATH=./environment",
+        "spark.executorEnv.PYTHONPATH=./environment", "spark.executor.cores=2"]
+    assert spark_submit_parameters(None, []) == ""
