@@ -235,11 +235,14 @@ def test_http_rs256_token_against_other_public_key(
     assert answer["context"]["refused"]
 
 
-@pytest.mark.parametrize("authorization", [None, "Basic dXNlcjpwYXNz", "Bearer "])
-def test_http_no_token(authorizer: ModuleType, secret_key: bytes, authorization: str | None) -> None:
+@pytest.mark.parametrize("authorization, reason", [
+    (None, "No credentials"), ("Bearer ", "No credentials"),
+    ("Basic dXNlcjpwYXNz", "Basic authentication is not enabled"),  # no htpasswd file: tests/unit/test_auth_basic_provider.py
+])
+def test_http_no_token(authorizer: ModuleType, secret_key: bytes, authorization: str | None, reason: str) -> None:
     answer = authorizer.handler(http_event(authorization), FakeContext())
     assert answer["isAuthorized"] is True
-    assert answer["context"]["refused"].startswith("No token")
+    assert answer["context"]["refused"].startswith(reason)
 
 
 def test_http_malformed_token(authorizer: ModuleType, secret_key: bytes) -> None:
@@ -294,7 +297,7 @@ def test_websocket_no_token(authorizer: ModuleType, secret_key: bytes) -> None:
     answer = authorizer.handler(websocket_event(), FakeContext())
     _assert_allows_connect(answer)  # the WebSocket function refuses the upgrade with Pulsar's reason
     assert answer["principalId"] == "anonymous"
-    assert answer["context"]["refused"].startswith("No token")
+    assert answer["context"]["refused"].startswith("No credentials")
     assert "role" not in answer["context"]
 
 
