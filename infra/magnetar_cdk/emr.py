@@ -48,7 +48,7 @@ DEFAULT_PYTHON_VERSION = "3.11"  # the compiled wheels' Python: must be the imag
 IDLE_MINUTES = 15
 DEFAULT_BUILD_DIR = REPO_ROOT / ".magnetar" / "emr-environment"  # (git-ignored)
 # What executors import beyond magnetar's own dependencies (pyspark itself is the image's).
-EXTRA_REQUIREMENTS = ("pyarrow>=15", "pandas>=2,<3")
+EXTRA_REQUIREMENTS = ("httpx>=0.27", "boto3>=1.34", "pyarrow>=15", "pandas>=2,<3")
 PIP_PLATFORM_ARGS = ("--platform", "manylinux2014_aarch64", "--platform", "manylinux_2_28_aarch64",
                      "--only-binary=:all:", "--implementation", "cp")
 SOURCES = (REPO_ROOT / "src" / "magnetar", REPO_ROOT / "spark" / "magnetar_spark", REPO_ROOT / "spark" / "pyspark_magnetar")
@@ -93,10 +93,10 @@ def _ignore(source: Path) -> Callable[[str, list[str]], set[str]]:
 
 
 def _project_dependencies() -> list[str]:
-    import tomllib
-
-    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    return [str(d) for d in project["dependencies"]]
+    """What the functions' layer carries (every one has arm64 wheels): the core's codecs, Avro,
+    pydantic, ... The CLI's dependencies (typer, rich, hdrhistogram: no arm64 wheel) stay out."""
+    lines = (REPO_ROOT / "layers" / "core" / "requirements.txt").read_text().splitlines()
+    return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
 
 
 def _stamp(python_version: str, no_deps: bool) -> str:
@@ -105,7 +105,8 @@ def _stamp(python_version: str, no_deps: bool) -> str:
         for path in sorted(source.rglob("*.py")):
             digest.update(str(path.relative_to(REPO_ROOT)).encode())
             digest.update(path.read_bytes())
-    digest.update((REPO_ROOT / "pyproject.toml").read_bytes())
+    digest.update((REPO_ROOT / "layers" / "core" / "requirements.txt").read_bytes())
+    digest.update(repr(EXTRA_REQUIREMENTS).encode())
     return json.dumps({"python": python_version, "no_deps": no_deps, "sources": digest.hexdigest()})
 
 
