@@ -29,6 +29,7 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from magnetar.config import SEGMENT_BUCKET_ID, WEBSOCKET_API_ID
 from magnetar_cdk.nag import acknowledge, acknowledge_all
 from magnetar_cdk.observability import log_group
 from magnetar_cdk.settings import REPO_ROOT, WEBSOCKET_STAGE_NAME, context_flag
@@ -44,11 +45,11 @@ PULSAR_PROTOCOL_ID = "PulsarProtocol"
 PLAIN_PORT = 6650
 TLS_PORT = 6651
 DOCKERFILE = "infra/pulsar_protocol/Dockerfile"
-# The image's context is the repository: only what the Dockerfile copies matters; the rest is kept
-# out of the fingerprint and the staged copy (synthesis must not walk .venv or node_modules).
+# The image's context is the repository, but only what the Dockerfile copies (and the Dockerfile)
+# is fingerprinted and staged: everything else is excluded before it is walked (.venv, node_modules).
 IMAGE_EXCLUDES = [
-    ".git", ".venv", "node_modules", "cdk.out", "layers", "tests", "spark", "bench", "docs", "functions",
-    "shared", "**/__pycache__", "**/*.pyc", ".mypy_cache", ".ruff_cache", ".pytest_cache", "*.egg-info",
+    "*", ".*", "!pyproject.toml", "!README.md", "!src", "!src/**", "!infra", "!infra/pulsar_protocol",
+    "!infra/pulsar_protocol/**", "**/__pycache__", "**/*.pyc", "**/*.egg-info",
 ]
 
 
@@ -110,7 +111,7 @@ class PulsarProtocolProxy(Construct):
         token_keys.grant_read(self.task.task_role)  # CONNECT's tokens are checked here, not by an authorizer
 
         self.security_group = ec2.SecurityGroup(self, "TasksSecurityGroup", vpc=self.vpc,
-                                                description="The Pulsar protocol proxy's tasks: 6650 from the VPC")
+                                                description="Pulsar protocol proxy tasks: 6650 from the VPC")
         self.security_group.add_ingress_rule(ec2.Peer.ipv4(self.vpc.vpc_cidr_block), ec2.Port.tcp(PLAIN_PORT),
                                              "the load balancer (in the VPC's public subnets)")
         self.service = ecs.FargateService(
@@ -191,13 +192,19 @@ class PulsarProtocolProxy(Construct):
                     "The proxy logs connections itself (CloudWatch Logs); NLB access logs cover TLS "
                     "listeners only and would need a log bucket of their own.")
         acknowledge_all(self.task.task_role, (
-            ("AwsSolutions-IAM5",
-             "The broker function's grants (functions.grant_broker_access): the table's indexes, segment "
-             "objects whose keys name topics created at run time, the WebSocket stage's connections."),
+            (f"AwsSolutions-IAM5[Resource::<{SEGMENT_BUCKET_ID}.Arn>/*]",
+             "The broker function's grant: segment objects of the one segment bucket, whose keys name topics "
+             "and ledgers created at run time."),
+            ("AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
+             f"<{WEBSOCKET_API_ID}>/{WEBSOCKET_STAGE_NAME}/*/@connections/*]",
+             "The broker function's grant: connections of this WebSocket API's stage only (non-persistent "
+             "topics' publishes are pushed to them)."),
         ))
-        acknowledge_all(self.task.obtain_execution_role(), (
-            ("AwsSolutions-IAM5", "CDK's execution-role grants for pulling the image asset and writing logs."),
-        ))
+        acknowledge(self.task.obtain_execution_role(), "AwsSolutions-IAM5[Resource::*]",
+                    "ecr:GetAuthorizationToken, which ECS needs to pull the image, has no resource to scope to.")
+        acknowledge(self.security_group, "AwsSolutions-EC23",
+                    "Ingress is the VPC's own CIDR on 6650 only (the load balancer's nodes); cdk-nag cannot "
+                    "evaluate the CIDR token.")
 
 
 def add_if_enabled(stack: Any, enabled: bool | None, certificate_arn: str | None,
