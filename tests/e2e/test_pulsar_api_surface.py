@@ -123,9 +123,22 @@ def test_shutdown_closes_without_waiting(cluster: Any, topic: str) -> None:
     assert not consumer.is_connected()
 
 
-def test_exclusive_with_fencing_is_refused_clearly(client: magnetar.Client, topic: str) -> None:
-    with pytest.raises(exceptions.OperationNotSupported, match="ExclusiveWithFencing"):
-        client.create_producer(topic, access_mode=magnetar.ProducerAccessMode.ExclusiveWithFencing)
+def test_exclusive_with_fencing_takes_the_topic_from_the_holder(client: magnetar.Client, topic: str) -> None:
+    modes = magnetar.ProducerAccessMode
+    first = client.create_producer(topic, producer_name="first", access_mode=modes.Exclusive, batching_enabled=False)
+    first.send(b"first's")
+    with pytest.raises(exceptions.ProducerFenced):  # plain Exclusive still waits its turn
+        client.create_producer(topic, producer_name="other", access_mode=modes.Exclusive)
+    second = client.create_producer(topic, producer_name="second", access_mode=modes.ExclusiveWithFencing,
+                                    batching_enabled=False)
+    second.send(b"second's")
+    with pytest.raises(exceptions.PulsarException):  # fenced: its writes are refused
+        first.send(b"too late")
+    consumer = client.subscribe(topic, "s", initial_position=Earliest)
+    assert [consumer.receive(10_000).data() for _ in range(2)] == [b"first's", b"second's"]
+    with pytest.raises(exceptions.Timeout):
+        consumer.receive(1_000)
+    second.close()
 
 
 def test_key_shared_policy_is_accepted_and_validated(client: magnetar.Client, topic: str) -> None:

@@ -152,7 +152,7 @@ class ProduceResponse(BaseModel):
 
 
 class ProducerRequest(_Body):
-    accessMode: Literal["Shared", "Exclusive", "WaitForExclusive"] = "Shared"
+    accessMode: Literal["Shared", "Exclusive", "WaitForExclusive", "ExclusiveWithFencing"] = "Shared"
     leaseMs: int = Field(default=30_000, ge=1_000, le=600_000)
 
 

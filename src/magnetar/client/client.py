@@ -178,10 +178,6 @@ class Client:
         check_type(ProducerAccessMode, access_mode, "access_mode")
         check_type_or_none((str, list), encryption_key, "encryption_key")  # Magnetar: a list names several keys
         check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
-        if access_mode is ProducerAccessMode.ExclusiveWithFencing:
-            raise exceptions.OperationNotSupported(
-                "ProducerAccessMode.ExclusiveWithFencing is not supported by Magnetar yet: use Exclusive or "
-                "WaitForExclusive")
         name = _topic(topic)
         options: dict[str, Any] = {
             "batching_enabled": batching_enabled, "batching_max_messages": batching_max_messages,

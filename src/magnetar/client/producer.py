@@ -162,7 +162,10 @@ class Producer:
                 time.sleep(1.0)
 
     def _keep_exclusive(self) -> None:
-        body = {"accessMode": self._access_mode.value, "leaseMs": EXCLUSIVE_LEASE_MS}
+        # renewals hold the topic as Exclusive: ExclusiveWithFencing fences once, when it is created
+        mode = ProducerAccessMode.Exclusive if self._access_mode is ProducerAccessMode.ExclusiveWithFencing \
+            else self._access_mode
+        body = {"accessMode": mode.value, "leaseMs": EXCLUSIVE_LEASE_MS}
         while not self._closed:
             time.sleep(EXCLUSIVE_LEASE_MS / 3000)
             if self._closed:

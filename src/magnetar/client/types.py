@@ -115,8 +115,8 @@ class PartitionsRoutingMode(Enum):
 
 
 class ProducerAccessMode(Enum):
-    """`ExclusiveWithFencing` (Pulsar: take the topic, fencing out the current exclusive producer)
-    is refused by `create_producer` with `OperationNotSupported`: the broker has no fencing yet."""
+    """`ExclusiveWithFencing` takes the topic from the current exclusive producer, whose next write
+    or lease renewal is refused (`ProducerFenced`), as Pulsar fences it."""
 
     Shared = "Shared"
     Exclusive = "Exclusive"

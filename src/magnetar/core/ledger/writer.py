@@ -88,6 +88,7 @@ QUOTA_HOLD_MS = 10_000  # producer_request_hold: a publish is held this long per
 QUOTA_HOLD_POLL_S = 1.0
 QUOTA_RECHECK_MS = 1_000
 PRODUCER_IDLE_MS = 5 * 60_000  # a producer silent this long no longer counts (stats, max producers)
+END_OF_TIME_MS = 1 << 62  # a clock no lease outlives (ExclusiveWithFencing's take-over)
 
 
 class LedgerWriter:
@@ -311,15 +312,22 @@ class LedgerWriter:
         return self.quota_check(topic)
 
     def attach_producer(self, topic: TopicName, producer: str, access_mode: str, lease_ms: int) -> None:
-        """Pulsar's producer access modes: Exclusive takes the topic (or fails), Shared needs nothing.
+        """Pulsar's producer access modes: Exclusive takes the topic (or fails), Shared needs nothing,
+        ExclusiveWithFencing takes the topic from whichever exclusive producer holds it (it renews
+        as Exclusive: a renewal must not fence again).
 
         Also the admission checks Pulsar makes when a producer connects. An exclusive producer
         renews its lease through here every few seconds: one read and one write."""
-        if access_mode not in ("Shared", "Exclusive", "WaitForExclusive"):
+        if access_mode not in ("Shared", "Exclusive", "WaitForExclusive", "ExclusiveWithFencing"):
             raise InvalidInput(f"Invalid access mode {access_mode!r}")
         self._admit_producer(topic, producer)
         if access_mode == "Shared":
             return
+        if access_mode == "ExclusiveWithFencing":
+            # the claim takes a claim that has expired: one made as of the end of time finds every
+            # claim expired, and the next, as of now, gives this producer its real lease (two
+            # conditional writes); the producer fenced out is refused at its next write or renewal
+            self.metadata.claim_exclusive(topic, producer, END_OF_TIME_MS, 0)
         if not self.metadata.claim_exclusive(topic, producer, self.clock.now_ms(), lease_ms):
             raise ProducerFenced(f"Topic {topic} already has an exclusive producer")
 
