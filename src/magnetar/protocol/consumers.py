@@ -12,6 +12,7 @@ lives, so a consumer whose application is busy keeps its messages.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -127,6 +128,8 @@ class Consumer:
         self.held_acks: list[Any] = []  # ACK commands not written yet (the next poll or a flush writes them)
         self.chunks = Reassembly()  # chunk entries until their message is whole
         self.view_dropped: list[tuple[int, int, tuple[int, ...]]] = []  # read_compacted: acks for the next poll
+        self.claimed: collections.deque[DeliveredEntry] = collections.deque()  # polled, not sent yet (no permits)
+        self.queue_size = 0  # the client's receiver queue (its largest FLOW): how much a poll claims
         self._flush_pending = False
         self._tasks: list[asyncio.Task[Any]] = []
 
@@ -155,6 +158,7 @@ class Consumer:
 
     def flow(self, permits: int) -> None:
         self.permits += permits
+        self.queue_size = max(self.queue_size, permits)  # the first FLOW is the client's whole receiver queue
         self.wake.set()
 
     def enqueue(self, cmd: Any) -> None:
@@ -162,32 +166,40 @@ class Consumer:
 
     # --- dispatch -------------------------------------------------------------------------------
     async def _dispatch(self) -> None:
-        """Poll while permits remain: one dispatch step per call (`_fetch`: the core's receive
-        without a wait; a reader's non-durable read), the idle backoff here (100 ms doubling to 1 s,
-        the core long poll's own), so a closing consumer or a stopping proxy has no poll left in
-        flight for long."""
+        """Send while permits remain, polling when nothing claimed is left: one dispatch step per
+        call (`_fetch`: the core's receive without a wait; a reader's non-durable read), the idle
+        backoff here (100 ms doubling to 1 s, the core long poll's own), so a closing consumer or a
+        stopping proxy has no poll left in flight for long. A poll claims up to the client's
+        receiver queue, not just its permits (Pulsar's clients grant half their queue at a time):
+        what the permits do not cover waits here, claimed by the consumer's lease, for the next FLOW,
+        as the SDK's prefetch waits in its queue: half the polls."""
         idle = IDLE_POLL_S
         while not self.stopped:
             if self.permits <= 0:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
-            got = await self._fetch()
-            if self.stopped:
-                return
-            if got is None:  # failed: `_fetch` has backed off
-                continue
-            if not got:
-                self.wake.clear()
-                with contextlib.suppress(TimeoutError):  # a FLOW or a close cuts the wait short
-                    await asyncio.wait_for(self.wake.wait(), idle)
-                idle = min(idle * 2, MAX_IDLE_POLL_S)
-                continue
-            idle = IDLE_POLL_S
-            for delivered in got:
-                self._deliver(delivered)
+            if not self.claimed:
+                got = await self._fetch()
+                if self.stopped:
+                    return
+                if got is None:  # failed: `_fetch` has backed off
+                    continue
+                if not got:
+                    self.wake.clear()
+                    with contextlib.suppress(TimeoutError):  # a FLOW or a close cuts the wait short
+                        await asyncio.wait_for(self.wake.wait(), idle)
+                    idle = min(idle * 2, MAX_IDLE_POLL_S)
+                    continue
+                idle = IDLE_POLL_S
+                self.claimed.extend(got)
+            while self.claimed and self.permits > 0:
+                self._deliver(self.claimed.popleft())
             await self._expire_chunks()
             await self.conn.drain()
+
+    def _poll_size(self) -> int:
+        return min(max(self.permits, self.queue_size), MAX_POLL_MESSAGES)
 
     async def _fetch(self) -> list[DeliveredEntry] | None:
         """One receive from the cursor, the held acknowledgements riding along (written with the
@@ -199,7 +211,7 @@ class Consumer:
             acks = _joined(acks, compacted.view_acks(dropped, self.name))
         try:
             got = await self.conn.call(self.subscriptions.receive, self.topic, self.subscription, self.name,
-                                       min(self.permits, MAX_POLL_MESSAGES), 0, uuid.uuid4().hex, acks)
+                                       self._poll_size(), 0, uuid.uuid4().hex, acks)
         except SubscriptionNotFound as exc:  # our lease lapsed, or the subscription went away
             self.held_acks[:0] = riding
             self.view_dropped[:0] = dropped
@@ -372,9 +384,11 @@ class Consumer:
                 entries = tuple(sorted({_signed(m.entryId) for m in request.message_ids if _signed(m.entryId) >= 0}))
                 await self.conn.call(self.subscriptions.acknowledge, self.topic, self.subscription,
                                      Acks(nacks=entries, consumer=self.name))
-            else:
+            else:  # everything it holds goes back, what the proxy had claimed for it too
                 await self.conn.call(self.subscriptions.redeliver_unacknowledged, self.topic, self.subscription,
                                      self.name)
+                self.claimed.clear()
+                self.chunks.clear()
         except Exception as exc:
             log.info("binary protocol: consumer %s: redelivery failed: %s", self.name, exc)
 

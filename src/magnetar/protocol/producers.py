@@ -33,9 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_GROUP = 100  # SENDs appended together at most
-# An idle producer's first SEND waits this long for the SENDs behind it (a client's burst arrives over
-# several reads of the socket): fewer appends, and so fewer journal records and seals, for 2 ms.
-GROUP_LINGER_S = 0.010
 _ACCESS_MODES = {pb.Shared: "Shared", pb.Exclusive: "Exclusive", pb.WaitForExclusive: "WaitForExclusive",
                  pb.ExclusiveWithFencing: "ExclusiveWithFencing"}
 WAIT_FOR_EXCLUSIVE_S = 1.0  # a WaitForExclusive producer tries to take the topic this often
@@ -134,8 +131,6 @@ class Producer:
             if isinstance(item, tuple):  # CLOSE_PRODUCER, after every SEND before it
                 await self._close(item[1])
                 return
-            if self.queue.empty():  # the rest of a burst may be a read away: one append for all of it
-                await asyncio.sleep(GROUP_LINGER_S)
             group = [item]
             while len(group) < MAX_GROUP and not self.queue.empty():
                 peek = self.queue._queue[0]  # type: ignore[attr-defined]  # asyncio.Queue's deque

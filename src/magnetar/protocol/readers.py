@@ -65,7 +65,7 @@ class Reader(Consumer):
 
     async def _fetch(self) -> list[DeliveredEntry] | None:
         """The next entries from the reader's position (the consumer's dispatch loop does the rest)."""
-        limit = min(self.permits, MAX_READ_ENTRIES)
+        limit = min(self.permits, MAX_READ_ENTRIES)  # a reader's position moves with what it reads: no more
         try:
             if self.read_compacted:  # the compacted view below its horizon, then the topic
                 delivered, self.position = await self.conn.call(compacted.read, self.conn.broker, self.topic,
