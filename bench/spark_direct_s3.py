@@ -128,13 +128,15 @@ def spark_runs(url: str, messages: int, tasks: list[int], broker_tasks: list[int
     import pyspark
     from pyspark.sql import SparkSession
 
-    import magnetar_spark  # noqa: F401  (the worker Python: this interpreter)
+    from magnetar_spark import MagnetarDataSource  # (sets the worker Python: this interpreter)
 
     spark = (SparkSession.builder.master(f"local[{max(tasks + broker_tasks)}]").appName("magnetar-direct-bench")
-             .config("spark.ui.enabled", "false").config("spark.driver.memory", "2g")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.memory", "2g")
              .config("spark.sql.session.timeZone", "UTC").config("spark.python.worker.reuse", "true")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(MagnetarDataSource)  # (a script run from a checkout: spark/ is not installed)
     out: list[dict[str, Any]] = []
     try:
         def read(direct: bool, n: int) -> Any:

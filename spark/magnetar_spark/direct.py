@@ -35,7 +35,8 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from magnetar.core.entry import Entry
+from magnetar.core.compression import decompress
+from magnetar.core.entry import Entry, decode_message_columns
 from magnetar.core.ledger.plan import segment_entries
 from magnetar.core.naming import TopicName
 from magnetar_spark.offsets import EARLIEST
@@ -325,14 +326,15 @@ def arrow_batches(topic: str, entries: Iterator[Entry]) -> Iterator[Any]:
     for entry in entries:
         if entry.hole:
             continue
-        publish = entry.publish_time * 1000 if entry.publish_time else None  # microseconds
-        for i, m in enumerate(entry.messages):
-            values.append(m.payload)
-            keys.append(m.key)
-            ids.append(pack(entry.ledger_id, entry.entry_id, partition, i if entry.batched else -1))
-            published.append(publish)
-            events.append(m.event_time * 1000 if m.event_time else None)
-            properties.append(list(m.properties.items()))
+        payloads, message_keys, props, event_times = decode_message_columns(
+            decompress(entry.compression, entry.payload, entry.uncompressed_size))
+        n = len(payloads)
+        values += payloads
+        keys += message_keys
+        ids += [pack(entry.ledger_id, entry.entry_id, partition, i if entry.batched else -1) for i in range(n)]
+        published += [entry.publish_time * 1000 if entry.publish_time else None] * n  # microseconds
+        events += [t * 1000 if t else None for t in event_times]
+        properties += [list(p.items()) for p in props]
         if len(values) >= ARROW_ROWS:
             yield batch()
     if values:
