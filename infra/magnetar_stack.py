@@ -156,11 +156,14 @@ class MagnetarStack(Stack):
         )
         self.token_keys.grant_read(self.authorizer)  # the authorizer only: GetSecretValue, DescribeSecret
         self.authorizer.node.add_dependency(initial_key)  # never serve the placeholder
+        self.basic_auth_users: secretsmanager.ISecret | None = None
+        basic_env: dict[str, str] = {}
         if settings.basic_auth_secret_arn:  # Pulsar's basic provider: the operator's htpasswd secret
-            users = secretsmanager.Secret.from_secret_complete_arn(
+            self.basic_auth_users = secretsmanager.Secret.from_secret_complete_arn(
                 self, BASIC_AUTH_SECRET_ID, settings.basic_auth_secret_arn)
-            self.authorizer.add_environment(ENV_BASIC_AUTH_SECRET, users.secret_arn)
-            users.grant_read(self.authorizer)
+            basic_env = {ENV_BASIC_AUTH_SECRET: self.basic_auth_users.secret_arn}
+            self.authorizer.add_environment(ENV_BASIC_AUTH_SECRET, self.basic_auth_users.secret_arn)
+            self.basic_auth_users.grant_read(self.authorizer)
 
         # --- broker and journal consumer ----------------------------------------------------------
         self.broker = self._function(
@@ -254,7 +257,9 @@ class MagnetarStack(Stack):
         # --- optional: Pulsar's binary protocol, the proxy on ECS Fargate (magnetar_cdk/pulsar_protocol.py) ---
         self.pulsar_protocol = pulsar_protocol_proxy.add_if_enabled(
             self, pulsar_protocol, pulsar_protocol_certificate_arn,
-            {**resource_env, **auth_env, **tail_env, ENV_TOKEN_KEYS_SECRET: self.token_keys.secret_arn})
+            {**resource_env, **auth_env, **tail_env, ENV_TOKEN_KEYS_SECRET: self.token_keys.secret_arn, **basic_env})
+        if self.pulsar_protocol is not None and self.basic_auth_users is not None:
+            self.basic_auth_users.grant_read(self.pulsar_protocol.task.task_role)  # CONNECT's basic credentials
 
     def _function(self, construct_id: str, asset: str, **options: Any) -> lambda_.Function:
         """A handler function on the core layer, with the stack's log retention (functions.function)."""

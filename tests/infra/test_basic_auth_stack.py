@@ -1,6 +1,7 @@
 """Pulsar's basic authentication on the deployed stack (stack prop / context `basicAuthSecretArn`):
-the authorizer, and only it, reads the operator's htpasswd secret; without the setting nothing
-changes (no variable, no grant)."""
+the authorizer, and of the functions only it, reads the operator's htpasswd secret, and so does the
+binary protocol proxy's task when the stack has one; without the setting nothing changes (no
+variable, no grant)."""
 
 from __future__ import annotations
 
@@ -62,3 +63,17 @@ def test_off_by_default_and_the_argument_wins(synth: Any, config: ModuleType) ->
     other = SECRET_ARN.replace("AbCdEf", "XyZ123")
     template = synth({"basicAuthSecretArn": SECRET_ARN}, basic_auth_secret_arn=other)
     assert _readers_of(template, other) == {config.AUTHORIZER_FUNCTION_ID}
+
+
+def test_the_binary_protocol_proxy_checks_basic_credentials_too(synth: Any, config: ModuleType) -> None:
+    template = synth({"basicAuthSecretArn": SECRET_ARN, "pulsarProtocol": "true"})
+    [task] = template.find_resources("AWS::ECS::TaskDefinition").values()
+    [container] = task["Properties"]["ContainerDefinitions"]
+    assert {"Name": config.ENV_BASIC_AUTH_SECRET, "Value": SECRET_ARN} in container["Environment"]
+    task_role = {"Ref": task["Properties"]["TaskRoleArn"]["Fn::GetAtt"][0]}
+    readers = [policy for policy in template.find_resources("AWS::IAM::Policy").values()
+               if task_role in policy["Properties"]["Roles"]
+               for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+               if SECRET_ARN in (statement["Resource"] if isinstance(statement["Resource"], list)
+                                 else [statement["Resource"]])]
+    assert readers, "the proxy's task role may not read the users' secret"
