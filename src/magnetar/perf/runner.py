@@ -167,6 +167,7 @@ class PerfRun:
             compression_type=getattr(api.CompressionType, cfg.compression),
             batching_type=api.BatchingType.KeyBased if cfg.subscription_type == "Key_Shared" else
             api.BatchingType.Default,
+            block_if_queue_full=True,  # back-pressure, as the SDK's send_async (pulsar-client's default fails the send)
         )
         sent_count = 0
         interval = cfg.producers / cfg.rate if cfg.rate > 0 else 0.0
