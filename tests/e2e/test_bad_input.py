@@ -29,7 +29,7 @@ def _assert_refused(response: httpx.Response, status: int, text: str) -> None:
         (b"{not json", 400, "not valid JSON"),
         (b'{"messages": []}', 400, "messages"),
         (b'{"messages": [{"payload": "!!notbase64"}]}', 400, "base64"),
-        (b'{"messages": [{"payload": ""}]}', 400, "empty"),
+        (b'{"messages": [{"payload": "eA==", "nullValue": true}]}', 400, "null value"),
         (b'{"messages": [{"payload": "eA==", "surprise": 1}]}', 400, "surprise"),
         (b'[1, 2]', 400, "Invalid request body"),
     ],

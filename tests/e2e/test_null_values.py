@@ -29,14 +29,14 @@ def test_sdk_null_value_is_distinct_from_a_value(client: magnetar.Client, topic:
     assert done == [magnetar.Result.Ok]
 
 
-def test_empty_bytes_are_still_refused(client: magnetar.Client, topic: str) -> None:
+def test_empty_bytes_are_a_message_not_a_null_value(client: magnetar.Client, topic: str) -> None:
     producer = client.create_producer(topic)
-    try:
-        producer.send(b"")
-    except magnetar.InvalidConfiguration:
-        pass
-    else:
-        raise AssertionError("empty bytes were accepted")
+    producer.send(b"", partition_key="k")
+    producer.send(None, partition_key="k")
+    consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    empty, null = (consumer.receive(timeout_millis=10_000) for _ in range(2))
+    assert (empty.data(), empty.has_null_value()) == (b"", False)
+    assert (null.data(), null.has_null_value()) == (b"", True)
 
 
 def test_rest_null_value_and_rest_read_render_it(cluster, client: magnetar.Client, topic: str) -> None:  # type: ignore[no-untyped-def]
@@ -48,13 +48,14 @@ def test_rest_null_value_and_rest_read_render_it(cluster, client: magnetar.Clien
         bad = http.post(f"/topics/{path}", json={"messages": [{"payload": b64("x"), "nullValue": True}]})
         assert bad.status_code == 400 and "reason" in bad.json()
         empty = http.post(f"/topics/{path}", json={"messages": [{"payload": ""}]})
-        assert empty.status_code == 400
+        assert empty.status_code == 200, "an empty payload is a message (not a null value)"
         consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
-        got = [consumer.receive(timeout_millis=10_000) for _ in range(3)]
-        assert [m.has_null_value() for m in got] == [False, True, True]
+        got = [consumer.receive(timeout_millis=10_000) for _ in range(4)]
+        assert [m.has_null_value() for m in got] == [False, True, True, False]
+        assert got[3].data() == b""
         messages = http.post(f"/magnetar/v1/reader/{path}/read", json={"startEntryId": 0}).json()["messages"]
-        assert [m.get("nullValue", False) for m in messages] == [False, True, True]
-        assert [m["payload"] for m in messages] == [b64("x"), "", ""]
+        assert [m.get("nullValue", False) for m in messages] == [False, True, True, False]
+        assert [m["payload"] for m in messages] == [b64("x"), "", "", ""]
 
 
 def test_websocket_null_value_round_trip(cluster, client: magnetar.Client) -> None:  # type: ignore[no-untyped-def]

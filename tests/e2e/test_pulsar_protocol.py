@@ -504,14 +504,20 @@ def test_cumulative_ack_and_redelivery_on_an_exclusive_subscription(official: pu
     assert [m.data() for m in _drain(again, 3)] == [b"c3", b"c4", b"c5"]
 
 
-def test_a_refused_message_fails_its_send_at_once(official: pulsar.Client, topic: str) -> None:
-    """An empty payload (refused through every door): the send fails, the producer carries on."""
-    producer = official.create_producer(topic, send_timeout_millis=10_000)
+def test_a_refused_message_fails_its_send_at_once(official: pulsar.Client, admin, topic: str) -> None:  # type: ignore[no-untyped-def]
+    """A message over the topic's maxMessageSize policy (refused through every door): the send
+    fails, the producer carries on. An empty payload is a message, as in Pulsar."""
+    admin.create_topic(topic)
+    admin.set_policy(topic, "maxMessageSize", 64)
+    producer = official.create_producer(topic, send_timeout_millis=10_000, batching_enabled=False)
     started = time.monotonic()
     with pytest.raises(pulsar.PulsarException):
-        producer.send(b"")
+        producer.send(b"x" * 200)
     assert time.monotonic() - started < 5  # not resent until the send timeout
+    producer.send(b"")
     producer.send(b"after")
+    consumer = official.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    assert [m.data() for m in _drain(consumer, 2)] == [b"", b"after"]
 
 
 @pytest.mark.parametrize("mode", ["UseSinglePartition", "CustomPartition"])

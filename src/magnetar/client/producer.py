@@ -243,8 +243,6 @@ class Producer:
             content = b""
         if not isinstance(content, bytes | bytearray | memoryview):
             raise ValueError(f"Argument data is expected to be of type 'bytes' and not '{type(content).__name__}'")
-        if not content and not null_value:
-            raise exceptions.InvalidConfiguration("Empty payload")
         at = int(deliver_at or 0)
         if deliver_after:
             at = int(time.time() * 1000) + int(deliver_after)

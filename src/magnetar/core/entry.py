@@ -207,8 +207,6 @@ class Batch:
         messages = decode_messages(decompress(self.compression, self.payload, self.uncompressed_size))
         if len(messages) != self.num_messages or not messages:
             raise InvalidInput(f"Batch holds {len(messages)} messages, declared {self.num_messages}")
-        if any(not m.payload and not m.null_value for m in messages) and self.chunk is None:
-            raise InvalidInput("Empty payload")  # (a null value, a tombstone, has none)
         if any(m.null_value and m.payload for m in messages):
             raise InvalidInput("A null value carries no payload")
         for m in messages:  # an end-to-end encrypted message: its context must be well formed

@@ -318,8 +318,6 @@ def producer_frame(frame: dict[str, Any], encryption_keys: str = "") -> Producer
         data = base64.b64decode(payload, validate=True)
     except (binascii.Error, ValueError):
         raise InvalidInput("Invalid Base64 message-payload") from None
-    if not data and not null_value:
-        raise InvalidInput("Empty payload")
     properties = frame.get("properties") or {}
     if not isinstance(properties, dict):
         raise InvalidInput("properties must be an object of strings")
