@@ -45,7 +45,7 @@ def key_files(tmp_path: Path, name: str, kind: str = "rsa", der: bool = False) -
 
 
 def received(payload: bytes, enc: dict[str, object] | None) -> Message:
-    return Message(payload, MessageId(1, 2, -1, -1, "persistent://public/default/t"), "persistent://public/default/t",
+    return Message(payload, MessageId(-1, 1, 2, -1, "persistent://public/default/t"), "persistent://public/default/t",
                    _encryption=enc)  # type: ignore[arg-type]
 
 

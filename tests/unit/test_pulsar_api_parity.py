@@ -52,9 +52,6 @@ DIFFERENCES: dict[str, str] = {
     "Authentication.__init__(dynamicLibPath)": "pulsar-client loads a C++ plugin; Magnetar's Authentication "
                                                "is the base class of its providers",
     "Authentication.__init__(authParamsString)": "the C++ plugin's parameters (see dynamicLibPath)",
-    "MessageId.__init__(order)": "keywords and defaults as pulsar-client's, but the positional order is (ledger_id, "
-                          "entry_id, partition, batch_index): client/consumer.py and push.py construct ids "
-                          "positionally (to change with them)",
 }
 
 

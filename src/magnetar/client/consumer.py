@@ -95,7 +95,7 @@ class ConsumerBase:
     def get_last_message_id(self) -> MessageId:
         """pulsar-client: the id of the topic partition's last message."""
         last = self._transport.call("GET", f"/admin/v2/{topic_path(self._topic)}/lastMessageId")
-        return MessageId(int(last["ledgerId"]), int(last["entryId"]), self._topic.partition_index, -1,
+        return MessageId(self._topic.partition_index, int(last["ledgerId"]), int(last["entryId"]), -1,
                          str(self._topic))
 
     def pause_message_listener(self) -> None:
@@ -402,10 +402,10 @@ class Consumer(ConsumerBase):
         if not masked:
             return True
         if entry.chunk is not None or not entry.batched or masked | skip >= set(range(entry.num_messages)):
-            self.acknowledge(MessageId(entry.ledger_id, entry.entry_id, partition, -1, entry.topic))
+            self.acknowledge(MessageId(partition, entry.ledger_id, entry.entry_id, -1, entry.topic))
             return False
         for index in masked - skip:
-            self.acknowledge(MessageId(entry.ledger_id, entry.entry_id, partition, index, entry.topic,
+            self.acknowledge(MessageId(partition, entry.ledger_id, entry.entry_id, index, entry.topic,
                                        entry.num_messages))
         skip |= masked
         return True
@@ -434,7 +434,7 @@ class Consumer(ConsumerBase):
         chunk = entry.chunk
         assert chunk is not None
         state = self._chunks.setdefault(chunk.uuid, _Chunks())
-        mid = MessageId(entry.ledger_id, entry.entry_id, partition, -1, entry.topic)
+        mid = MessageId(partition, entry.ledger_id, entry.entry_id, -1, entry.topic)
         if chunk.chunk_id in state.parts:
             return
         state.parts[chunk.chunk_id] = entry.payload
@@ -444,7 +444,7 @@ class Consumer(ConsumerBase):
         del self._chunks[chunk.uuid]
         blob = b"".join(state.parts[i] for i in range(chunk.num_chunks))
         message = decode_messages(decompress(entry.compression, blob, entry.uncompressed_size))[0]
-        full_id = MessageId(entry.ledger_id, entry.entry_id, partition, -1, entry.topic)
+        full_id = MessageId(partition, entry.ledger_id, entry.entry_id, -1, entry.topic)
         full_id._chunks = tuple(state.ids)
         self._deliver(Message(message.payload, full_id, entry.topic, message.properties, message.key or "",
                               entry.publish_time, message.event_time, redelivery, entry.producer_name,

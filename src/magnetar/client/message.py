@@ -21,7 +21,7 @@ class MessageId:
     earliest: ClassVar[MessageId]
     latest: ClassVar[MessageId]
 
-    def __init__(self, ledger_id: int = -1, entry_id: int = -1, partition: int = -1, batch_index: int = -1,
+    def __init__(self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1,
                  topic: str = "", batch_size: int = 0) -> None:
         self._data = MessageIdData(ledger_id, entry_id, partition, batch_index)
         self._topic = topic  # which topic partition: acknowledgements of multi-topic consumers route by it
@@ -57,7 +57,7 @@ class MessageId:
         if topic is not None and not isinstance(topic, str):
             raise ValueError("Argument topic is expected to be either None or of type 'str'")
         ledger_id, entry_id, partition, batch_index = struct.unpack(_ID_FORMAT, bytes(data))
-        return MessageId(ledger_id, entry_id, partition, batch_index, topic or "")
+        return MessageId(partition, ledger_id, entry_id, batch_index, topic or "")
 
     @classmethod
     def wrap(cls, msg_id: MessageId) -> MessageId:
@@ -66,14 +66,14 @@ class MessageId:
         if not isinstance(msg_id, MessageId):
             raise ValueError(f"Argument msg_id is expected to be of type 'MessageId' and not '{type(msg_id).__name__}'")
         d = msg_id._data
-        wrapped = cls(d.ledger_id, d.entry_id, d.partition, d.batch_index, msg_id._topic, msg_id._batch_size)
+        wrapped = cls(d.partition, d.ledger_id, d.entry_id, d.batch_index, msg_id._topic, msg_id._batch_size)
         wrapped._chunks = msg_id._chunks
         return wrapped
 
     @staticmethod
     def from_text(text: str, topic: str = "") -> MessageId:
         d = MessageIdData.parse(text)
-        return MessageId(d.ledger_id, d.entry_id, d.partition, d.batch_index, topic)
+        return MessageId(d.partition, d.ledger_id, d.entry_id, d.batch_index, topic)
 
     def topic_name(self) -> str:
         return self._topic
@@ -103,7 +103,7 @@ class MessageId:
 
 
 MessageId.earliest = MessageId(-1, -1, -1, -1)
-MessageId.latest = MessageId(2**63 - 1, 2**63 - 1, -1, -1)
+MessageId.latest = MessageId(-1, 2**63 - 1, 2**63 - 1, -1)
 
 
 @dataclass
@@ -149,7 +149,7 @@ class Message:
         for i, m in enumerate(entry.messages):
             if skip and i in skip:
                 continue
-            mid = MessageId(entry.ledger_id, entry.entry_id, partition, i if entry.batched else -1, entry.topic,
+            mid = MessageId(partition, entry.ledger_id, entry.entry_id, i if entry.batched else -1, entry.topic,
                             entry.num_messages if entry.batched else 0)
             out.append(cls(m.payload, mid, entry.topic, m.properties, m.key or "", entry.publish_time, m.event_time,
                            redelivery_count, entry.producer_name, m.ordering_key or "", m.null_value,

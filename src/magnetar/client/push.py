@@ -329,7 +329,7 @@ class PushConsumer(ConsumerBase):
             log.warning("push consumer %s: %s", self._name, frame["error"])
         topic = str(self._topic)
         raw = MessageId.deserialize(base64.b64decode(frame["messageId"]))
-        mid = MessageId(raw.ledger_id(), raw.entry_id(), raw.partition(), raw.batch_index(), topic,
+        mid = MessageId(raw.partition(), raw.ledger_id(), raw.entry_id(), raw.batch_index(), topic,
                         int(frame.get("batchSize", 0)))
         if self._compacted is not None:
             masked = self._compacted.masked(mid.entry_id(), max(mid._batch_size, 1))
