@@ -99,11 +99,18 @@ def local_up(
              "Default: 0 with the fan-out journal consumer, 1 without.")] = None,
     pulsar_port: Annotated[int, typer.Option(
         help="Port of Pulsar's binary protocol (the official clients: pulsar://host:port); 0: off.")] = 6650,
+    pulsar_tls_port: Annotated[int | None, typer.Option(
+        help="Also serve the binary protocol over TLS (pulsar+ssl://host:port) on this port (6651 as Pulsar), "
+             "with --pulsar-tls-cert and --pulsar-tls-key (PEM). On AWS the load balancer terminates TLS.")] = None,
+    pulsar_tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate chain for --pulsar-tls-port.")] = None,
+    pulsar_tls_key: Annotated[Path | None, typer.Option(help="PEM private key for --pulsar-tls-port.")] = None,
 ) -> None:
     """Start the AWS emulator, the resources, the HTTP API, the journal consumer and the maintenance
     schedule; Ctrl-C stops all."""
     from magnetar.local.cluster import LocalCluster
 
+    if pulsar_tls_port is not None and not (pulsar_tls_cert and pulsar_tls_key):
+        _fail("--pulsar-tls-port needs --pulsar-tls-cert and --pulsar-tls-key")
     key_file = None
     if auth:
         key_file = token_secret_key or _local_token_key()
@@ -113,7 +120,8 @@ def local_up(
                            fidelity=AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
                            journal_fan_out=journal_fan_out, journal_batching_window_s=journal_batching_window,
                            tail_reads=None if tail_reads is None else on_off("--tail-reads", tail_reads),
-                           pulsar_port=pulsar_port or None)
+                           pulsar_port=pulsar_port or None, pulsar_tls_port=pulsar_tls_port,
+                           pulsar_tls_cert_file=str(pulsar_tls_cert or ""), pulsar_tls_key_file=str(pulsar_tls_key or ""))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -123,6 +131,8 @@ def local_up(
         console.print(f"  export {SERVICE_URL_ENV}={cluster.url}    (Ctrl-C to stop)")
         if cluster.pulsar_url:
             console.print(f"  Pulsar binary protocol [bold]{cluster.pulsar_url}[/bold]  (the official clients)")
+            if cluster.pulsar_tls_url:
+                console.print(f"  Pulsar binary protocol over TLS [bold]{cluster.pulsar_tls_url}[/bold]")
         elif pulsar_port:
             console.print(f"  [yellow]Pulsar binary protocol off: port {pulsar_port} is in use[/yellow] (--pulsar-port)")
         if auth and key_file is not None:

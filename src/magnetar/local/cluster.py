@@ -127,6 +127,10 @@ class LocalCluster:
     tail_reads: bool | None = None
     # Pulsar's binary protocol (magnetar.protocol): the proxy's port beside the HTTP API; None: off, 0: a free port
     pulsar_port: int | None = None
+    # the proxy's TLS port (pulsar+ssl://) beside the plain one, with a PEM certificate chain and key; None: off
+    pulsar_tls_port: int | None = None
+    pulsar_tls_cert_file: str = ""
+    pulsar_tls_key_file: str = ""
     proxy: ProxyThread | None = None
     emulator: subprocess.Popen[bytes] | None = None
     esm: KinesisEventSourceMapping | None = None
@@ -137,6 +141,11 @@ class LocalCluster:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def pulsar_tls_url(self) -> str | None:
+        """pulsar+ssl://host:port when the proxy serves TLS too."""
+        return self.proxy.server.tls_service_url if self.proxy is not None else None
 
     @property
     def pulsar_url(self) -> str | None:
@@ -192,7 +201,9 @@ class LocalCluster:
         from magnetar.protocol import ProxySettings, ProxyThread
 
         try:
-            self.proxy = ProxyThread(ProxySettings(host=self.host, port=port)).start()
+            self.proxy = ProxyThread(ProxySettings(host=self.host, port=port, tls_port=self.pulsar_tls_port,
+                                                   tls_cert_file=self.pulsar_tls_cert_file,
+                                                   tls_key_file=self.pulsar_tls_key_file)).start()
         except OSError as exc:  # the port is taken (another cluster, a Pulsar standalone): the rest still runs
             log.warning("Pulsar binary protocol off: cannot listen on %s:%s: %s", self.host, port, exc)
 
