@@ -128,7 +128,7 @@ def spark_runs(url: str, messages: int, tasks: list[int], broker_tasks: list[int
     import pyspark
     from pyspark.sql import SparkSession
 
-    from magnetar_spark import MagnetarDataSource  # (sets the worker Python: this interpreter)
+    from magnetar_spark import register  # (sets the worker Python: this interpreter)
 
     spark = (SparkSession.builder.master(f"local[{max(tasks + broker_tasks)}]").appName("magnetar-direct-bench")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -136,7 +136,7 @@ def spark_runs(url: str, messages: int, tasks: list[int], broker_tasks: list[int
              .config("spark.sql.session.timeZone", "UTC").config("spark.python.worker.reuse", "true")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(MagnetarDataSource)  # (a script run from a checkout: spark/ is not installed)
+    register(spark)  # (a script run from a checkout: spark/ may not be installed)
     out: list[dict[str, Any]] = []
     try:
         def read(direct: bool, n: int) -> Any:

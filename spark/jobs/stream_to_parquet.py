@@ -66,9 +66,9 @@ def main(argv: Sequence[str] | None = None) -> None:
              .config("spark.sql.session.timeZone", "UTC").getOrCreate())
     # Installed (the wheel, a packed venv), format("magnetar") is found with no register call; with
     # only a --py-files zip, Spark's lookup worker may not see the zip, so register explicitly.
-    from magnetar_spark import MagnetarDataSource
+    from magnetar_spark import register
 
-    spark.dataSource.register(MagnetarDataSource)
+    register(spark)  # (harmless when Spark found the installed source)
     query = start(spark, args)
     log.info("query %s started: %s -> %s (checkpoint %s)", query.id, args.topic or args.topics or
              args.topics_pattern, args.output, args.checkpoint)

@@ -51,9 +51,9 @@ def run(spark, args: argparse.Namespace) -> int | None:  # type: ignore[no-untyp
     """Reads the topic and writes it; returns how many messages the output holds (None on append)."""
     from pyspark.sql import functions as F
 
-    from magnetar_spark import MagnetarDataSource
+    from magnetar_spark import register
 
-    spark.dataSource.register(MagnetarDataSource)
+    register(spark)  # (harmless when Spark found the installed source)
     reader = spark.read.format("magnetar").option("service.url", args.service_url).option("topic", args.topic)
     if args.partitions is not None:
         reader = reader.option("partitions", str(args.partitions))

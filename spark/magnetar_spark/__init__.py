@@ -23,6 +23,17 @@ from magnetar_spark.source import (
 
 _env.configure_python()  # the workers run this Python (see _env), unless PYSPARK_PYTHON says otherwise
 
+
+def register(spark: object) -> None:
+    """`spark.dataSource.register(MagnetarDataSource)` unless Spark already found the installed source
+    (`pyspark_magnetar`): Spark 4.0 and 4.1 refuse a second registration of a name
+    (DATA_SOURCE_ALREADY_EXISTS, seen with pyspark 4.0.2), later versions replace it."""
+    try:
+        spark.dataSource.register(MagnetarDataSource)  # type: ignore[attr-defined]
+    except Exception as exc:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
+
 __all__ = [
     "SCHEMA",
     "SHORT_NAME",
@@ -32,5 +43,6 @@ __all__ = [
     "MagnetarSourceError",
     "message_id_bytes",
     "message_id_from_bytes",
+    "register",
     "split_range",
 ]

@@ -24,12 +24,28 @@ from collections.abc import Iterator
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (
-    ReadAllAvailable,
-    ReadLimit,
-    ReadMaxRows,
-    SupportsTriggerAvailableNow,
-)
+
+try:  # admission control and availableNow for Python sources: Spark 4.2+
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # Spark 4.0/4.1 (EMR's emr-spark-8.0.0 is 4.0.2): latestOffset() is called without
+    # arguments and the source caps micro-batches itself; these stand-ins are never seen by Spark.
+    class ReadLimit:  # type: ignore[no-redef]
+        pass
+
+    class ReadAllAvailable(ReadLimit):  # type: ignore[no-redef]
+        pass
+
+    class ReadMaxRows(ReadLimit):  # type: ignore[no-redef]
+        def __init__(self, max_rows: int) -> None:
+            self.max_rows = max_rows
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        pass
 
 from magnetar_spark.offsets import EARLIEST, Offsets
 from magnetar_spark.options import SourceOptions
