@@ -33,7 +33,7 @@ def decode_b64(value: str) -> bytes:
 
 class ProducerMessage(_Body):
     """`payload` null (or `nullValue` true with no payload) sends a null value: a tombstone,
-    distinct from empty bytes, which topic compaction takes as the deletion of its key."""
+    which topic compaction takes as the deletion of its key; distinct from "" (an empty message, as in Pulsar)."""
 
     payload: str | None = None
     properties: dict[str, str] = Field(default_factory=dict)
@@ -55,8 +55,6 @@ class ProducerMessage(_Body):
         if not self.is_null:
             if "payload" not in self.model_fields_set:
                 raise ValueError("payload is required (null for a null value)")
-            if not decode_b64(self.payload or ""):
-                raise ValueError("payload is empty")
         return self
 
     @property

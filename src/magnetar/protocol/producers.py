@@ -172,6 +172,9 @@ class Producer:
             try:
                 results = await self.conn.call(self.conn.broker.writer.append_group, self.topic,
                                                [b for _, b in group], self.name)
+            except ProducerFenced:
+                self._fenced()
+                return
             except Exception as exc:
                 for frame, _ in group:
                     self.conn._send_error(frame.command.send, exc)
@@ -200,6 +203,9 @@ class Producer:
         for batch in complete.batches:
             try:
                 results += await self.conn.call(self.conn.broker.writer.append_group, self.topic, [batch], self.name)
+            except ProducerFenced:
+                self._fenced()
+                return
             except Exception as exc:
                 for frame in complete.frames:
                     self.conn._send_error(frame.command.send, exc)
@@ -231,6 +237,17 @@ class Producer:
         if self.topic.is_persistent:  # a non-persistent topic's producer was never attached
             await self.conn.call(self.conn.broker.writer.detach_producer, self.topic, self.name)
 
+    def _fenced(self) -> None:
+        """Another producer took the topic (ExclusiveWithFencing): closed as a broker closes a fenced
+        producer. The client's reconnect of this producer is refused ProducerFenced, which fails
+        its pending sends for good; a SEND_ERROR instead would make the client reset the whole
+        connection and resend, its other producers' claims released meanwhile (a race it may win)."""
+        if self.closed:
+            return
+        self.conn.producers.pop(self.id, None)
+        self.closed = True
+        self.conn.send(command(Type.CLOSE_PRODUCER, close_producer={"producer_id": self.id, "request_id": 0}))
+
     async def _renew(self) -> None:
         """Keep an exclusive producer's claim; fenced: CLOSE_PRODUCER to the client."""
         lease = self.conn.server.settings.producer_lease_ms
@@ -241,9 +258,7 @@ class Producer:
             try:
                 await self.conn.call(self.conn.broker.writer.attach_producer, self.topic, self.name, self.mode, lease)
             except ProducerFenced:
-                self.conn.producers.pop(self.id, None)
-                self.closed = True
-                self.conn.send(command(Type.CLOSE_PRODUCER, close_producer={"producer_id": self.id, "request_id": 0}))
+                self._fenced()
                 return
             except Exception as exc:  # a transient failure: the lease outlives a few of them
                 log.info("binary protocol: renewing producer %s: %s", self.name, exc)
