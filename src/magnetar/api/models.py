@@ -52,9 +52,8 @@ class ProducerMessage(_Body):
     def _null_or_payload(self) -> ProducerMessage:
         if self.nullValue and self.payload:
             raise ValueError("a null value (nullValue) carries no payload")
-        if not self.is_null:
-            if "payload" not in self.model_fields_set:
-                raise ValueError("payload is required (null for a null value)")
+        if not self.is_null and "payload" not in self.model_fields_set:
+            raise ValueError("payload is required (null for a null value)")
         return self
 
     @property
