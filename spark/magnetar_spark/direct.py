@@ -35,20 +35,19 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from magnetar.core.compression import decompress
-from magnetar.core.entry import Entry, decode_message_columns
+from magnetar.core.entry import Entry
 from magnetar.core.ledger.plan import segment_entries
 from magnetar.core.naming import TopicName
+from magnetar_spark.arrow import arrow_batches, rows_as_batches
 from magnetar_spark.offsets import EARLIEST
 from magnetar_spark.options import SourceOptions, TopicClient
 from magnetar_spark.reading import TopicRange, plan_ranges, read_range
-from magnetar_spark.source import _TRANSIENT_STATUS, SCHEMA, MagnetarSourceError
+from magnetar_spark.source import _TRANSIENT_STATUS, MagnetarSourceError
 
 log = logging.getLogger("magnetar_spark")
 PLAN_PAGE = 200_000  # entries per plan request (the route's maximum)
 _MESSAGE_ID = struct.Struct(">qqqq")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-ARROW_ROWS = 8192  # rows per Arrow record batch
 
 
 @dataclass(frozen=True)
@@ -268,74 +267,3 @@ def typed_rows(topic: str, entries: Iterator[Entry], typed: Any) -> Iterator[tup
             continue
         for i, m in enumerate(entry.messages):
             yield typed.row_of(m.payload, m.schema_version, _meta(topic, partition, entry, i, m))
-
-
-_ARROW_SCHEMA: Any = None
-
-
-def arrow_schema() -> Any:
-    """The Arrow schema Spark expects of the connector's columns (what its worker builds for rows)."""
-    global _ARROW_SCHEMA
-    if _ARROW_SCHEMA is None:
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        try:
-            _ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
-        except TypeError:  # Spark 4.0: no timezone argument (timestamps are UTC there)
-            _ARROW_SCHEMA = to_arrow_schema(SCHEMA)
-    return _ARROW_SCHEMA
-
-
-def rows_as_batches(rows: Iterator[tuple[Any, ...]]) -> Iterator[Any]:
-    """Rows of the connector's columns (a broker read's) as Arrow record batches."""
-    import pyarrow as pa
-
-    schema = arrow_schema()
-    chunk: list[tuple[Any, ...]] = []
-    for row in rows:
-        chunk.append((*row[:6], list(row[6].items())))
-        if len(chunk) >= ARROW_ROWS:
-            yield pa.RecordBatch.from_arrays([pa.array(list(c), schema.field(i).type)
-                                              for i, c in enumerate(zip(*chunk, strict=True))], schema=schema)
-            chunk = []
-    if chunk:
-        yield pa.RecordBatch.from_arrays([pa.array(list(c), schema.field(i).type)
-                                          for i, c in enumerate(zip(*chunk, strict=True))], schema=schema)
-
-
-def arrow_batches(topic: str, entries: Iterator[Entry]) -> Iterator[Any]:
-    """The entries' messages as Arrow record batches of the connector's columns."""
-    import pyarrow as pa
-
-    schema = arrow_schema()
-    partition = TopicName.parse(topic).partition_index
-    pack = _MESSAGE_ID.pack
-    columns: list[list[Any]] = [[], [], [], [], [], []]
-    values, keys, ids, published, events, properties = columns
-
-    def batch() -> Any:
-        n = len(values)
-        arrays = [pa.array(values, schema.field(0).type), pa.array(keys, schema.field(1).type),
-                  pa.array([topic] * n, schema.field(2).type), pa.array(ids, schema.field(3).type),
-                  pa.array(published, schema.field(4).type), pa.array(events, schema.field(5).type),
-                  pa.array(properties, schema.field(6).type)]
-        for column in columns:
-            column.clear()
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-    for entry in entries:
-        if entry.hole:
-            continue
-        payloads, message_keys, props, event_times = decode_message_columns(
-            decompress(entry.compression, entry.payload, entry.uncompressed_size))
-        n = len(payloads)
-        values += payloads
-        keys += message_keys
-        ids += [pack(entry.ledger_id, entry.entry_id, partition, i if entry.batched else -1) for i in range(n)]
-        published += [entry.publish_time * 1000 if entry.publish_time else None] * n  # microseconds
-        events += [t * 1000 if t else None for t in event_times]
-        properties += [list(p.items()) for p in props]
-        if len(values) >= ARROW_ROWS:
-            yield batch()
-    if values:
-        yield batch()

@@ -61,7 +61,7 @@ def test_arrow_batches_hold_the_rows_the_broker_read_gives() -> None:
     from magnetar.api.wire import entry_messages
     from magnetar.core.entry import Batch, Message, hole_entry, make_entry
     from magnetar_spark import source
-    from magnetar_spark.direct import arrow_batches, arrow_schema
+    from magnetar_spark.arrow import arrow_batches, arrow_schema
 
     topic = "persistent://t/ns/orders-partition-3"
     messages = [Message(b"a", "k1", {"p": "1"}, 1_700_000_000_123), Message(b"b"),
@@ -82,7 +82,7 @@ def test_broker_rows_as_arrow_batches_are_the_same_rows() -> None:
     """A slice that falls back to the broker mid-task: its rows become batches like the others."""
     from datetime import UTC, datetime
 
-    from magnetar_spark.direct import arrow_schema, rows_as_batches
+    from magnetar_spark.arrow import arrow_schema, rows_as_batches
 
     rows = [(b"v", None, "persistent://t/ns/x", bytes(32), datetime(2026, 1, 1, tzinfo=UTC), None, {"a": "b"}),
             (b"w", "k", "persistent://t/ns/x", bytes(32), None, datetime(2026, 1, 2, tzinfo=UTC), {})]
