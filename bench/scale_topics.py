@@ -177,19 +177,29 @@ def worker(args: argparse.Namespace) -> None:
     counts = {"sent": 0, "acked": 0, "failed": 0, "received": 0}
     done = threading.Event()
 
-    def subscribe(topic: str) -> Any:
-        for attempt in range(5):  # a loaded machine: the $connect may outlast the handshake timeout
+    def attach(what: Any, topic: str) -> Any:
+        """A loaded machine: a $connect may outlast the handshake timeout, a lookup may get a 503
+        after the SDK's own retries; attaching is idempotent, so try again with a growing pause."""
+        for attempt in range(8):
             try:
-                return client.subscribe(topic, "scale", consumer_type=magnetar.ConsumerType.Shared,
-                                        initial_position=magnetar.InitialPosition.Earliest)
-            except (exceptions.ConnectError, exceptions.ServiceUnitNotReady):
-                if attempt == 4:
+                return what(topic)
+            except (exceptions.ConnectError, exceptions.ServiceUnitNotReady, exceptions.Timeout):
+                if attempt == 7:
                     raise
                 time.sleep(2 * (attempt + 1))
         raise AssertionError("unreachable")
 
-    consumers = [subscribe(t) for t in topics]
-    producers = [client.create_producer(t, batching_max_publish_delay_ms=10) for t in topics] if args.rate else []
+    def subscribe(topic: str) -> Any:
+        return client.subscribe(topic, "scale", consumer_type=magnetar.ConsumerType.Shared,
+                                initial_position=magnetar.InitialPosition.Earliest)
+
+    def create_producer(topic: str) -> Any:
+        return client.create_producer(topic, batching_max_publish_delay_ms=10)
+
+    # Producers first: they hold nothing open between sends, while every attached push consumer
+    # keeps a WebSocket (and its keepalives) busy for the rest of the setup.
+    producers = [attach(create_producer, t) for t in topics] if args.rate else []
+    consumers = [attach(subscribe, t) for t in topics]
 
     def consume(consumer: Any) -> None:
         while not done.is_set():

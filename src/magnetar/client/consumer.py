@@ -21,12 +21,13 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.api.wire import entry_from_wire
 from magnetar.client import exceptions
+from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.compacted import CompactedFilter
+from magnetar.client.consumer_base import ConsumerBase, key_shared_meta
 from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId
 from magnetar.client.transport import Transport, topic_path
@@ -36,10 +37,8 @@ from magnetar.client.types import (
     ConsumerKeySharedPolicy,
     ConsumerType,
     InitialPosition,
-    KeySharedMode,
 )
-from magnetar.core.compression import decompress
-from magnetar.core.entry import Entry, decode_messages
+from magnetar.core.entry import Entry
 from magnetar.core.naming import TopicName
 
 log = logging.getLogger(__name__)
@@ -47,104 +46,6 @@ ACK_GROUP_S = 0.1
 ACK_MAX_DELAY_S = 1.0
 HEARTBEAT_S = 10.0
 MAX_POLL_MS = 20_000
-
-
-@dataclass
-class _Chunks:
-    parts: dict[int, bytes] = field(default_factory=dict)
-    ids: list[MessageId] = field(default_factory=list)
-    first_seen: float = field(default_factory=time.monotonic)
-
-
-def key_shared_meta(policy: ConsumerKeySharedPolicy) -> dict[str, Any]:
-    """A subscribe's `keySharedPolicy` (Pulsar's KeySharedMeta) for pulsar-client's policy."""
-    sticky = policy.key_shared_mode == KeySharedMode.Sticky
-    return {"keySharedMode": "STICKY" if sticky else "AUTO_SPLIT",
-            "hashRanges": [{"start": s, "end": e} for s, e in policy.sticky_ranges] if sticky else [],
-            "allowOutOfOrderDelivery": policy.allow_out_of_order_delivery}
-
-
-class ConsumerBase:
-    """What every SDK consumer shares, however its messages arrive (long polls or WebSocket pushes):
-    the pulsar-client accessors, the closed check, the message-listener loop, and taking a batch
-    off the prefetch queue under the batch-receive policy. Subclasses set the attributes below."""
-
-    _topic: TopicName
-    _subscription: str
-    _name: str
-    _closed: threading.Event
-    _queue: collections.deque[Message]
-    _queue_size: int
-    _batch_policy: ConsumerBatchReceivePolicy
-    _listener: Callable[[Any, Message], None] | None
-    _transport: Transport
-    _listener_paused = False  # pulsar-client's pause_message_listener
-
-    def topic(self) -> str:
-        return str(self._topic)
-
-    def subscription_name(self) -> str:
-        return self._subscription
-
-    def consumer_name(self) -> str:
-        return self._name
-
-    def receive(self, timeout_millis: int | None = None) -> Message:
-        raise NotImplementedError
-
-    def get_last_message_id(self) -> MessageId:
-        """pulsar-client: the id of the topic partition's last message."""
-        last = self._transport.call("GET", f"/admin/v2/{topic_path(self._topic)}/lastMessageId")
-        return MessageId(self._topic.partition_index, int(last["ledgerId"]), int(last["entryId"]), -1,
-                         str(self._topic))
-
-    def pause_message_listener(self) -> None:
-        """pulsar-client: the listener gets no message until `resume_message_listener`; what
-        arrives meanwhile waits in the prefetch queue."""
-        self._listener_paused = True
-
-    def resume_message_listener(self) -> None:
-        self._listener_paused = False
-
-    def _check_open(self) -> None:
-        if self._closed.is_set():
-            raise exceptions.AlreadyClosed("Consumer already closed")
-
-    def _batch_limit(self) -> int:
-        policy = self._batch_policy
-        return policy.max_num_message if policy.max_num_message > 0 else self._queue_size
-
-    def _take_batch(self, limit: int) -> list[Message]:
-        """Up to `limit` queued messages, within the policy's byte bound (at least one message)."""
-        max_bytes = self._batch_policy.max_num_bytes
-        out: list[Message] = []
-        size = 0
-        while self._queue and len(out) < limit:
-            if out and max_bytes > 0 and size + len(self._queue[0].data()) > max_bytes:
-                break
-            message = self._queue.popleft()
-            size += len(message.data())
-            out.append(message)
-        return out
-
-    def _listen(self) -> None:
-        assert self._listener is not None
-        while not self._closed.is_set():
-            if self._listener_paused:
-                time.sleep(0.05)
-                continue
-            try:
-                message = self.receive(timeout_millis=1000)
-            except exceptions.Timeout:
-                continue
-            except exceptions.AlreadyClosed:
-                return
-            while self._listener_paused and not self._closed.is_set():  # paused while this one arrived
-                time.sleep(0.05)
-            try:
-                self._listener(self, message)
-            except Exception:  # the application's listener must not kill the consumer
-                log.exception("message listener raised")
 
 
 class Consumer(ConsumerBase):
@@ -187,7 +88,6 @@ class Consumer(ConsumerBase):
         self._dlq_producer: Any = None
         self._retry_topic = retry_letter_topic
         self._retry_producer: Any = None
-        self._chunk_expiry_s = expire_time_of_incomplete_chunked_message_ms / 1000
         self._decryptor = decryptor or MessageDecryptor()  # end-to-end encryption: keys, failure action
         base = f"/magnetar/v1/consumer/{topic_path(topic)}/{subscription_name}"
         self._consumer_path = f"{base}/{self._name}"
@@ -204,7 +104,7 @@ class Consumer(ConsumerBase):
         if priority_level:
             self._subscribe_body["priorityLevel"] = priority_level
         self._queue: collections.deque[Message] = collections.deque()
-        self._chunks: dict[str, _Chunks] = {}
+        self._chunks = ChunkAssembler(expire_time_of_incomplete_chunked_message_ms / 1000)
         self._receive_lock = threading.Lock()
         self._acks: dict[str, int] = {}  # message id text -> messages in its entry
         self._nacks: set[str] = set()
@@ -212,6 +112,7 @@ class Consumer(ConsumerBase):
         self._acks_since = 0.0  # when the oldest grouped ack was made (0: none pending)
         self._ack_lock = threading.Lock()
         self._closed = threading.Event()
+        self._wake = threading.Event()  # the background thread: acknowledgements to send, or the close
         # polled by a partitioned consumer's shared poll (client/partitioned.py), which then
         # takes its messages (`_sink`), its acks and its heartbeats: this one polls nothing itself
         self._grouped = False
@@ -261,7 +162,7 @@ class Consumer(ConsumerBase):
         with self._ack_lock:
             for mid in message_id._chunks or (message_id,):
                 self._acks[mid.wire()] = mid._batch_size
-            self._acks_since = self._acks_since or time.monotonic()
+            self._acks_waiting()
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         if self._type in (ConsumerType.Shared, ConsumerType.KeyShared):
@@ -271,7 +172,7 @@ class Consumer(ConsumerBase):
         with self._ack_lock:
             if self._cumulative is None or self._cumulative < message_id:
                 self._cumulative = message_id
-            self._acks_since = self._acks_since or time.monotonic()
+            self._acks_waiting()
         self._flush_acks()
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
@@ -280,7 +181,7 @@ class Consumer(ConsumerBase):
         message_id = message.message_id() if isinstance(message, Message) else message
         with self._ack_lock:
             self._nacks.update(mid.wire() for mid in (message_id._chunks or (message_id,)))
-            self._acks_since = self._acks_since or time.monotonic()
+            self._acks_waiting()
 
     def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None = None) -> None:
         """Pulsar's retry-letter topic: publish the message again to the retry topic, delivered
@@ -331,6 +232,7 @@ class Consumer(ConsumerBase):
         self._flush_acks()
         self._transport.call("DELETE", f"{self._consumer_path}/subscription")
         self._closed.set()
+        self._wake.set()
 
     def close(self) -> None:
         if self._closed.is_set():
@@ -338,6 +240,7 @@ class Consumer(ConsumerBase):
         with contextlib.suppress(exceptions.PulsarException):
             self._flush_acks()
         self._closed.set()
+        self._wake.set()
         self._background.join(timeout=2)
         with contextlib.suppress(exceptions.PulsarException):  # if it fails, the lease expires on its own
             self._transport.call("DELETE", self._consumer_path, deadline_s=5)
@@ -385,7 +288,8 @@ class Consumer(ConsumerBase):
             entry = entry_from_wire(wire, str(self._topic))
             redelivery = int(wire.get("redeliveryCount", 0))
             if entry.chunk is not None:
-                self._add_chunk(entry, partition, redelivery)
+                if (whole := self._chunks.add(entry, partition, redelivery)) is not None:
+                    self._deliver(whole)
                 continue
             skip = set(wire.get("ackedIndexes", ()))
             if self._compacted is not None and not self._filter_compacted(entry, partition, skip):
@@ -430,32 +334,15 @@ class Consumer(ConsumerBase):
             return
         self._queue.append(message)
 
-    def _add_chunk(self, entry: Entry, partition: int, redelivery: int) -> None:
-        chunk = entry.chunk
-        assert chunk is not None
-        state = self._chunks.setdefault(chunk.uuid, _Chunks())
-        mid = MessageId(partition, entry.ledger_id, entry.entry_id, -1, entry.topic)
-        if chunk.chunk_id in state.parts:
-            return
-        state.parts[chunk.chunk_id] = entry.payload
-        state.ids.append(mid)
-        if len(state.parts) < chunk.num_chunks:
-            return
-        del self._chunks[chunk.uuid]
-        blob = b"".join(state.parts[i] for i in range(chunk.num_chunks))
-        message = decode_messages(decompress(entry.compression, blob, entry.uncompressed_size))[0]
-        full_id = MessageId(partition, entry.ledger_id, entry.entry_id, -1, entry.topic)
-        full_id._chunks = tuple(state.ids)
-        self._deliver(Message(message.payload, full_id, entry.topic, message.properties, message.key or "",
-                              entry.publish_time, message.event_time, redelivery, entry.producer_name,
-                              message.ordering_key or "", _encryption=message.encryption))
-
     def _expire_chunks(self) -> None:
-        """Chunks of a message whose producer died never complete: acknowledge and drop them."""
-        now = time.monotonic()
-        for key in [k for k, c in self._chunks.items() if now - c.first_seen > self._chunk_expiry_s]:
-            for mid in self._chunks.pop(key).ids:
-                self.acknowledge(mid)
+        for mid in self._chunks.expired():
+            self.acknowledge(mid)
+
+    def _acks_waiting(self) -> None:
+        """Acknowledgements wait to be sent (the ack lock is held): the background thread groups them."""
+        if not self._acks_since:
+            self._acks_since = time.monotonic()
+            self._wake.set()
 
     def _take_acks(self) -> dict[str, Any] | None:
         with self._ack_lock:
@@ -483,7 +370,7 @@ class Consumer(ConsumerBase):
             return
         sizes = body.get("batchSizes", {})
         with self._ack_lock:
-            self._acks_since = self._acks_since or time.monotonic()
+            self._acks_waiting()
             for m in body["messageIds"]:
                 self._acks[m] = sizes.get(str(MessageId.from_text(m).entry_id()), 0)
             self._nacks.update(body.get("nacks", ()))
@@ -504,9 +391,17 @@ class Consumer(ConsumerBase):
             raise
 
     def _run(self) -> None:
+        """Grouped acknowledgements (checked every ACK_GROUP_S while some wait) and the lease's
+        heartbeat. Asleep between heartbeats while there is nothing to acknowledge."""
         last_beat = time.monotonic()
-        while not self._closed.wait(ACK_GROUP_S):
+        while True:
+            acks_waiting = bool(self._acks_since) and not self._grouped
+            self._wake.wait(ACK_GROUP_S if acks_waiting else max(0.0, last_beat + HEARTBEAT_S - time.monotonic()))
+            self._wake.clear()
+            if self._closed.is_set():
+                return
             if self._grouped:
+                last_beat = time.monotonic()  # the partitioned consumer's shared poll beats for it
                 continue
             try:
                 # acks ride on the next poll; flush them alone when no poll is coming soon

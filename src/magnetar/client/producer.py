@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
 SendCallback = Callable[[Result, MessageId | None], None]
 log = logging.getLogger(__name__)
+IDLE_WAIT_S = 5.0  # an idle producer's sender thread wakes this seldom (many producers per process)
 MAX_ENTRY_BYTES = 900 * 1024  # under Kinesis' 1 MiB record, with room for the entry's metadata
 # the entries of one request share one journal record (up to 1 MiB); a quarter of a MiB keeps
 # requests few (about 250 messages of 1 KB) while a record needs a quarter of a second of a shard's
@@ -309,9 +310,9 @@ class Producer:
                         self._cond.wait(max(0.0, due - time.monotonic()))
                     elif self._closed:
                         return
-                    else:
+                    else:  # idle: every send, flush and close notifies; the timeout is only a safety net
                         self._flush_requested = False
-                        self._cond.wait(0.5)
+                        self._cond.wait(IDLE_WAIT_S)
                 if _alone(self._ready[0]):
                     work = [self._ready.pop(0)]
                 else:  # every ready batch up to the next message that travels alone: one request

@@ -36,7 +36,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from magnetar.client import exceptions
 from magnetar.client.compacted import CompactedFilter
-from magnetar.client.consumer import ConsumerBase
+from magnetar.client.consumer_base import ConsumerBase
 from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId
 from magnetar.client.transport import Transport, topic_path
@@ -133,6 +133,7 @@ class PushConsumer(ConsumerBase):
         self._acks: dict[str, int] = {}  # base64 message id -> messages in its entry
         self._nacks: set[str] = set()
         self._ack_lock = threading.Lock()
+        self._acks_pending = threading.Event()  # wakes the flusher: an idle consumer has no timer running
         self._send_lock = threading.Lock()
         self._closed = threading.Event()
         self._connected = threading.Event()
@@ -179,6 +180,7 @@ class PushConsumer(ConsumerBase):
         with self._ack_lock:
             self._acks[self._wire(message_id)] = message_id._batch_size
             full = len(self._acks) >= ACK_FLUSH_IDS
+        self._acks_pending.set()
         if full:
             self._flush_acks()
 
@@ -194,6 +196,7 @@ class PushConsumer(ConsumerBase):
         with self._ack_lock:
             self._nacks.add(self._wire(message_id))
             full = len(self._nacks) >= ACK_FLUSH_IDS
+        self._acks_pending.set()
         if full:
             self._flush_acks()
 
@@ -245,6 +248,7 @@ class PushConsumer(ConsumerBase):
         with contextlib.suppress(exceptions.PulsarException):
             self._flush_acks()
         self._closed.set()
+        self._acks_pending.set()  # the flusher sees the close
         with self._cond:
             self._cond.notify_all()
         with contextlib.suppress(Exception):
@@ -380,11 +384,19 @@ class PushConsumer(ConsumerBase):
             with self._ack_lock:  # sent again after the reconnect
                 self._acks.update(acks)
                 self._nacks.update(nacks)
+            self._acks_pending.set()
             raise
 
     def _flush_loop(self) -> None:
-        while not self._closed.wait(ACK_FLUSH_S):
-            if not self._connected.is_set():
+        """Acknowledgements grouped over ACK_FLUSH_S, sent as one frame. Asleep while there are none:
+        a thousand idle consumers in one process must not wake ten times a second each."""
+        while True:
+            self._acks_pending.wait()
+            if self._closed.wait(ACK_FLUSH_S):  # the acknowledgements of the next 100 ms go too
+                return
+            self._acks_pending.clear()
+            if not self._connected.is_set():  # kept for after the reconnect
+                self._acks_pending.set()
                 continue
             try:
                 self._flush_acks()
