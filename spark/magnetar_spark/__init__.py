@@ -12,9 +12,7 @@ from magnetar_spark import _env
 from magnetar_spark.source import (
     SCHEMA,
     SHORT_NAME,
-    EntryRangePartition,
     MagnetarDataSource,
-    MagnetarReader,
     MagnetarSourceError,
     message_id_bytes,
     message_id_from_bytes,
@@ -37,9 +35,7 @@ def register(spark: object) -> None:
 __all__ = [
     "SCHEMA",
     "SHORT_NAME",
-    "EntryRangePartition",
     "MagnetarDataSource",
-    "MagnetarReader",
     "MagnetarSourceError",
     "message_id_bytes",
     "message_id_from_bytes",

@@ -43,12 +43,12 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import (
     BinaryType,
     MapType,
@@ -195,8 +195,6 @@ class _Settings:
         except InvalidInput as exc:
             raise ValueError(f"magnetar: {exc.reason}") from None
         self.partitions = _int_option(options, "partitions", DEFAULT_PARTITIONS, 1)
-        self.starting_entry_id = _int_option(options, "startingEntryId", 0, 0)
-        self.ending_entry_id = _int_option(options, "endingEntryId", -1, -1)  # -1: the last entry
         self.page_size = _int_option(options, "pageSize", MAX_PAGE_SIZE, 1, MAX_PAGE_SIZE)
         self.request_timeout_s = _int_option(options, "requestTimeoutMs", 30_000, 1) / 1000
         self.max_retries = _int_option(options, "maxRetries", 5, 0)
@@ -235,7 +233,7 @@ class _Settings:
 
 # --- HTTP ----------------------------------------------------------------------------------------
 class _Broker:
-    """The two calls the source makes, with retries of transient failures."""
+    """The HTTP calls to the broker about one topic, with retries of transient failures."""
 
     def __init__(self, settings: _Settings, transport: Any = None) -> None:
         import httpx  # on the executors too: imported where used
@@ -306,23 +304,6 @@ class _Broker:
         body = self._call("GET", f"/admin/v2/{self.settings.topic_path}/lastMessageId", "lastMessageId")
         return int(body["entryId"])
 
-    def read(self, start: int, max_entries: int) -> tuple[list[dict[str, Any]], int]:
-        """Messages of the entries from `start` (at most `max_entries`) and where to continue.
-
-        A page that fails the way an oversized response fails (413, or the 500/502 API Gateway
-        answers when the Lambda response exceeds 6 MB) is not retried here: the reader asks again
-        for half as many entries.
-        """
-        body = self._call(
-            "POST",
-            f"/magnetar/v1/reader/{self.settings.topic_path}/read",
-            "read",
-            {"startEntryId": start, "maxEntries": max_entries},
-            fail_fast=_TOO_LARGE_STATUS if max_entries > 1 else frozenset(),
-        )
-        next_entry = body.get("nextEntryId")
-        return list(body.get("messages") or []), start if next_entry is None else int(next_entry)
-
 
 def _reason(response: Any) -> str:
     try:
@@ -335,20 +316,7 @@ def _reason(response: Any) -> str:
     return text[:500] or response.reason_phrase or "no reason given"
 
 
-# --- planning and reading ----------------------------------------------------------------------
-class EntryRangePartition(InputPartition):
-    """Entry ids `start..end`, both inclusive; empty when `end < start`."""
-
-    def __init__(self, index: int, start: int, end: int) -> None:
-        super().__init__((start, end))
-        self.index = index
-        self.start = start
-        self.end = end
-
-    def __repr__(self) -> str:
-        return f"EntryRangePartition(index={self.index}, start={self.start}, end={self.end})"
-
-
+# --- planning and rows ------------------------------------------------------------------------
 def split_range(start: int, end: int, parts: int) -> list[tuple[int, int]]:
     """`[start, end]` (inclusive) as at most `parts` contiguous, nearly equal, non-empty ranges."""
     count = end - start + 1
@@ -400,73 +368,6 @@ def typed_topic(options: Mapping[str, str]) -> Any:
             if exc.status == 404:
                 return None
             raise
-
-
-class MagnetarReader(DataSourceReader):
-    def __init__(self, settings: _Settings) -> None:
-        self.settings = settings
-        self.transport: Any = None  # an httpx transport, for tests (must pickle when used in Spark)
-        self.typed: Any = None  # the topic's schema (magnetar_spark/typed.py): typed columns
-
-    def plan(self) -> list[tuple[int, int]]:
-        """The entry ranges of this read; takes the `lastMessageId` snapshot (driver side)."""
-        s = self.settings
-        with _Broker(s, self.transport) as broker:
-            last = broker.last_entry_id()
-        end = last if s.ending_entry_id < 0 else min(s.ending_entry_id, last)
-        return split_range(s.starting_entry_id, end, s.partitions)
-
-    def partitions(self) -> list[InputPartition]:
-        ranges = self.plan()
-        if not ranges:  # an empty topic or range: one empty partition, an empty DataFrame
-            return [EntryRangePartition(0, 0, -1)]
-        return [EntryRangePartition(i, lo, hi) for i, (lo, hi) in enumerate(ranges)]
-
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        import base64
-
-        start = getattr(partition, "start", 0)
-        end = getattr(partition, "end", -1)
-        if end < start:
-            return
-        s = self.settings
-        decode = base64.b64decode
-        position = start
-        page = s.page_size  # halved on responses too large, doubled again after a few successes
-        successes = 0
-        stalled_since: float | None = None
-        with _Broker(s, self.transport) as broker:
-            while position <= end:
-                want = min(page, end - position + 1)
-                try:
-                    messages, next_entry = broker.read(position, want)
-                except MagnetarSourceError as exc:
-                    if exc.status in _TOO_LARGE_STATUS and want > 1:
-                        page, successes = max(1, want // 2), 0
-                        continue
-                    raise
-                successes += 1
-                if successes >= 4 and page < s.page_size:
-                    page, successes = min(s.page_size, page * 2), 0
-                for message in messages:
-                    entry_id = MessageIdData.parse(message["messageId"]).entry_id
-                    if position <= entry_id <= end:
-                        yield _row(message, decode, self.typed)
-                if next_entry > position:
-                    position = next_entry
-                    stalled_since = None
-                    continue
-                # Nothing readable at `position` although it is below the snapshot: the entry is
-                # still on its way to the journal tail, or it was trimmed (retention).
-                now = time.monotonic()
-                stalled_since = stalled_since if stalled_since is not None else now
-                if now - stalled_since >= s.read_timeout_s:
-                    raise MagnetarSourceError(
-                        f"magnetar: read of {s.topic} stalled: no entry readable at id {position} "
-                        f"(range {start}..{end}) after {s.read_timeout_s:g}s; "
-                        "the entries may have been removed by retention"
-                    )
-                time.sleep(0.2)
 
 
 class MagnetarDataSource(DataSource):

@@ -1,31 +1,40 @@
-"""The reader's planning and paging against a fake broker (httpx.MockTransport): no JVM, no cluster."""
+"""The batch reader (`BatchReader`: planning, then `read_range` paging) against a fake broker
+(httpx.MockTransport): no JVM, no cluster."""
 
 from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
 
-from magnetar_spark import EntryRangePartition, MagnetarReader, MagnetarSourceError, message_id_from_bytes
-from magnetar_spark.source import _Settings
+from magnetar_spark import MagnetarSourceError, message_id_from_bytes
+from magnetar_spark.options import SourceOptions
+from magnetar_spark.reading import BatchReader, MagnetarDataLossError, TopicRange
+from magnetar_spark.source import _Settings as TopicSettings
 
+TOPIC = "persistent://public/default/t#x"
 BASE = "/magnetar/v1/reader/persistent/public/default/t%23x/read"
 
 
 class FakeBroker:
-    """A topic of `entries` entries with `per_entry` messages each; `fail` decides per request."""
+    """A topic of `entries` entries with `per_entry` messages each, kept from entry `first` on;
+    `fail` decides per read request."""
 
     def __init__(self, entries: int, per_entry: int = 2) -> None:
         self.entries = entries
         self.per_entry = per_entry
+        self.first = 0  # the first entry retention keeps
         self.requests: list[tuple[int, int]] = []
-        self.fail: Any = None  # (start, max) -> httpx.Response | None
+        self.fail: Callable[[int, int], httpx.Response | None] | None = None  # per (start, max)
         self.readable_after = 0  # reads before entries become readable (journal lag)
 
     def handler(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/partitions"):  # not a partitioned topic
+            return httpx.Response(200, json={"partitions": 0})
         if request.url.path.endswith("/lastMessageId"):
             assert request.url.raw_path.decode().startswith("/admin/v2/persistent/public/default/t%23x/")
             return httpx.Response(
@@ -40,7 +49,7 @@ class FakeBroker:
             return answer
         if self.readable_after > 0:
             self.readable_after -= 1
-            return httpx.Response(200, json={"messages": [], "nextEntryId": start})
+            return httpx.Response(200, json={"messages": [], "nextEntryId": start, "firstEntryId": self.first})
         stop = min(self.entries, start + max_entries)
         messages = [
             {
@@ -52,35 +61,45 @@ class FakeBroker:
                 "redeliveryCount": 0,
                 "key": None,
                 "producerName": "p",
-                "topic": "persistent://public/default/t#x",
+                "topic": TOPIC,
             }
-            for e in range(start, stop)
+            for e in range(max(start, self.first), stop)
             for b in range(self.per_entry)
         ]
-        return httpx.Response(200, json={"messages": messages, "nextEntryId": max(start, stop)})
+        return httpx.Response(200, json={"messages": messages, "nextEntryId": max(start, stop),
+                                         "firstEntryId": self.first})
 
 
-def _reader(broker: FakeBroker, **options: str) -> MagnetarReader:
-    reader = MagnetarReader(_Settings({"service.url": "http://broker.test/", "topic": "t#x", **options}))
+def _reader(broker: FakeBroker, **options: str) -> BatchReader:
+    # directReads=false: every range through the broker's read endpoint (direct reads: test_direct_unit.py)
+    reader = BatchReader(SourceOptions({"service.url": "http://broker.test/", "topic": "t#x",
+                                        "directReads": "false", **options}))
     reader.transport = httpx.MockTransport(broker.handler)
     return reader
 
 
-def _read_all(reader: MagnetarReader) -> list[tuple[Any, ...]]:
+def _read_all(reader: BatchReader) -> list[tuple[Any, ...]]:
     return [row for p in reader.partitions() for row in reader.read(p)]
 
 
-def test_plans_contiguous_ranges_from_the_snapshot() -> None:
-    reader = _reader(FakeBroker(10), partitions="3")
+def _ranges(reader: BatchReader) -> list[TopicRange]:
     parts = reader.partitions()
-    assert [(p.start, p.end) for p in parts] == [(0, 3), (4, 6), (7, 9)]
-    assert all(isinstance(p, EntryRangePartition) for p in parts)
+    assert all(isinstance(p, TopicRange) for p in parts)
+    return [p for p in parts if isinstance(p, TopicRange)]
 
+
+def test_plans_contiguous_ranges_from_the_snapshot() -> None:
+    parts = _ranges(_reader(FakeBroker(10), partitions="3"))
+    assert [(p.topic, p.start, p.end) for p in parts] == [(TOPIC, 0, 4), (TOPIC, 4, 7), (TOPIC, 7, 10)]
+
+    # startingEntryId/endingEntryId (both inclusive) bound the snapshot; ranges are [start, end)
     bounded = _reader(FakeBroker(10), partitions="8", startingEntryId="7", endingEntryId="100")
-    assert [(p.start, p.end) for p in bounded.partitions()] == [(7, 7), (8, 8), (9, 9)]
+    assert [(p.start, p.end) for p in _ranges(bounded)] == [(7, 8), (8, 9), (9, 10)]
+    offsets = _reader(FakeBroker(10), startingOffsets='{"t#x": 6}', endingOffsets='{"t#x": 8}', partitions="1")
+    assert [(p.start, p.end) for p in _ranges(offsets)] == [(6, 8)]
 
-    empty = _reader(FakeBroker(0)).partitions()
-    assert [(p.start, p.end) for p in empty] == [(0, -1)]
+    empty = _ranges(_reader(FakeBroker(0)))
+    assert [(p.topic, p.start, p.end) for p in empty] == [("", 0, 0)]  # one empty partition
     assert list(_reader(FakeBroker(0)).read(empty[0])) == []
 
 
@@ -89,20 +108,15 @@ def test_rows_and_paging() -> None:
     rows = _read_all(_reader(broker, partitions="2", pageSize="4"))
     assert len(rows) == 50
     value, key, topic, mid, publish, event, props = rows[0]
-    assert (value, key, topic, event, props) == (
-        b"0/0",
-        None,
-        "persistent://public/default/t#x",
-        None,
-        {"e": "0"},
-    )
+    assert (value, key, topic, event, props) == (b"0/0", None, TOPIC, None, {"e": "0"})
     assert message_id_from_bytes(mid) == "3:0:-1:0"
     assert int(publish.timestamp() * 1000) == 1_700_000_000_000
-    # each request stays inside its partition's range and pages by at most 4
-    assert broker.requests == [(0, 4), (4, 4), (8, 4), (12, 1), (13, 4), (17, 4), (21, 4)]
+    # planning asks past the end what retention keeps (earliest); then each request stays inside
+    # its partition's range and pages by at most 4
+    assert broker.requests == [(25, 1), (0, 4), (4, 4), (8, 4), (12, 1), (13, 4), (17, 4), (21, 4)]
 
 
-def test_a_page_too_large_is_read_in_halves() -> None:
+def test_a_page_too_large_is_read_in_halves_then_grows_again() -> None:
     broker = FakeBroker(40)
     broker.fail = lambda start, n: (
         httpx.Response(502, json={"message": "Internal Server Error"}) if n > 5 else None
@@ -111,13 +125,15 @@ def test_a_page_too_large_is_read_in_halves() -> None:
     assert [message_id_from_bytes(r[3]) for r in rows] == [
         f"3:{e}:-1:{b}" for e in range(40) for b in range(2)
     ]
-    assert broker.requests[:4] == [(0, 40), (0, 20), (0, 10), (0, 5)]
+    reads = broker.requests[1:]  # after planning's (40, 1)
+    assert reads[:4] == [(0, 40), (0, 20), (0, 10), (0, 5)]
+    assert (20, 10) in reads  # four pages of 5 went through: it asks for twice as many again
 
 
 def test_transient_errors_are_retried(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("magnetar_spark.source.time.sleep", lambda s: None)
     broker = FakeBroker(3)
-    failures = iter([503, 429])
+    failures = iter([503, 429, 0, 503])
     broker.fail = lambda start, n: (
         httpx.Response(s, json={"reason": "busy"}) if (s := next(failures, 0)) else None
     )
@@ -130,13 +146,22 @@ def test_broker_refusal_carries_the_reason() -> None:
     with pytest.raises(MagnetarSourceError, match="HTTP 400: Invalid request body: maxEntries") as failure:
         _read_all(_reader(broker))
     assert failure.value.status == 400 and failure.value.reason == "Invalid request body: maxEntries"
+    # ... when reading too (not only planning)
+    reading = FakeBroker(3)
+    reading.fail = lambda start, n: (
+        httpx.Response(403, json={"reason": "not authorized to read"}) if start < 3 else None
+    )
+    with pytest.raises(MagnetarSourceError, match="read of persistent://public/default/t#x failed: HTTP 403: "
+                                                  "not authorized to read"):
+        _read_all(_reader(reading))
 
 
 def test_waits_for_entries_on_their_way_then_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("magnetar_spark.source.time.sleep", lambda s: None)
+    monkeypatch.setattr("magnetar_spark.reading.time.sleep", lambda s: None)
     broker = FakeBroker(3)
-    broker.readable_after = 2
+    broker.readable_after = 3  # planning's probe, then two empty reads at entry 0
     assert len(_read_all(_reader(broker, partitions="1"))) == 6
+    assert broker.requests[1:] == [(0, 3), (0, 3), (0, 3)]
 
     stuck = FakeBroker(3)
     stuck.readable_after = 10**9
@@ -144,28 +169,42 @@ def test_waits_for_entries_on_their_way_then_gives_up(monkeypatch: pytest.Monkey
         _read_all(_reader(stuck, partitions="1", readTimeoutMs="0"))
 
 
+def test_entries_deleted_by_retention_fail_the_read_or_are_skipped() -> None:
+    broker = FakeBroker(10)
+    broker.first = 4
+    with pytest.raises(MagnetarDataLossError, match=r"entries 2\.\.3 were deleted by retention"):
+        _read_all(_reader(broker, startingOffsets='{"t#x": 2}', partitions="1"))
+    rows = _read_all(_reader(broker, startingOffsets='{"t#x": 2}', partitions="1", failOnDataLoss="false"))
+    assert {message_id_from_bytes(r[3]).split(":")[1] for r in rows} == {str(e) for e in range(4, 10)}
+    # earliest is the first entry kept: no loss
+    assert len(_read_all(_reader(broker, partitions="1"))) == 12
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
         ({"topic": "t"}, "'service.url' is required"),
-        ({"service.url": "http://x"}, "'topic' is required"),
+        ({"service.url": "http://x"}, "exactly one of the options 'topic'"),
         ({"service.url": "http://x", "topic": "a/b/c/d"}, "Invalid topic"),
         (
             {"service.url": "http://x", "topic": "t", "pageSize": "1001"},
             "'pageSize' must be between 1 and 1000",
         ),
         ({"service.url": "http://x", "topic": "t", "partitions": "many"}, "'partitions' must be an integer"),
+        ({"service.url": "http://x", "topic": "t", "readTimeoutMs": "-1"}, "'readTimeoutMs' must be >= 0"),
     ],
 )
 def test_bad_options(options: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        _Settings(options)
+        SourceOptions(options)
 
 
 def test_short_and_full_topic_names() -> None:
     assert (
-        _Settings({"service.url": "http://x", "topic": "orders"}).topic_path
+        TopicSettings({"service.url": "http://x", "topic": "orders"}).topic_path
         == "persistent/public/default/orders"
     )
-    full = _Settings({"service.url": "http://x", "topic": "non-persistent://t1/ns1/a?b"})
+    full = TopicSettings({"service.url": "http://x", "topic": "non-persistent://t1/ns1/a?b"})
     assert full.topic_path == "non-persistent/t1/ns1/a%3Fb"
+    opts = SourceOptions({"service.url": "http://x", "topic": "orders"})
+    assert opts.settings_for("t1/ns1/b-partition-2").topic_path == "persistent/t1/ns1/b-partition-2"

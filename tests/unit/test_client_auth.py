@@ -313,8 +313,9 @@ def test_cli_credentials_from_options_and_environment(monkeypatch: pytest.Monkey
 
 def test_spark_source_sends_the_token_on_planning_and_reads(tmp_path: Path) -> None:
     pytest.importorskip("pyspark")
-    from magnetar_spark import MagnetarReader, MagnetarSourceError
-    from magnetar_spark.source import _Settings
+    from magnetar_spark import MagnetarSourceError
+    from magnetar_spark.options import SourceOptions
+    from magnetar_spark.reading import BatchReader
 
     token_file = tmp_path / "reader.token"
     token_file.write_text("file-token\n")
@@ -324,28 +325,30 @@ def test_spark_source_sends_the_token_on_planning_and_reads(tmp_path: Path) -> N
         seen.append(request.headers.get("authorization", ""))
         if request.headers.get("authorization") != "Bearer file-token":
             return httpx.Response(401, json={"reason": "Authentication required"})
+        if request.url.path.endswith("/partitions"):
+            return httpx.Response(200, json={"partitions": 0})
         if request.url.path.endswith("/lastMessageId"):
             return httpx.Response(200, json={"ledgerId": 0, "entryId": 0, "partitionIndex": -1})
         message = {"messageId": "0:0:-1:-1", "payload": "aGk=", "properties": {}, "publishTime": 1, "key": None,
                    "topic": "persistent://public/default/t"}
-        return httpx.Response(200, json={"messages": [message], "nextEntryId": 1})
+        return httpx.Response(200, json={"messages": [message], "nextEntryId": 1, "firstEntryId": 0})
 
-    options = {"service.url": URL, "topic": "t",
+    options = {"service.url": URL, "topic": "t", "directReads": "false",
                "PULSAR.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
                "pulsar.client.authParams": f"file://{token_file}"}
-    reader = MagnetarReader(_Settings(options))
+    reader = BatchReader(SourceOptions(options))
     reader.transport = httpx.MockTransport(handler)
     rows = [row for partition in reader.partitions() for row in reader.read(partition)]
     assert [r[0] for r in rows] == [b"hi"] and set(seen) == {"Bearer file-token"}
 
-    anonymous = MagnetarReader(_Settings({"service.url": URL, "topic": "t"}))
+    anonymous = BatchReader(SourceOptions({"service.url": URL, "topic": "t"}))
     anonymous.transport = httpx.MockTransport(handler)
     with pytest.raises(MagnetarSourceError, match="HTTP 401: Authentication required") as refused:
         anonymous.partitions()
     assert refused.value.status == 401
     with pytest.raises(ValueError, match="authParams is required"):
-        _Settings({"service.url": URL, "topic": "t",
-                   "pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken"})
+        SourceOptions({"service.url": URL, "topic": "t",
+                       "pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken"})
     with pytest.raises(ValueError, match="must be"):
-        _Settings({"service.url": URL, "topic": "t", "pulsar.client.authPluginClassName": "Kerberos",
-                   "pulsar.client.authParams": "x"})
+        SourceOptions({"service.url": URL, "topic": "t", "pulsar.client.authPluginClassName": "Kerberos",
+                       "pulsar.client.authParams": "x"})
