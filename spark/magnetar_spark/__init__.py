@@ -9,11 +9,11 @@ df = (spark.read.format("magnetar")
 """
 
 from magnetar_spark import _env
+from magnetar_spark.errors import MagnetarSourceError
 from magnetar_spark.source import (
     SCHEMA,
     SHORT_NAME,
     MagnetarDataSource,
-    MagnetarSourceError,
     message_id_bytes,
     message_id_from_bytes,
     split_range,

@@ -39,10 +39,11 @@ from magnetar.core.entry import Entry
 from magnetar.core.ledger.plan import segment_entries
 from magnetar.core.naming import TopicName
 from magnetar_spark.arrow import arrow_batches, rows_as_batches
+from magnetar_spark.broker import TRANSIENT_STATUS, BrokerClient
+from magnetar_spark.errors import MagnetarSourceError
 from magnetar_spark.offsets import EARLIEST
-from magnetar_spark.options import SourceOptions, TopicClient
+from magnetar_spark.options import SourceOptions
 from magnetar_spark.reading import TopicRange, plan_ranges, read_range
-from magnetar_spark.source import _TRANSIENT_STATUS, MagnetarSourceError
 
 log = logging.getLogger("magnetar_spark")
 PLAN_PAGE = 200_000  # entries per plan request (the route's maximum)
@@ -87,7 +88,7 @@ class DirectRange(InputPartition):
 
 
 # --- planning (driver) ---------------------------------------------------------------------------
-def plan_calls(http: TopicClient, start: int, end: int, expires_s: int | None = None) -> tuple[int, list[Slice], int]:
+def plan_calls(http: BrokerClient, start: int, end: int, expires_s: int | None = None) -> tuple[int, list[Slice], int]:
     """(first kept entry, the sealed slices of `[start, end)` with URLs, where they stop); no slices
     when the broker offers no URLs (or no plan route: 404/405)."""
     topic = str(http.settings.topic)
@@ -97,8 +98,8 @@ def plan_calls(http: TopicClient, start: int, end: int, expires_s: int | None = 
         if expires_s is not None:
             request["expiresSeconds"] = expires_s
         try:
-            body = http._call("POST", f"/magnetar/v1/reader/{http.settings.topic_path}/plan", "read plan", request,
-                              fail_fast=frozenset({404, 405}))
+            body = http.call("POST", f"/magnetar/v1/reader/{http.settings.topic_path}/plan", "read plan", request,
+                             fail_fast=frozenset({404, 405}))
         except MagnetarSourceError as exc:
             if exc.status in (404, 405):
                 return first, [], start
@@ -235,7 +236,7 @@ def fetch(http: Any, piece: Slice, max_retries: int) -> bytes | None:
                 return data
             if status in (403, 404):
                 return None
-            if status not in _TRANSIENT_STATUS or attempt >= max_retries:  # 503 SlowDown is retried
+            if status not in TRANSIENT_STATUS or attempt >= max_retries:  # 503 SlowDown is retried
                 raise MagnetarSourceError(f"magnetar: GET of segment {piece.key} failed: HTTP {status}: "
                                           f"{response.text[:300]}", status=status)
         time.sleep(min(0.2 * 2**attempt, 5.0))

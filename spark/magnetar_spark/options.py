@@ -12,10 +12,12 @@
     directReads          true (default): executors fetch sealed segments from S3 with the URLs of
                          the broker's read plan (magnetar_spark.direct); false: every entry
                          through the broker's read endpoint
+    partitions           about how many Spark input partitions a read plans (default 4)
 
 A partitioned topic is read whole: each of its partitions is a topic-partition of the offsets.
-The options of `source.py` (`partitions`, `pageSize`, timeouts, retries, authentication) apply, and
-the older `startingEntryId` / `endingEntryId` (one topic, both inclusive) still work.
+The options of magnetar_spark.settings (`service.url`, `pageSize`, timeouts, retries,
+authentication) apply, and the older `startingEntryId` / `endingEntryId` (one topic, both
+inclusive) still work.
 """
 
 from __future__ import annotations
@@ -23,33 +25,23 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from magnetar.core.naming import TopicName
+from magnetar_spark.broker import BrokerClient
+from magnetar_spark.errors import MagnetarSourceError
 from magnetar_spark.offsets import EARLIEST, LATEST, Offsets, canonical_topic, parse_offsets, position
-from magnetar_spark.source import MagnetarSourceError, _Broker, _int_option, _option, _Settings
+from magnetar_spark.settings import TopicSettings, bool_option, int_option, text_option
 
 _PLACEHOLDER_TOPIC = "persistent://public/default/magnetar-spark-placeholder"
-
-
-def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
-    raw = _option(options, name)
-    if raw is None:
-        return default
-    if raw.lower() in ("true", "1", "yes"):
-        return True
-    if raw.lower() in ("false", "0", "no"):
-        return False
-    raise ValueError(f"magnetar: option {name!r} must be true or false, got {raw!r}")
+DEFAULT_PARTITIONS = 4
 
 
 class SourceOptions:
     """The validated options of a read (batch or streaming) or a write; pickles to the executors."""
 
     def __init__(self, options: Mapping[str, str], streaming: bool = False, sink: bool = False) -> None:
-        chosen = {name: _option(options, name) for name in ("topic", "topics", "topicsPattern")}
+        chosen = {name: text_option(options, name) for name in ("topic", "topics", "topicsPattern")}
         given = [name for name, value in chosen.items() if value is not None]
         if len(given) > 1 or (not given and not sink):
             raise ValueError("magnetar: give exactly one of the options 'topic', 'topics' or 'topicsPattern' "
@@ -66,40 +58,40 @@ class SourceOptions:
         elif chosen["topicsPattern"] is not None:
             self.pattern, self.pattern_namespace = _pattern(chosen["topicsPattern"])
         first = self.topics[0] if self.topics else _PLACEHOLDER_TOPIC
-        self.base = _Settings({**{str(k): str(v) for k, v in options.items()}, "topic": first})  # url, auth, ints
+        self.base = TopicSettings({**{str(k): str(v) for k, v in options.items()}, "topic": first})
         self.streaming = streaming
-        legacy_start = _int_option(options, "startingEntryId", -1, 0) if _option(options, "startingEntryId") else None
-        legacy_end = _int_option(options, "endingEntryId", -1, -1) if _option(options, "endingEntryId") else None
+        legacy_start = int_option(options, "startingEntryId", -1, 0) if text_option(options, "startingEntryId") else None
+        legacy_end = int_option(options, "endingEntryId", -1, -1) if text_option(options, "endingEntryId") else None
         if (legacy_start is not None or legacy_end is not None) and (self.topics is None or len(self.topics) != 1):
             raise ValueError("magnetar: startingEntryId/endingEntryId apply to one topic; "
                              "use startingOffsets/endingOffsets with several")
-        self.starting = parse_offsets("startingOffsets", _option(options, "startingOffsets"),
+        self.starting = parse_offsets("startingOffsets", text_option(options, "startingOffsets"),
                                       "latest" if streaming else "earliest")
         if legacy_start is not None:
             self.starting = {first: legacy_start}
-        self.ending = parse_offsets("endingOffsets", _option(options, "endingOffsets"), "latest")
+        self.ending = parse_offsets("endingOffsets", text_option(options, "endingOffsets"), "latest")
         if self.ending == "earliest":
             raise ValueError("magnetar: option 'endingOffsets' cannot be earliest")
-        if streaming and _option(options, "endingOffsets") is not None:
+        if streaming and text_option(options, "endingOffsets") is not None:
             raise ValueError("magnetar: option 'endingOffsets' is for batch reads; a stream reads on")
         if legacy_end is not None and legacy_end >= 0:
             self.ending = {first: legacy_end + 1}  # inclusive there, exclusive here
-        self.fail_on_data_loss = _bool_option(options, "failOnDataLoss", True)
+        self.fail_on_data_loss = bool_option(options, "failOnDataLoss", True)
         # sealed segments straight from S3 when the broker's plan offers URLs (magnetar_spark.direct)
-        self.direct_reads = _bool_option(options, "directReads", True)
-        per_trigger = _option(options, "maxEntriesPerTrigger")
-        self.max_entries_per_trigger = _int_option(options, "maxEntriesPerTrigger", 0, 1) if per_trigger else None
-        self.partitions = self.base.partitions
+        self.direct_reads = bool_option(options, "directReads", True)
+        per_trigger = text_option(options, "maxEntriesPerTrigger")
+        self.max_entries_per_trigger = int_option(options, "maxEntriesPerTrigger", 0, 1) if per_trigger else None
+        self.partitions = int_option(options, "partitions", DEFAULT_PARTITIONS, 1)
         self.batch_size = 100  # the sink's messages per entry (its option batchSize)
 
-    def settings_for(self, topic: str) -> _Settings:
+    def settings_for(self, topic: str) -> TopicSettings:
         """The source's settings pointed at one topic (partition)."""
         settings = copy.copy(self.base)
         settings.topic = TopicName.parse(topic)
         return settings
 
-    def client(self, topic: str | None = None, transport: Any = None) -> TopicClient:
-        return TopicClient(self.settings_for(topic or (self.topics[0] if self.topics else _PLACEHOLDER_TOPIC)),
+    def client(self, topic: str | None = None, transport: Any = None) -> BrokerClient:
+        return BrokerClient(self.settings_for(topic or (self.topics[0] if self.topics else _PLACEHOLDER_TOPIC)),
                            transport)
 
     # --- which topic-partitions ------------------------------------------------------------------
@@ -176,53 +168,3 @@ def _pattern(raw: str) -> tuple[str, tuple[str, str, str]]:
         raise ValueError(f"magnetar: option 'topicsPattern' is not a valid regex: {exc}") from None
     return regex, (domain, tenant, namespace)
 
-
-@dataclass
-class Page:
-    messages: list[dict[str, Any]]
-    next_entry: int
-    first_entry: int | None  # the first entry retention keeps (None: a broker that does not say)
-
-
-class TopicClient(_Broker):
-    """The source's HTTP calls: the batch reader's two, and the metadata of topics and namespaces."""
-
-    def __enter__(self) -> TopicClient:
-        return self
-
-    def page(self, start: int, max_entries: int) -> Page:
-        from magnetar_spark.source import _TOO_LARGE_STATUS
-
-        body = self._call(
-            "POST",
-            f"/magnetar/v1/reader/{self.settings.topic_path}/read",
-            "read",
-            {"startEntryId": start, "maxEntries": max_entries},
-            fail_fast=_TOO_LARGE_STATUS if max_entries > 1 else frozenset(),
-        )
-        next_entry = body.get("nextEntryId")
-        first = body.get("firstEntryId")
-        return Page(list(body.get("messages") or []), start if next_entry is None else int(next_entry),
-                    None if first is None else int(first))
-
-    def partition_count(self, topic: str) -> int:
-        path = "/".join(quote(p, safe="") for p in _path_parts(topic))
-        try:
-            body = self._call("GET", f"/admin/v2/{path}/partitions", "partitions")
-        except MagnetarSourceError as exc:
-            if exc.status == 404:
-                return 0
-            raise
-        return int(body.get("partitions") or 0)
-
-    def namespace_topics(self, domain: str, tenant: str, namespace: str) -> list[str]:
-        """The namespace's topics (partitions included) and its partitioned topics."""
-        base = f"/admin/v2/{quote(domain, safe='')}/{quote(tenant, safe='')}/{quote(namespace, safe='')}"
-        topics = list(self._call("GET", base, "list topics") or [])
-        partitioned = list(self._call("GET", f"{base}/partitioned", "list partitioned topics") or [])
-        return [str(t) for t in topics + partitioned]
-
-
-def _path_parts(topic: str) -> tuple[str, str, str, str]:
-    t = TopicName.parse(topic)
-    return (t.domain.value, t.tenant, t.namespace, t.local_name)

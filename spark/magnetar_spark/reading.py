@@ -21,9 +21,10 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from magnetar.core.entry import MessageIdData
 from magnetar_spark import source
+from magnetar_spark.broker import TOO_LARGE_STATUS
+from magnetar_spark.errors import MagnetarSourceError
 from magnetar_spark.offsets import EARLIEST
 from magnetar_spark.options import SourceOptions
-from magnetar_spark.source import _TOO_LARGE_STATUS, MagnetarSourceError
 
 log = logging.getLogger("magnetar_spark")
 
@@ -91,7 +92,7 @@ def read_range(opts: SourceOptions, part: TopicRange, transport: Any = None,
             try:
                 page = http.page(position, want)
             except MagnetarSourceError as exc:
-                if exc.status in _TOO_LARGE_STATUS and want > 1:
+                if exc.status in TOO_LARGE_STATUS and want > 1:
                     page_size, successes = max(1, want // 2), 0
                     continue
                 raise

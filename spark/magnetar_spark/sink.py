@@ -39,9 +39,11 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 from pyspark.sql.types import StructType
 
 from magnetar.core.entry import Message, encode_messages
+from magnetar_spark.broker import BrokerClient
+from magnetar_spark.errors import MagnetarSourceError
 from magnetar_spark.offsets import canonical_topic
-from magnetar_spark.options import SourceOptions, TopicClient
-from magnetar_spark.source import MagnetarSourceError, _int_option, _option
+from magnetar_spark.options import SourceOptions
+from magnetar_spark.settings import int_option, text_option
 
 log = logging.getLogger("magnetar_spark")
 MAX_ENTRIES_PER_REQUEST = 1_000
@@ -125,7 +127,7 @@ class _Publisher:
             size += weight
         request: list[dict[str, Any]] = []
         request_bytes = 0
-        with TopicClient(self.opts.settings_for(topic), self.transport) as http:
+        with BrokerClient(self.opts.settings_for(topic), self.transport) as http:
             for entry in entries:
                 raw = encode_messages([m for _, m in entry])
                 batch = {
@@ -141,9 +143,9 @@ class _Publisher:
             if request:
                 self._post(http, request)
 
-    def _post(self, http: TopicClient, batches: list[dict[str, Any]]) -> None:
-        body = http._call("POST", f"/topics/{http.settings.topic_path}", "publish",
-                          {"producerName": self.producer, "batches": batches})
+    def _post(self, http: BrokerClient, batches: list[dict[str, Any]]) -> None:
+        body = http.call("POST", f"/topics/{http.settings.topic_path}", "publish",
+                         {"producerName": self.producer, "batches": batches})
         for result, batch in zip(body.get("batches") or [], batches, strict=False):
             if result.get("duplicate"):
                 self.duplicates += batch["numMessages"]
@@ -184,7 +186,7 @@ def _sink_options(options: Mapping[str, str]) -> SourceOptions:
     opts = SourceOptions(options, sink=True)
     if opts.pattern is not None or (opts.topics and len(opts.topics) > 1):
         raise ValueError("magnetar: a write goes to one 'topic' (or to each row's __topic)")
-    opts.batch_size = _int_option(options, "batchSize", 100, 1, 10_000)
+    opts.batch_size = int_option(options, "batchSize", 100, 1, 10_000)
     return opts
 
 
@@ -198,8 +200,8 @@ def deduplication_status(opts: SourceOptions, transport: Any = None) -> str | No
     try:
         with opts.client(topic, transport) as http:
             which = "partitioned-stats" if http.partition_count(topic) else "stats"
-            status = http._call("GET", f"/admin/v2/{http.settings.topic_path}/{which}", "stats",
-                                fail_fast=frozenset({404}))
+            status = http.call("GET", f"/admin/v2/{http.settings.topic_path}/{which}", "stats",
+                               fail_fast=frozenset({404}))
     except MagnetarSourceError:
         return None
     value = status.get("deduplicationStatus") if isinstance(status, dict) else None
@@ -222,7 +224,7 @@ class MagnetarWriter(DataSourceWriter):
             raise ValueError("magnetar: a topic is only appended to: use mode('append')")
         self.opts = _sink_options(options)
         _check_schema(schema, self.opts)
-        self.write_id = _option(options, "producerName") or uuid.uuid4().hex[:12]
+        self.write_id = text_option(options, "producerName") or uuid.uuid4().hex[:12]
         self.transport: Any = None  # an httpx transport, for tests
         deduplication_status(self.opts)
 
@@ -242,7 +244,7 @@ class MagnetarStreamWriter(DataSourceStreamWriter):
     def __init__(self, options: Mapping[str, str], schema: StructType, overwrite: bool) -> None:
         self.opts = _sink_options(options)
         _check_schema(schema, self.opts)
-        self.name_option = _option(options, "producerName")
+        self.name_option = text_option(options, "producerName")
         self.fallback_id = uuid.uuid4().hex[:12]  # no query id in the task (not seen in Spark 4.x)
         self.transport: Any = None
         deduplication_status(self.opts)

@@ -14,7 +14,7 @@ import pytest
 from magnetar_spark import MagnetarSourceError, message_id_from_bytes
 from magnetar_spark.options import SourceOptions
 from magnetar_spark.reading import BatchReader, MagnetarDataLossError, TopicRange
-from magnetar_spark.source import _Settings as TopicSettings
+from magnetar_spark.settings import TopicSettings
 
 TOPIC = "persistent://public/default/t#x"
 BASE = "/magnetar/v1/reader/persistent/public/default/t%23x/read"
@@ -131,7 +131,7 @@ def test_a_page_too_large_is_read_in_halves_then_grows_again() -> None:
 
 
 def test_transient_errors_are_retried(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("magnetar_spark.source.time.sleep", lambda s: None)
+    monkeypatch.setattr("magnetar_spark.broker.time.sleep", lambda s: None)
     broker = FakeBroker(3)
     failures = iter([503, 429, 0, 503])
     broker.fail = lambda start, n: (
