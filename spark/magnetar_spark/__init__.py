@@ -6,18 +6,17 @@ df = (spark.read.format("magnetar")
       .option("service.url", "http://127.0.0.1:8080")
       .option("topic", "persistent://public/default/orders")
       .load())
+
+The modules: source (the DataSource), options and settings (the options), broker (the HTTP
+calls), reading, direct and stream (reads), sink (writes), columns and typed (the columns),
+offsets, errors.
 """
 
 from magnetar_spark import _env
+from magnetar_spark.columns import SCHEMA, message_id_bytes, message_id_from_bytes
 from magnetar_spark.errors import MagnetarSourceError
-from magnetar_spark.source import (
-    SCHEMA,
-    SHORT_NAME,
-    MagnetarDataSource,
-    message_id_bytes,
-    message_id_from_bytes,
-    split_range,
-)
+from magnetar_spark.reading import split_range
+from magnetar_spark.source import SHORT_NAME, MagnetarDataSource
 
 _env.configure_python()  # the workers run this Python (see _env), unless PYSPARK_PYTHON says otherwise
 

@@ -18,7 +18,7 @@ from typing import Any
 from magnetar.core.compression import decompress
 from magnetar.core.entry import Entry, decode_message_columns
 from magnetar.core.naming import TopicName
-from magnetar_spark.source import SCHEMA
+from magnetar_spark.columns import SCHEMA
 
 ARROW_ROWS = 8192  # rows per Arrow record batch (entries are not split: a batch may be a little larger)
 _ID_PREFIX = struct.Struct(">qqq")  # ledger id, entry id, partition: then the batch index (">q")

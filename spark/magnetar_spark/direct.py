@@ -24,13 +24,11 @@ Executors need no AWS credentials: the URL carries the broker's authority for th
 from __future__ import annotations
 
 import logging
-import struct
 import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
@@ -40,6 +38,7 @@ from magnetar.core.ledger.plan import segment_entries
 from magnetar.core.naming import TopicName
 from magnetar_spark.arrow import arrow_batches, rows_as_batches
 from magnetar_spark.broker import TRANSIENT_STATUS, BrokerClient
+from magnetar_spark.columns import MESSAGE_ID, timestamp
 from magnetar_spark.errors import MagnetarSourceError
 from magnetar_spark.offsets import EARLIEST
 from magnetar_spark.options import SourceOptions
@@ -47,8 +46,6 @@ from magnetar_spark.reading import TopicRange, plan_ranges, read_range
 
 log = logging.getLogger("magnetar_spark")
 PLAN_PAGE = 200_000  # entries per plan request (the route's maximum)
-_MESSAGE_ID = struct.Struct(">qqqq")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)
@@ -251,14 +248,11 @@ def _replanned(opts: SourceOptions, piece: Slice, transport: Any) -> Slice | Non
     return found[0]
 
 
-def _ts(ms: int) -> datetime | None:
-    return None if not ms else _EPOCH + timedelta(milliseconds=int(ms))
-
-
 def _meta(topic: str, partition: int, entry: Entry, index: int, message: Any) -> tuple[Any, ...]:
-    """The metadata columns of a message, as the broker's read makes them (`source._row`)."""
-    mid = _MESSAGE_ID.pack(entry.ledger_id, entry.entry_id, partition, index if entry.batched else -1)
-    return (message.key, topic, mid, _ts(entry.publish_time), _ts(message.event_time), dict(message.properties))
+    """The metadata columns of a message, as the broker's read makes them (`columns.message_row`)."""
+    mid = MESSAGE_ID.pack(entry.ledger_id, entry.entry_id, partition, index if entry.batched else -1)
+    return (message.key, topic, mid, timestamp(entry.publish_time), timestamp(message.event_time),
+            dict(message.properties))
 
 
 def typed_rows(topic: str, entries: Iterator[Entry], typed: Any) -> Iterator[tuple[Any, ...]]:

@@ -1,5 +1,10 @@
 """Reading entry ranges of topic-partitions: the batch reader and the tasks of the stream reader.
 
+Planning (on the driver) takes each selected topic-partition's end once (`lastMessageId` + 1)
+and splits the ranges `[start, end)` into about `partitions` Spark tasks (`plan_ranges`), or
+plans direct reads of sealed segments (magnetar_spark.direct); because the ends are fixed at
+planning, a query sees a consistent prefix of each topic, whatever is produced meanwhile.
+
 A task reads `[start, end)` of one topic-partition through the non-durable reader endpoint. The
 broker answers each page with `firstEntryId`, the first entry retention keeps: a range starting
 below it lost `start..firstEntryId-1`. With `failOnDataLoss` (the default) that fails the query
@@ -20,8 +25,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from magnetar.core.entry import MessageIdData
-from magnetar_spark import source
 from magnetar_spark.broker import TOO_LARGE_STATUS
+from magnetar_spark.columns import message_row
 from magnetar_spark.errors import MagnetarSourceError
 from magnetar_spark.offsets import EARLIEST
 from magnetar_spark.options import SourceOptions
@@ -56,6 +61,22 @@ class TopicRange(InputPartition):
         return f"TopicRange(index={self.index}, topic={self.topic}, start={self.start}, end={self.end})"
 
 
+def split_range(start: int, end: int, parts: int) -> list[tuple[int, int]]:
+    """`[start, end]` (inclusive) as at most `parts` contiguous, nearly equal, non-empty ranges."""
+    count = end - start + 1
+    if count <= 0:
+        return []
+    parts = max(1, min(parts, count))
+    size, extra = divmod(count, parts)
+    out = []
+    lo = start
+    for i in range(parts):
+        hi = lo + size + (1 if i < extra else 0) - 1
+        out.append((lo, hi))
+        lo = hi + 1
+    return out
+
+
 def plan_ranges(ranges: list[tuple[str, int, int]], tasks: int) -> list[TopicRange]:
     """`(topic, start, end)` ranges as Spark partitions: about `tasks` of them, each range at
     least one, a range split in proportion to its size (a range from EARLIEST is not split)."""
@@ -68,7 +89,7 @@ def plan_ranges(ranges: list[tuple[str, int, int]], tasks: int) -> list[TopicRan
         if pieces == 1:
             out.append(TopicRange(len(out), topic, start, end))
             continue
-        for lo, hi in source.split_range(start, end - 1, pieces):
+        for lo, hi in split_range(start, end - 1, pieces):
             out.append(TopicRange(len(out), topic, lo, hi + 1))
     return out
 
@@ -112,7 +133,7 @@ def read_range(opts: SourceOptions, part: TopicRange, transport: Any = None,
             for message in page.messages:
                 entry_id = MessageIdData.parse(message["messageId"]).entry_id
                 if position <= entry_id < end:
-                    yield source._row(message, decode, *extra)
+                    yield message_row(message, decode, *extra)
             if page.next_entry > position:
                 position = page.next_entry
                 stalled_since = None

@@ -60,7 +60,7 @@ def test_arrow_batches_hold_the_rows_the_broker_read_gives() -> None:
 
     from magnetar.api.wire import entry_messages
     from magnetar.core.entry import Batch, Message, hole_entry, make_entry
-    from magnetar_spark import source
+    from magnetar_spark import columns
     from magnetar_spark.arrow import arrow_batches, arrow_schema
 
     topic = "persistent://t/ns/orders-partition-3"
@@ -71,9 +71,9 @@ def test_arrow_batches_hold_the_rows_the_broker_read_gives() -> None:
                make_entry(topic, 2, 12, 1, 0, "p", Batch.of([Message(b"solo", "k")], batched=False))]
     direct = [row for batch in arrow_batches(topic, iter(entries)) for row in batch.to_pylist()]
     assert all(b.schema.equals(arrow_schema()) for b in arrow_batches(topic, iter(entries)))
-    broker = [source._row(m, base64.b64decode) for e in entries if not e.hole
+    broker = [columns.message_row(m, base64.b64decode) for e in entries if not e.hole
               for m in entry_messages(topic, 3, e)]
-    names = [f.name for f in source.SCHEMA.fields]
+    names = [f.name for f in columns.SCHEMA.fields]
     as_rows = [tuple(dict(r[n]) if n == "__messageProperties" else r[n] for n in names) for r in direct]
     assert len(as_rows) == 5 and as_rows == broker
 
