@@ -161,6 +161,7 @@ class PerfRun:
         cfg, api = self.config, self.api.module
         producer = client.create_producer(
             cfg.topic,
+            batching_enabled=True,  # the SDK's default; pulsar-client's is off (one entry per message)
             batching_max_messages=cfg.batch_max_messages,
             batching_max_allowed_size_in_bytes=max(cfg.batch_max_messages * cfg.size + 1024, 128 * 1024),
             batching_max_publish_delay_ms=cfg.batch_max_delay_ms,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.core.authz import Access
 from magnetar.core.cursor import AUTO_SPLIT, KeySharedPolicy
-from magnetar.core.dispatch import MAX_POLL_INTERVAL_S, POLL_INTERVAL_S, Acks
+from magnetar.core.dispatch import MAX_ENTRIES_PER_RECEIVE, MAX_POLL_INTERVAL_S, POLL_INTERVAL_S, Acks
 from magnetar.core.errors import NotAllowed, SubscriptionNotFound
 from magnetar.core.naming import TopicName
 from magnetar.protocol import compacted
@@ -45,8 +45,10 @@ SUB_TYPES = {pb.CommandSubscribe.Exclusive: "Exclusive", pb.CommandSubscribe.Sha
              pb.CommandSubscribe.Failover: "Failover", pb.CommandSubscribe.Key_Shared: "Key_Shared"}
 MAX_POLL_MESSAGES = 1000
 ERROR_BACKOFF_S = 1.0
-IDLE_POLL_S = POLL_INTERVAL_S  # an idle consumer looks again after this, doubling up to MAX_IDLE_POLL_S
-MAX_IDLE_POLL_S = MAX_POLL_INTERVAL_S
+IDLE_POLL_S = POLL_INTERVAL_S  # a consumer looks again after this, doubling while it finds nothing
+MAX_IDLE_POLL_S = MAX_POLL_INTERVAL_S  # up to this once its subscription has been quiet for ACTIVE_S
+MAX_ACTIVE_POLL_S = 0.25  # and up to this while it has had messages within ACTIVE_S
+ACTIVE_S = 10.0
 MAX_BATCH_SIZES = 100_000  # batch sizes remembered per consumer (batch-index acks name no size)
 # Acks wait this long for a poll to carry them (written with its claim: no request of their own)
 # before they are written alone. Longer than the idle backoff's longest wait, so while the consumer
@@ -130,6 +132,7 @@ class Consumer:
         self.view_dropped: list[tuple[int, int, tuple[int, ...]]] = []  # read_compacted: acks for the next poll
         self.claimed: collections.deque[DeliveredEntry] = collections.deque()  # polled, not sent yet (no permits)
         self.queue_size = 0  # the client's receiver queue (its largest FLOW): how much a poll claims
+        self.full = False  # the last poll took all it could: more may be ready at once
         self._flush_pending = False
         self._tasks: list[asyncio.Task[Any]] = []
 
@@ -167,36 +170,56 @@ class Consumer:
     # --- dispatch -------------------------------------------------------------------------------
     async def _dispatch(self) -> None:
         """Send while permits remain, polling when nothing claimed is left: one dispatch step per
-        call (`_fetch`: the core's receive without a wait; a reader's non-durable read), the idle
-        backoff here (100 ms doubling to 1 s, the core long poll's own), so a closing consumer or a
-        stopping proxy has no poll left in flight for long. A poll claims up to the client's
-        receiver queue, not just its permits (Pulsar's clients grant half their queue at a time):
-        what the permits do not cover waits here, claimed by the consumer's lease, for the next FLOW,
-        as the SDK's prefetch waits in its queue: half the polls."""
+        call (`_fetch`: the core's receive without a wait; a reader's non-durable read), the waits
+        between polls here, so a closing consumer or a stopping proxy has no poll left in flight for
+        long. A poll that took all it could is followed by the next at once; otherwise the next
+        comes 100 ms later (what was ready is taken: the journal consumer seals the next entries
+        meanwhile), doubling while polls find nothing, up to 250 ms while the subscription has had
+        messages within the last 10 s and up to 1 s once it is quiet (an idle consumer costs one
+        read a second). A poll claims up to the client's receiver queue, not just its permits
+        (Pulsar's clients grant half their queue at a time): what the permits do not cover waits
+        here, claimed by the consumer's lease, for the next FLOW, as the SDK's prefetch waits in its
+        queue: half the polls."""
         idle = IDLE_POLL_S
+        look_at = 0.0  # when the next poll may go (monotonic)
+        active_until = 0.0  # messages came within ACTIVE_S before this
         while not self.stopped:
             if self.permits <= 0:
                 self.wake.clear()
                 await self.wake.wait()
                 continue
             if not self.claimed:
+                await self._pause_until(look_at)
+                if self.stopped:
+                    return
                 got = await self._fetch()
                 if self.stopped:
                     return
                 if got is None:  # failed: `_fetch` has backed off
                     continue
+                now = time.monotonic()
+                if got or self.full:
+                    active_until = now + ACTIVE_S
+                    idle = IDLE_POLL_S
+                    look_at = now if self.full else now + idle
+                else:
+                    look_at = now + idle
+                    idle = min(idle * 2, MAX_ACTIVE_POLL_S if now < active_until else MAX_IDLE_POLL_S)
                 if not got:
-                    self.wake.clear()
-                    with contextlib.suppress(TimeoutError):  # a FLOW or a close cuts the wait short
-                        await asyncio.wait_for(self.wake.wait(), idle)
-                    idle = min(idle * 2, MAX_IDLE_POLL_S)
                     continue
-                idle = IDLE_POLL_S
                 self.claimed.extend(got)
             while self.claimed and self.permits > 0:
                 self._deliver(self.claimed.popleft())
             await self._expire_chunks()
             await self.conn.drain()
+
+    async def _pause_until(self, when: float) -> None:
+        """Wait until `when`; a close cuts the wait short (a FLOW does not: polling sooner would
+        find no more)."""
+        while not self.stopped and (left := when - time.monotonic()) > 0:
+            self.wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), left)
 
     def _poll_size(self) -> int:
         return min(max(self.permits, self.queue_size), MAX_POLL_MESSAGES)
@@ -209,9 +232,11 @@ class Consumer:
         acks = self._acks_of(riding)
         if dropped:  # what the compacted view dropped at the last poll rides on this one
             acks = _joined(acks, compacted.view_acks(dropped, self.name))
+        self.full = False
+        size = self._poll_size()
         try:
             got = await self.conn.call(self.subscriptions.receive, self.topic, self.subscription, self.name,
-                                       self._poll_size(), 0, uuid.uuid4().hex, acks)
+                                       size, 0, uuid.uuid4().hex, acks)
         except SubscriptionNotFound as exc:  # our lease lapsed, or the subscription went away
             self.held_acks[:0] = riding
             self.view_dropped[:0] = dropped
@@ -227,6 +252,8 @@ class Consumer:
         self._receipts(riding, None)
         self.renewed_at = time.monotonic()
         entries = list(got.entries)
+        self.full = (len(entries) >= MAX_ENTRIES_PER_RECEIVE
+                     or sum(d.entry.num_messages for d in entries) >= size)  # more may be ready now
         if self.compacted is not None:  # read_compacted: what the view drops is acknowledged (by the next
             # poll: no write of its own; dropped again if redelivered before), never sent
             entries = [kept for d in entries if (kept := compacted.through_view(self.compacted, d,

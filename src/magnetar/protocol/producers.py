@@ -4,14 +4,18 @@ A producer's SENDs are appended in the order they arrived, through the core's le
 same path as the HTTP producer: deduplication, policies, quotas and ids are shared). SENDs that
 queued up while an append was under way go together as one group append (`append_group`:
 consecutive entries, one reservation and one journal record), and each gets its SEND_RECEIPT, in
-order. An exclusive producer renews its claim on the topic while it lives; if another producer
+order. A producer that keeps sending (its last append took more than one SEND) appends at most once
+per `ProxySettings.append_interval_ms`: what it sends meanwhile waits for that append, as an SDK
+producer's batches wait for its request in flight (fewer reservations, journal records and seals). An exclusive producer renews its claim on the topic while it lives; if another producer
 takes the topic, the proxy closes it (CLOSE_PRODUCER), as a broker closes a fenced producer.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +115,7 @@ class Producer:
         self.name = name
         self.mode = mode
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.arrived = asyncio.Event()  # set by every enqueue: a waiting group looks again
         self.closed = False
         self.chunks = Assembly()  # chunked messages held until whole
 
@@ -121,23 +126,48 @@ class Producer:
 
     def enqueue(self, frame: Frame) -> None:
         self.queue.put_nowait(frame)
+        self.arrived.set()
 
     def enqueue_close(self, request_id: int) -> None:
         self.queue.put_nowait((_CLOSE, request_id))
+        self.arrived.set()
 
     async def _run(self) -> None:
+        began = 0.0  # when the last append began (monotonic)
+        streaming = False  # the last append took more than one SEND: more are coming
         while True:
             item = await self.queue.get()
             if isinstance(item, tuple):  # CLOSE_PRODUCER, after every SEND before it
                 await self._close(item[1])
                 return
             group = [item]
-            while len(group) < MAX_GROUP and not self.queue.empty():
-                peek = self.queue._queue[0]  # type: ignore[attr-defined]  # asyncio.Queue's deque
-                if isinstance(peek, tuple):
-                    break
-                group.append(self.queue.get_nowait())
+            if streaming and self.topic.is_persistent:
+                await self._gather(group, began + self.conn.server.settings.append_interval_ms / 1000)
+            self._take_queued(group)
+            streaming = len(group) > 1
+            began = time.monotonic()
             await self._append(group)
+
+    def _take_queued(self, group: list[Frame]) -> None:
+        """The SENDs queued behind `group`'s, up to MAX_GROUP (a close stays queued, after them)."""
+        while len(group) < MAX_GROUP and not self.queue.empty():
+            peek = self.queue._queue[0]  # type: ignore[attr-defined]  # asyncio.Queue's deque
+            if isinstance(peek, tuple):
+                break
+            group.append(self.queue.get_nowait())
+
+    async def _gather(self, group: list[Frame], until: float) -> None:
+        """Let more SENDs join `group` until `until`, a close or a full group (MAX_GROUP SENDs or a
+        journal record's worth): they share its append. SENDs queued meanwhile are taken in order."""
+        limit = self.conn.max_message_size
+        while (left := until - time.monotonic()) > 0:
+            self._take_queued(group)
+            if (len(group) >= MAX_GROUP or sum(len(f.payload) for f in group) >= limit
+                    or not self.queue.empty()):  # full, or a close waits behind the group
+                return
+            self.arrived.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.arrived.wait(), left)
 
     async def _append(self, frames: list[Frame]) -> None:
         """Each SEND as a batch, in order; a chunk is held until its message is whole (chunks.py),

@@ -66,10 +66,12 @@ class Reader(Consumer):
     async def _fetch(self) -> list[DeliveredEntry] | None:
         """The next entries from the reader's position (the consumer's dispatch loop does the rest)."""
         limit = min(self.permits, MAX_READ_ENTRIES)  # a reader's position moves with what it reads: no more
+        self.full = False
         try:
             if self.read_compacted:  # the compacted view below its horizon, then the topic
                 delivered, self.position = await self.conn.call(compacted.read, self.conn.broker, self.topic,
                                                                 self.position, limit)
+                self.full = len(delivered) >= limit
                 return delivered
             entries = await self.conn.call(self.conn.broker.read_entries, self.topic, self.position, limit)
         except Exception:
@@ -77,6 +79,7 @@ class Reader(Consumer):
             return None
         if entries:
             self.position = entries[-1].entry_id + 1
+        self.full = len(entries) >= limit  # more may be ready now
         return [DeliveredEntry(entry, 0) for entry in entries]
 
     async def _expire_chunks(self) -> None:

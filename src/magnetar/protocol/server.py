@@ -52,6 +52,11 @@ class ProxySettings:
     producer_lease_ms: int = 30_000  # an exclusive producer's lease, renewed every third of it
     consumer_lease_ms: int = 30_000  # a consumer's lease, renewed while its connection lives
     keep_alive_s: float = 30.0  # PING a client silent this long; close its connection after twice that
+    # A producer that keeps SENDing while its appends are under way gets at most one append per this
+    # interval: its SENDs wait (until this long after its previous append began) to share one
+    # reservation and one journal record, as the SDK's batches wait for its request in flight. A
+    # producer whose SENDs come one at a time (a synchronous `send`, a slow rate) never waits.
+    append_interval_ms: int = 200
     # TLS (`pulsar+ssl://`) on a port of its own, beside the plain one: a PEM certificate chain and its key.
     # On AWS the load balancer terminates TLS instead (infra/magnetar_cdk/pulsar_protocol.py).
     tls_port: int | None = None  # 0: any free port (`ProxyServer.tls_port` tells which)
