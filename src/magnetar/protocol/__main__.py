@@ -2,7 +2,8 @@
 
 Configured from the environment, as the functions are (`magnetar.config`: the table, bucket,
 stream, WebSocket endpoint, authentication and token-key secret variables the stack sets), plus
-`MAGNETAR_PULSAR_HOST` (default 0.0.0.0) and `MAGNETAR_PULSAR_PORT` (default 6650). TLS is the
+`MAGNETAR_PULSAR_HOST` (default 0.0.0.0), `MAGNETAR_PULSAR_PORT` (default 6650) and
+`MAGNETAR_PULSAR_APPEND_INTERVAL_MS` (default 250: a streaming producer's appends). TLS is the
 load balancer's (a TLS listener on 6651 in front of this plain port; docs/architecture.md).
 SIGTERM (a task stopping) drops the connections: the clients reconnect to another task.
 """
@@ -18,6 +19,7 @@ from magnetar.protocol.server import ProxyServer, ProxySettings
 
 ENV_HOST = "MAGNETAR_PULSAR_HOST"
 ENV_PORT = "MAGNETAR_PULSAR_PORT"
+ENV_APPEND_INTERVAL = "MAGNETAR_PULSAR_APPEND_INTERVAL_MS"  # ProxySettings.append_interval_ms
 
 
 async def serve(settings: ProxySettings) -> None:
@@ -34,7 +36,8 @@ async def serve(settings: ProxySettings) -> None:
 def main() -> None:
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"))
     settings = ProxySettings(host=os.environ.get(ENV_HOST, "0.0.0.0"),  # every interface: a container's port
-                             port=int(os.environ.get(ENV_PORT, "6650")))
+                             port=int(os.environ.get(ENV_PORT, "6650")),
+                             append_interval_ms=int(os.environ.get(ENV_APPEND_INTERVAL, "250")))
     asyncio.run(serve(settings))
 
 

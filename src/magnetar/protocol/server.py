@@ -56,7 +56,7 @@ class ProxySettings:
     # interval: its SENDs wait (until this long after its previous append began) to share one
     # reservation and one journal record, as the SDK's batches wait for its request in flight. A
     # producer whose SENDs come one at a time (a synchronous `send`, a slow rate) never waits.
-    append_interval_ms: int = 200
+    append_interval_ms: int = 250
     # TLS (`pulsar+ssl://`) on a port of its own, beside the plain one: a PEM certificate chain and its key.
     # On AWS the load balancer terminates TLS instead (infra/magnetar_cdk/pulsar_protocol.py).
     tls_port: int | None = None  # 0: any free port (`ProxyServer.tls_port` tells which)
