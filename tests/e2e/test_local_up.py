@@ -54,7 +54,7 @@ def round_trip(url: str) -> None:
 
 def test_local_up_starts_its_emulator_and_ctrl_c_stops_everything() -> None:
     port, aws_port = free_port(), free_port()
-    proc = subprocess.Popen([str(BIN), "local", "up", "--port", str(port), "--aws-port", str(aws_port)],
+    proc = subprocess.Popen([str(BIN), "local", "up", "--port", str(port), "--pulsar-port", str(free_port()), "--aws-port", str(aws_port)],
                             env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         wait_healthy(f"http://127.0.0.1:{port}", proc)
@@ -79,7 +79,7 @@ def test_local_up_uses_an_already_running_endpoint() -> None:
         while not port_open(aws_port) and time.monotonic() < deadline:
             time.sleep(0.1)
         proc = subprocess.Popen(
-            [str(BIN), "local", "up", "--port", str(port), "--aws-endpoint", f"http://127.0.0.1:{aws_port}"],
+            [str(BIN), "local", "up", "--port", str(port), "--pulsar-port", str(free_port()), "--aws-endpoint", f"http://127.0.0.1:{aws_port}"],
             env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         wait_healthy(f"http://127.0.0.1:{port}", proc)
         round_trip(f"http://127.0.0.1:{port}")
@@ -106,7 +106,7 @@ def test_messages_survive_a_restart_of_local_up_against_the_same_emulator() -> N
         for phase in ("before", "after"):
             port = free_port()
             proc = subprocess.Popen(
-                [str(BIN), "local", "up", "--port", str(port), "--aws-endpoint", f"http://127.0.0.1:{aws_port}"],
+                [str(BIN), "local", "up", "--port", str(port), "--pulsar-port", str(free_port()), "--aws-endpoint", f"http://127.0.0.1:{aws_port}"],
                 env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
             procs.append(proc)
             url = f"http://127.0.0.1:{port}"
