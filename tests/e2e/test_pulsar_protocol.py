@@ -8,7 +8,6 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,46 +15,10 @@ import magnetar
 
 pulsar = pytest.importorskip("pulsar")
 
+# the `proxy` and `official` fixtures: imported, pytest defines them in this module (module scope: its own proxy)
+from e2e.pulsar_protocol_fixtures import drain, official_fixture, proxy_fixture, quiet_logger  # noqa: E402, F401
 from magnetar.local.cluster import free_port  # noqa: E402
 from magnetar.protocol import ProxySettings, ProxyThread  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def proxy(cluster) -> Iterator[ProxyThread]:  # type: ignore[no-untyped-def]
-    """The proxy in this process, on the session cluster's AWS endpoint (as `local up` runs it)."""
-    p = ProxyThread(ProxySettings(port=0)).start()
-    yield p
-    p.stop()
-
-
-@pytest.fixture
-def official(proxy: ProxyThread) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(proxy.service_url, operation_timeout_seconds=15, log_conf_file_path=None,
-                      logger=_quiet_logger())
-    yield c
-    c.close()
-
-
-def _quiet_logger():  # type: ignore[no-untyped-def]
-    import logging
-
-    logger = logging.getLogger("pulsar-client")
-    logger.setLevel(logging.WARNING)
-    return logger
-
-
-def _drain(consumer, count: int, timeout_s: float = 15) -> list:  # type: ignore[no-untyped-def]
-    """`count` messages from an official consumer, each acknowledged."""
-    out = []
-    deadline = time.monotonic() + timeout_s
-    while len(out) < count and time.monotonic() < deadline:
-        try:
-            msg = consumer.receive(timeout_millis=1000)
-        except pulsar.Timeout:
-            continue
-        consumer.acknowledge(msg)
-        out.append(msg)
-    return out
 
 
 def test_readme_example_produce_and_consume(official: pulsar.Client, topic: str) -> None:
@@ -90,7 +53,7 @@ def test_batches_with_each_codec_keep_their_ids(official: pulsar.Client, topic: 
     for p in payloads:
         producer.send_async(p, lambda r, m, p=p: done(r, m, p), properties={"i": p[:12].decode()})
     producer.flush()
-    got = _drain(consumer, 25)
+    got = drain(consumer, 25)
     assert [m.data() for m in got] == payloads
     assert {m.data(): str(m.message_id()) for m in got} == ids
     entries = {(m.message_id().ledger_id(), m.message_id().entry_id()) for m in got}
@@ -121,7 +84,7 @@ def test_sdk_message_reaches_the_official_client_with_the_same_id_and_fields(
     for i in range(3):
         batched.send_async(f"b{i}".encode(), None, properties={"i": str(i)})
     batched.flush()
-    got = _drain(consumer, 4)
+    got = drain(consumer, 4)
     first = got[0]
     assert str(first.message_id()) == str(sent)
     assert (first.data(), first.partition_key(), first.properties(), first.event_timestamp()) == (
@@ -172,14 +135,14 @@ def test_client_reconnects_after_proxy_restart_and_loses_no_acknowledged_message
         admin, topic: str) -> None:  # type: ignore[no-untyped-def]
     port = free_port()
     first = ProxyThread(ProxySettings(port=port)).start()
-    c = pulsar.Client(first.service_url, operation_timeout_seconds=20, logger=_quiet_logger())
+    c = pulsar.Client(first.service_url, operation_timeout_seconds=20, logger=quiet_logger())
     try:
         producer = c.create_producer(topic, batching_enabled=False)
         consumer = c.subscribe(topic, "restart", initial_position=pulsar.InitialPosition.Earliest,
                                consumer_name="resilient")
         for i in range(10):
             producer.send(f"before-{i}".encode())
-        before = _drain(consumer, 5)
+        before = drain(consumer, 5)
         assert len(before) == 5
         deadline = time.monotonic() + 10  # the client sends its acks grouped (every 100 ms): until they are applied
         while admin.topic_stats(topic)["subscriptions"]["restart"]["msgBacklog"] > 5 and time.monotonic() < deadline:
@@ -189,7 +152,7 @@ def test_client_reconnects_after_proxy_restart_and_loses_no_acknowledged_message
         try:
             for i in range(10):
                 producer.send(f"after-{i}".encode())  # waits while the client reconnects
-            rest = _drain(consumer, 15, timeout_s=30)
+            rest = drain(consumer, 15, timeout_s=30)
             c.close()  # while a proxy is there to answer (closing against none raises NotConnected)
         finally:
             second.stop()
@@ -227,7 +190,7 @@ def test_partitioned_topic_through_its_partitions(official: pulsar.Client, admin
     producer = official.create_producer(topic, batching_enabled=False,
                                         message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
     sent = {str(producer.send(f"p{i}".encode())): f"p{i}".encode() for i in range(9)}
-    got = _drain(consumer, 9)
+    got = drain(consumer, 9)
     assert {str(m.message_id()): m.data() for m in got} == sent
     assert {m.message_id().partition() for m in got} == {0, 1, 2}
     assert {m.topic_name() for m in got} == {f"{topic}-partition-{i}" for i in range(3)}
@@ -240,7 +203,7 @@ def test_failover_gives_everything_to_one_consumer(official: pulsar.Client, topi
     for i in range(10):
         producer.send(f"f{i}".encode())
     active = next(c for c in consumers if c.consumer_name() == "c0")  # Pulsar's choice: the first name in order
-    assert [m.data() for m in _drain(active, 10)] == [f"f{i}".encode() for i in range(10)]
+    assert [m.data() for m in drain(active, 10)] == [f"f{i}".encode() for i in range(10)]
     standby = next(c for c in consumers if c is not active)
     with pytest.raises(pulsar.Timeout):
         standby.receive(timeout_millis=500)
@@ -287,12 +250,12 @@ def test_seek_and_last_message_id(official: pulsar.Client, topic: str) -> None:
     producer = official.create_producer(topic, batching_enabled=False)
     ids = [producer.send(f"s{i}".encode()) for i in range(5)]
     consumer = official.subscribe(topic, "seek", initial_position=pulsar.InitialPosition.Earliest)
-    assert [m.data() for m in _drain(consumer, 5)] == [f"s{i}".encode() for i in range(5)]
+    assert [m.data() for m in drain(consumer, 5)] == [f"s{i}".encode() for i in range(5)]
     assert str(consumer.get_last_message_id()) == str(ids[-1])
     consumer.seek(ids[2])  # the subscription restarts at that message; pulsar-client hands out what follows it
-    assert [m.data() for m in _drain(consumer, 2)] == [b"s3", b"s4"]
+    assert [m.data() for m in drain(consumer, 2)] == [b"s3", b"s4"]
     consumer.seek(pulsar.MessageId.earliest)
-    assert _drain(consumer, 1)[0].data() == b"s0"
+    assert drain(consumer, 1)[0].data() == b"s0"
 
 
 def test_readers_start_where_asked_and_seek(official: pulsar.Client, topic: str) -> None:
@@ -324,7 +287,7 @@ def test_regex_subscription_reads_every_matching_topic(official: pulsar.Client) 
         official.create_producer(f"{prefix}-{name}").send(name.encode())
     official.create_producer(f"{prefix}x-other").send(b"other")  # does not match
     consumer = official.subscribe(re.compile(f"{prefix}-.*"), "rx", initial_position=pulsar.InitialPosition.Earliest)
-    assert sorted(m.data() for m in _drain(consumer, 2)) == [b"a", b"b"]
+    assert sorted(m.data() for m in drain(consumer, 2)) == [b"a", b"b"]
     with pytest.raises(pulsar.Timeout):
         consumer.receive(timeout_millis=500)
 
@@ -343,7 +306,7 @@ def test_deduplication_answers_the_producers_last_sequence_id(official: pulsar.C
     again.send(b"d2-again", sequence_id=2)  # a retry of a stored publish: not stored twice
     again.send(b"d3", sequence_id=3)
     consumer = official.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    assert [m.data() for m in _drain(consumer, 4, timeout_s=5)] == [b"d0", b"d1", b"d2", b"d3"]
+    assert [m.data() for m in drain(consumer, 4, timeout_s=5)] == [b"d0", b"d1", b"d2", b"d3"]
 
 
 def test_exclusive_producer_keeps_others_out(official: pulsar.Client, topic: str) -> None:
@@ -414,11 +377,11 @@ def test_token_authentication_and_authorization(secured) -> None:  # type: ignor
     admin.grant_permission_on_topic(topic, "reader", ["consume"])
     admin.close()
     superuser = pulsar.Client(proc.pulsar_url, authentication=pulsar.AuthenticationToken(token("admin")),
-                              operation_timeout_seconds=15, logger=_quiet_logger())
+                              operation_timeout_seconds=15, logger=quiet_logger())
     superuser.create_producer(topic).send(b"secret")
     reader_role = pulsar.Client(proc.pulsar_url, authentication=pulsar.AuthenticationToken(token("reader")),
-                                operation_timeout_seconds=15, logger=_quiet_logger())
-    anonymous = pulsar.Client(proc.pulsar_url, operation_timeout_seconds=3, logger=_quiet_logger())
+                                operation_timeout_seconds=15, logger=quiet_logger())
+    anonymous = pulsar.Client(proc.pulsar_url, operation_timeout_seconds=3, logger=quiet_logger())
     try:
         deadline = time.monotonic() + 15  # the grant reaches the proxy's cache within 10 s
         while True:
@@ -487,7 +450,7 @@ def test_batch_index_acks_leave_the_rest_of_the_batch(official: pulsar.Client, t
     time.sleep(0.5)  # the client's ack grouping
     consumer.close()
     again = official.subscribe(topic, "bia", consumer_type=pulsar.ConsumerType.Shared, batch_index_ack_enabled=True)
-    assert sorted(m.data() for m in _drain(again, 2)) == [b"b2", b"b4"]
+    assert sorted(m.data() for m in drain(again, 2)) == [b"b2", b"b4"]
     with pytest.raises(pulsar.Timeout):
         again.receive(timeout_millis=500)
 
@@ -504,7 +467,7 @@ def test_cumulative_ack_and_redelivery_on_an_exclusive_subscription(official: pu
     time.sleep(0.5)
     consumer.close()
     again = official.subscribe(topic, "cum")
-    assert [m.data() for m in _drain(again, 3)] == [b"c3", b"c4", b"c5"]
+    assert [m.data() for m in drain(again, 3)] == [b"c3", b"c4", b"c5"]
 
 
 def test_a_refused_message_fails_its_send_at_once(official: pulsar.Client, admin, topic: str) -> None:  # type: ignore[no-untyped-def]
@@ -520,7 +483,7 @@ def test_a_refused_message_fails_its_send_at_once(official: pulsar.Client, admin
     producer.send(b"")
     producer.send(b"after")
     consumer = official.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    assert [m.data() for m in _drain(consumer, 2)] == [b"", b"after"]
+    assert [m.data() for m in drain(consumer, 2)] == [b"", b"after"]
 
 
 @pytest.mark.parametrize("mode", ["UseSinglePartition", "CustomPartition"])
@@ -538,4 +501,4 @@ def test_partitioned_topic_routing_modes(official: pulsar.Client, admin, topic: 
     else:
         assert partitions == [i % 3 for i in range(6)]
     consumer = official.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    assert sorted(m.data() for m in _drain(consumer, 6)) == sorted(f"m{i}".encode() for i in range(6))
+    assert sorted(m.data() for m in drain(consumer, 6)) == sorted(f"m{i}".encode() for i in range(6))

@@ -9,7 +9,6 @@ import random
 import struct
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,24 +18,11 @@ import magnetar
 
 pulsar = pytest.importorskip("pulsar")
 
+# the `proxy` and `official` fixtures: imported, pytest defines them in this module (module scope: its own proxy)
+from e2e.pulsar_protocol_fixtures import drain, official_fixture, proxy_fixture, quiet_logger  # noqa: E402, F401
 from e2e.test_encryption import key_pair  # noqa: E402
-from e2e.test_pulsar_protocol import _drain, _quiet_logger  # noqa: E402
 from e2e.test_schema_sdk import _protobuf_class  # noqa: E402
 from magnetar.protocol import ProxySettings, ProxyThread  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def proxy(cluster) -> Iterator[ProxyThread]:  # type: ignore[no-untyped-def]
-    p = ProxyThread(ProxySettings(port=0)).start()
-    yield p
-    p.stop()
-
-
-@pytest.fixture
-def official(proxy: ProxyThread) -> Iterator[pulsar.Client]:
-    c = pulsar.Client(proxy.service_url, operation_timeout_seconds=15, logger=_quiet_logger())
-    yield c
-    c.close()
 
 BIG = 2_400_000  # over the proxy's maximum message size (~1 MiB) and the SDK's entry size: 3 chunks each way
 
@@ -57,7 +43,7 @@ def test_official_chunked_message_reaches_official_and_sdk_consumers(
     producer.send(b"before", partition_key="k0")
     producer.send(payload, partition_key="k1", properties={"p": "v"}, event_timestamp=1_700_000_000_000)
     producer.send(b"after")
-    got = _drain(theirs, 3, timeout_s=30)
+    got = drain(theirs, 3, timeout_s=30)
     assert [m.data() for m in got] == [b"before", payload, b"after"]
     assert (got[1].partition_key(), got[1].properties(), got[1].event_timestamp()) == (
         "k1", {"p": "v"}, 1_700_000_000_000)
@@ -82,7 +68,7 @@ def test_sdk_chunked_message_reaches_the_official_client(
     payload = _payload(2)
     sent = producer.send(payload, partition_key="big", properties={"kind": "chunked"})
     producer.send(b"small")
-    got = _drain(theirs, 2, timeout_s=30)
+    got = drain(theirs, 2, timeout_s=30)
     assert [m.data() for m in got] == [payload, b"small"]
     assert (got[0].partition_key(), got[0].properties()) == ("big", {"kind": "chunked"})
     assert sent is not None
@@ -119,7 +105,7 @@ def test_exclusive_with_fencing_takes_the_topic_and_fences_the_holder(official: 
     with pytest.raises((pulsar.ProducerFenced, pulsar.ProducerBusy)):
         official.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
     consumer = official.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
-    assert [m.data() for m in _drain(consumer, 2)] == [b"first's", b"second's"]
+    assert [m.data() for m in drain(consumer, 2)] == [b"first's", b"second's"]
     with pytest.raises(pulsar.Timeout):
         consumer.receive(timeout_millis=1000)
     second.close()
@@ -207,7 +193,7 @@ def test_encrypted_messages_pass_through_both_ways(
                                         compression_type=pulsar.CompressionType.ZLib)
     producer.send(b"secret from pulsar-client " * 20, partition_key="b")
     expected = [(b"secret from the sdk " * 20, "a"), (b"secret from pulsar-client " * 20, "b")]
-    assert [(m.data(), m.partition_key()) for m in _drain(theirs, 2)] == expected
+    assert [(m.data(), m.partition_key()) for m in drain(theirs, 2)] == expected
     got = [sdk.receive(timeout_millis=10_000) for _ in range(2)]
     assert [(m.data(), m.partition_key()) for m in got] == expected
     # what the proxy stored is ciphertext with its context: a consumer without the key cannot read it
@@ -251,11 +237,11 @@ def test_tls_on_a_port_of_its_own(cluster, topic: str, tmp_path: Path) -> None: 
     try:
         url = secured.server.tls_service_url
         assert url is not None and url.startswith("pulsar+ssl://127.0.0.1:")
-        c = pulsar.Client(url, tls_trust_certs_file_path=cert, operation_timeout_seconds=15, logger=_quiet_logger())
+        c = pulsar.Client(url, tls_trust_certs_file_path=cert, operation_timeout_seconds=15, logger=quiet_logger())
         try:
             consumer = c.subscribe(topic, "tls", initial_position=pulsar.InitialPosition.Earliest)
             c.create_producer(topic).send(b"over TLS")
-            assert [m.data() for m in _drain(consumer, 1)] == [b"over TLS"]
+            assert [m.data() for m in drain(consumer, 1)] == [b"over TLS"]
         finally:
             c.close()
     finally:
