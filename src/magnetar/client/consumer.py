@@ -123,9 +123,9 @@ class Consumer(ConsumerBase):
         self._compacted = CompactedFilter.load(transport, topic) if read_compacted and topic.is_persistent else None
         self._background = threading.Thread(target=self._run, name=f"consumer-{self._name}", daemon=True)
         self._background.start()
-        self._listener = message_listener
         if message_listener is not None:
-            threading.Thread(target=self._listen, name=f"listener-{self._name}", daemon=True).start()
+            threading.Thread(target=self._listen, args=(message_listener,), name=f"listener-{self._name}",
+                             daemon=True).start()
 
     # --- pulsar-client API -----------------------------------------------------------------
     def receive(self, timeout_millis: int | None = None) -> Message:

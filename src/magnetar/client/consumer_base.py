@@ -28,10 +28,50 @@ def key_shared_meta(policy: ConsumerKeySharedPolicy) -> dict[str, Any]:
             "allowOutOfOrderDelivery": policy.allow_out_of_order_delivery}
 
 
-class ConsumerBase:
+class MessageListening:
+    """pulsar-client's message listener, for any consumer with a `receive` and a `_closed` event (a
+    single-topic consumer, a multi-topics one): `_listen(listener)` is the listener thread's loop,
+    handing each message to `listener(consumer, message)` in order until the consumer closes, and
+    holding them back while paused (`pause_message_listener`)."""
+
+    _closed: threading.Event
+    _listener_paused = False  # pulsar-client's pause_message_listener
+
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        raise NotImplementedError
+
+    def pause_message_listener(self) -> None:
+        """pulsar-client: the listener gets no message until `resume_message_listener`; what
+        arrives meanwhile waits in the prefetch queue."""
+        self._listener_paused = True
+
+    def resume_message_listener(self) -> None:
+        self._listener_paused = False
+
+    def _listen(self, listener: Callable[[Any, Message], None]) -> None:
+        while not self._closed.is_set():
+            if self._listener_paused:
+                time.sleep(0.05)
+                continue
+            try:
+                message = self.receive(timeout_millis=1000)
+            except exceptions.Timeout:
+                continue
+            except exceptions.AlreadyClosed:
+                return
+            while self._listener_paused and not self._closed.is_set():  # paused while this one arrived
+                time.sleep(0.05)
+            try:
+                listener(self, message)
+            except Exception:  # the application's listener must not kill the consumer
+                log.exception("message listener raised")
+
+
+class ConsumerBase(MessageListening):
     """What every SDK consumer shares, however its messages arrive (long polls or WebSocket pushes):
-    the pulsar-client accessors, the closed check, the message-listener loop, and taking a batch
-    off the prefetch queue under the batch-receive policy. Subclasses set the attributes below."""
+    the pulsar-client accessors, the closed check, the message-listener loop (`MessageListening`),
+    and taking a batch off the prefetch queue under the batch-receive policy. Subclasses set the
+    attributes below."""
 
     _topic: TopicName
     _subscription: str
@@ -40,9 +80,7 @@ class ConsumerBase:
     _queue: collections.deque[Message]
     _queue_size: int
     _batch_policy: ConsumerBatchReceivePolicy
-    _listener: Callable[[Any, Message], None] | None
     _transport: Transport
-    _listener_paused = False  # pulsar-client's pause_message_listener
 
     def topic(self) -> str:
         return str(self._topic)
@@ -53,22 +91,11 @@ class ConsumerBase:
     def consumer_name(self) -> str:
         return self._name
 
-    def receive(self, timeout_millis: int | None = None) -> Message:
-        raise NotImplementedError
-
     def get_last_message_id(self) -> MessageId:
         """pulsar-client: the id of the topic partition's last message."""
         last = self._transport.call("GET", f"/admin/v2/{topic_path(self._topic)}/lastMessageId")
         return MessageId(self._topic.partition_index, int(last["ledgerId"]), int(last["entryId"]), -1,
                          str(self._topic))
-
-    def pause_message_listener(self) -> None:
-        """pulsar-client: the listener gets no message until `resume_message_listener`; what
-        arrives meanwhile waits in the prefetch queue."""
-        self._listener_paused = True
-
-    def resume_message_listener(self) -> None:
-        self._listener_paused = False
 
     def _check_open(self) -> None:
         if self._closed.is_set():
@@ -90,22 +117,3 @@ class ConsumerBase:
             size += len(message.data())
             out.append(message)
         return out
-
-    def _listen(self) -> None:
-        assert self._listener is not None
-        while not self._closed.is_set():
-            if self._listener_paused:
-                time.sleep(0.05)
-                continue
-            try:
-                message = self.receive(timeout_millis=1000)
-            except exceptions.Timeout:
-                continue
-            except exceptions.AlreadyClosed:
-                return
-            while self._listener_paused and not self._closed.is_set():  # paused while this one arrived
-                time.sleep(0.05)
-            try:
-                self._listener(self, message)
-            except Exception:  # the application's listener must not kill the consumer
-                log.exception("message listener raised")

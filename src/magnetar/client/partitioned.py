@@ -20,6 +20,7 @@ import mmh3
 
 from magnetar.client import exceptions
 from magnetar.client.consumer import ACK_GROUP_S, ACK_MAX_DELAY_S, HEARTBEAT_S, Consumer
+from magnetar.client.consumer_base import MessageListening
 from magnetar.client.message import Message, MessageId
 from magnetar.client.producer import Producer, SendCallback
 from magnetar.client.transport import topic_path
@@ -280,7 +281,7 @@ class PartitionsPoller:
                 if not self._closed.is_set():
                     log.warning("partitioned consumer background call failed", exc_info=True)
 
-class MultiTopicsConsumer:
+class MultiTopicsConsumer(MessageListening):
     """One consumer over several topic partitions (a partitioned topic, a list, a pattern).
 
     The long-polled partitions of a partitioned topic share one `PartitionsPoller` (one request
@@ -368,34 +369,9 @@ class MultiTopicsConsumer:
             except exceptions.PulsarException:
                 log.warning("pattern rediscovery failed", exc_info=True)
 
-    _listener_paused = False  # pulsar-client's pause_message_listener
-
-    def pause_message_listener(self) -> None:
-        """pulsar-client: the listener gets no message until `resume_message_listener`."""
-        self._listener_paused = True
-
-    def resume_message_listener(self) -> None:
-        self._listener_paused = False
-
     def get_last_message_id(self) -> MessageId:
         """pulsar-client refuses it on a multi-topic consumer (OperationNotSupported); so does Magnetar."""
         raise exceptions.OperationNotSupported("get_last_message_id is not supported on a multi-topic consumer")
-
-    def _listen(self, listener: Callable[[Any, Message], None]) -> None:
-        while not self._closed.is_set():
-            if self._listener_paused:
-                time.sleep(0.05)
-                continue
-            try:
-                message = self.receive(timeout_millis=1000)
-            except (exceptions.Timeout, exceptions.AlreadyClosed):
-                continue
-            while self._listener_paused and not self._closed.is_set():  # paused while this one arrived
-                time.sleep(0.05)
-            try:
-                listener(self, message)
-            except Exception:
-                log.exception("message listener raised")
 
     def _child(self, message: Message | MessageId) -> Consumer:
         topic = message.topic_name()

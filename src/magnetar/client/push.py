@@ -143,9 +143,9 @@ class PushConsumer(ConsumerBase):
         self._reader.start()
         self._flusher = threading.Thread(target=self._flush_loop, name=f"push-acks-{self._name}", daemon=True)
         self._flusher.start()
-        self._listener = message_listener
         if message_listener is not None:
-            threading.Thread(target=self._listen, name=f"listener-{self._name}", daemon=True).start()
+            threading.Thread(target=self._listen, args=(message_listener,), name=f"listener-{self._name}",
+                             daemon=True).start()
 
     # --- pulsar-client API -----------------------------------------------------------------
     def is_connected(self) -> bool:
