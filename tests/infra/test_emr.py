@@ -7,6 +7,7 @@ for arm64 from PyPI)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,27 +36,15 @@ def emr_module() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def synthesized(tmp_path_factory: pytest.TempPathFactory, emr_module: ModuleType) -> tuple[Template, list[Any]]:
+def synthesized(tmp_path_factory: pytest.TempPathFactory, emr_module: ModuleType,
+                nag_report: Callable[[App, Path], list[dict[str, Any]]]) -> tuple[Template, list[Any]]:
     """(the template, cdk-nag's unacknowledged findings) of a stack with EMR on."""
-    from aws_cdk import Validations
-    from cdk_nag import AwsSolutionsChecks
-
     layer_dir, stack_module, context = synthesis_inputs(tmp_path_factory, "layer-emr")
     env_dir = emr_module.build_environment(tmp_path_factory.mktemp("emr") / "env", no_deps=True)
     outdir = tmp_path_factory.mktemp("cdk.out-emr")
     app = App(context={**context, "emrEnvironmentDir": str(env_dir)}, outdir=str(outdir))
     stack_module.MagnetarStack(app, "MagnetarEmr", layer_dir=layer_dir, emr=True)
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    try:
-        app.synth()
-    except RuntimeError as exc:
-        assert "ValidationFailed" in str(exc), exc
-    report_file = outdir / "validation-report.json"
-    findings = []
-    if report_file.exists():
-        report = json.loads(report_file.read_text())
-        findings = [{"rule": v["ruleName"], "paths": [c["constructPath"] for c in v["violatingConstructs"]]}
-                    for plugin in report["pluginReports"] for v in plugin["violations"]]
+    findings = nag_report(app, outdir)
     template = Template.from_json(json.loads((outdir / "MagnetarEmr.template.json").read_text()))
     return template, findings
 

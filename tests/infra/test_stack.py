@@ -11,7 +11,7 @@ import json
 import shutil
 import subprocess
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -972,48 +972,21 @@ def test_invalid_log_retention_is_refused(tmp_path_factory: pytest.TempPathFacto
 
 
 # --- cdk-nag --------------------------------------------------------------------------------
-def _nag_report(app: App, outdir: Path) -> list[dict[str, Any]]:
-    """Synthesize `app` with cdk-nag's AwsSolutions pack; the unacknowledged findings.
-
-    cdk-nag 3 is a CDK policy-validation plugin: findings go to validation-report.json (not to
-    annotations), acknowledgements are `Validations.of(construct).acknowledge(...)`, and an error
-    fails the synthesis."""
-    from aws_cdk import Validations
-    from cdk_nag import AwsSolutionsChecks
-
-    Validations.of(app).add_plugins(AwsSolutionsChecks(app))
-    try:
-        app.synth()
-    except RuntimeError as exc:
-        assert "ValidationFailed" in str(exc), exc
-    report_file = outdir / "validation-report.json"
-    if not report_file.exists():
-        return []
-    report = json.loads(report_file.read_text())
-    return [
-        {
-            "rule": v["ruleName"],
-            "severity": v["severity"],
-            "paths": [c["constructPath"] for c in v["violatingConstructs"]],
-        }
-        for plugin in report["pluginReports"]
-        for v in plugin["violations"]
-    ]
-
-
 def test_cdk_nag_aws_solutions_has_no_unacknowledged_findings(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, nag_report: Callable[[App, Path], list[dict[str, Any]]],
 ) -> None:
     pytest.importorskip("cdk_nag")
     layer_dir, stack_module, context = synthesis_inputs(tmp_path_factory, "layer-nag")
     outdir = tmp_path_factory.mktemp("cdk.out-nag")
     app = App(context=context, outdir=str(outdir))
     stack_module.MagnetarStack(app, "Magnetar", layer_dir=layer_dir)
-    findings = _nag_report(app, outdir)
+    findings = nag_report(app, outdir)
     assert findings == [], json.dumps(findings, indent=1)  # errors and warnings alike
 
 
-def test_cdk_nag_reports_findings(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_cdk_nag_reports_findings(
+    tmp_path_factory: pytest.TempPathFactory, nag_report: Callable[[App, Path], list[dict[str, Any]]],
+) -> None:
     """The check above is not vacuous: the same harness reports a finding the stack would have."""
     pytest.importorskip("cdk_nag")
     from aws_cdk import Stack
@@ -1022,5 +995,5 @@ def test_cdk_nag_reports_findings(tmp_path_factory: pytest.TempPathFactory) -> N
     outdir = tmp_path_factory.mktemp("cdk.out-nag-bad")
     app = App(outdir=str(outdir))
     s3.Bucket(Stack(app, "Bad"), "Plain")
-    rules = {f["rule"] for f in _nag_report(app, outdir)}
+    rules = {f["rule"] for f in nag_report(app, outdir)}
     assert {"AwsSolutions-S1", "AwsSolutions-S10"} <= rules
