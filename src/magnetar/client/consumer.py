@@ -25,6 +25,7 @@ from typing import Any
 
 from magnetar.api.wire import entry_from_wire
 from magnetar.client import exceptions
+from magnetar.client.acks import AckGroup, Taken
 from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase, key_shared_meta
@@ -106,13 +107,9 @@ class Consumer(ConsumerBase):
         self._queue: collections.deque[Message] = collections.deque()
         self._chunks = ChunkAssembler(expire_time_of_incomplete_chunked_message_ms / 1000)
         self._receive_lock = threading.Lock()
-        self._acks: dict[str, int] = {}  # message id text -> messages in its entry
-        self._nacks: set[str] = set()
-        self._cumulative: MessageId | None = None
-        self._acks_since = 0.0  # when the oldest grouped ack was made (0: none pending)
-        self._ack_lock = threading.Lock()
+        # grouped acks, by message id text; its event wakes the background thread (acks to send, or the close)
+        self._pending = AckGroup()
         self._closed = threading.Event()
-        self._wake = threading.Event()  # the background thread: acknowledgements to send, or the close
         # polled by a partitioned consumer's shared poll (client/partitioned.py), which then
         # takes its messages (`_sink`), its acks and its heartbeats: this one polls nothing itself
         self._grouped = False
@@ -159,29 +156,21 @@ class Consumer(ConsumerBase):
 
     def acknowledge(self, message: Message | MessageId) -> None:
         message_id = message.message_id() if isinstance(message, Message) else message
-        with self._ack_lock:
-            for mid in message_id._chunks or (message_id,):
-                self._acks[mid.wire()] = mid._batch_size
-            self._acks_waiting()
+        self._pending.ack((mid.wire(), mid._batch_size) for mid in message_id._chunks or (message_id,))
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         if self._type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise exceptions.CumulativeAcknowledgementNotAllowedError(
                 "Cumulative acknowledgement is not allowed on a Shared subscription")
         message_id = message.message_id() if isinstance(message, Message) else message
-        with self._ack_lock:
-            if self._cumulative is None or self._cumulative < message_id:
-                self._cumulative = message_id
-            self._acks_waiting()
+        self._pending.ack_cumulative(message_id)
         self._flush_acks()
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         """Redeliver this message after `negative_ack_redelivery_delay_ms` (its whole batch, minus
         the messages already acknowledged)."""
         message_id = message.message_id() if isinstance(message, Message) else message
-        with self._ack_lock:
-            self._nacks.update(mid.wire() for mid in (message_id._chunks or (message_id,)))
-            self._acks_waiting()
+        self._pending.nack(mid.wire() for mid in (message_id._chunks or (message_id,)))
 
     def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None = None) -> None:
         """Pulsar's retry-letter topic: publish the message again to the retry topic, delivered
@@ -219,10 +208,7 @@ class Consumer(ConsumerBase):
         body: dict[str, Any] = {"messageId": messageid.wire()} if isinstance(messageid, MessageId) else {
             "timestamp": int(messageid)}
         with self._receive_lock:
-            with self._ack_lock:
-                self._acks.clear()
-                self._nacks.clear()
-                self._cumulative, self._acks_since = None, 0.0
+            self._pending.clear()
             response = self._transport.call("POST", self._seek_path, body)
             self._epoch = int(response.get("epoch", self._epoch + 1))
             self._queue.clear()
@@ -232,7 +218,7 @@ class Consumer(ConsumerBase):
         self._flush_acks()
         self._transport.call("DELETE", f"{self._consumer_path}/subscription")
         self._closed.set()
-        self._wake.set()
+        self._pending.wake.set()
 
     def close(self) -> None:
         if self._closed.is_set():
@@ -240,7 +226,7 @@ class Consumer(ConsumerBase):
         with contextlib.suppress(exceptions.PulsarException):
             self._flush_acks()
         self._closed.set()
-        self._wake.set()
+        self._pending.wake.set()
         self._background.join(timeout=2)
         with contextlib.suppress(exceptions.PulsarException):  # if it fails, the lease expires on its own
             self._transport.call("DELETE", self._consumer_path, deadline_s=5)
@@ -338,20 +324,12 @@ class Consumer(ConsumerBase):
         for mid in self._chunks.expired():
             self.acknowledge(mid)
 
-    def _acks_waiting(self) -> None:
-        """Acknowledgements wait to be sent (the ack lock is held): the background thread groups them."""
-        if not self._acks_since:
-            self._acks_since = time.monotonic()
-            self._wake.set()
-
     def _take_acks(self) -> dict[str, Any] | None:
-        with self._ack_lock:
-            acks, self._acks = self._acks, {}
-            nacks, self._nacks = self._nacks, set()
-            cumulative, self._cumulative = self._cumulative, None
-            self._acks_since = 0.0
-        if not acks and not nacks and cumulative is None:
+        """The pending acks as a request's `acks` body (None: none pending)."""
+        taken = self._pending.take()
+        if taken.empty():
             return None
+        acks, nacks, cumulative = taken.acks, taken.nacks, taken.cumulative
         sizes = {MessageId.from_text(m).entry_id(): n for m, n in acks.items() if n > 1}
         body: dict[str, Any] = {"messageIds": sorted(acks), "epoch": self._epoch}
         if cumulative is not None:
@@ -369,16 +347,12 @@ class Consumer(ConsumerBase):
         if not body:
             return
         sizes = body.get("batchSizes", {})
-        with self._ack_lock:
-            self._acks_waiting()
-            for m in body["messageIds"]:
-                self._acks[m] = sizes.get(str(MessageId.from_text(m).entry_id()), 0)
-            self._nacks.update(body.get("nacks", ()))
-            if "cumulative" in body:
-                cumulative = MessageId.from_text(body["cumulative"])
-                cumulative._batch_size = sizes.get(str(cumulative.entry_id()), 0)
-                if self._cumulative is None or self._cumulative < cumulative:
-                    self._cumulative = cumulative
+        taken = Taken({m: sizes.get(str(MessageId.from_text(m).entry_id()), 0) for m in body["messageIds"]},
+                      set(body.get("nacks", ())))
+        if "cumulative" in body:
+            taken.cumulative = MessageId.from_text(body["cumulative"])
+            taken.cumulative._batch_size = sizes.get(str(taken.cumulative.entry_id()), 0)
+        self._pending.restore(taken)
 
     def _flush_acks(self) -> None:
         body = self._take_acks()
@@ -395,9 +369,10 @@ class Consumer(ConsumerBase):
         heartbeat. Asleep between heartbeats while there is nothing to acknowledge."""
         last_beat = time.monotonic()
         while True:
-            acks_waiting = bool(self._acks_since) and not self._grouped
-            self._wake.wait(ACK_GROUP_S if acks_waiting else max(0.0, last_beat + HEARTBEAT_S - time.monotonic()))
-            self._wake.clear()
+            acks_waiting = bool(self._pending.since) and not self._grouped
+            wake = self._pending.wake
+            wake.wait(ACK_GROUP_S if acks_waiting else max(0.0, last_beat + HEARTBEAT_S - time.monotonic()))
+            wake.clear()
             if self._closed.is_set():
                 return
             if self._grouped:
@@ -405,7 +380,8 @@ class Consumer(ConsumerBase):
                 continue
             try:
                 # acks ride on the next poll; flush them alone when no poll is coming soon
-                waited = time.monotonic() - self._acks_since if self._acks_since else 0.0
+                since = self._pending.since
+                waited = time.monotonic() - since if since else 0.0
                 if waited and (not self._receive_lock.locked() or waited >= ACK_MAX_DELAY_S):
                     self._flush_acks()
                 if time.monotonic() - last_beat >= HEARTBEAT_S and not self._closed.is_set():

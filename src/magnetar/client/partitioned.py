@@ -261,7 +261,7 @@ class PartitionsPoller:
                 continue
             transport = next(iter(children.values()))._transport
             try:
-                oldest = min((c._acks_since for c in children.values() if c._acks_since), default=0.0)
+                oldest = min((c._pending.since for c in children.values() if c._pending.since), default=0.0)
                 waited = time.monotonic() - oldest if oldest else 0.0
                 if waited and (not self._polling or waited >= ACK_MAX_DELAY_S):
                     acks = self._take_acks(children)

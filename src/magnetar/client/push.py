@@ -35,6 +35,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 from websockets.sync.client import ClientConnection, connect
 
 from magnetar.client import exceptions
+from magnetar.client.acks import AckGroup, Taken
 from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase
 from magnetar.client.crypto import MessageDecryptor
@@ -130,10 +131,8 @@ class PushConsumer(ConsumerBase):
         self._http_path = f"/magnetar/v1/consumer/{topic_path(topic)}/{quote(subscription_name, safe='')}"
         self._queue: collections.deque[Message] = collections.deque()
         self._cond = threading.Condition()
-        self._acks: dict[str, int] = {}  # base64 message id -> messages in its entry
-        self._nacks: set[str] = set()
-        self._ack_lock = threading.Lock()
-        self._acks_pending = threading.Event()  # wakes the flusher: an idle consumer has no timer running
+        # grouped acks, by base64 message id; its event wakes the flusher (an idle consumer has no timer running)
+        self._pending = AckGroup()
         self._send_lock = threading.Lock()
         self._closed = threading.Event()
         self._connected = threading.Event()
@@ -177,11 +176,7 @@ class PushConsumer(ConsumerBase):
 
     def acknowledge(self, message: Message | MessageId) -> None:
         message_id = message.message_id() if isinstance(message, Message) else message
-        with self._ack_lock:
-            self._acks[self._wire(message_id)] = message_id._batch_size
-            full = len(self._acks) >= ACK_FLUSH_IDS
-        self._acks_pending.set()
-        if full:
+        if self._pending.ack([(self._wire(message_id), message_id._batch_size)]) >= ACK_FLUSH_IDS:
             self._flush_acks()
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
@@ -193,11 +188,7 @@ class PushConsumer(ConsumerBase):
         """Redeliver this message after the consumer's `negative_ack_redelivery_delay_ms` (persistent
         topics; a non-persistent topic keeps nothing, the message is only released)."""
         message_id = message.message_id() if isinstance(message, Message) else message
-        with self._ack_lock:
-            self._nacks.add(self._wire(message_id))
-            full = len(self._nacks) >= ACK_FLUSH_IDS
-        self._acks_pending.set()
-        if full:
+        if self._pending.nack([self._wire(message_id)]) >= ACK_FLUSH_IDS:
             self._flush_acks()
 
     def redeliver_unacknowledged_messages(self) -> None:
@@ -221,9 +212,7 @@ class PushConsumer(ConsumerBase):
             raise exceptions.NotAllowedError("A non-persistent topic keeps no messages to seek to")
         body: dict[str, Any] = {"messageId": messageid.wire()} if isinstance(messageid, MessageId) else {
             "timestamp": int(messageid)}
-        with self._ack_lock:
-            self._acks.clear()
-            self._nacks.clear()
+        self._pending.clear()
         self._transport.call("POST", f"{self._http_path}/seek", body)
         with self._cond:
             self._queue.clear()
@@ -248,7 +237,7 @@ class PushConsumer(ConsumerBase):
         with contextlib.suppress(exceptions.PulsarException):
             self._flush_acks()
         self._closed.set()
-        self._acks_pending.set()  # the flusher sees the close
+        self._pending.wake.set()  # the flusher sees the close
         with self._cond:
             self._cond.notify_all()
         with contextlib.suppress(Exception):
@@ -359,14 +348,9 @@ class PushConsumer(ConsumerBase):
             self._queue.append(message)
             self._cond.notify()
 
-    def _take(self) -> tuple[dict[str, int], set[str]]:
-        with self._ack_lock:
-            acks, self._acks = self._acks, {}
-            nacks, self._nacks = self._nacks, set()
-        return acks, nacks
-
     def _flush_acks(self) -> None:
-        acks, nacks = self._take()
+        taken = self._pending.take()
+        acks, nacks = taken.acks, taken.nacks  # no cumulative: `acknowledge_cumulative` refuses it
         if not acks and not nacks:
             return
         try:
@@ -381,22 +365,20 @@ class PushConsumer(ConsumerBase):
             if nacks:
                 self._send({"type": "negativeAcknowledge", "messageIds": sorted(nacks)})
         except exceptions.PulsarException:
-            with self._ack_lock:  # sent again after the reconnect
-                self._acks.update(acks)
-                self._nacks.update(nacks)
-            self._acks_pending.set()
+            self._pending.restore(Taken(acks, nacks))  # sent again after the reconnect
             raise
 
     def _flush_loop(self) -> None:
         """Acknowledgements grouped over ACK_FLUSH_S, sent as one frame. Asleep while there are none:
         a thousand idle consumers in one process must not wake ten times a second each."""
+        wake = self._pending.wake
         while True:
-            self._acks_pending.wait()
+            wake.wait()
             if self._closed.wait(ACK_FLUSH_S):  # the acknowledgements of the next 100 ms go too
                 return
-            self._acks_pending.clear()
+            wake.clear()
             if not self._connected.is_set():  # kept for after the reconnect
-                self._acks_pending.set()
+                wake.set()
                 continue
             try:
                 self._flush_acks()
