@@ -1,11 +1,13 @@
-"""The emulator's TransactWriteItems against the size of the table, with and without
-`magnetar.local.moto_fixes` (moto 5.2 deep-copies each table a transaction names, per transaction).
+"""The emulator's TransactWriteItems and Query against the size of the table, with and without
+`magnetar.local.moto_fixes` (moto 5.2 deep-copies each table a transaction names, per transaction,
+and sorts every item of the table for each Query).
 
     .venv/bin/python bench/emulator_transactions.py --items 100 1000 5000 --transactions 300
 
 Each case runs in a fresh process on moto's in-process backend (`mock_aws`, no HTTP): a table of
 `--items` items, then `--transactions` two-item transactions (a Put and a conditional Update, as a
-seal commit). Reports ms per transaction and the resident memory the transactions added. Writes
+seal commit), then `--transactions` Queries of one partition key (a topic's cursors or segments).
+Reports ms per transaction, ms per query and the resident memory the transactions added. Writes
 bench/results/emulator-transactions.json.
 """
 
@@ -54,8 +56,14 @@ def child(items: int, transactions: int, fixed: bool) -> dict[str, float]:
                             "ExpressionAttributeValues": {":n": {"N": str(i + 1)}, ":old": {"N": str(i)}}}},
             ])
         elapsed = time.perf_counter() - started
+        rss_added = rss_mb() - before
+        started = time.perf_counter()
+        for i in range(transactions):
+            ddb.query(TableName="t", KeyConditionExpression="pk = :p",
+                      ExpressionAttributeValues={":p": {"S": f"TP#{i % max(items, 1)}"}})
+        queried = time.perf_counter() - started
     return {"items": items, "moto_fixes": fixed, "ms_per_transaction": round(elapsed / transactions * 1000, 2),
-            "rss_added_mb": round(rss_mb() - before, 1)}
+            "ms_per_query": round(queried / transactions * 1000, 2), "rss_added_mb": round(rss_added, 1)}
 
 
 def main() -> None:

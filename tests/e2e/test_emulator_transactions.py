@@ -78,3 +78,23 @@ def test_a_transaction_that_passes_writes_every_item(ddb: Any) -> None:
         ])
     ddb.put_item(TableName=table, Item={"pk": {"S": "p"}, "sk": {"S": "e"}, "v": {"S": "after"}})
     assert _items(ddb, table) == {"a": "2", "b": "new", "e": "after"}
+
+
+def test_a_query_reads_its_partition_only_and_pages_like_dynamodb(ddb: Any) -> None:
+    """moto_fixes hands moto's query the queried partition (moto sorted the whole table per query)."""
+    table = _table(ddb)
+    for pk in ("a", "b", "c"):
+        for i in range(5):
+            ddb.put_item(TableName=table, Item={"pk": {"S": pk}, "sk": {"S": f"{i:02d}"}, "v": {"S": pk * 3}})
+    query = {"TableName": table, "KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": "b"}}}
+    assert [i["sk"]["S"] for i in ddb.query(**query)["Items"]] == ["00", "01", "02", "03", "04"]
+    assert [i["sk"]["S"] for i in ddb.query(**query, ScanIndexForward=False)["Items"]] == ["04", "03", "02", "01", "00"]
+    first = ddb.query(**query, Limit=2)
+    assert [i["sk"]["S"] for i in first["Items"]] == ["00", "01"]
+    rest = ddb.query(**query, ExclusiveStartKey=first["LastEvaluatedKey"])
+    assert [i["sk"]["S"] for i in rest["Items"]] == ["02", "03", "04"]
+    ranged = ddb.query(TableName=table, KeyConditionExpression="pk = :p AND sk BETWEEN :lo AND :hi",
+                       ExpressionAttributeValues={":p": {"S": "c"}, ":lo": {"S": "01"}, ":hi": {"S": "03"}})
+    assert [(i["pk"]["S"], i["sk"]["S"]) for i in ranged["Items"]] == [("c", "01"), ("c", "02"), ("c", "03")]
+    assert ddb.query(**{**query, "ExpressionAttributeValues": {":p": {"S": "nope"}}})["Items"] == []
+    assert len(ddb.scan(TableName=table)["Items"]) == 15, "a query of a missing partition adds nothing"
