@@ -8,6 +8,11 @@ the very property Magnetar's coordination relies on. Serializing requests gives 
 that atomicity; its throughput is GIL-bound anyway. `magnetar.local.moto_fixes` mends moto where a
 long run needs it (TransactWriteItems' rollback copied whole tables).
 
+Served by waitress, not werkzeug's development server: werkzeug 3 closes the connection after every
+response (and starts a thread for every connection), so each AWS call paid a TCP handshake and a
+thread start; waitress keeps HTTP/1.1 connections alive and runs the app on a fixed pool of threads
+(docs/benchmarks.md, "The emulator's own cost").
+
 `--limits on` enforces AWS's service limits with AWS's errors and `--latency` adds modeled AWS
 latency (`magnetar.local.aws_limits`: a WSGI middleware around the serialized app; the modeled
 wait happens outside the lock).
@@ -22,9 +27,9 @@ import sys
 import threading
 from typing import Any
 
+import waitress
 from moto.moto_server.threaded_moto_server import ThreadedMotoServer  # noqa: F401 - keeps moto's server deps loaded
 from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-from werkzeug.serving import WSGIRequestHandler, run_simple
 
 
 class SerializedApp:
@@ -38,13 +43,6 @@ class SerializedApp:
             return list(self.app(environ, start_response))
 
 
-class _QuietHandler(WSGIRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: boto3 reuses connections
-
-    def log_request(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Magnetar's embedded AWS emulator (moto server)")
     parser.add_argument("--host", default="127.0.0.1")
@@ -53,9 +51,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="Enforce AWS's service limits with AWS's errors (magnetar.local.fidelity).")
     parser.add_argument("--latency", action="store_true", help="Add modeled AWS latency per operation.")
     parser.add_argument("--seed", type=int, default=None, help="The latency model's random seed.")
+    parser.add_argument("--threads", type=int, default=64,
+                        help="Threads serving requests (they wait for one another: moto is serialized, but a "
+                             "modeled latency is waited out outside the lock, side by side).")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no dev-server banner, no access log
+    logging.getLogger("waitress").setLevel(logging.ERROR)  # no banner, no "task queue depth" warnings
     from magnetar.local import moto_fixes
 
     moto_fixes.apply()  # transactions roll back their items, not a copy of every table
@@ -67,7 +68,11 @@ def main(argv: list[str] | None = None) -> None:
 
         app = AwsEndpoint(serialized, limits=args.limits == "on",
                           latency=LatencyModel(args.seed) if args.latency else None, backend_lock=serialized.lock)
-    run_simple(args.host, args.port, app, threaded=True, request_handler=_QuietHandler)
+    # connection_limit: every boto3 client of the runtime keeps up to 10 connections; poll(), not
+    # select(), past 1,024 sockets; the channel timeout closes a client's idle connection after 5 min.
+    waitress.serve(app, host=args.host, port=args.port, threads=args.threads, connection_limit=4000,
+                   backlog=2048, asyncore_use_poll=True, channel_timeout=300, ident="magnetar-emulator",
+                   _quiet=True)
 
 
 if __name__ == "__main__":
