@@ -14,6 +14,16 @@ Entry ids are dense integers within a topic partition, so positions are plain in
 
 All operations are pure changes of this state; the dispatcher persists it with a conditional
 write, so any Lambda may change any cursor and concurrent changes never interleave.
+
+Key_Shared ownership (`key_owner`): Sticky, the consumer whose ranges hold the key's hash;
+AutoSplit, the live consumers sorted by name split the hash range evenly — except on a partition
+of a partitioned topic with at least as many partitions as live consumers, where every key of
+partition i goes to the (i mod n)-th of them (Failover's rule, without priority levels). That is
+a valid Key_Shared assignment, as Pulsar's sticky-key selectors are per partition (each
+partition is a topic with its own dispatcher), and it gives each partition's cursor one writer
+instead of all the consumers. Either way a key held, sent and unacknowledged, by another
+consumer waits until it is acknowledged, and no entry of a key overtakes an older one that
+waits, so a key's order holds when ownership moves as consumers come and go.
 """
 
 from __future__ import annotations
@@ -291,10 +301,31 @@ class CursorState:
         live = [c for c in live if self.consumers[c].priority == highest]
         return live[max(partition, 0) % len(live)]
 
-    def key_owner(self, hash_value: int, now: int) -> str | None:
-        """Key_Shared: AutoSplit, the live consumers, sorted by name, split the hash range evenly;
-        Sticky, the consumer whose ranges hold the hash (None, so the key waits, if none does)."""
+    def partition_owner(self, now: int, partition: int = -1, partitions: int = 0) -> str | None:
+        """Key_Shared AutoSplit on partition `partition` of a partitioned topic of `partitions`
+        partitions, when there are at least as many partitions as live consumers: the one consumer
+        that owns every key of the partition, the live consumers sorted by name taking partition i
+        in turn (i mod n). None otherwise (a non-partitioned topic, Sticky ranges, more consumers
+        than partitions, no live consumer): keys are split by their hash."""
+        return self._partition_owner(self.live_consumers(now), partition, partitions)
+
+    def _partition_owner(self, live: list[str], partition: int, partitions: int) -> str | None:
+        if self.subscription_type != "Key_Shared" or partition < 0 or not live or partitions < len(live):
+            return None
+        if self.consumers[live[0]].key_shared.ranges is not None:  # Sticky: the consumers' own ranges
+            return None
+        return live[partition % len(live)]
+
+    def key_owner(self, hash_value: int, now: int, partition: int = -1, partitions: int = 0) -> str | None:
+        """Key_Shared: the consumer a key's entries go to. On a partition of a partitioned topic
+        (`partition` >= 0 of `partitions`) in AutoSplit mode with at least as many partitions as
+        live consumers, the partition's owner (`partition_owner`); else AutoSplit, the live
+        consumers, sorted by name, split the hash range evenly; Sticky, the consumer whose ranges
+        hold the hash (None, so the key waits, if none does)."""
         live = self.live_consumers(now)
+        owner = self._partition_owner(live, partition, partitions)
+        if owner is not None:
+            return owner
         if live and self.consumers[live[0]].key_shared.ranges is not None:
             return next((c for c in live if self.consumers[c].key_shared.covers(hash_value)), None)
         return live[hash_value * len(live) // HASH_RANGE] if live else None
@@ -314,12 +345,15 @@ class CursorState:
         self.deliveries.append(head)
         return head
 
-    def ready_for(self, consumer: str, now: int) -> list[Delivery]:
+    def ready_for(self, consumer: str, now: int, partition: int = -1, partitions: int = 0,
+                  assign: bool = True) -> list[Delivery]:
         """What may be handed to `consumer` now, oldest first: entries assigned to it and not yet
         sent, and released entries that are due. Key_Shared keeps each key on one consumer at a
-        time: a key still held (sent, unacknowledged) by another consumer waits until it is acked
-        (Pulsar's "draining hashes"; not with allowOutOfOrderDelivery), and no entry of a key
-        overtakes an older one that waits."""
+        time (`key_owner`, given this cursor's partition and the topic's partition count): a key
+        still held (sent, unacknowledged) by another consumer waits until it is acked (Pulsar's
+        "draining hashes"; not with allowOutOfOrderDelivery), and no entry of a key overtakes an
+        older one that waits. `assign` False: only look, leave the waiting entries' owners as
+        they are (a step that hands nothing out then changes nothing)."""
         key_shared = self.subscription_type == "Key_Shared"
         lease = self.consumers.get(consumer)
         in_order = key_shared and not (lease is not None and lease.key_shared.out_of_order)
@@ -333,8 +367,9 @@ class CursorState:
                 blocked.add(d.key_hash)
                 continue
             if key_shared:
-                owner = self.key_owner(d.key_hash or 0, now)
-                d.consumer = owner  # not sent yet, so it may move when consumers come and go
+                owner = self.key_owner(d.key_hash or 0, now, partition, partitions)
+                if assign:
+                    d.consumer = owner  # not sent yet, so it may move when consumers come and go
                 if owner != consumer or d.key_hash in held_elsewhere or d.key_hash in blocked:
                     blocked.add(d.key_hash)
                     continue

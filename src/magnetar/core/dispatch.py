@@ -6,6 +6,14 @@ its version. Two Lambdas serving the same subscription never hand out the same e
 of the race re-reads and tries again. The in-memory part is `SubscriptionService.step`, so a
 receive over several partitions of a partitioned topic (`dispatch_partitions`) takes the same
 step per partition and writes the cursors together.
+
+Key_Shared on a partitioned topic with at least as many partitions as consumers (AutoSplit) gives
+each partition's keys to one consumer (`CursorState.partition_owner`; Pulsar's sticky-key
+selectors are per partition): the others neither admit new entries into that partition's cursor
+nor write it, so each cursor has one writer rather than every consumer racing on it. The
+partition count is looked up for Key_Shared partitions only, and cached for
+PARTITION_COUNT_TTL_MS per parent topic (a stale count only changes the assignment for a moment;
+the per-key ordering protections hold either way).
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ MAX_ENTRIES_PER_RECEIVE = 100
 MAX_RECEIVE_BYTES = 4 * 1024 * 1024  # base64 in JSON must stay under Lambda's 6 MB response
 CONFLICT_RETRIES = 20
 UNKNOWN_END = 2**62  # "the writer may be anywhere": the journal tail read finds out
+PARTITION_COUNT_TTL_MS = 30_000  # a partitioned topic's partition count, cached per parent (Key_Shared)
 
 
 @dataclass(frozen=True)
@@ -130,6 +139,7 @@ class SubscriptionService:
         self.reader = reader
         self.clock = clock
         self.policies = policies  # the topic's effective policies (cached by the ledger writer)
+        self._partition_counts: dict[TopicName, tuple[int, int]] = {}  # parent -> (partitions, read at ms)
 
     # --- subscribe / close ---------------------------------------------------------------
     def subscribe(
@@ -388,10 +398,14 @@ class SubscriptionService:
         sub_type = state.subscription_type
         if sub_type == "Failover" and state.active_consumer(now, topic.partition_index) != consumer:
             return []  # a standby: it gets messages when the active consumer goes away
+        partition, partitions = topic.partition_index, self._key_shared_partitions(topic, state, now)
+        owner = state.partition_owner(now, partition, partitions) if partitions else None
+        if owner not in (None, consumer) and not state.ready_for(consumer, now, partition, partitions, assign=False):
+            return []  # Key_Shared, another consumer owns this partition's keys: it admits, not this one
         self._admit_new_entries(topic, view, state, now, max_messages)
         out: list[DeliveredEntry] = []
         messages = size = 0
-        for d in state.ready_for(consumer, now):
+        for d in state.ready_for(consumer, now, partition, partitions):
             length = d.end - d.start
             entries = self.reader.read(topic, d.start, length, view.seal, view.writer)
             taken = 0
@@ -413,6 +427,23 @@ class SubscriptionService:
         if out:
             state.record_out(messages, size, now)
         return out
+
+    def _key_shared_partitions(self, topic: TopicName, state: CursorState, now: int) -> int:
+        """The partition count of the partitioned topic `topic` is a partition of, for a Key_Shared
+        AutoSplit cursor (0, and no read, otherwise; 0 too if the parent is not partitioned):
+        cached per parent for PARTITION_COUNT_TTL_MS."""
+        if state.subscription_type != "Key_Shared" or topic.partition_index < 0:
+            return 0
+        live = state.live_consumers(now)
+        if not live or state.consumers[live[0]].key_shared.ranges is not None:
+            return 0  # Sticky ranges (or nobody): the partition count does not matter
+        parent = topic.partitioned_topic
+        cached = self._partition_counts.get(parent)
+        if cached is not None and now - cached[1] < PARTITION_COUNT_TTL_MS:
+            return cached[0]
+        count = self.metadata.get_partitions(parent) or 0
+        self._partition_counts[parent] = (count, now)
+        return count
 
     def _admit_new_entries(
         self, topic: TopicName, view: SubscriptionView, state: CursorState, now: int, max_messages: int

@@ -14,6 +14,12 @@ dispatch write that hands entries out. A stats call only reads:
 - `partitioned_stats`: the partition count (one GetItem), then `topic_stats` of each partition,
   run side by side.
 
+A Key_Shared AutoSplit subscription on a partition reports the dispatcher's assignment (each
+consumer's keyHashRanges): with at least as many partitions as consumers one consumer owns the
+whole hash range of the partition (`CursorState.partition_owner`), so `topic_stats` of a single
+partition reads the partition count too (one GetItem, only when it has such a subscription);
+`partitioned_stats` already has it.
+
 Which figures are exact and which are estimates is said in docs/semantics.md ("Topic stats").
 """
 
@@ -67,6 +73,7 @@ class _Snapshot:
     writer: WriterState
     cursors: dict[str, tuple[CursorState, int]]
     exists: bool  # False: a partition never used yet (or a non-persistent topic without a writer)
+    partitions: int | None = None  # the parent's partition count, when known (Key_Shared assignment)
 
 
 class TopicStatsService:
@@ -90,7 +97,7 @@ class TopicStatsService:
         """Pulsar's PartitionedTopicStats: the partitions' stats summed, and each partition's."""
         partitions = self._partitions(topic)
         names = [topic.partition(i) for i in range(partitions)]
-        each = self._each(names, lambda p: self._topic_stats(self._load(p, known_partition=True)))
+        each = self._each(names, lambda p: self._topic_stats(self._load(p, True, partitions)))
         total = _aggregate(each)
         total["metadata"] = {"partitions": partitions}
         total["partitions"] = {str(n): s for n, s in zip(names, each, strict=True)} if per_partition else {}
@@ -118,13 +125,22 @@ class TopicStatsService:
         with ThreadPoolExecutor(max_workers=min(MAX_PARALLEL_PARTITIONS, len(names))) as pool:
             return list(pool.map(fn, names))
 
-    def _load(self, topic: TopicName, known_partition: bool = False) -> _Snapshot:
+    def _load(self, topic: TopicName, known_partition: bool = False, partitions: int | None = None) -> _Snapshot:
         seal, writer = self.metadata.get_topic_state(topic)
         if writer is None:
             if not known_partition:
                 self._check_missing(topic)
             return _Snapshot(topic, SealState(), WriterState(0, 0, 0, 0, 0), {}, exists=False)
-        return _Snapshot(topic, seal, writer, self.metadata.list_cursors(topic), exists=True)
+        return _Snapshot(topic, seal, writer, self.metadata.list_cursors(topic), exists=True, partitions=partitions)
+
+    def _partition_count(self, snap: _Snapshot) -> int:
+        """The parent's partition count for a partition's Key_Shared assignment (read once, only
+        when asked: a partition with a Key_Shared subscription)."""
+        if snap.topic.partition_index < 0:
+            return 0
+        if snap.partitions is None:
+            snap.partitions = self.metadata.get_partitions(snap.topic.partitioned_topic) or 0
+        return snap.partitions
 
     def _check_missing(self, topic: TopicName) -> None:
         """A topic without a writer item: a partition of a partitioned topic that nothing used yet
@@ -199,10 +215,13 @@ class TopicStatsService:
             })
         return out
 
-    @staticmethod
-    def _subscription_stats(snap: _Snapshot, state: CursorState, now: int) -> dict[str, Any]:
+    def _subscription_stats(self, snap: _Snapshot, state: CursorState, now: int) -> dict[str, Any]:
         state.expire(now)  # a local view only (never written): lapsed consumers hold nothing
         live = state.live_consumers(now)
+        owner = None  # Key_Shared AutoSplit on a partition: the consumer owning all its keys, if one does
+        if (state.subscription_type == "Key_Shared" and live and snap.topic.partition_index >= 0
+                and state.consumers[live[0]].key_shared.ranges is None):
+            owner = state.partition_owner(now, snap.topic.partition_index, self._partition_count(snap))
         rate_msgs, rate_bytes, rate_at = state.rate_out
         consumers: list[dict[str, Any]] = []
         for i, name in enumerate(live):
@@ -214,6 +233,8 @@ class TopicStatsService:
             sticky = state.consumers[name].key_shared.ranges
             if state.subscription_type == "Key_Shared" and sticky is not None:  # its own Sticky ranges
                 consumer["keyHashRanges"] = [f"[{lo}, {hi}]" for lo, hi in sorted(sticky)]
+            elif state.subscription_type == "Key_Shared" and owner is not None:  # the partition's owner
+                consumer["keyHashRanges"] = [f"[0, {HASH_RANGE - 1}]"] if name == owner else []
             elif state.subscription_type == "Key_Shared":  # CursorState.key_owner's split of the hash range
                 lo, hi = -(-i * HASH_RANGE // len(live)), -(-(i + 1) * HASH_RANGE // len(live)) - 1
                 consumer["keyHashRanges"] = [f"[{lo}, {hi}]"]
