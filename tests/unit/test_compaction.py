@@ -8,9 +8,9 @@ import pytest
 from magnetar.adapters.memory import memory_broker
 from magnetar.adapters.memory_compaction import memory_compactor
 from magnetar.core import crashpoints
+from magnetar.core.acks import Acks
 from magnetar.core.compaction import ERROR, NOT_RUN, RUNNING, SUCCESS
 from magnetar.core.compaction import compactor as comp  # the run reads these limits
-from magnetar.core.dispatch import Acks
 from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import Conflict
 from magnetar.core.naming import NamespaceName, TopicName

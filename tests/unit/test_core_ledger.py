@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from magnetar.adapters.memory import ManualClock, memory_broker
-from magnetar.core.dispatch import Acks
+from magnetar.core.acks import Acks
 from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import ConsumerBusy, InvalidInput, NotAllowed, NotFound, PayloadTooLarge
 from magnetar.core.ledger import HOLE_GRACE_MS
@@ -163,7 +163,7 @@ def test_ledger_rolls_over_and_segments_never_span_ledgers(monkeypatch: pytest.M
 
 
 def test_batch_index_acks_riding_on_an_empty_poll_are_written() -> None:
-    from magnetar.core.dispatch import Acks
+    from magnetar.core.acks import Acks
 
     broker = memory_broker()
     broker.subscriptions.subscribe(T, "s", "c", "Shared", "Earliest", ack_timeout_ms=1000)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from magnetar.adapters.memory import ManualClock, memory_broker
-from magnetar.core.dispatch import Acks
+from magnetar.core.acks import Acks
 from magnetar.core.dispatch_partitions import acknowledge_partitions, receive_partitions
 from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import InvalidInput, NotAllowed, SubscriptionNotFound

@@ -14,7 +14,7 @@ from collections import defaultdict
 import pytest
 
 from magnetar.adapters.memory import ManualClock, memory_broker
-from magnetar.core.dispatch import Acks
+from magnetar.core.acks import Acks
 from magnetar.core.entry import Batch, Message
 from magnetar.core.naming import TopicName
 

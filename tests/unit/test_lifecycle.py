@@ -6,7 +6,7 @@ import pytest
 
 from magnetar.adapters.memory import ManualClock, memory_broker
 from magnetar.core import crashpoints
-from magnetar.core.dispatch import Acks
+from magnetar.core.acks import Acks
 from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import BacklogQuotaExceeded, TooManyRequests
 from magnetar.core.naming import NamespaceName, TopicName

@@ -4,7 +4,7 @@ skip never hides work (the next publish, a trash left behind, a backlog block to
 from __future__ import annotations
 
 from magnetar.adapters.memory import ManualClock, memory_broker
-from magnetar.core.dispatch import Acks
+from magnetar.core.acks import Acks
 from magnetar.core.entry import Batch, Message
 from magnetar.core.lifecycle import settled
 from magnetar.core.naming import NamespaceName, TopicName

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from magnetar.adapters.memory import ManualClock, memory_broker
-from magnetar.core.dispatch import Acks
+from magnetar.core.acks import Acks
 from magnetar.core.entry import Batch, Message, encode_messages
 from magnetar.core.errors import NotFound, TopicNotFound
 from magnetar.core.ledger import PRODUCER_IDLE_MS

@@ -6,8 +6,8 @@ import base64
 from typing import Any
 
 from magnetar.api.models import INT64_MAX, AckRequest, ConsumerMessage, ProduceRequest, decode_b64
+from magnetar.core.acks import Acks
 from magnetar.core.compression import Codec
-from magnetar.core.dispatch import Acks
 from magnetar.core.encryption import to_wire as encryption_to_wire
 from magnetar.core.entry import Batch, ChunkInfo, Entry, Message, MessageIdData
 from magnetar.core.errors import InvalidInput

@@ -37,7 +37,8 @@ from magnetar.core.naming import TopicName
 from magnetar.core.ports import CursorWrite, SubscriptionView
 
 if TYPE_CHECKING:
-    from magnetar.core.dispatch import Acks, DeliveredEntry, Step, SubscriptionService
+    from magnetar.core.acks import Acks
+    from magnetar.core.dispatch import DeliveredEntry, Step, SubscriptionService
 
 log = logging.getLogger(__name__)
 
@@ -145,7 +146,8 @@ def _look(
     """One look at every partition; None when fewer than `min_messages` are ready (nothing
     written), else what each handed out and, when dispatch rates held everything back, the
     earliest time one of them opens again."""
-    from magnetar.core.dispatch import MAX_RECEIVE_BYTES, NO_ACKS
+    from magnetar.core.acks import NO_ACKS
+    from magnetar.core.dispatch import MAX_RECEIVE_BYTES
 
     now = service.clock.now_ms()
     views = service.metadata.get_subscription_views(topics, subscription)
@@ -214,7 +216,8 @@ def _again(service: SubscriptionService, topics: list[TopicName], partitions: li
     Other partitions' claims are already written, so nothing may be raised from here: a partition
     that cannot be stepped now (endless contention, its consumer detached meanwhile) hands out
     nothing this time and says its acks were not applied, for the client to send them again."""
-    from magnetar.core.dispatch import CONFLICT_RETRIES, NO_ACKS
+    from magnetar.core.acks import NO_ACKS
+    from magnetar.core.dispatch import CONFLICT_RETRIES
 
     out: dict[int, PartitionReceived] = {}
     todo = list(range(len(topics)))

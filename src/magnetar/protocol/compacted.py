@@ -19,7 +19,8 @@ from functools import cache
 from typing import TYPE_CHECKING
 
 from magnetar.client.compacted import CompactedFilter
-from magnetar.core.dispatch import Acks, DeliveredEntry
+from magnetar.core.acks import Acks
+from magnetar.core.dispatch import DeliveredEntry
 from magnetar.core.naming import TopicName
 
 if TYPE_CHECKING:

@@ -19,9 +19,10 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from magnetar.core.acks import Acks
 from magnetar.core.authz import Access
 from magnetar.core.cursor import AUTO_SPLIT, KeySharedPolicy
-from magnetar.core.dispatch import MAX_ENTRIES_PER_RECEIVE, MAX_POLL_INTERVAL_S, POLL_INTERVAL_S, Acks
+from magnetar.core.dispatch import MAX_ENTRIES_PER_RECEIVE, MAX_POLL_INTERVAL_S, POLL_INTERVAL_S
 from magnetar.core.errors import NotAllowed, SubscriptionNotFound
 from magnetar.core.naming import TopicName
 from magnetar.protocol import compacted

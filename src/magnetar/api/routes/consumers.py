@@ -39,9 +39,9 @@ from magnetar.api.models import (
 )
 from magnetar.api.openapi import Param
 from magnetar.api.wire import acks_from_request, entry_messages, entry_to_wire
+from magnetar.core.acks import NO_ACKS, Acks
 from magnetar.core.authz import Access
 from magnetar.core.cursor import AUTO_SPLIT, KeySharedPolicy
-from magnetar.core.dispatch import NO_ACKS, Acks
 from magnetar.core.dispatch_partitions import acknowledge_partitions, receive_partitions
 from magnetar.core.entry import MessageIdData
 from magnetar.core.errors import InvalidInput, NotAllowed

@@ -15,8 +15,8 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 
+from magnetar.core.acks import NO_ACKS, Acks
 from magnetar.core.broker import Broker
-from magnetar.core.dispatch import NO_ACKS, Acks
 from magnetar.core.errors import NotFound
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import Connection, ConnectionRegistry

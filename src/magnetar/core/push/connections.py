@@ -21,9 +21,9 @@ import json
 import logging
 from dataclasses import replace
 
+from magnetar.core.acks import Acks
 from magnetar.core.authz import ANONYMOUS, Access, Principal, Target
 from magnetar.core.broker import Broker
-from magnetar.core.dispatch import Acks
 from magnetar.core.entry import Batch, MessageIdData
 from magnetar.core.errors import ConsumerBusy, InvalidInput, MagnetarError, SubscriptionNotFound
 from magnetar.core.naming import TopicName

@@ -37,10 +37,11 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
+from magnetar.core.acks import NO_ACKS, Acks
 from magnetar.core.broker import Broker
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
-from magnetar.core.dispatch import MAX_ENTRIES_PER_RECEIVE, NO_ACKS, Acks, DeliveredEntry
+from magnetar.core.dispatch import MAX_ENTRIES_PER_RECEIVE, DeliveredEntry
 from magnetar.core.entry import Entry, decode_entry, record_headers
 from magnetar.core.errors import (
     InvalidInput,
