@@ -309,10 +309,13 @@ class CursorState:
         than partitions, no live consumer): keys are split by their hash."""
         return self._partition_owner(self.live_consumers(now), partition, partitions)
 
+    def splits_keys(self, live: list[str]) -> bool:
+        """Key_Shared in AutoSplit mode (no Sticky ranges) with `live` consumers: the dispatcher,
+        not the consumers' own ranges, decides which consumer gets which key."""
+        return self.subscription_type == "Key_Shared" and bool(live) and self.consumers[live[0]].key_shared.ranges is None
+
     def _partition_owner(self, live: list[str], partition: int, partitions: int) -> str | None:
-        if self.subscription_type != "Key_Shared" or partition < 0 or not live or partitions < len(live):
-            return None
-        if self.consumers[live[0]].key_shared.ranges is not None:  # Sticky: the consumers' own ranges
+        if partition < 0 or partitions < len(live) or not self.splits_keys(live):
             return None
         return live[partition % len(live)]
 

@@ -65,8 +65,6 @@ UNKNOWN_END = 2**62  # "the writer may be anywhere": the journal tail read finds
 PARTITION_COUNT_TTL_MS = 30_000  # a partitioned topic's partition count, cached per parent (Key_Shared)
 
 
-
-
 @dataclass(frozen=True)
 class Received:
     entries: list[DeliveredEntry]
@@ -397,11 +395,8 @@ class SubscriptionService:
         """The partition count of the partitioned topic `topic` is a partition of, for a Key_Shared
         AutoSplit cursor (0, and no read, otherwise; 0 too if the parent is not partitioned):
         cached per parent for PARTITION_COUNT_TTL_MS."""
-        if state.subscription_type != "Key_Shared" or topic.partition_index < 0:
-            return 0
-        live = state.live_consumers(now)
-        if not live or state.consumers[live[0]].key_shared.ranges is not None:
-            return 0  # Sticky ranges (or nobody): the partition count does not matter
+        if topic.partition_index < 0 or not state.splits_keys(state.live_consumers(now)):
+            return 0  # not Key_Shared AutoSplit on a partition: the partition count does not matter
         parent = topic.partitioned_topic
         cached = self._partition_counts.get(parent)
         if cached is not None and now - cached[1] < PARTITION_COUNT_TTL_MS:

@@ -136,8 +136,6 @@ class TopicStatsService:
     def _partition_count(self, snap: _Snapshot) -> int:
         """The parent's partition count for a partition's Key_Shared assignment (read once, only
         when asked: a partition with a Key_Shared subscription)."""
-        if snap.topic.partition_index < 0:
-            return 0
         if snap.partitions is None:
             snap.partitions = self.metadata.get_partitions(snap.topic.partitioned_topic) or 0
         return snap.partitions
@@ -219,8 +217,7 @@ class TopicStatsService:
         state.expire(now)  # a local view only (never written): lapsed consumers hold nothing
         live = state.live_consumers(now)
         owner = None  # Key_Shared AutoSplit on a partition: the consumer owning all its keys, if one does
-        if (state.subscription_type == "Key_Shared" and live and snap.topic.partition_index >= 0
-                and state.consumers[live[0]].key_shared.ranges is None):
+        if snap.topic.partition_index >= 0 and state.splits_keys(live):
             owner = state.partition_owner(now, snap.topic.partition_index, self._partition_count(snap))
         rate_msgs, rate_bytes, rate_at = state.rate_out
         consumers: list[dict[str, Any]] = []

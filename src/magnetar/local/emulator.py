@@ -6,12 +6,12 @@ backends are not thread-safe (its Kinesis put_record says so; its DynamoDB condi
 read and write in two steps), while AWS applies each write atomically per item and per shard —
 the very property Magnetar's coordination relies on. Serializing requests gives the emulator
 that atomicity; its throughput is GIL-bound anyway. `magnetar.local.moto_fixes` mends moto where a
-long run needs it (TransactWriteItems' rollback copied whole tables).
+long run needs it (TransactWriteItems' rollback copied whole tables, a Query sorted the whole table).
 
 Served by waitress, not werkzeug's development server: werkzeug 3 closes the connection after every
 response (and starts a thread for every connection), so each AWS call paid a TCP handshake and a
 thread start; waitress keeps HTTP/1.1 connections alive and runs the app on a fixed pool of threads
-(docs/benchmarks.md, "The emulator's own cost").
+(docs/architecture.md, "The emulator's server").
 
 `--limits on` enforces AWS's service limits with AWS's errors and `--latency` adds modeled AWS
 latency (`magnetar.local.aws_limits`: a WSGI middleware around the serialized app; the modeled
