@@ -129,9 +129,13 @@ def test_a_producer_over_the_publish_rate_is_slowed_to_it(admin: AdminClient, cl
     # a token bucket of one second: everything admitted in t seconds is at most 10 t + 10 (+1)
     elapsed = acked[-1]
     assert len(acked) <= 10 * elapsed + 11 + 1, f"{len(acked)} in {elapsed:.1f} s"
-    steady = [t for t in acked if t >= 3.0]  # the burst is used up by then
-    rate = (len(steady) - 1) / (steady[-1] - steady[0])
-    assert 5 <= rate <= 11, f"achieved {rate:.1f} msg/s against a limit of 10 ({len(acked)} in {elapsed:.1f} s)"
+    # past the first 3 s: at least half the limit, and at most the bucket's bound over that window
+    # (a slow start leaves the bucket full again, so the window may hold one more burst of 10 + 1)
+    steady = [t for t in acked if t >= 3.0]
+    window = steady[-1] - steady[0]
+    rate = (len(steady) - 1) / window
+    assert rate >= 5, f"achieved {rate:.1f} msg/s against a limit of 10 ({len(acked)} in {elapsed:.1f} s)"
+    assert len(steady) <= 10 * window + 11 + 1, f"{len(steady)} in the last {window:.1f} s against a limit of 10"
     # the namespace next door is not held back: none of its 40 publishes is refused (a refused
     # publish is a reservation write too, so refusals would show as more than 40)
     other = client.create_producer(f"persistent://public/default/free-{uuid.uuid4().hex[:6]}", batching_enabled=False)
