@@ -72,3 +72,17 @@ def _no_crash_points() -> Iterator[None]:
     from magnetar.core import crashpoints
 
     crashpoints.disable_all()
+
+
+@pytest.fixture
+def verify_timings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A verify run shortens the write deadline, hole grace and delay for itself (environment and
+    loaded modules); the tests after it in this process get the real ones back."""
+    import magnetar.core.ledger as ledger
+    from magnetar.core import delaypoints
+
+    for name in (ledger.common.ENV_WRITE_DEADLINE_MS, ledger.common.ENV_HOLE_GRACE_MS, delaypoints.ENV_DELAY_MS):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(ledger.common, "WRITE_DEADLINE_MS", ledger.common.WRITE_DEADLINE_MS)
+    monkeypatch.setattr(ledger.common, "HOLE_GRACE_MS", ledger.common.HOLE_GRACE_MS)
+    monkeypatch.setattr(delaypoints, "duration_ms", delaypoints.duration_ms)

@@ -1,5 +1,6 @@
 """The emulator's TransactWriteItems: all or nothing, with the rollback of `magnetar.local.moto_fixes`
-(the items the transaction names are put back; moto's own rollback copied whole tables)."""
+(the items the transaction names are put back; moto's own rollback copied whole tables), and the
+DynamoDB adapter's grouped transactions on it (seal commits of many topics, one conflict among them)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 
+from magnetar.core.naming import TopicName
 from magnetar.local.cluster import free_port, start_emulator
 from magnetar.local.fidelity import AwsFidelity
 
@@ -98,3 +100,48 @@ def test_a_query_reads_its_partition_only_and_pages_like_dynamodb(ddb: Any) -> N
     assert [(i["pk"]["S"], i["sk"]["S"]) for i in ranged["Items"]] == [("c", "01"), ("c", "02"), ("c", "03")]
     assert ddb.query(**{**query, "ExpressionAttributeValues": {":p": {"S": "nope"}}})["Items"] == []
     assert len(ddb.scan(TableName=table)["Items"]) == 15, "a query of a missing partition adds nothing"
+
+
+class _Counting:
+    """The DynamoDB client, counting the transactions it is asked for."""
+
+    def __init__(self, ddb: Any) -> None:
+        self.ddb = ddb
+        self.transactions: list[int] = []
+
+    def transact_write_items(self, **kwargs: Any) -> Any:
+        self.transactions.append(len(kwargs["TransactItems"]))
+        return self.ddb.transact_write_items(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.ddb, name)
+
+
+def _commit(topic: str, expected: int, entries: int = 2) -> Any:
+    from magnetar.core.ports import SealState, SegmentCommit, SegmentMeta
+
+    last = expected + entries - 1
+    meta = SegmentMeta(topic, 0, expected, last, f"seg/{topic}/{expected}-{last}", tuple(range(0, 10 * (entries + 1), 10)),
+                       entries, 1, 1)
+    return SegmentCommit(meta, expected, SealState(next_entry=last + 1, sealed_entries=last + 1))
+
+
+def test_the_seal_commits_of_many_topics_go_in_few_transactions_and_a_conflict_costs_only_its_own(ddb: Any) -> None:
+    from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
+
+    table = _table(ddb)
+    counting = _Counting(ddb)
+    store = DynamoMetadataStore(table, dynamodb=counting)
+    topics = [f"persistent://t/ns/many-{i}" for i in range(120)]
+    assert store.commit_segments([_commit(t, 0) for t in topics]) == [True] * 120
+    assert counting.transactions == [100, 100, 40]  # 50 topics (segment + seal state) per transaction
+
+    counting.transactions.clear()
+    # topic 7 is expected at the wrong entry (another sealer moved it): only its commit is refused
+    commits = [_commit(t, 5 if n == 7 else 2) for n, t in enumerate(topics[:10])]
+    assert store.commit_segments(commits) == [n != 7 for n in range(10)]
+    assert counting.transactions == [20, 18]  # cancelled once, sent again without it
+    states = store.get_seal_states(topics[:10])
+    assert [states[t].next_entry for t in topics[:10]] == [2 if n == 7 else 4 for n in range(10)]
+    assert [s.last_entry for s in store.list_segments(TopicName.parse(topics[7]), 0, 10)] == [1]
+    assert [s.last_entry for s in store.list_segments(TopicName.parse(topics[8]), 0, 10)] == [1, 3]

@@ -3,20 +3,11 @@ the hole grace, and still nothing acknowledged is lost, nothing handed out twice
 
 from __future__ import annotations
 
-import pytest
-
-import magnetar.core.ledger as ledger
 from magnetar.core import delaypoints
 from magnetar.verify.runner import DELAY_POINTS, RUN_HOLE_GRACE_MS, Verifier
 
 
-def test_seeded_verify_with_delay_points_finds_no_violation(cluster, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    # the run shortens the timings for itself; the rest of the session gets them back
-    for name in (ledger.common.ENV_WRITE_DEADLINE_MS, ledger.common.ENV_HOLE_GRACE_MS, delaypoints.ENV_DELAY_MS):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setattr(ledger.common, "WRITE_DEADLINE_MS", ledger.common.WRITE_DEADLINE_MS)
-    monkeypatch.setattr(ledger.common, "HOLE_GRACE_MS", ledger.common.HOLE_GRACE_MS)
-    monkeypatch.setattr(delaypoints, "duration_ms", delaypoints.duration_ms)
+def test_seeded_verify_with_delay_points_finds_no_violation(cluster, verify_timings) -> None:  # type: ignore[no-untyped-def]
     # seed 3: a sealer stalled mid-commit and a journal write landing after its ids' grace (two
     # producers on a deduplicated topic), then a writer stalled past its deadline before writing
     # (a loaded machine overruns the run's 0.5 s write deadline often: retried publishes multiply

@@ -211,18 +211,22 @@ def test_topics_of_one_batch_are_sealed_side_by_side_and_a_failing_one_does_not_
     topics = [TopicName.parse(f"many-{i}") for i in range(20)]
     for topic in topics:
         publish(broker, 3, topic)
-    commit = broker.metadata.commit_segment
+    commit = broker.metadata.commit_segments
+    calls: list[int] = []
 
-    def conflicting(meta, expected_next, state):  # type: ignore[no-untyped-def]
-        if meta.topic == str(topics[7]):
-            return False  # another sealer moved this topic's seal state
-        return commit(meta, expected_next, state)
+    def conflicting(commits):  # type: ignore[no-untyped-def]
+        calls.append(len(commits))
+        applied = commit([c for c in commits if c.segment.topic != str(topics[7])])
+        flags = iter(applied)
+        # another sealer moved topic 7's seal state
+        return [False if c.segment.topic == str(topics[7]) else next(flags) for c in commits]
 
-    monkeypatch.setattr(broker.metadata, "commit_segment", conflicting)
+    monkeypatch.setattr(broker.metadata, "commit_segments", conflicting)
     with pytest.raises(RetryableError):
         seal_all(broker)
+    assert calls == [20]  # the 20 topics' commits went together
     states = broker.metadata.get_seal_states([str(t) for t in topics])
     assert [states[str(t)].next_entry if str(t) in states else 0 for t in topics] == [3] * 7 + [0] + [3] * 12
-    monkeypatch.setattr(broker.metadata, "commit_segment", commit)
+    monkeypatch.setattr(broker.metadata, "commit_segments", commit)
     outcome = seal_all(broker)  # the replay seals what is left and skips the rest
     assert outcome.sealed_entries == 3 and outcome.segments_written == 1

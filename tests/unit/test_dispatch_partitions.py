@@ -76,7 +76,7 @@ def test_acks_by_partition_ride_along_and_nacks_redeliver() -> None:
     assert receive(broker, "c", [0, 1]) == {0: [0, 1], 1: [0, 1]}
     acks = {0: Acks(entries=(0, 1)), 1: Acks(entries=(0,), nacks=(1,), consumer="c")}
     assert receive(broker, "c", [0, 1], acks=acks) == {0: [], 1: [1]}
-    views = broker.metadata.get_subscription_views([PARENT.partition(0), PARENT.partition(1)], "s")
+    views = broker.metadata.get_subscription_views([(PARENT.partition(0), "s"), (PARENT.partition(1), "s")])
     assert [v.cursor.mark_delete for v in views] == [2, 1]
 
 
@@ -192,6 +192,6 @@ def test_acknowledge_partitions_applies_each_partitions_acks_in_one_step() -> No
     receive(broker, "c", [0, 1])
     epochs = acknowledge_partitions(broker.subscriptions, PARENT, "s", {0: Acks(entries=(0, 1)), 1: Acks(entries=(1,))})
     assert epochs == {0: 0, 1: 0}
-    views = broker.metadata.get_subscription_views([PARENT.partition(0), PARENT.partition(1)], "s")
+    views = broker.metadata.get_subscription_views([(PARENT.partition(0), "s"), (PARENT.partition(1), "s")])
     assert [v.cursor.mark_delete for v in views] == [2, 0]
     assert [v.cursor.acked for v in views] == [[], [[1, 2]]]

@@ -113,7 +113,7 @@ def test_the_policy_survives_persistence_and_lease_renewal() -> None:
     clock.advance(DEFAULT_LEASE_MS * 2 // 3)  # the next receive renews the lease
     publish(b, HIGH_KEYS + LOW_KEYS)
     assert sorted(keys_received(b, "low")) == sorted(LOW_KEYS)
-    state = b.metadata.get_subscription_views([TOPIC], "s")[0].cursor
+    state = b.metadata.get_subscription_views([(TOPIC, "s")])[0].cursor
     assert state.consumers["low"].key_shared == KeySharedPolicy(LOW, True)
     assert state.consumers["low"].expires_at > clock.now_ms() + DEFAULT_LEASE_MS // 2
     again = CursorState.from_dict(state.to_dict())
@@ -128,7 +128,7 @@ def test_policy_is_ignored_on_other_subscription_types() -> None:
     b, _ = broker()
     b.subscriptions.subscribe(TOPIC, "sh", "a", "Shared", "Earliest", key_shared=KeySharedPolicy(LOW))
     b.subscriptions.subscribe(TOPIC, "sh", "b", "Shared", "Earliest", key_shared=KeySharedPolicy(LOW))
-    state = b.metadata.get_subscription_views([TOPIC], "sh")[0].cursor
+    state = b.metadata.get_subscription_views([(TOPIC, "sh")])[0].cursor
     assert state.consumers["a"].key_shared == AUTO_SPLIT
 
 

@@ -291,6 +291,33 @@ def test_the_push_after_a_journal_batch_serves_only_topics_with_connections(h: H
     assert h.broker.cache.get(TOPIC, 0) is not None  # served from the batch, not read back from S3
 
 
+def test_a_journal_batch_of_many_topics_reads_their_subscriptions_in_one_call_and_commits_together(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many low-rate topics in one journal batch: the seal commits go in one call, and the
+    subscriptions pushed to are read in one call, not one read and one commit per topic."""
+    topics = [f"persistent://public/default/many-{i}" for i in range(12)]
+    cids = [h.consumer(topic=t) for t in topics]
+    h.consumer(sub="other", topic=topics[0])  # a second subscription on one topic
+    calls: dict[str, list[int]] = {"views": [], "view": [], "commits": []}
+    metadata = h.broker.metadata
+    view, commits = metadata.get_subscription_view, metadata.commit_segments
+
+    def views(keys):  # type: ignore[no-untyped-def]
+        calls["views"].append(len(keys))
+        return [view(t, s) for t, s in keys]
+
+    monkeypatch.setattr(metadata, "get_subscription_views", views)
+    monkeypatch.setattr(metadata, "get_subscription_view", lambda t, s: calls["view"].append(1) or view(t, s))
+    monkeypatch.setattr(metadata, "commit_segments", lambda c: calls["commits"].append(len(c)) or commits(c))
+    for n, t in enumerate(topics):
+        h.produce(f"m{n}", topic=t)
+    h.journal()
+    assert [payloads(h.got(cid)) for cid in cids] == [[f"m{n}"] for n in range(12)]
+    assert calls["commits"] == [12]  # every topic's segment committed in one call
+    assert calls["views"] == [13]  # the 13 subscriptions' views in one read
+    assert calls["view"] == []  # and no subscription read its own
+
+
 def test_a_reader_that_connects_while_its_entry_is_being_sealed_gets_it_pushed(h: Harness) -> None:
     """The connection's own first read finds the entry not sealed yet; the journal batch's push
     must find the connection (looked up after the seal), or the entry waits for the next message."""

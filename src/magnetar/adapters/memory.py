@@ -29,6 +29,7 @@ from magnetar.core.ports import (
     ProducerClaim,
     Reservation,
     SealState,
+    SegmentCommit,
     SegmentMeta,
     SubscriptionView,
     TenantInfo,
@@ -324,7 +325,10 @@ class MemoryMetadataStore:
     def get_seal_states(self, topics: list[str]) -> dict[str, SealState]:
         return {name: self.topics[name].seal for name in topics if name in self.topics}
 
-    def commit_segment(self, segment: SegmentMeta, expected_next_entry: int, new_state: SealState) -> bool:
+    def commit_segments(self, commits: list[SegmentCommit]) -> list[bool]:
+        return [self._commit_segment(c.segment, c.expected_next_entry, c.new_state) for c in commits]
+
+    def _commit_segment(self, segment: SegmentMeta, expected_next_entry: int, new_state: SealState) -> bool:
         with self._lock:
             t = self.topics[segment.topic]
             if t.seal.next_entry != expected_next_entry or segment.last_entry in t.segments:
@@ -364,8 +368,8 @@ class MemoryMetadataStore:
             t.cursors[subscription] = (copy.deepcopy(state.to_dict()), version + 1)
             return True
 
-    def get_subscription_views(self, topics: list[TopicName], subscription: str) -> list[SubscriptionView]:
-        return [self.get_subscription_view(topic, subscription) for topic in topics]
+    def get_subscription_views(self, keys: list[tuple[TopicName, str]]) -> list[SubscriptionView]:
+        return [self.get_subscription_view(topic, subscription) for topic, subscription in keys]
 
     def put_cursors(self, writes: list[CursorWrite]) -> list[bool]:
         return [self.put_cursor(w.topic, w.subscription, w.state, w.expected_version) for w in writes]

@@ -114,7 +114,7 @@ def acknowledge_partitions(service: SubscriptionService, parent: TopicName, subs
     partitions = sorted(acks)
     topics = check_partitions(parent, partitions)
     now = service.clock.now_ms()
-    views = service.metadata.get_subscription_views(topics, subscription)
+    views = service.metadata.get_subscription_views([(t, subscription) for t in topics])
     writes: list[CursorWrite] = []
     epochs: dict[int, int] = {}
     for topic, view, p in zip(topics, views, partitions, strict=True):
@@ -150,7 +150,7 @@ def _look(
     from magnetar.core.dispatch import MAX_RECEIVE_BYTES
 
     now = service.clock.now_ms()
-    views = service.metadata.get_subscription_views(topics, subscription)
+    views = service.metadata.get_subscription_views([(t, subscription) for t in topics])
     n = len(topics)
     start = random.randrange(n)  # no partition always first: none starves when the ask is small
     order = [(start + k) % n for k in range(n)]
@@ -223,7 +223,7 @@ def _again(service: SubscriptionService, topics: list[TopicName], partitions: li
     todo = list(range(len(topics)))
     for _ in range(CONFLICT_RETRIES):
         service.clock.sleep(random.uniform(0.0, 0.02))
-        views = service.metadata.get_subscription_views([topics[k] for k in todo], subscription)
+        views = service.metadata.get_subscription_views([(topics[k], subscription) for k in todo])
         now = service.clock.now_ms()
         stepped: list[tuple[int, SubscriptionView, Step]] = []
         for k, view in zip(todo, views, strict=True):

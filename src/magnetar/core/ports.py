@@ -167,6 +167,16 @@ class SegmentMeta:
         return self.offsets[-1]
 
 
+@dataclass(frozen=True)
+class SegmentCommit:
+    """One commit of `MetadataStore.commit_segments`: record `segment` and move its topic
+    partition's seal state from `expected_next_entry` to `new_state`, all or nothing."""
+
+    segment: SegmentMeta
+    expected_next_entry: int
+    new_state: SealState
+
+
 @dataclass
 class SubscriptionView:
     """Everything a dispatch step reads, fetched in one round trip."""
@@ -324,8 +334,11 @@ class MetadataStore(SchemaStore, Protocol):
     # --- the sealer -------------------------------------------------------------------------
     def get_seal_states(self, topics: list[str]) -> dict[str, SealState]: ...
 
-    def commit_segment(self, segment: SegmentMeta, expected_next_entry: int, new_state: SealState) -> bool:
-        """Record the segment and move the seal state, all or nothing; False if another sealer moved first."""
+    def commit_segments(self, commits: list[SegmentCommit]) -> list[bool]:
+        """Several topic partitions' segment commits (at most one per partition) in as few
+        requests as possible (DynamoDB: 50 in one transaction); each is applied all or nothing
+        and only if its seal state is still at its expected entry. The flags say which were:
+        False when another sealer moved first (or the write conflicted): retry the batch."""
         ...
 
     def list_segments(self, topic: TopicName, from_entry: int, limit: int) -> list[SegmentMeta]:
@@ -354,9 +367,10 @@ class MetadataStore(SchemaStore, Protocol):
         """Write the cursor if its version is still `expected_version` (0: must not exist)."""
         ...
 
-    def get_subscription_views(self, topics: list[TopicName], subscription: str) -> list[SubscriptionView]:
-        """The views of one subscription on several topic partitions (a consumer of a partitioned
-        topic), in the order asked, in one round trip (one BatchGetItem per 33 partitions)."""
+    def get_subscription_views(self, keys: list[tuple[TopicName, str]]) -> list[SubscriptionView]:
+        """The views of several (topic partition, subscription) pairs (a consumer of a partitioned
+        topic, the subscriptions a journal batch pushes to), in the order asked, in one round trip
+        (one BatchGetItem per 33 pairs)."""
         ...
 
     def put_cursors(self, writes: list[CursorWrite]) -> list[bool]:

@@ -2,7 +2,8 @@
 
 `Sealer` writes a topic partition's records in entry-id order into segments (at most
 `MAX_SEGMENT_ENTRIES` entries and `MAX_SEGMENT_BYTES`, never spanning two ledgers) and commits
-each segment and the seal state in one DynamoDB transaction. A record may be an envelope of
+each segment and the seal state together, all or nothing (the segments of a batch's topics in
+one DynamoDB transaction). A record may be an envelope of
 several consecutive entries (a group append): each of its entries is sealed like a record's one,
 its bytes copied as they are; its ids are all present or all missing together. A reserved id whose record never
 arrives (its writer died between the reservation and the journal write) becomes a *hole*: once
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.delaypoints import delay_point
@@ -30,6 +31,7 @@ from magnetar.core.ports import (
     JournalRecord,
     MetadataStore,
     SealState,
+    SegmentCommit,
     SegmentMeta,
     SegmentStore,
 )
@@ -56,6 +58,29 @@ class _Item:
     reserved_at: int
     data: bytes
     record_done: bool
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """A segment put to S3 and not committed yet: its commit, its entries, the holes among them."""
+
+    commit: SegmentCommit
+    entries: int
+    holes: int
+
+
+@dataclass
+class _TopicSeal:
+    """One topic's part of a journal batch: its segments (put, then committed with the other
+    topics'), its late records, the first record it could not seal yet."""
+
+    topic: TopicName
+    chunks: list[_Chunk]
+    late: list[_Item]
+    settled: Settled
+    blocked_at: int | None
+    outcome: SealOutcome = field(default_factory=lambda: SealOutcome())
+    failure: BaseException | None = None
 
 
 @dataclass
@@ -115,38 +140,71 @@ class Sealer:
         if states is None:  # (a topic absent from given states has none: nothing sealed yet)
             states = self.metadata.get_seal_states(sorted(by_topic))
 
-        def seal_one(topic: str) -> tuple[SealOutcome, int | None]:
-            own = SealOutcome()
-            return own, self._seal_topic(TopicName.parse(topic), by_topic[topic], states.get(topic, SealState()), own)
-
-        # Topics are independent (each its own segments and seal-state item): a batch's topics are
-        # sealed side by side, so a batch of many low-rate topics costs about one topic's latency
-        # (S3 put + DynamoDB commit), not their sum. Every topic runs to its end before a failure
-        # (a retryable conflict, a crash point) is raised: what committed stays, a replay skips it.
+        # Topics are independent (each its own segments and seal-state item): a batch's topics
+        # put their segment objects side by side, then their commits go together (DynamoDB: 50
+        # topics in one transaction), so a batch of many low-rate topics costs about one topic's
+        # latency and a few requests, not a commit per topic. Every topic runs to its end before
+        # a failure (a retryable conflict, a crash point) is raised: what committed stays, a
+        # replay skips it.
         topics = list(by_topic)
+
+        def prepare(topic: str) -> _TopicSeal:
+            return self._prepare(TopicName.parse(topic), by_topic[topic], states.get(topic, SealState()))
+
         if len(topics) == 1:
-            results: list[tuple[SealOutcome, int | None] | BaseException] = [seal_one(topics[0])]
+            prepared: list[_TopicSeal | BaseException] = [prepare(topics[0])]
         else:
             with ThreadPoolExecutor(max_workers=min(SEAL_CONCURRENCY, len(topics))) as pool:
-                futures = [pool.submit(seal_one, topic) for topic in topics]
-                results = [f.exception() or f.result() for f in futures]
+                futures = [pool.submit(prepare, topic) for topic in topics]
+                prepared = [f.exception() or f.result() for f in futures]
+        seals = [p for p in prepared if not isinstance(p, BaseException)]
+        self._commit_all(seals)
         retry_index: int | None = None
-        for result in results:
-            if isinstance(result, BaseException):
-                continue
-            own, blocked_at = result
-            outcome.add(own)
+        for topic_seal in seals:
+            if topic_seal.failure is None and topic_seal.late:
+                late_at = self._late_records(topic_seal.topic, topic_seal.late, topic_seal.settled, topic_seal.outcome)
+                if late_at is not None and (topic_seal.blocked_at is None or late_at < topic_seal.blocked_at):
+                    topic_seal.blocked_at = late_at
+            outcome.add(topic_seal.outcome)
+            blocked_at = topic_seal.blocked_at
             if blocked_at is not None and (retry_index is None or blocked_at < retry_index):
                 retry_index = blocked_at
-        failure = next((r for r in results if isinstance(r, BaseException)), None)
+        failure = next((p for p in prepared if isinstance(p, BaseException)), None) or next(
+            (p.failure for p in seals if p.failure is not None), None)
         if failure is not None:
             raise failure
         if retry_index is not None:
             outcome.retry_from = records[retry_index].position.sequence
         return outcome
 
-    def _seal_topic(self, topic: TopicName, items: list[_Item], state: SealState, outcome: SealOutcome) -> int | None:
-        """Seal what can be sealed for one topic; the index of the first record to retry, if any."""
+    def _commit_all(self, seals: list[_TopicSeal]) -> None:
+        """Commit the topics' segments in rounds: the first segment of every topic in one call,
+        then the second of those that had one more (a segment's commit expects the seal state the
+        one before it left), and so on. A topic whose commit failed stops there."""
+        for round_ in range(max((len(p.chunks) for p in seals), default=0)):
+            due = [p for p in seals if p.failure is None and round_ < len(p.chunks)]
+            if not due:
+                return
+            delay_point("seal.before_commit")  # a stalled sealer: holes are declared meanwhile, records pile up
+            try:
+                applied = self.metadata.commit_segments([p.chunks[round_].commit for p in due])
+            except Exception as exc:  # those topics are retried with the batch; the others stay committed
+                for p in due:
+                    p.failure = exc
+                continue
+            crash_point("seal.after_commit")  # committed, batch not checkpointed: a replay skips it
+            for p, ok in zip(due, applied, strict=True):
+                if not ok:
+                    p.failure = RetryableError(f"seal state of {p.topic} moved under us; the batch is retried")
+                    continue
+                chunk = p.chunks[round_]
+                p.outcome.sealed_entries += chunk.entries
+                p.outcome.segments_written += 1
+                p.outcome.holes += chunk.holes
+
+    def _prepare(self, topic: TopicName, items: list[_Item], state: SealState) -> _TopicSeal:
+        """What can be sealed of one topic: its segments written to S3 (committed later, with the
+        batch's other topics), its late records, the index of the first record to retry."""
         waiting: dict[int, _Item] = {}
         late: list[_Item] = []
         for item in items:
@@ -187,15 +245,10 @@ class Sealer:
                     continue
             blocked_at = min(i.index for i in waiting.values())
             break
-        if run:
-            self._write_segments(topic, run, state, holes, outcome)
+        chunks = self._write_segments(topic, run, state, holes) if run else []
         late = [i for i in late if i.entry_id < position]  # the others wait behind their unsealed tombstone
-        if late:
-            settled = Settled(position, frozenset(state.recent_holes) | frozenset(holes))
-            late_at = self._late_records(topic, late, settled, outcome)
-            if late_at is not None and (blocked_at is None or late_at < blocked_at):
-                blocked_at = late_at
-        return blocked_at
+        settled = Settled(position, frozenset(state.recent_holes) | frozenset(holes))
+        return _TopicSeal(topic, chunks, late, settled, blocked_at)
 
     def _fence(self, topic: TopicName, first: int, end: int, ledger_id: int, now: int) -> None:
         """Missing ids `first`..`end - 1`, a later id reserved more than the grace ago: append a
@@ -246,11 +299,11 @@ class Sealer:
                 retry_at = index if retry_at is None else min(retry_at, index)
         return retry_at
 
-    def _write_segments(
-        self, topic: TopicName, run: list[tuple[bytes, int, _Item | None]], state: SealState, holes: list[int],
-        outcome: SealOutcome,
-    ) -> None:
-        first = state.next_entry
+    def _write_segments(self, topic: TopicName, run: list[tuple[bytes, int, _Item | None]], state: SealState,
+                        holes: list[int]) -> list[_Chunk]:
+        """Cut the run into segments (never spanning two ledgers), put each to S3, and return their
+        commits in order, each expecting the seal state the one before leaves."""
+        chunks: list[_Chunk] = []
         chunk: list[tuple[bytes, int, _Item | None]] = []
         chunk_bytes = 0
         for data, ledger_id, item in run:
@@ -258,23 +311,19 @@ class Sealer:
                 ledger_id != chunk[0][1] or len(chunk) >= MAX_SEGMENT_ENTRIES or chunk_bytes + len(data) > MAX_SEGMENT_BYTES
             )
             if starts_new:
-                state = self._commit(topic, first, chunk, state, holes, outcome)
-                first += len(chunk)
+                chunks.append(self._put_segment(topic, chunk, state, holes))
+                state = chunks[-1].commit.new_state
                 chunk, chunk_bytes = [], 0
             chunk.append((data, ledger_id, item))
             chunk_bytes += len(data)
         if chunk:
-            self._commit(topic, first, chunk, state, holes, outcome)
+            chunks.append(self._put_segment(topic, chunk, state, holes))
+        return chunks
 
-    def _commit(
-        self,
-        topic: TopicName,
-        first: int,
-        chunk: list[tuple[bytes, int, _Item | None]],
-        state: SealState,
-        holes: list[int],
-        outcome: SealOutcome,
-    ) -> SealState:
+    def _put_segment(self, topic: TopicName, chunk: list[tuple[bytes, int, _Item | None]], state: SealState,
+                     holes: list[int]) -> _Chunk:
+        """Write one segment object (entries `state.next_entry` on) and prepare its commit."""
+        first = state.next_entry
         last = first + len(chunk) - 1
         ledger_id = chunk[0][1]
         offsets = [0]
@@ -311,16 +360,8 @@ class Sealer:
             rate_bytes=ewma_add(state.rate_bytes, state.rate_at, len(blob), now),
             rate_at=now,
         )
-        meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, self.clock.now_ms(),
-                           max_publish_time)
-        delay_point("seal.before_commit")  # a stalled sealer: holes are declared meanwhile, records pile up
-        if not self.metadata.commit_segment(meta, state.next_entry, new_state):
-            raise RetryableError(f"seal state of {topic} moved under us; the batch is retried")
-        crash_point("seal.after_commit")  # committed, batch not checkpointed: a replay skips it
-        outcome.sealed_entries += len(chunk)
-        outcome.segments_written += 1
-        outcome.holes += len(chunk_holes)
-        return replace(new_state)
+        meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, now, max_publish_time)
+        return _Chunk(SegmentCommit(meta, state.next_entry, new_state), len(chunk), len(chunk_holes))
 
 
 def _is_hole(item: _Item) -> bool:

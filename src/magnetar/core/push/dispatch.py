@@ -11,7 +11,7 @@ cursor itself (the entries it holds unacknowledged), which costs no write of its
 What triggers a dispatch (no Lambda waits for anything):
 - the journal consumer, after sealing a batch, for the topics of the batch that have
   connections (entries served from the batch it holds in memory, through the broker's cache:
-  `plan_journal_batch`, `dispatch_journal_batch`);
+  journal_batch.py);
 - a consumer's frames: an acknowledgement (which rides on the dispatch write), a negative
   acknowledgement, a permit;
 - the connect: API Gateway accepts pushes only once $connect has returned, so the WebSocket
@@ -28,6 +28,7 @@ connection's item too (it has no cursor), moved by a conditional write before it
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import random
@@ -35,16 +36,15 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from magnetar.core.acks import NO_ACKS, Acks
 from magnetar.core.broker import Broker
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
 from magnetar.core.dispatch import MAX_ENTRIES_PER_RECEIVE, DeliveredEntry
-from magnetar.core.entry import Entry, decode_entry, record_headers
+from magnetar.core.entry import Entry
 from magnetar.core.errors import (
-    InvalidInput,
     MagnetarError,
     RetryableError,
     SubscriptionNotFound,
@@ -54,9 +54,7 @@ from magnetar.core.naming import TopicName
 from magnetar.core.ports import (
     Connection,
     ConnectionRegistry,
-    JournalRecord,
     PushGateway,
-    SealState,
     SubscriptionView,
 )
 from magnetar.core.push.common import ConnectionCache, inbox_acks
@@ -75,19 +73,6 @@ MAX_PREFETCH = 1_000  # entries of a sealed backlog read into the cache ahead of
 def outstanding(state: CursorState, consumer: str) -> int:
     """Entries handed to `consumer` and not acknowledged: its part of the window."""
     return sum(d.end - d.start for d in state.deliveries if d.sent and d.consumer == consumer)
-
-
-@dataclass
-class JournalPlan:
-    """What the journal consumer pushes after sealing a batch: the entries this batch settles, by
-    topic (their bytes, decoded only for topics with connections), and the seal states read before
-    sealing (handed to the sealer, which needs the same read). The connections are looked up after
-    the seal: one that attached meanwhile is found, and everything it missed in its own first read
-    is then sealed, so nothing falls between the two."""
-
-    states: dict[str, SealState] | None = None  # None: not read (the sealer reads them itself)
-    settled: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)  # topic -> (entry id, bytes)
-    connections: dict[str, list[Connection]] = field(default_factory=dict)  # filled after the seal
 
 
 @dataclass
@@ -140,12 +125,14 @@ class Dispatcher:
         return 0
 
     def dispatch_consumer(self, conn: Connection, acks: Acks = NO_ACKS, cap: int | None = None,
-                          refill_at: int = 1) -> int:
+                          refill_at: int = 1, view: SubscriptionView | None = None) -> int:
         """Dispatch steps for one connected consumer, until its permits or what is ready run out.
 
         `refill_at`: an acknowledgement frame gives its permit back, but claims only once that
         much of the window is free (Pulsar's consumers send flow permits once half their queue is
-        consumed): a backlog is then read in chunks, not an entry per acknowledgement."""
+        consumed): a backlog is then read in chunks, not an entry per acknowledgement.
+        `view`: the subscription's view when the caller has just read it (a journal batch reads
+        those of all its subscriptions at once), for the first step."""
         topic = TopicName.parse(conn.topic)
         pushed = 0
 
@@ -162,14 +149,14 @@ class Dispatcher:
             acks = inbox_acks(conn.acks, conn.name, acks)
         for _ in range(MAX_ROUNDS):
             try:
-                delivered, more = self._claim(topic, conn, window, acks)
+                delivered, more = self._claim(topic, conn, window, acks, view)
             except SubscriptionNotFound:
                 if acks:  # not attached (any more): its acknowledgements count all the same
                     with contextlib.suppress(SubscriptionNotFound):
                         self.broker.subscriptions.acknowledge(topic, conn.subscription, acks)
                 self.clear_inbox(conn)
                 return pushed
-            acks = NO_ACKS  # written with the first claim
+            acks, view = NO_ACKS, None  # written with the first claim; the view is read anew
             conn = self.clear_inbox(conn)
             if not delivered:
                 break
@@ -190,14 +177,15 @@ class Dispatcher:
         return pushed
 
     def _claim(self, topic: TopicName, conn: Connection, budget: Callable[[CursorState], int],
-               acks: Acks) -> tuple[list[DeliveredEntry], bool]:
+               acks: Acks, view: SubscriptionView | None = None) -> tuple[list[DeliveredEntry], bool]:
         """One dispatch step for a push consumer: `SubscriptionService.receive` with no wait, but
         the number of messages comes from the cursor read by this very step (the window). Also
         says whether more may be ready (a step hands out at most 100 entries and reads ahead a few
         segments at a time)."""
         service = self.broker.subscriptions
         for attempt in range(CLAIM_RETRIES):
-            view = service.metadata.get_subscription_view(topic, conn.subscription)
+            if view is None or attempt:
+                view = service.metadata.get_subscription_view(topic, conn.subscription)
             if view.cursor is None:
                 raise SubscriptionNotFound(f"Subscription {conn.subscription} not found on {topic}")
             _sealed_only(view)
@@ -304,12 +292,14 @@ class Dispatcher:
         (a journal batch), a Shared subscription's consumers first get a fair share each."""
         conns = self.registry.of_topic(topic) if connections is None else connections
         report = PushReport(topics=1, connections=len(conns))
-        for result in self.run(self._topic_tasks(topic, conns, new_messages)):
+        for result in self.run(self.topic_tasks(topic, conns, new_messages)):
             report.add(result)
         return report
 
-    def _topic_tasks(self, topic: str, conns: list[Connection], new_messages: int) -> list[Callable[[], PushReport]]:
-        """One task per subscription (its consumers in turn) and per reader."""
+    def topic_tasks(self, topic: str, conns: list[Connection], new_messages: int,
+                     views: dict[str, SubscriptionView] | None = None) -> list[Callable[[], PushReport]]:
+        """One task per subscription (its consumers in turn) and per reader; `views`: the
+        subscriptions' views, when the caller has just read them."""
         if not TopicName.parse(topic).is_persistent:
             return []
         groups: dict[str, list[Connection]] = {}
@@ -319,19 +309,22 @@ class Dispatcher:
                 groups.setdefault(c.subscription, []).append(c)
             elif c.role == "reader":
                 tasks.append(lambda c=c: self._count(self.dispatch_reader, c))  # type: ignore[misc]
-        for members in groups.values():
-            tasks.append(lambda members=members: self._dispatch_group(members, new_messages))  # type: ignore[misc]
+        for subscription, members in groups.items():
+            view = (views or {}).get(subscription)
+            tasks.append(lambda members=members, view=view: self._dispatch_group(  # type: ignore[misc]
+                members, new_messages, view))
         return tasks
 
-    def _dispatch_group(self, members: list[Connection], new_messages: int) -> PushReport:
+    def _dispatch_group(self, members: list[Connection], new_messages: int,
+                        view: SubscriptionView | None = None) -> PushReport:
         report = PushReport()
         order = random.sample(members, len(members))
         cap = None
         if new_messages and len(order) > 1 and order[0].subscription_type == "Shared":
             cap = math.ceil(new_messages / len(order))
         saturated = False
-        for c in order:
-            got = self._count(lambda conn: self.dispatch_consumer(conn, cap=cap), c)
+        for n, c in enumerate(order):  # the view read by the caller serves the first consumer's first step
+            got = self._count(functools.partial(self.dispatch_consumer, cap=cap, view=None if n else view), c)
             report.add(got)
             saturated = saturated or (cap is not None and got.pushed >= cap)
         if saturated:  # more than the fair shares was ready: let them take the rest
@@ -362,83 +355,6 @@ class Dispatcher:
 
     def safely(self, dispatch: Callable[[Connection], int], conn: Connection) -> int:
         return self._count(dispatch, conn).pushed
-
-    # --- the journal consumer ------------------------------------------------------------------
-    def plan_journal_batch(self, records: list[JournalRecord]) -> JournalPlan:
-        """Before sealing: the seal states of the batch's topics (one read for all, which the
-        sealer then uses) and, per topic, the entries this batch settles: for an id, the first
-        record at or past the seal state's next entry (the one the sealer keeps)."""
-        by_topic: dict[str, list[tuple[int, bytes]]] = {}  # topic -> (entry id, its bytes)
-        for record in records:
-            try:
-                entries = record_headers(record.data)  # an envelope (a group append) holds several
-            except InvalidInput:
-                continue
-            for data, header in entries:
-                by_topic.setdefault(header.topic, []).append((header.entry_id, data))
-        if not by_topic:
-            return JournalPlan()
-        try:  # pushing never holds sealing up: without a plan, the next dispatch catches up
-            states = self.broker.metadata.get_seal_states(sorted(by_topic))
-        except Exception:
-            log.exception("no push plan for this journal batch")
-            return JournalPlan()
-        plan = JournalPlan(states=states)
-        for topic, found in by_topic.items():
-            start = states[topic].next_entry if topic in states else 0
-            seen: set[int] = set()
-            for entry_id, data in found:
-                if entry_id >= start and entry_id not in seen:
-                    seen.add(entry_id)
-                    plan.settled.setdefault(topic, []).append((entry_id, data))
-        return plan
-
-    def dispatch_journal_batch(self, plan: JournalPlan) -> PushReport:
-        """After sealing: the batch's topics' connections (one query per topic, looked up now so
-        that a connection made while the batch was sealed is served; the topics' queries side by
-        side on the pool), pushed to, the new entries served from memory."""
-        report = PushReport()
-        found: dict[str, tuple[list[Connection], int]] = {}  # topic -> (its connections, new messages)
-
-        def look_up(topic: str, settled: list[tuple[int, bytes]]) -> PushReport:
-            try:
-                conns = [c for c in self.registry.of_topic(topic) if c.role in ("consumer", "reader")]
-            except Exception:  # never fails the journal batch: the next dispatch catches up
-                log.exception("no connections of %s for this journal batch", topic)
-                return PushReport()
-            if conns:
-                messages = 0
-                for _, data in settled:
-                    try:
-                        entry = decode_entry(data)
-                    except InvalidInput:
-                        continue
-                    self.broker.cache.put(entry)
-                    messages += entry.num_messages
-                found[topic] = (conns, messages)
-            return PushReport()
-
-        tasks: list[Callable[[], PushReport]] = [
-            lambda topic=topic, settled=settled: look_up(topic, settled)  # type: ignore[misc]
-            for topic, settled in plan.settled.items()]
-        try:
-            list(self.run(tasks))
-        except Exception:
-            log.exception("connection lookups after a journal batch failed")
-        pushes: list[Callable[[], PushReport]] = []
-        for topic in plan.settled:  # in the batch's order
-            if topic in found:
-                conns, messages = found[topic]
-                plan.connections[topic] = conns
-                report.topics += 1
-                report.connections += len(conns)
-                pushes.extend(self._topic_tasks(topic, conns, messages))
-        try:
-            for result in self.run(pushes):
-                report.add(result)
-        except Exception:  # never fails the journal batch: the next dispatch catches up
-            log.exception("push after a journal batch failed")
-        return report
 
     # --- maintenance -----------------------------------------------------------------------
     def redispatch(self) -> PushReport:

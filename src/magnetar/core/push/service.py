@@ -11,8 +11,9 @@ from magnetar.core.naming import TopicName
 from magnetar.core.ports import Connection, ConnectionRegistry, JournalRecord, PushGateway
 from magnetar.core.push.common import ConnectionCache, Namespaces
 from magnetar.core.push.connections import Connections
-from magnetar.core.push.dispatch import BACKLOG_WAIT_S, DISPATCH_WORKERS, Dispatcher, JournalPlan, PushReport
+from magnetar.core.push.dispatch import BACKLOG_WAIT_S, DISPATCH_WORKERS, Dispatcher, PushReport
 from magnetar.core.push.fanout import NonPersistentFanout
+from magnetar.core.push.journal_batch import JournalBatchPush, JournalPlan
 
 
 class PushService:
@@ -26,6 +27,7 @@ class PushService:
         self.known = ConnectionCache(broker, registry)
         namespaces = Namespaces(broker)
         self.dispatcher = Dispatcher(broker, registry, gateway, self.known, workers)
+        self.journal_batch = JournalBatchPush(broker, self.dispatcher)
         self.fanout = NonPersistentFanout(registry, gateway, self.known, namespaces, self.dispatcher)
         self.connections = Connections(broker, registry, gateway, self.known, namespaces, self.dispatcher,
                                        self.fanout)
@@ -48,7 +50,7 @@ class PushService:
         """Drop the push consumers' unwritten acknowledgements, then push from the new position."""
         self.connections.after_seek(topic, subscription)
 
-    # --- dispatch (dispatch.py) ------------------------------------------------------------
+    # --- dispatch (dispatch.py, journal_batch.py) ------------------------------------------------------------
     def deliver_backlog(self, connection_id: str, wait_s: float = BACKLOG_WAIT_S) -> int:
         """After a connect, once API Gateway has opened the connection: push what is there for it."""
         return self.dispatcher.deliver_backlog(connection_id, wait_s)
@@ -60,11 +62,11 @@ class PushService:
 
     def plan_journal_batch(self, records: list[JournalRecord]) -> JournalPlan:
         """Before sealing: the batch's seal states and the entries it settles, by topic."""
-        return self.dispatcher.plan_journal_batch(records)
+        return self.journal_batch.plan(records)
 
     def dispatch_journal_batch(self, plan: JournalPlan) -> PushReport:
         """After sealing: push to the batch's topics' connections, entries served from memory."""
-        return self.dispatcher.dispatch_journal_batch(plan)
+        return self.journal_batch.dispatch(plan)
 
     def redispatch(self) -> PushReport:
         """For the maintenance run: push what is due to every connected subscription and reader."""

@@ -6,6 +6,7 @@ The table's layout is described in the package's docstring.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -14,6 +15,9 @@ from magnetar.adapters.aws.clients import UNPROCESSED_ATTEMPTS, client, unproces
 from magnetar.core.errors import RetryableError
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import JournalPosition, ProducerActivity, SealState, WriterState
+
+TRANSACTION_ITEMS = 100  # DynamoDB's limit per TransactWriteItems
+TRANSACTION_BYTES = 3_500_000  # under its 4 MB, with room for the keys and conditions
 
 
 def _s(value: str) -> dict[str, str]:
@@ -59,6 +63,54 @@ class DynamoBase:
             if _condition_failed(exc):
                 return False
             raise
+
+    def _transact(self, items: list[dict[str, Any]]) -> set[int] | None:
+        """One TransactWriteItems; None when it was applied, else the positions of the items that
+        cancelled it (a failed condition, a conflicting transaction, a throttled item): nothing
+        was written."""
+        try:
+            self.ddb.transact_write_items(TransactItems=items)
+            return None
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise
+            reasons = exc.response.get("CancellationReasons") or []
+            failed = {n for n, r in enumerate(reasons) if r.get("Code") not in (None, "None")}
+            return failed or set(range(len(items)))
+
+    def _transact_units(self, units: list[list[dict[str, Any]]], sizes: list[int],
+                        alone: Callable[[int], bool] | None = None) -> list[bool]:
+        """Independent conditional writes, each a *unit* of one or more transaction items applied
+        all or nothing, in as few transactions as DynamoDB's limits allow (100 items, 4 MB). A
+        transaction is all or nothing across its units too: a unit whose item cancelled it is
+        dropped (False) and the others are sent again, so one contended unit never costs the
+        others their write. `alone(i)`: how to write unit i when it is left on its own (a plain
+        conditional write costs half a transaction's write units)."""
+        done = [False] * len(units)
+        groups: list[list[int]] = []
+        count = size = 0
+        for i, unit in enumerate(units):
+            if not groups or count + len(unit) > TRANSACTION_ITEMS or size + sizes[i] > TRANSACTION_BYTES:
+                groups.append([])
+                count = size = 0
+            groups[-1].append(i)
+            count += len(unit)
+            size += sizes[i]
+        for group in groups:
+            while group:
+                if len(group) == 1 and alone is not None:
+                    done[group[0]] = alone(group[0])
+                    break
+                items = [item for i in group for item in units[i]]
+                failed_items = self._transact(items)
+                if failed_items is None:
+                    for i in group:
+                        done[i] = True
+                    break
+                owner = [i for i in group for _ in units[i]]  # item position -> its unit
+                failed = {owner[n] for n in failed_items if n < len(owner)}
+                group = [i for i in group if i not in failed]
+        return done
 
     def _put_new(self, item: dict[str, Any]) -> bool:
         return self._if("put_item", TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")

@@ -13,31 +13,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from botocore.exceptions import ClientError
-
 from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s, _tp
 from magnetar.core.cursor import CursorState
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import CursorWrite, SubscriptionView
-
-TRANSACTION_ITEMS = 100  # DynamoDB's limit per TransactWriteItems
-TRANSACTION_BYTES = 3_500_000  # under its 4 MB, with room for the keys and conditions
 
 
 class CursorItems(DynamoBase):
     """The SUB# items of each topic partition."""
 
     def get_subscription_view(self, topic: TopicName, subscription: str) -> SubscriptionView:
-        return self.get_subscription_views([topic], subscription)[0]
+        return self.get_subscription_views([(topic, subscription)])[0]
 
-    def get_subscription_views(self, topics: list[TopicName], subscription: str) -> list[SubscriptionView]:
-        sks = (f"SUB#{subscription}", "SEAL", "WRITER")
-        items = self._batch_get([{"pk": _tp(topic), "sk": _s(sk)} for topic in topics for sk in sks])
+    def get_subscription_views(self, keys: list[tuple[TopicName, str]]) -> list[SubscriptionView]:
+        wanted = {(f"TP#{topic}", sk) for topic, subscription in keys for sk in (f"SUB#{subscription}", "SEAL", "WRITER")}
+        items = self._batch_get([{"pk": _s(pk), "sk": _s(sk)} for pk, sk in sorted(wanted)])
         found = {(item["pk"]["S"], item["sk"]["S"]): item for item in items}
         views: list[SubscriptionView] = []
-        for topic in topics:
+        for topic, subscription in keys:
             pk = f"TP#{topic}"
-            cursor_item = found.get((pk, sks[0]))
+            cursor_item = found.get((pk, f"SUB#{subscription}"))
             cursor = CursorState.from_dict(json.loads(cursor_item["state"]["S"])) if cursor_item else None
             version = _int(cursor_item, "version") if cursor_item else 0
             seal = self._seal_from_item(found.get((pk, "SEAL")))
@@ -49,38 +44,12 @@ class CursorItems(DynamoBase):
                                                                                    expected_version)))
 
     def put_cursors(self, writes: list[CursorWrite]) -> list[bool]:
-        done = [False] * len(writes)
         puts = [_cursor_put(w) for w in writes]
-        for group in _transaction_groups(puts):
-            if len(group) == 1:  # a plain conditional put costs half a transaction's write units
-                done[group[0]] = self._if("put_item", TableName=self.table, **puts[group[0]])
-                continue
-            while group:
-                failed = self._transact_puts([puts[i] for i in group])
-                if failed is None:
-                    for i in group:
-                        done[i] = True
-                    break
-                group = [i for n, i in enumerate(group) if n not in failed]
-                if len(group) == 1:
-                    done[group[0]] = self._if("put_item", TableName=self.table, **puts[group[0]])
-                    break
-        return done
-
-    def _transact_puts(self, puts: list[dict[str, Any]]) -> set[int] | None:
-        """One TransactWriteItems of conditional puts; None when it was applied, else the
-        positions whose condition failed (nothing was written)."""
-        try:
-            self.ddb.transact_write_items(TransactItems=[{"Put": {"TableName": self.table, **p}} for p in puts])
-            return None
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-                raise
-            # a failed condition, a conflicting transaction, a throttled item: those are not
-            # written now (the caller steps them again on their own); the others go again
-            reasons = exc.response.get("CancellationReasons") or []
-            failed = {n for n, r in enumerate(reasons) if r.get("Code") not in (None, "None")}
-            return failed or set(range(len(puts)))
+        return self._transact_units(
+            [[{"Put": {"TableName": self.table, **put}}] for put in puts],
+            [len(put["Item"]["state"]["S"]) + 200 for put in puts],
+            alone=lambda i: self._if("put_item", TableName=self.table, **puts[i]),
+        )
 
     def delete_cursor(self, topic: TopicName, subscription: str, expected_version: int) -> bool:
         return self._if(
@@ -124,17 +93,3 @@ def _cursor_put(w: CursorWrite) -> dict[str, Any]:
         return {"Item": item, "ConditionExpression": "version = :v",
                 "ExpressionAttributeValues": {":v": _n(w.expected_version)}}
     return {"Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
-
-
-def _transaction_groups(puts: list[dict[str, Any]]) -> list[list[int]]:
-    """Positions of `puts` grouped under a transaction's item and size limits."""
-    groups: list[list[int]] = []
-    size = 0
-    for i, put in enumerate(puts):
-        length = len(put["Item"]["state"]["S"]) + 200
-        if not groups or len(groups[-1]) >= TRANSACTION_ITEMS or size + length > TRANSACTION_BYTES:
-            groups.append([])
-            size = 0
-        groups[-1].append(i)
-        size += length
-    return groups

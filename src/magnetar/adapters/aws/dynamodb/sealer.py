@@ -8,7 +8,7 @@ from typing import Any
 
 from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s, _tp
 from magnetar.core.naming import TopicName
-from magnetar.core.ports import SealState, SegmentMeta, WriterState
+from magnetar.core.ports import SealState, SegmentCommit, SegmentMeta, WriterState
 
 _SEG_WIDTH = 20
 
@@ -24,7 +24,13 @@ class SealerItems(DynamoBase):
         items = self._batch_get([{"pk": _tp(t), "sk": _s("SEAL")} for t in topics])
         return {item["pk"]["S"][3:]: self._seal_from_item(item) for item in items}
 
-    def commit_segment(self, segment: SegmentMeta, expected_next_entry: int, new_state: SealState) -> bool:
+    def commit_segments(self, commits: list[SegmentCommit]) -> list[bool]:
+        # one unit per commit (the segment's put and the seal state's update): 50 in a transaction
+        units = [self._commit_items(c.segment, c.expected_next_entry, c.new_state) for c in commits]
+        return self._transact_units(units, [len(c.segment.offsets) * 8 + 1_000 for c in commits])
+
+    def _commit_items(self, segment: SegmentMeta, expected_next_entry: int,
+                      new_state: SealState) -> list[dict[str, Any]]:
         # The sealer sets only its own attributes of the seal item: a trim (maintenance) may
         # change first_entry, trimmed_* and trash meanwhile, and must not be overwritten.
         values: dict[str, Any] = {
@@ -51,38 +57,30 @@ class SealerItems(DynamoBase):
         condition = "next_entry = :expected"
         if expected_next_entry == 0:
             condition = "attribute_not_exists(pk) OR next_entry = :expected"
-        return self._if(
-            "transact_write_items",
-            TransactItems=[
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": {
-                            "pk": _tp(segment.topic),
-                            "sk": _s(_seg_sk(segment.last_entry)),
-                            "ledger_id": _n(segment.ledger_id),
-                            "first_entry": _n(segment.first_entry),
-                            "last_entry": _n(segment.last_entry),
-                            "key": _s(segment.key),
-                            "offsets": {"B": array.array("Q", segment.offsets).tobytes()},
-                            "message_count": _n(segment.message_count),
-                            "created_at": _n(segment.created_at),
-                            "max_publish_time": _n(segment.max_publish_time),
-                        },
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
-                {
-                    "Update": {
-                        "TableName": self.table,
-                        "Key": {"pk": _tp(segment.topic), "sk": _s("SEAL")},
-                        "UpdateExpression": update,
-                        "ConditionExpression": condition,
-                        "ExpressionAttributeValues": values,
-                    }
-                },
-            ]
-        )
+        segment_item = {
+            "pk": _tp(segment.topic),
+            "sk": _s(_seg_sk(segment.last_entry)),
+            "ledger_id": _n(segment.ledger_id),
+            "first_entry": _n(segment.first_entry),
+            "last_entry": _n(segment.last_entry),
+            "key": _s(segment.key),
+            "offsets": {"B": array.array("Q", segment.offsets).tobytes()},
+            "message_count": _n(segment.message_count),
+            "created_at": _n(segment.created_at),
+            "max_publish_time": _n(segment.max_publish_time),
+        }
+        return [
+            {"Put": {"TableName": self.table, "Item": segment_item, "ConditionExpression": "attribute_not_exists(pk)"}},
+            {
+                "Update": {
+                    "TableName": self.table,
+                    "Key": {"pk": _tp(segment.topic), "sk": _s("SEAL")},
+                    "UpdateExpression": update,
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeValues": values,
+                }
+            },
+        ]
 
     def trim_segments(self, topic: TopicName, segments: list[SegmentMeta], expected_first_entry: int) -> bool:
         if not segments:

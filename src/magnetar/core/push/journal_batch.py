@@ -1,0 +1,139 @@
+"""The journal consumer's pushes: after sealing a batch, its new entries go to the connected
+consumers and readers of its topics, served from the batch held in memory.
+
+`plan` runs before the seal (the batch's seal states, read once and handed to the sealer, and the
+entries the batch settles); `dispatch` after it: the topics' connections, looked up now, then
+every subscription's view in one read and the pushes (`Dispatcher`'s steps) side by side.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from magnetar.core.broker import Broker
+from magnetar.core.entry import decode_entry, record_headers
+from magnetar.core.errors import InvalidInput
+from magnetar.core.naming import TopicName
+from magnetar.core.ports import Connection, JournalRecord, SealState, SubscriptionView
+from magnetar.core.push.dispatch import Dispatcher, PushReport
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class JournalPlan:
+    """What the journal consumer pushes after sealing a batch: the entries this batch settles, by
+    topic (their bytes, decoded only for topics with connections), and the seal states read before
+    sealing (handed to the sealer, which needs the same read). The connections are looked up after
+    the seal: one that attached meanwhile is found, and everything it missed in its own first read
+    is then sealed, so nothing falls between the two."""
+
+    states: dict[str, SealState] | None = None  # None: not read (the sealer reads them itself)
+    settled: dict[str, list[tuple[int, bytes]]] = field(default_factory=dict)  # topic -> (entry id, bytes)
+    connections: dict[str, list[Connection]] = field(default_factory=dict)  # filled after the seal
+
+
+class JournalBatchPush:
+    """Pushes what a journal batch settles (one per container, beside its `Dispatcher`)."""
+
+    def __init__(self, broker: Broker, dispatcher: Dispatcher) -> None:
+        self.broker = broker
+        self.dispatcher = dispatcher
+
+    def plan(self, records: list[JournalRecord]) -> JournalPlan:
+        """Before sealing: the seal states of the batch's topics (one read for all, which the
+        sealer then uses) and, per topic, the entries this batch settles: for an id, the first
+        record at or past the seal state's next entry (the one the sealer keeps)."""
+        by_topic: dict[str, list[tuple[int, bytes]]] = {}  # topic -> (entry id, its bytes)
+        for record in records:
+            try:
+                entries = record_headers(record.data)  # an envelope (a group append) holds several
+            except InvalidInput:
+                continue
+            for data, header in entries:
+                by_topic.setdefault(header.topic, []).append((header.entry_id, data))
+        if not by_topic:
+            return JournalPlan()
+        try:  # pushing never holds sealing up: without a plan, the next dispatch catches up
+            states = self.broker.metadata.get_seal_states(sorted(by_topic))
+        except Exception:
+            log.exception("no push plan for this journal batch")
+            return JournalPlan()
+        plan = JournalPlan(states=states)
+        for topic, found in by_topic.items():
+            start = states[topic].next_entry if topic in states else 0
+            seen: set[int] = set()
+            for entry_id, data in found:
+                if entry_id >= start and entry_id not in seen:
+                    seen.add(entry_id)
+                    plan.settled.setdefault(topic, []).append((entry_id, data))
+        return plan
+
+    def dispatch(self, plan: JournalPlan) -> PushReport:
+        """After sealing: the batch's topics' connections (one query per topic, looked up now so
+        that a connection made while the batch was sealed is served; the topics' queries side by
+        side on the pool), pushed to, the new entries served from memory. The views of every
+        subscription pushed to are read together (one BatchGetItem per 33), not one per
+        subscription: a batch of many low-rate topics costs a few reads, not one per topic."""
+        report = PushReport()
+        found: dict[str, tuple[list[Connection], int]] = {}  # topic -> (its connections, new messages)
+
+        def look_up(topic: str, settled: list[tuple[int, bytes]]) -> PushReport:
+            try:
+                conns = [c for c in self.dispatcher.registry.of_topic(topic) if c.role in ("consumer", "reader")]
+            except Exception:  # never fails the journal batch: the next dispatch catches up
+                log.exception("no connections of %s for this journal batch", topic)
+                return PushReport()
+            if conns:
+                messages = 0
+                for _, data in settled:
+                    try:
+                        entry = decode_entry(data)
+                    except InvalidInput:
+                        continue
+                    self.broker.cache.put(entry)
+                    messages += entry.num_messages
+                found[topic] = (conns, messages)
+            return PushReport()
+
+        tasks: list[Callable[[], PushReport]] = [
+            lambda topic=topic, settled=settled: look_up(topic, settled)  # type: ignore[misc]
+            for topic, settled in plan.settled.items()]
+        try:
+            list(self.dispatcher.run(tasks))
+        except Exception:
+            log.exception("connection lookups after a journal batch failed")
+        views = self._views_of({topic: conns for topic, (conns, _) in found.items()})
+        pushes: list[Callable[[], PushReport]] = []
+        for topic in plan.settled:  # in the batch's order
+            if topic in found:
+                conns, messages = found[topic]
+                plan.connections[topic] = conns
+                report.topics += 1
+                report.connections += len(conns)
+                pushes.extend(self.dispatcher.topic_tasks(topic, conns, messages, views.get(topic)))
+        try:
+            for result in self.dispatcher.run(pushes):
+                report.add(result)
+        except Exception:  # never fails the journal batch: the next dispatch catches up
+            log.exception("push after a journal batch failed")
+        return report
+
+    def _views_of(self, connections: dict[str, list[Connection]]) -> dict[str, dict[str, SubscriptionView]]:
+        """The views of the subscriptions these consumers are attached to, in one read (topic ->
+        subscription -> view); none when the read fails (each dispatch then reads its own)."""
+        keys = sorted({(topic, c.subscription) for topic, conns in connections.items() for c in conns
+                       if c.role == "consumer" and TopicName.parse(topic).is_persistent})
+        out: dict[str, dict[str, SubscriptionView]] = {}
+        if not keys:
+            return out
+        try:
+            views = self.broker.metadata.get_subscription_views([(TopicName.parse(t), s) for t, s in keys])
+        except Exception:
+            log.exception("subscription views for a journal batch not read")
+            return out
+        for (topic, subscription), view in zip(keys, views, strict=True):
+            out.setdefault(topic, {})[subscription] = view
+        return out
