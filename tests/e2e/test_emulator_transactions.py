@@ -4,38 +4,13 @@ DynamoDB adapter's grouped transactions on it (seal commits of many topics, one 
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
+from tests.e2e.emulator_fixtures import ddb_fixture, fresh_table  # noqa: F401  (the module's emulator)
 
 from magnetar.core.naming import TopicName
-from magnetar.local.cluster import free_port, start_emulator
-from magnetar.local.fidelity import AwsFidelity
-
-
-@pytest.fixture(scope="module")
-def ddb() -> Iterator[Any]:
-    port = free_port()
-    proc = start_emulator("127.0.0.1", port, AwsFidelity(limits=True))
-    try:
-        yield boto3.client("dynamodb", endpoint_url=f"http://127.0.0.1:{port}", region_name="us-east-1",
-                           aws_access_key_id="test", aws_secret_access_key="test")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def _table(ddb: Any) -> str:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    ddb.create_table(TableName=name, BillingMode="PAY_PER_REQUEST",
-                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                           {"AttributeName": "sk", "AttributeType": "S"}])
-    return name
 
 
 def _items(ddb: Any, table: str) -> dict[str, str]:
@@ -43,7 +18,7 @@ def _items(ddb: Any, table: str) -> dict[str, str]:
 
 
 def test_a_cancelled_transaction_leaves_every_item_as_it_was(ddb: Any) -> None:
-    table = _table(ddb)
+    table = fresh_table(ddb)
     for sk, v in (("a", "1"), ("d", "keep")):
         ddb.put_item(TableName=table, Item={"pk": {"S": "p"}, "sk": {"S": sk}, "v": {"S": v}})
     with pytest.raises(ClientError) as refused:
@@ -62,7 +37,7 @@ def test_a_cancelled_transaction_leaves_every_item_as_it_was(ddb: Any) -> None:
 
 
 def test_a_transaction_that_passes_writes_every_item(ddb: Any) -> None:
-    table = _table(ddb)
+    table = fresh_table(ddb)
     ddb.put_item(TableName=table, Item={"pk": {"S": "p"}, "sk": {"S": "a"}, "v": {"S": "1"}})
     ddb.transact_write_items(TransactItems=[
         {"Update": {"TableName": table, "Key": {"pk": {"S": "p"}, "sk": {"S": "a"}},
@@ -84,7 +59,7 @@ def test_a_transaction_that_passes_writes_every_item(ddb: Any) -> None:
 
 def test_a_query_reads_its_partition_only_and_pages_like_dynamodb(ddb: Any) -> None:
     """moto_fixes hands moto's query the queried partition (moto sorted the whole table per query)."""
-    table = _table(ddb)
+    table = fresh_table(ddb)
     for pk in ("a", "b", "c"):
         for i in range(5):
             ddb.put_item(TableName=table, Item={"pk": {"S": pk}, "sk": {"S": f"{i:02d}"}, "v": {"S": pk * 3}})
@@ -129,7 +104,7 @@ def _commit(topic: str, expected: int, entries: int = 2) -> Any:
 def test_the_seal_commits_of_many_topics_go_in_few_transactions_and_a_conflict_costs_only_its_own(ddb: Any) -> None:
     from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
 
-    table = _table(ddb)
+    table = fresh_table(ddb)
     counting = _Counting(ddb)
     store = DynamoMetadataStore(table, dynamodb=counting)
     topics = [f"persistent://t/ns/many-{i}" for i in range(120)]

@@ -18,7 +18,7 @@ from magnetar.core.errors import (
     TopicNotFound,
 )
 from magnetar.core.naming import NamespaceName, TopicName
-from magnetar.core.policies import TOPIC_LIMIT_REASON, admit
+from magnetar.core.policies import TOPIC_LIMIT_REASON, admit, has_overrides
 from magnetar.core.ports import (
     CursorWrite,
     DedupRecord,
@@ -140,7 +140,13 @@ class MemoryMetadataStore:
             return self.namespaces.setdefault(namespace.name, namespace) is namespace
 
     def get_namespace(self, name: NamespaceName) -> NamespaceInfo | None:
-        return self.namespaces.get(name)
+        info = self.namespaces.get(name)
+        if info is None:
+            return None
+        with_policies = {b for b, p in self.partitioned_policies.items() if has_overrides(p)}
+        with_policies |= {b for b, t in self.topics.items() if has_overrides(t.policies)}
+        return replace(info, topics_with_policies=frozenset(
+            b for b in with_policies if TopicName.parse(b).namespace_name == name))
 
     def list_namespaces(self, tenant: str) -> list[str]:
         return [n.namespace for n in self.namespaces if n.tenant == tenant]

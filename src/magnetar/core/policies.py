@@ -253,3 +253,8 @@ def dispatch_budget(rate: DispatchRate, window: tuple[int, int, int], now_ms: in
     msgs = max(0, rate.msgs + extra_msgs - used_msgs) if rate.msgs > 0 else -1
     size = max(0, rate.bytes + extra_bytes - used_bytes) if rate.bytes > 0 else -1
     return msgs, size, start
+
+
+def has_overrides(policies: dict[str, Any]) -> bool:
+    """Whether a topic's policies override anything (a removed policy may be kept as null)."""
+    return any(value is not None for value in policies.values())

@@ -208,6 +208,10 @@ class TenantInfo:
 class NamespaceInfo:
     name: NamespaceName
     policies: dict[str, Any] = field(default_factory=dict)
+    # the namespace's topics that have policy overrides of their own (Pulsar's brokers load a
+    # namespace's topic policies at once): a publish to any other topic needs no read of its own.
+    # None: not known (a namespace from before the index, or one with too many to list).
+    topics_with_policies: frozenset[str] | None = None
 
 
 class Journal(Protocol):
@@ -318,7 +322,8 @@ class MetadataStore(SchemaStore, Protocol):
         ...
 
     def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> bool:
-        """Replace a topic's overrides; False when the topic does not exist."""
+        """Replace a topic's overrides, and its name in its namespace's `topics_with_policies`, in
+        one write; False when the topic does not exist."""
         ...
 
     def set_backlog_blocked(self, topic: TopicName, policy: str) -> None:

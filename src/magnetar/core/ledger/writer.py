@@ -103,7 +103,8 @@ class LedgerWriter:
         self._policies: dict[str, tuple[int, dict[str, Any]]] = {}
         # a namespace's policies, shared by its topics: with many low-rate topics a topic's own
         # entry rarely hits, its namespace's does (one read per namespace and period, not per topic)
-        self._namespaces: dict[str, tuple[int, dict[str, Any]]] = {}
+        # namespace -> (read at, its policies, its topics with overrides of their own; None: unknown)
+        self._namespaces: dict[str, tuple[int, dict[str, Any], frozenset[str] | None]] = {}
         self._quota_checked: dict[str, int] = {}
 
     def append(self, topic: TopicName, batch: Batch, producer_name: str, create_topic: bool = True) -> AppendResult:
@@ -259,9 +260,13 @@ class LedgerWriter:
             ns_cached = self._namespaces.get(namespace)
             if fresh or ns_cached is None or now - ns_cached[0] > POLICY_CACHE_MS:
                 info = self.metadata.get_namespace(topic.namespace_name)
-                ns_cached = (now, dict(info.policies) if info else {})
+                ns_cached = (now, dict(info.policies) if info else {}, info.topics_with_policies if info else None)
                 self._namespaces[namespace] = ns_cached
-            merged = effective_policies(dict(ns_cached[1]), self.metadata.get_topic_policies(topic))
+            indexed = ns_cached[2]
+            # a topic the namespace does not list has no overrides: no read of its own (a publish
+            # to one of many low-rate topics would otherwise read them every time)
+            overrides = self.metadata.get_topic_policies(topic) if indexed is None or name in indexed else {}
+            merged = effective_policies(dict(ns_cached[1]), overrides)
             cached = (now, merged)
             self._policies[name] = cached
         return cached[1]

@@ -64,10 +64,10 @@ class DynamoBase:
                 return False
             raise
 
-    def _transact(self, items: list[dict[str, Any]]) -> set[int] | None:
-        """One TransactWriteItems; None when it was applied, else the positions of the items that
-        cancelled it (a failed condition, a conflicting transaction, a throttled item): nothing
-        was written."""
+    def _transact(self, items: list[dict[str, Any]]) -> dict[int, str] | None:
+        """One TransactWriteItems; None when it was applied, else the items that cancelled it, by
+        position, with their reason ("ConditionalCheckFailed", "TransactionConflict",
+        "ThrottlingError", …): nothing was written."""
         try:
             self.ddb.transact_write_items(TransactItems=items)
             return None
@@ -75,8 +75,8 @@ class DynamoBase:
             if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
                 raise
             reasons = exc.response.get("CancellationReasons") or []
-            failed = {n for n, r in enumerate(reasons) if r.get("Code") not in (None, "None")}
-            return failed or set(range(len(items)))
+            failed = {n: str(r.get("Code")) for n, r in enumerate(reasons) if r.get("Code") not in (None, "None")}
+            return failed or dict.fromkeys(range(len(items)), "Unknown")
 
     def _transact_units(self, units: list[list[dict[str, Any]]], sizes: list[int],
                         alone: Callable[[int], bool] | None = None) -> list[bool]:

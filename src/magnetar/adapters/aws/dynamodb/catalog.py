@@ -3,6 +3,7 @@ counter and limit), and namespace- and topic-level policies."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import time
@@ -13,10 +14,13 @@ from botocore.exceptions import ClientError
 from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s, _tp
 from magnetar.core.errors import NotFound, RetryableError, TopicLimitReached
 from magnetar.core.naming import NamespaceName, TopicName
-from magnetar.core.policies import TOPIC_LIMIT_REASON
+from magnetar.core.policies import TOPIC_LIMIT_REASON, has_overrides
 from magnetar.core.ports import NamespaceInfo, TenantInfo
 
 _TXN_RETRIES = 5
+# a namespace lists its topics with policy overrides while they are fewer (names of ~100 bytes: an
+# item of ~200 KB at most, within DynamoDB's 400 KB); past it, every topic's overrides are read
+MAX_INDEXED_TOPICS = 2_000
 
 
 class CatalogItems(DynamoBase):
@@ -61,6 +65,7 @@ class CatalogItems(DynamoBase):
                 "pk": _s(f"NAMESPACES#{namespace.name.tenant}"),
                 "sk": _s(namespace.name.namespace),
                 "policies": _s(json.dumps(namespace.policies)),
+                "policy_index": _n(1),  # topics_with_policies is kept from the start (absent: none)
             }
         )
 
@@ -70,7 +75,10 @@ class CatalogItems(DynamoBase):
             return None
         raw = item.get("policies", {})
         policies = json.loads(raw["S"]) if "S" in raw else {}
-        return NamespaceInfo(name, policies)
+        indexed = None
+        if "policy_index" in item:
+            indexed = frozenset(item.get("topics_with_policies", {}).get("SS", []))
+        return NamespaceInfo(name, policies, indexed)
 
     def list_namespaces(self, tenant: str) -> list[str]:
         return self._query_sks(f"NAMESPACES#{tenant}")
@@ -241,14 +249,35 @@ class CatalogItems(DynamoBase):
         return {}
 
     def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> bool:
+        base = topic.partitioned_topic if topic.partition_index >= 0 else topic
+        namespace_key = {"pk": _s(f"NAMESPACES#{base.namespace_name.tenant}"), "sk": _s(base.namespace_name.namespace)}
+        if has_overrides(policies):  # listed in the namespace's index, while it holds fewer than the cap
+            index_update: dict[str, Any] = {
+                "UpdateExpression": "ADD topics_with_policies :t",
+                "ConditionExpression": ("attribute_exists(pk) AND (attribute_not_exists(topics_with_policies)"
+                                        " OR size(topics_with_policies) < :cap)"),
+                "ExpressionAttributeValues": {":t": {"SS": [str(base)]}, ":cap": _n(MAX_INDEXED_TOPICS)},
+            }
+        else:
+            index_update = {"UpdateExpression": "DELETE topics_with_policies :t", "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeValues": {":t": {"SS": [str(base)]}}}
         for key in reversed(self._policy_keys(topic)):  # a partitioned topic's item first
-            if self._if(
-                "update_item",
-                TableName=self.table,
-                Key=key,
-                UpdateExpression="SET policies = :p",
-                ConditionExpression="attribute_exists(pk)",
-                ExpressionAttributeValues={":p": _s(json.dumps(policies))},
-            ):
+            listing_update = {
+                "TableName": self.table, "Key": key, "UpdateExpression": "SET policies = :p",
+                "ConditionExpression": "attribute_exists(pk)", "ExpressionAttributeValues": {":p": _s(json.dumps(policies))},
+            }
+            failed = self._transact([{"Update": listing_update},
+                                     {"Update": {"TableName": self.table, "Key": namespace_key, **index_update}}])
+            if failed is None:
                 return True
+            if any(code != "ConditionalCheckFailed" for code in failed.values()):
+                raise RetryableError("topic policies not written (a conflicting write); retry")
+            if 0 in failed:
+                continue  # not this kind of topic
+            # the index is full (or the namespace item is gone): it stops being an index, then
+            # the overrides are written alone (every publish reads its topic's overrides again)
+            with contextlib.suppress(ClientError):
+                self.ddb.update_item(TableName=self.table, Key=namespace_key, UpdateExpression="REMOVE policy_index",
+                                     ConditionExpression="attribute_exists(pk)")
+            return self._if("update_item", **listing_update)
         return False
