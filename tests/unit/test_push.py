@@ -293,8 +293,9 @@ def test_the_push_after_a_journal_batch_serves_only_topics_with_connections(h: H
 
 def test_a_journal_batch_of_many_topics_reads_their_subscriptions_in_one_call_and_commits_together(
         h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Many low-rate topics in one journal batch: the seal commits go in one call, and the
-    subscriptions pushed to are read in one call, not one read and one commit per topic."""
+    """Many low-rate topics in one journal batch: the seal commits go in one call, their
+    connections are looked up in one call and the subscriptions pushed to are read in one call,
+    not a commit, a lookup and a read per topic."""
     topics = [f"persistent://public/default/many-{i}" for i in range(12)]
     cids = [h.consumer(topic=t) for t in topics]
     h.consumer(sub="other", topic=topics[0])  # a second subscription on one topic
@@ -309,6 +310,8 @@ def test_a_journal_batch_of_many_topics_reads_their_subscriptions_in_one_call_an
     monkeypatch.setattr(metadata, "get_subscription_views", views)
     monkeypatch.setattr(metadata, "get_subscription_view", lambda t, s: calls["view"].append(1) or view(t, s))
     monkeypatch.setattr(metadata, "commit_segments", lambda c: calls["commits"].append(len(c)) or commits(c))
+    lookups, of_topics = [], h.registry.of_topics
+    monkeypatch.setattr(h.registry, "of_topics", lambda topics: lookups.append(len(topics)) or of_topics(topics))
     for n, t in enumerate(topics):
         h.produce(f"m{n}", topic=t)
     h.journal()
@@ -316,6 +319,7 @@ def test_a_journal_batch_of_many_topics_reads_their_subscriptions_in_one_call_an
     assert calls["commits"] == [12]  # every topic's segment committed in one call
     assert calls["views"] == [13]  # the 13 subscriptions' views in one read
     assert calls["view"] == []  # and no subscription read its own
+    assert lookups == [12]  # the 12 topics' connections in one lookup
 
 
 def test_a_reader_that_connects_while_its_entry_is_being_sealed_gets_it_pushed(h: Harness) -> None:

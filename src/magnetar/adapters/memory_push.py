@@ -34,6 +34,10 @@ class MemoryConnectionRegistry:
         with self._lock:
             return [c for c in self.connections.values() if c.topic == topic]
 
+    def of_topics(self, topics: list[str]) -> dict[str, list[Connection]]:
+        found = {topic: self.of_topic(topic) for topic in topics}
+        return {topic: conns for topic, conns in found.items() if conns}
+
     def current(self, connection: Connection) -> Connection | None:
         return self.connections.get(connection.connection_id)
 

@@ -412,7 +412,7 @@ class Connection:
 
     Everything but the counters is fixed at $connect. The counters change with pushes and
     frames and are current only when read from the topic's connection items (`of_topic`,
-    `current`, and what the counter writes return)."""
+    `of_topics`, `current`, and what the counter writes return)."""
 
     connection_id: str
     role: str  # "producer", "consumer" or "reader"
@@ -445,7 +445,8 @@ class ConnectionRegistry(Protocol):
     """WebSocket connections, found by topic (one query) and by connection id (one read)."""
 
     def add(self, connection: Connection) -> None:
-        """Record a connection (its topic's item, its id's item, the topic index): one request."""
+        """Record a connection (its topic's item, its id's item; then its id in the topic index):
+        two requests."""
         ...
 
     def get(self, connection_id: str) -> Connection | None:
@@ -456,13 +457,19 @@ class ConnectionRegistry(Protocol):
         """A topic's connections with their current counters: one query."""
         ...
 
+    def of_topics(self, topics: list[str]) -> dict[str, list[Connection]]:
+        """Several topics' connections with their current counters (a journal batch's topics),
+        in a few requests whatever the number of topics (the topic index, then the connections:
+        one BatchGetItem per 100 each); topics without connections are left out."""
+        ...
+
     def current(self, connection: Connection) -> Connection | None:
         """One connection with its current counters (None: removed): one read."""
         ...
 
     def remove(self, connection: Connection) -> Connection | None:
-        """Take a connection off its topic, returning it as it was (None: already removed): one
-        request. `get` still finds it until it expires, so frames that arrive after its
+        """Take a connection off its topic (and its id off the topic index), returning it as it
+        was (None: already removed): two requests. `get` still finds it until it expires, so frames that arrive after its
         $disconnect are understood."""
         ...
 

@@ -4,13 +4,19 @@
 |--------------------|---------------------|---------------------|-------------------------------------------|
 | topic connection   | TP#<topic>          | WS#<connection id>  | the connection and its counters           |
 | connection         | CONN#<connection id>| CONN                | the same fields as at connect, plus topic |
-| topic index        | WSTOPICS            | <topic>             | time of the topic's last connect          |
+| topic index        | WSTOPICS            | <topic>             | time of the topic's last connect, the ids |
 
 A topic's connections come with one Query (they share the topic's partition key with its cursors
-and seal state); a frame's connection with one GetItem (and a container remembers it: nothing in
-it changes); the maintenance run finds the topics with connections in the index. Connect writes
-the three items with one BatchWriteItem, disconnect deletes the topic's item (the connection's
-item stays, so a frame that arrives after $disconnect is still understood). The items carry
+and seal state); a journal batch's topics' connections with two BatchGetItems per 100 topics
+(their index items, then the connections the index names: `of_topics`), so topics without
+connections cost no query and many topics no query each; a frame's connection with one GetItem
+(and a container remembers it: nothing in it changes); the maintenance run finds the topics with
+connections in the index. Connect writes the topic's and the id's items with one BatchWriteItem,
+then adds the id to the topic's index item (after the connection's item: an id the index names
+has its item, unless it was removed since); disconnect deletes the topic's item and then takes
+the id off the index (the connection's item stays, so a frame that arrives after $disconnect is
+still understood). An index item without ids (written before they were kept) makes `of_topics`
+query that topic. The items carry
 `expiresAt` (the table's TTL attribute) past API Gateway's 2 h connection limit, so a connection
 whose $disconnect never came disappears by itself.
 
@@ -21,6 +27,7 @@ about the client (credentials, retries) is the standard SDK configuration.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from functools import cache
@@ -30,6 +37,7 @@ import boto3
 from botocore.exceptions import ClientError
 
 from magnetar.adapters.aws.clients import _CONFIG, REQUESTS, UNPROCESSED_ATTEMPTS, client, unprocessed_backoff
+from magnetar.adapters.aws.dynamodb.base import DynamoBase
 from magnetar.config import ENV_WS_ENDPOINT, ResourceNames
 from magnetar.core.errors import RetryableError
 from magnetar.core.ports import Connection
@@ -51,6 +59,10 @@ def _n(value: int) -> dict[str, str]:
 
 def _topic_key(topic: str, connection_id: str) -> dict[str, Any]:
     return {"pk": _s(f"TP#{topic}"), "sk": _s(f"WS#{connection_id}")}
+
+
+def _index_key(topic: str) -> dict[str, Any]:
+    return {"pk": _s(INDEX_PK), "sk": _s(topic)}
 
 
 def _conn_key(connection_id: str) -> dict[str, Any]:
@@ -81,19 +93,21 @@ def _connection(item: dict[str, Any]) -> Connection:
     )
 
 
-class DynamoConnectionRegistry:
-    def __init__(self, table: str, dynamodb: Any | None = None) -> None:
-        self.table = table
-        self.ddb = dynamodb or client("dynamodb")
+class DynamoConnectionRegistry(DynamoBase):
+    """The connection items, in the metadata table (`DynamoBase`: its client, its batch read)."""
 
     def add(self, connection: Connection) -> None:
         item = _item(connection)
         puts = [
             {**_topic_key(connection.topic, connection.connection_id), **item},
             {**_conn_key(connection.connection_id), **item},
-            {"pk": _s(INDEX_PK), "sk": _s(connection.topic), "at": _n(connection.connected_at)},
         ]
         self._batch_write([{"PutRequest": {"Item": p}} for p in puts])
+        self.ddb.update_item(TableName=self.table, Key=_index_key(connection.topic),
+                             UpdateExpression="SET #at = :at, ids_kept = :kept ADD ids :id",
+                             ExpressionAttributeNames={"#at": "at"},
+                             ExpressionAttributeValues={":at": _n(connection.connected_at), ":kept": _n(1),
+                                                        ":id": {"SS": [connection.connection_id]}})
 
     def get(self, connection_id: str) -> Connection | None:
         item = self.ddb.get_item(TableName=self.table, Key=_conn_key(connection_id), ConsistentRead=True).get("Item")
@@ -114,6 +128,31 @@ class DynamoConnectionRegistry:
                 return out
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def of_topics(self, topics: list[str]) -> dict[str, list[Connection]]:
+        index = {item["sk"]["S"]: item for item in self._batch_get([_index_key(t) for t in dict.fromkeys(topics)])}
+        out: dict[str, list[Connection]] = {}
+        keys: list[dict[str, Any]] = []
+        listed: dict[str, set[str]] = {}
+        for topic, item in index.items():
+            if "ids_kept" in item:  # (an emptied string set is no attribute at all)
+                listed[topic] = set(item.get("ids", {}).get("SS", []))
+                keys.extend(_topic_key(topic, cid) for cid in listed[topic])
+            else:  # an index item from before the ids were kept
+                conns = self.of_topic(topic)
+                if conns:
+                    out[topic] = conns
+        for found in self._batch_get(keys):
+            conn = _connection(found)
+            out.setdefault(conn.topic, []).append(conn)
+            listed[conn.topic].discard(conn.connection_id)
+        for topic, gone in listed.items():  # items expired (their $disconnect never came): off the index
+            if gone:
+                with contextlib.suppress(ClientError):
+                    self.ddb.update_item(TableName=self.table, Key=_index_key(topic), UpdateExpression="DELETE ids :gone",
+                                         ConditionExpression="attribute_exists(pk)",
+                                         ExpressionAttributeValues={":gone": {"SS": sorted(gone)}})
+        return out
+
     def current(self, connection: Connection) -> Connection | None:
         item = self.ddb.get_item(
             TableName=self.table, Key=_topic_key(connection.topic, connection.connection_id), ConsistentRead=True
@@ -125,6 +164,13 @@ class DynamoConnectionRegistry:
         # finds its topic and subscription (an acknowledgement sent just before closing counts)
         old = self.ddb.delete_item(TableName=self.table, Key=_topic_key(connection.topic, connection.connection_id),
                                    ReturnValues="ALL_OLD").get("Attributes")
+        try:
+            self.ddb.update_item(TableName=self.table, Key=_index_key(connection.topic), UpdateExpression="DELETE ids :id",
+                                 ConditionExpression="attribute_exists(pk)",
+                                 ExpressionAttributeValues={":id": {"SS": [connection.connection_id]}})
+        except ClientError as exc:  # the maintenance run forgot the topic already
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
         return _connection(old) if old else None
 
     def add_acks(self, connection: Connection, acks: list[str]) -> Connection | None:

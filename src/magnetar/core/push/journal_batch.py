@@ -2,8 +2,9 @@
 consumers and readers of its topics, served from the batch held in memory.
 
 `plan` runs before the seal (the batch's seal states, read once and handed to the sealer, and the
-entries the batch settles); `dispatch` after it: the topics' connections, looked up now, then
-every subscription's view in one read and the pushes (`Dispatcher`'s steps) side by side.
+entries the batch settles); `dispatch` after it: the topics' connections, looked up now (all of
+them in one lookup, `ConnectionRegistry.of_topics`), then every subscription's view in one read
+and the pushes (`Dispatcher`'s steps) side by side.
 """
 
 from __future__ import annotations
@@ -72,39 +73,31 @@ class JournalBatchPush:
         return plan
 
     def dispatch(self, plan: JournalPlan) -> PushReport:
-        """After sealing: the batch's topics' connections (one query per topic, looked up now so
-        that a connection made while the batch was sealed is served; the topics' queries side by
-        side on the pool), pushed to, the new entries served from memory. The views of every
-        subscription pushed to are read together (one BatchGetItem per 33), not one per
-        subscription: a batch of many low-rate topics costs a few reads, not one per topic."""
+        """After sealing: the batch's topics' connections (looked up now, so that a connection
+        made while the batch was sealed is served; all topics in one lookup, `of_topics`), pushed
+        to, the new entries served from memory. The views of every subscription pushed to are
+        read together (one BatchGetItem per 33), not one per subscription: a batch of many
+        low-rate topics costs a few reads, not one per topic."""
         report = PushReport()
         found: dict[str, tuple[list[Connection], int]] = {}  # topic -> (its connections, new messages)
-
-        def look_up(topic: str, settled: list[tuple[int, bytes]]) -> PushReport:
-            try:
-                conns = [c for c in self.dispatcher.registry.of_topic(topic) if c.role in ("consumer", "reader")]
-            except Exception:  # never fails the journal batch: the next dispatch catches up
-                log.exception("no connections of %s for this journal batch", topic)
-                return PushReport()
-            if conns:
-                messages = 0
-                for _, data in settled:
-                    try:
-                        entry = decode_entry(data)
-                    except InvalidInput:
-                        continue
-                    self.broker.cache.put(entry)
-                    messages += entry.num_messages
-                found[topic] = (conns, messages)
-            return PushReport()
-
-        tasks: list[Callable[[], PushReport]] = [
-            lambda topic=topic, settled=settled: look_up(topic, settled)  # type: ignore[misc]
-            for topic, settled in plan.settled.items()]
         try:
-            list(self.dispatcher.run(tasks))
-        except Exception:
-            log.exception("connection lookups after a journal batch failed")
+            connections = self.dispatcher.registry.of_topics(list(plan.settled))
+        except Exception:  # never fails the journal batch: the next dispatch catches up
+            log.exception("no connections for this journal batch")
+            connections = {}
+        for topic, all_conns in connections.items():
+            conns = [c for c in all_conns if c.role in ("consumer", "reader")]
+            if not conns or topic not in plan.settled:
+                continue
+            messages = 0
+            for _, data in plan.settled[topic]:
+                try:
+                    entry = decode_entry(data)
+                except InvalidInput:
+                    continue
+                self.broker.cache.put(entry)
+                messages += entry.num_messages
+            found[topic] = (conns, messages)
         views = self._views_of({topic: conns for topic, (conns, _) in found.items()})
         pushes: list[Callable[[], PushReport]] = []
         for topic in plan.settled:  # in the batch's order
