@@ -147,5 +147,6 @@ BOOTSTRAP_ITEMS: list[dict[str, dict[str, object]]] = [
         "pk": {"S": f"NAMESPACES#{DEFAULT_TENANT}"},
         "sk": {"S": DEFAULT_NAMESPACE},
         "policies": {"M": {}},
+        "policy_index": {"N": "1"},  # its topics_with_policies is kept (dynamodb/catalog.py)
     },
 ]
