@@ -372,13 +372,52 @@ def test_acknowledgements_wait_in_the_inbox_until_half_the_window(h: Harness) ->
         h.frame(cid, messageId=f["messageId"])
     assert mark_delete() == 0 and len(h.registry.connections[cid].acks) == 4  # no cursor write yet
     h.frame(cid, messageId=window[4]["messageId"])  # half the window: written, and refilled
-    assert mark_delete() == 5 and h.registry.connections[cid].acks == frozenset()
+    assert mark_delete() == 5  # (the inbox keeps them until INBOX_CLEAR_AT: applying them again is a no-op)
     assert payloads(h.got(cid)) == [str(i) for i in range(10, 15)]
     h.frame(cid, messageId=window[5]["messageId"])
     h.push.disconnect(cid)  # the inbox is written before the consumer is detached
     assert mark_delete() == 6
     again = h.consumer(receiverQueueSize=10)
     assert payloads(h.got(again)) == [str(i) for i in range(6, 16)]
+
+
+def test_inbox_acknowledgements_written_to_the_cursor_are_taken_off_the_connection_in_one_write_later(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A low-rate consumer: each journal batch's claim writes the inbox to the cursor, and the inbox
+    is emptied once it holds INBOX_CLEAR_AT, or by a step with nothing to push (the maintenance
+    run), not after every claim: one connection write per acknowledgement, not two."""
+    from magnetar.core.push.dispatch import INBOX_CLEAR_AT
+
+    cid = h.consumer(subscriptionInitialPosition="Earliest")
+    clears: list[int] = []
+    clear = h.registry.clear_acks
+    monkeypatch.setattr(h.registry, "clear_acks", lambda conn, acks: clears.append(len(acks)) or clear(conn, acks))
+    name = TopicName.parse(TOPIC)
+    for i in range(INBOX_CLEAR_AT + 8):
+        h.produce(str(i))
+        h.journal()
+        [frame] = h.got(cid)
+        assert payloads([frame]) == [str(i)]  # one message at a time, nothing pushed twice
+        h.frame(cid, messageId=frame["messageId"])
+    cursor = h.broker.metadata.get_subscription_view(name, "s").cursor
+    assert cursor is not None and cursor.mark_delete == INBOX_CLEAR_AT + 7  # every claim wrote the inbox
+    assert clears == [INBOX_CLEAR_AT]
+    h.push.redispatch()  # the maintenance run: the last acknowledgement written, the inbox emptied
+    cursor = h.broker.metadata.get_subscription_view(name, "s").cursor
+    assert cursor is not None and cursor.mark_delete == INBOX_CLEAR_AT + 8
+    assert clears == [INBOX_CLEAR_AT, 8] and h.registry.connections[cid].acks == frozenset()
+    h.push.redispatch()
+    assert clears == [INBOX_CLEAR_AT, 8]  # nothing left to write or clear
+
+
+def test_a_batch_index_acknowledged_again_after_its_entry_changes_nothing() -> None:
+    from magnetar.core.cursor import CursorState
+
+    state = CursorState("Shared", mark_delete=0, read_position=10)
+    state.acknowledge([], {5: (3, [0, 1, 2])})  # all of entry 5's messages: acknowledged whole
+    before = state.to_dict()
+    state.acknowledge([], {5: (3, [0])})  # the inbox's code for one of them, applied again
+    assert state.to_dict() == before
 
 
 def test_seek_drops_the_inbox(h: Harness) -> None:

@@ -411,9 +411,10 @@ class CursorState:
     def acknowledge(self, entry_ids: list[int], batch_indexes: dict[int, tuple[int, list[int]]] | None = None) -> None:
         """Acknowledge whole entries, and single messages of batch entries ((size, indexes) by entry)."""
         whole = list(entry_ids)
+        already = RangeSet(self.acked)
         for entry, (size, indexes) in (batch_indexes or {}).items():
-            if not (self.mark_delete <= entry < self.read_position):
-                continue
+            if not (self.mark_delete <= entry < self.read_position) or entry in already:
+                continue  # (acknowledged whole already: the same acknowledgement again changes nothing)
             done = set(self.batch_acks.get(str(entry), [size])[1:]) | {i for i in indexes if 0 <= i < size}
             if len(done) >= size:
                 whole.append(entry)

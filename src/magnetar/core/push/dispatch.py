@@ -68,6 +68,11 @@ BACKLOG_WAIT_S = 5.0  # how long the post-connect dispatch waits for API Gateway
 CLAIM_RETRIES = 40  # conflicting cursor writes (parallel frames of one subscription), backing off
 MAX_BACKOFF_S = 0.25
 MAX_PREFETCH = 1_000  # entries of a sealed backlog read into the cache ahead of a dispatch's claims
+# A consumer's inbox acknowledgements, once a claim wrote them to the cursor, are taken off its
+# connection's item only when this many have gathered or a step finds nothing to push: until then
+# every claim applies them again, which changes nothing (an acknowledgement is idempotent), so a
+# low-rate consumer costs one inbox write per acknowledgement, not two.
+INBOX_CLEAR_AT = 32
 
 
 def outstanding(state: CursorState, consumer: str) -> int:
@@ -157,7 +162,10 @@ class Dispatcher:
                 self.clear_inbox(conn)
                 return pushed
             acks, view = NO_ACKS, None  # written with the first claim; the view is read anew
-            conn = self.clear_inbox(conn)
+            if not delivered or len(conn.acks) >= INBOX_CLEAR_AT:
+                conn = self.clear_inbox(conn)
+            else:
+                conn = replace(conn, acks=frozenset())  # written: left in the item for now (INBOX_CLEAR_AT)
             if not delivered:
                 break
             frames = [f for d in delivered for f in entry_frames(d.entry, topic.partition_index, d.redelivery_count,
