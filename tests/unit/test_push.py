@@ -410,6 +410,30 @@ def test_inbox_acknowledgements_written_to_the_cursor_are_taken_off_the_connecti
     assert clears == [INBOX_CLEAR_AT, 8]  # nothing left to write or clear
 
 
+def test_the_maintenance_run_reads_every_topics_connections_and_views_at_once(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    topics = [f"persistent://public/default/idle-{i}" for i in range(5)]
+    cids = [h.consumer(topic=t) for t in topics]
+    calls: dict[str, list[int]] = {"of_topics": [], "of_topic": [], "views": [], "view": []}
+    registry, metadata = h.registry, h.broker.metadata
+    of_topic, view = registry.of_topic, metadata.get_subscription_view
+    monkeypatch.setattr(registry, "of_topic", lambda t: calls["of_topic"].append(1) or of_topic(t))
+    monkeypatch.setattr(registry, "of_topics", lambda ts: calls["of_topics"].append(len(ts)) or {
+        t: of_topic(t) for t in ts if of_topic(t)})
+
+    def views(keys):  # type: ignore[no-untyped-def]
+        calls["views"].append(len(keys))
+        return [view(t, s) for t, s in keys]
+
+    monkeypatch.setattr(metadata, "get_subscription_views", views)
+    monkeypatch.setattr(metadata, "get_subscription_view", lambda t, s: calls["view"].append(1) or view(t, s))
+    h.produce("late", topic=topics[3])
+    h.broker.sealer.seal(list(h.broker.journal.records))  # sealed, never pushed (a failed push)
+    report = h.push.redispatch()
+    assert calls["of_topics"] == [5] and calls["of_topic"] == [] and calls["views"] == [5]
+    assert report.pushed == 1 and payloads(h.got(cids[3])) == ["late"]
+
+
 def test_a_batch_index_acknowledged_again_after_its_entry_changes_nothing() -> None:
     from magnetar.core.cursor import CursorState
 
