@@ -362,6 +362,10 @@ def active(url: str, aws_endpoint: str, server_pid: int, args: argparse.Namespac
         "aws_requests_per_1000_msgs_by_operation": {k: round(n / messages * 1000, 2) for k, n in counted.items()}
         if messages else {},
         "event_source_mapping_requests_not_counted": {k: n for k, n in requests.items() if is_mapping_read(k)},
+        # with MAGNETAR_REQUEST_SITES=1 in the environment: by the core function that made them
+        **({"aws_requests_per_1000_msgs_by_site": {k: round(n / messages * 1000, 2)
+                                                    for k, n in s["aws_requests_by_site"].items()}}
+           if messages and s.get("aws_requests_by_site") else {}),
         "lambda": s["lambda"],
         "client_cpu_s": round(sum(r["cpu_s"] for r in results), 1),
         "cluster_cpu_s": round(server_cpu, 1),

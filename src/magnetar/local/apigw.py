@@ -179,7 +179,8 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
 
     async def local_stats(request: Request) -> Response:
         """The local runtime's own counters (like LocalStack's /_localstack paths): AWS requests
-        made by the emulated functions, by service and operation, and each function's
+        made by the emulated functions, by service and operation (and by call site, with
+        MAGNETAR_REQUEST_SITES set), and each function's
         invocations and billed duration; with limits on, the account's concurrency (limit, peak since
         the last reset, throttles). DELETE resets them."""
         from magnetar.adapters.aws.clients import REQUESTS
@@ -194,6 +195,8 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
             if pool is not None:
                 pool.peak, pool.throttles = pool.running, 0
         stats = {"aws_requests": REQUESTS.snapshot(), "lambda": {f.name: f.stats() for f in functions}}
+        if REQUESTS.by_site:  # MAGNETAR_REQUEST_SITES: also by the core function that made them
+            stats["aws_requests_by_site"] = REQUESTS.sites()
         if pool is not None:
             stats["concurrency"] = {"limit": pool.limit, "peak": pool.peak, "throttles": pool.throttles}
         return JSONResponse(stats)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -31,21 +32,33 @@ _CONFIG = Config(
 
 
 class RequestCounter:
-    """AWS requests made by this process, by (service, operation)."""
+    """AWS requests made by this process, by (service, operation); with `by_site` (the
+    MAGNETAR_REQUEST_SITES variable, a diagnostic: it walks the caller's frames on every request)
+    also by the Magnetar functions that made them ("dynamodb.Query@core/push/x.py:f<core/y.py:g")."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_site: bool = False) -> None:
         self._counts: Counter[tuple[str, str]] = Counter()
+        self._sites: Counter[str] = Counter()
+        self.by_site = by_site
         self._lock = threading.Lock()
 
     def __call__(self, event_name: str = "", **kwargs: Any) -> None:
         # event_name: "before-send.<service>.<Operation>"
         _event, service, operation = event_name.split(".", 2)
+        site = f"{service}.{operation}@{_call_site()}" if self.by_site else ""
         with self._lock:
             self._counts[(service, operation)] += 1
+            if site:
+                self._sites[site] += 1
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return {f"{s}.{o}": n for (s, o), n in sorted(self._counts.items())}
+
+    def sites(self) -> dict[str, int]:
+        """Requests by operation and call site (empty unless counted `by_site`)."""
+        with self._lock:
+            return dict(self._sites.most_common())
 
     def total(self) -> int:
         with self._lock:
@@ -54,9 +67,23 @@ class RequestCounter:
     def reset(self) -> None:
         with self._lock:
             self._counts.clear()
+            self._sites.clear()
 
 
-REQUESTS = RequestCounter()
+def _call_site(depth: int = 3) -> str:
+    """The innermost `depth` Magnetar functions on the stack outside the adapters and the local
+    runtime (the core code that asked for the request), innermost first."""
+    frame = sys._getframe(2)
+    found: list[str] = []
+    while frame is not None and len(found) < depth:
+        path = frame.f_code.co_filename.replace("\\", "/")
+        if "/magnetar/" in path and "/magnetar/adapters/" not in path and "/magnetar/local/" not in path:
+            found.append(f"{path.rsplit('/magnetar/', 1)[1]}:{frame.f_code.co_name}")
+        frame = frame.f_back  # type: ignore[assignment]
+    return "<".join(found)
+
+
+REQUESTS = RequestCounter(by_site=bool(os.environ.get("MAGNETAR_REQUEST_SITES")))
 
 # BatchGetItem/BatchWriteItem answer the items a throttled partition could not take as
 # UnprocessedKeys/UnprocessedItems (HTTP 200, so botocore does not retry them): AWS asks callers to
