@@ -411,9 +411,9 @@ class CursorState:
     def acknowledge(self, entry_ids: list[int], batch_indexes: dict[int, tuple[int, list[int]]] | None = None) -> None:
         """Acknowledge whole entries, and single messages of batch entries ((size, indexes) by entry)."""
         whole = list(entry_ids)
-        already = RangeSet(self.acked)
+        acked = RangeSet(self.acked)
         for entry, (size, indexes) in (batch_indexes or {}).items():
-            if not (self.mark_delete <= entry < self.read_position) or entry in already:
+            if not (self.mark_delete <= entry < self.read_position) or entry in acked:
                 continue  # (acknowledged whole already: the same acknowledgement again changes nothing)
             done = set(self.batch_acks.get(str(entry), [size])[1:]) | {i for i in indexes if 0 <= i < size}
             if len(done) >= size:
@@ -421,7 +421,6 @@ class CursorState:
                 self.batch_acks.pop(str(entry), None)
             else:
                 self.batch_acks[str(entry)] = [size, *sorted(done)]
-        acked = RangeSet(self.acked)
         for entry in whole:
             if entry < 0:
                 raise InvalidInput(f"Invalid entry id {entry}")

@@ -60,6 +60,25 @@ class _Item:
     record_done: bool
 
 
+@dataclass
+class SealOutcome:
+    """What one sealer invocation did; `retry_from` is the journal record to resume from."""
+
+    sealed_entries: int = 0
+    segments_written: int = 0
+    holes: int = 0
+    late_after_hole: int = 0
+    late_reappended: int = 0  # late records whose entries took new ids and went to the journal again
+    late_dead_lettered: int = 0  # late records written to the dead-letter prefix instead
+    retry_from: str | None = None
+
+    def add(self, other: SealOutcome) -> None:
+        """Count in another topic's outcome: every counter (`retry_from` is the caller's to decide)."""
+        for f in fields(self):
+            if f.name != "retry_from":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
 @dataclass(frozen=True)
 class _Chunk:
     """A segment put to S3 and not committed yet: its commit, its entries, the holes among them."""
@@ -79,27 +98,8 @@ class _TopicSeal:
     late: list[_Item]
     settled: Settled
     blocked_at: int | None
-    outcome: SealOutcome = field(default_factory=lambda: SealOutcome())
+    outcome: SealOutcome = field(default_factory=SealOutcome)
     failure: BaseException | None = None
-
-
-@dataclass
-class SealOutcome:
-    """What one sealer invocation did; `retry_from` is the journal record to resume from."""
-
-    sealed_entries: int = 0
-    segments_written: int = 0
-    holes: int = 0
-    late_after_hole: int = 0
-    late_reappended: int = 0  # late records whose entries took new ids and went to the journal again
-    late_dead_lettered: int = 0  # late records written to the dead-letter prefix instead
-    retry_from: str | None = None
-
-    def add(self, other: SealOutcome) -> None:
-        """Count in another topic's outcome: every counter (`retry_from` is the caller's to decide)."""
-        for f in fields(self):
-            if f.name != "retry_from":
-                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 class Sealer:

@@ -293,14 +293,33 @@ class Dispatcher:
         return self.broker.reader.read(topic, max(start, seal.first_entry), count, seal, view.writer)
 
     # --- a topic's connections -------------------------------------------------------------------
+    def views_of(self, connections: dict[str, list[Connection]]) -> dict[str, dict[str, SubscriptionView]]:
+        """The views of the subscriptions these consumers are attached to, in one read (topic ->
+        subscription -> view), for the first step of each (`topic_tasks`); none when the read fails
+        (each dispatch then reads its own)."""
+        keys = sorted({(topic, c.subscription) for topic, conns in connections.items() for c in conns
+                       if c.role == "consumer" and TopicName.parse(topic).is_persistent})
+        out: dict[str, dict[str, SubscriptionView]] = {}
+        if not keys:
+            return out
+        try:
+            views = self.broker.metadata.get_subscription_views([(TopicName.parse(t), s) for t, s in keys])
+        except Exception:
+            log.exception("subscription views not read")
+            return out
+        for (topic, subscription), view in zip(keys, views, strict=True):
+            out.setdefault(topic, {})[subscription] = view
+        return out
+
     def dispatch_topic(self, topic: str, connections: list[Connection] | None = None,
-                       new_messages: int = 0) -> PushReport:
+                       new_messages: int = 0, views: dict[str, SubscriptionView] | None = None) -> PushReport:
         """Push to a topic's connected consumers and readers: subscriptions in parallel, the
         consumers of one subscription one after the other (in random order). With `new_messages`
-        (a journal batch), a Shared subscription's consumers first get a fair share each."""
+        (a journal batch), a Shared subscription's consumers first get a fair share each; `views`:
+        the subscriptions' views when the caller has just read them (`views_of`)."""
         conns = self.registry.of_topic(topic) if connections is None else connections
         report = PushReport(topics=1, connections=len(conns))
-        for result in self.run(self.topic_tasks(topic, conns, new_messages)):
+        for result in self.run(self.topic_tasks(topic, conns, new_messages, views)):
             report.add(result)
         return report
 
@@ -386,21 +405,16 @@ class Dispatcher:
                     alive.setdefault(topic, []).append(conn)
             if topic not in alive:
                 self.registry.forget_topic(topic, last_connect)
-        keys = sorted({(topic, c.subscription) for topic, conns in alive.items() for c in conns if c.role == "consumer"})
-        try:
-            views = dict(zip(keys, self.broker.metadata.get_subscription_views(
-                [(TopicName.parse(t), s) for t, s in keys]), strict=True))
-        except MagnetarError:
-            views = {}
+        views = self.views_of(alive)
         for topic, conns in alive.items():
             due = [c for c in conns if c.role == "reader"]
             for subscription in sorted({c.subscription for c in conns if c.role == "consumer"}):
-                view = views.get((topic, subscription))
+                view = views.get(topic, {}).get(subscription)
                 members = [c for c in conns if c.role == "consumer" and c.subscription == subscription]
                 if view is not None and view.cursor is not None and (_due(view, now) or any(c.acks for c in members)):
                     due.extend(members)
             if due:
-                result = self.dispatch_topic(topic, due)
+                result = self.dispatch_topic(topic, due, views=views.get(topic))
                 report.topics += 1
                 report.connections += len(due)
                 report.add(result)

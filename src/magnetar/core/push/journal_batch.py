@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from magnetar.core.broker import Broker
 from magnetar.core.entry import decode_entry, record_headers
 from magnetar.core.errors import InvalidInput
-from magnetar.core.naming import TopicName
-from magnetar.core.ports import Connection, JournalRecord, SealState, SubscriptionView
+from magnetar.core.ports import Connection, JournalRecord, SealState
 from magnetar.core.push.dispatch import Dispatcher, PushReport
 
 log = logging.getLogger(__name__)
@@ -87,7 +86,7 @@ class JournalBatchPush:
             connections = {}
         for topic, all_conns in connections.items():
             conns = [c for c in all_conns if c.role in ("consumer", "reader")]
-            if not conns or topic not in plan.settled:
+            if not conns:
                 continue
             messages = 0
             for _, data in plan.settled[topic]:
@@ -98,7 +97,7 @@ class JournalBatchPush:
                 self.broker.cache.put(entry)
                 messages += entry.num_messages
             found[topic] = (conns, messages)
-        views = self._views_of({topic: conns for topic, (conns, _) in found.items()})
+        views = self.dispatcher.views_of({topic: conns for topic, (conns, _) in found.items()})
         pushes: list[Callable[[], PushReport]] = []
         for topic in plan.settled:  # in the batch's order
             if topic in found:
@@ -113,20 +112,3 @@ class JournalBatchPush:
         except Exception:  # never fails the journal batch: the next dispatch catches up
             log.exception("push after a journal batch failed")
         return report
-
-    def _views_of(self, connections: dict[str, list[Connection]]) -> dict[str, dict[str, SubscriptionView]]:
-        """The views of the subscriptions these consumers are attached to, in one read (topic ->
-        subscription -> view); none when the read fails (each dispatch then reads its own)."""
-        keys = sorted({(topic, c.subscription) for topic, conns in connections.items() for c in conns
-                       if c.role == "consumer" and TopicName.parse(topic).is_persistent})
-        out: dict[str, dict[str, SubscriptionView]] = {}
-        if not keys:
-            return out
-        try:
-            views = self.broker.metadata.get_subscription_views([(TopicName.parse(t), s) for t, s in keys])
-        except Exception:
-            log.exception("subscription views for a journal batch not read")
-            return out
-        for (topic, subscription), view in zip(keys, views, strict=True):
-            out.setdefault(topic, {})[subscription] = view
-        return out

@@ -3,7 +3,6 @@ counter and limit), and namespace- and topic-level policies."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import time
@@ -274,10 +273,11 @@ class CatalogItems(DynamoBase):
                 raise RetryableError("topic policies not written (a conflicting write); retry")
             if 0 in failed:
                 continue  # not this kind of topic
-            # the index is full (or the namespace item is gone): it stops being an index, then
-            # the overrides are written alone (every publish reads its topic's overrides again)
-            with contextlib.suppress(ClientError):
-                self.ddb.update_item(TableName=self.table, Key=namespace_key, UpdateExpression="REMOVE policy_index",
-                                     ConditionExpression="attribute_exists(pk)")
+            # the index is full (or the namespace item is gone): it stops being an index first
+            # (a failure here raises: overrides written while the index still claimed to list
+            # every such topic would be ignored), then the overrides are written alone (every
+            # publish reads its topic's overrides again)
+            self._if("update_item", TableName=self.table, Key=namespace_key, UpdateExpression="REMOVE policy_index",
+                     ConditionExpression="attribute_exists(pk)")
             return self._if("update_item", **listing_update)
         return False
