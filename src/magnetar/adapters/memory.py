@@ -61,7 +61,7 @@ class MemoryJournal:
         self.records: list[JournalRecord] = []
         self._lock = threading.Lock()
 
-    def append(self, partition_key: str, data: bytes) -> JournalPosition:
+    def append(self, partition_key: str, data: bytes, patience_s: float | None = None) -> JournalPosition:
         with self._lock:
             position = JournalPosition("shard-0", f"{len(self.records):020d}")
             self.records.append(JournalRecord(position, partition_key, data, self.clock.now_ms()))

@@ -110,3 +110,8 @@ class RetryableError(MagnetarError):
     """A transient refusal: nothing was acknowledged, the client retries."""
 
     status = 503
+
+
+class JournalRefused(RetryableError):
+    """The journal refused every attempt of an append for certain (throttled, never a timeout or a
+    broken connection whose request may still land): the record is not stored, and never will be."""

@@ -219,7 +219,10 @@ class Journal(Protocol):
 
     max_record_bytes: int
 
-    def append(self, partition_key: str, data: bytes) -> JournalPosition: ...
+    def append(self, partition_key: str, data: bytes, patience_s: float | None = None) -> JournalPosition:
+        """Store one record. Throttled attempts are retried for `patience_s` seconds (by default
+        most of the writer's deadline); raises `JournalRefused` when every attempt was refused."""
+        ...
 
     def read_after(
         self, partition_key: str, after: JournalPosition | None, since_ms: int, max_records: int

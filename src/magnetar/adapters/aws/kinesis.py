@@ -1,8 +1,10 @@
 """Journal on Kinesis Data Streams.
 
-A topic partition's records share one partition key, hence one shard, hence one order. Tail
-reads find the shard from the key's MD5 hash (Kinesis's own routing rule) and the shard list,
-cached per container.
+A topic partition's records share one partition key, hence one shard, hence one order. A
+partitioned topic's partitions are spread evenly over the shards with explicit hash keys
+(`hash_key`): Kinesis would place each by the MD5 of its name, so 8 partitions on 2 shards would
+often fall 6 to 2 or 7 to 1 and one shard would refuse writes the other could take. Tail reads
+find the shard from the same hash key and the shard list, cached per container.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from magnetar.adapters.aws.clients import REQUESTS, client
-from magnetar.core.errors import RetryableError
+from magnetar.core.errors import InvalidInput, JournalRefused, RetryableError
 from magnetar.core.ledger import common
+from magnetar.core.naming import TopicName
 from magnetar.core.ports import JournalPosition, JournalRecord
 
 MAX_RECORD_BYTES = 1024 * 1024  # Kinesis default record limit (data + partition key)
@@ -33,6 +36,26 @@ SHARD_WRITE_BYTES_S = 1024 * 1024  # a shard takes 1 MiB/s of writes
 # Giving up costs a hole, which holds the partition's consumers for the hole grace (60 s).
 PUT_RETRY_SHARE = 0.8
 PUT_ATTEMPTS = 4  # attempts of an append failing for another transient reason
+HASH_SPACE = 2**128  # Kinesis's hash keys: 0 .. 2^128 - 1
+
+
+def hash_key(partition_key: str) -> int:
+    """Where Kinesis places a journal key. A topic partition's key is its name: partition i of a
+    partitioned topic sits at the MD5 of the topic's name (Kinesis's own rule, so the topic lands
+    anywhere) plus i's bit-reversed fraction of the hash space (the van der Corput sequence: 0,
+    1/2, 1/4, 3/4, 1/8, ...), so any N partitions are spread as evenly as N points can be — for a
+    power of two, exactly N / S on each of S evenly split shards — whatever the partition count,
+    which the journal does not know. Any other key is placed by its MD5, as Kinesis does."""
+    try:
+        topic = TopicName.parse(partition_key) if "://" in partition_key else None
+    except InvalidInput:
+        topic = None
+    index = topic.partition_index if topic is not None else -1
+    if topic is None or index < 0:
+        return int(hashlib.md5(partition_key.encode()).hexdigest(), 16)
+    base = int(hashlib.md5(str(topic.partitioned_topic).encode()).hexdigest(), 16)
+    spread = int(format(index % HASH_SPACE, "0128b")[::-1], 2)
+    return (base + spread) % HASH_SPACE
 
 
 class KinesisJournal:
@@ -49,30 +72,37 @@ class KinesisJournal:
         # Iterators live 5 minutes; an expired one falls back to a new iterator.
         self._next_iterators: dict[str, tuple[str, str]] = {}
 
-    def append(self, partition_key: str, data: bytes) -> JournalPosition:
+    def append(self, partition_key: str, data: bytes, patience_s: float | None = None) -> JournalPosition:
         """One PutRecord. A shard's write throughput (1 MiB/s) refuses a large record until its
         budget has refilled by the record's size, so a refusal is retried after about that long
         (a record of a group append may be most of a MiB), not after the SDK's exponential backoff
-        of up to seconds, which would idle the producer's one request in flight."""
-        retry_s = common.WRITE_DEADLINE_MS * PUT_RETRY_SHARE / 1000  # read now: verify shortens the deadline
+        of up to seconds, which would idle the producer's one request in flight. When every
+        attempt was refused (none timed out or broke off, which might still land), the record is
+        certainly not stored: `JournalRefused`."""
+        # read now: verify shortens the deadline
+        retry_s = common.WRITE_DEADLINE_MS * PUT_RETRY_SHARE / 1000 if patience_s is None else patience_s
         give_up = time.monotonic() + retry_s
-        attempt = 0
+        request: dict[str, Any] = {"StreamName": self.stream, "Data": data, "PartitionKey": partition_key,
+                                   "ExplicitHashKey": str(hash_key(partition_key))}
+        attempt, uncertain = 0, False
         while True:
             attempt += 1
             try:
-                response = self._writer.put_record(StreamName=self.stream, Data=data, PartitionKey=partition_key)
+                response = self._writer.put_record(**request)
                 return JournalPosition(response["ShardId"], response["SequenceNumber"])
             except (ClientError, BotoConnectionError, HTTPClientError) as exc:
+                uncertain = uncertain or not _refused(exc)
                 wait = _retry_wait(exc, len(data), attempt)
                 if wait is None or time.monotonic() + wait > give_up:
                     if _throttled(exc):  # nothing acknowledged: the client retries the publish
-                        raise RetryableError(f"The journal's shard refused the write for {retry_s:.0f} s "
-                                             "(write throughput exceeded); retry") from None
+                        refused = RetryableError if uncertain else JournalRefused
+                        raise refused(f"The journal's shard refused the write for {retry_s:.0f} s "
+                                      "(write throughput exceeded); retry") from None
                     raise
                 time.sleep(wait)
 
     def shard_for(self, partition_key: str) -> str:
-        value = int(hashlib.md5(partition_key.encode()).hexdigest(), 16)
+        value = hash_key(partition_key)
         for attempt in range(2):
             for lo, hi, shard_id in self._open_shards(refresh=attempt > 0):
                 if lo <= value <= hi:
@@ -156,6 +186,14 @@ def _writer_client() -> Any:
 def _throttled(exc: Exception) -> bool:
     return isinstance(exc, ClientError) and exc.response.get("Error", {}).get("Code") == (
         "ProvisionedThroughputExceededException")
+
+
+def _refused(exc: Exception) -> bool:
+    """The request was answered with a refusal: the record is certainly not stored (a timeout, a
+    broken connection or a server error leave it unknown)."""
+    if not isinstance(exc, ClientError):
+        return False
+    return int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)) in range(400, 500)
 
 
 def _retry_wait(exc: Exception, size: int, attempt: int) -> float | None:

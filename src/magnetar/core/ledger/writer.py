@@ -21,6 +21,7 @@ across AWS primitives because any Lambda may append to any topic at any moment).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -34,11 +35,13 @@ from magnetar.core.entry import (
     encode_entry,
     encode_envelope,
     envelope_size,
+    hole_entry,
     make_entry,
 )
 from magnetar.core.errors import (
     BacklogQuotaExceeded,
     InvalidInput,
+    JournalRefused,
     PayloadTooLarge,
     ProducerBusy,
     ProducerFenced,
@@ -68,6 +71,8 @@ from magnetar.core.ports import (
     Reservation,
 )
 
+log = logging.getLogger(__name__)
+
 MAX_MESSAGES_PER_ENTRY = 10_000
 MAX_ENTRIES_PER_APPEND = 1_000  # entries of one group append (one journal record bounds its bytes too)
 MAX_ENTRIES_PER_LEDGER = 50_000  # Pulsar's managedLedgerMaxEntriesPerLedger
@@ -87,6 +92,7 @@ POLICY_CACHE_MS = 10_000  # namespace policies are re-read at most this often pe
 QUOTA_HOLD_MS = 10_000  # producer_request_hold: a publish is held this long per request (the SDK retries)
 QUOTA_HOLD_POLL_S = 1.0
 QUOTA_RECHECK_MS = 1_000
+FENCE_PATIENCE_S = 3.0  # how long a writer tries to tombstone ids it did not store (a publish answers within 29 s)
 PRODUCER_IDLE_MS = 5 * 60_000  # a producer silent this long no longer counts (stats, max producers)
 END_OF_TIME_MS = 1 << 62  # a clock no lease outlives (ExclusiveWithFencing's take-over)
 
@@ -153,7 +159,7 @@ class LedgerWriter:
         if isinstance(reserved, DedupRecord):
             return self._again(topic, batches, producer_name, claim, reserved, create_topic)
         # the write deadline counts from the moment just before the reservation (claim.now_ms)
-        return self._write(topic, batches, producer_name, reserved, claim.now_ms)
+        return self._write(topic, batches, producer_name, reserved, claim.now_ms, fence=not claim.deduplicate)
 
     def _claim(self, producer: str, batches: list[Batch], dedup: bool, policies: TopicPolicies) -> ProducerClaim:
         messages = sum(b.num_messages for b in batches)
@@ -165,7 +171,11 @@ class LedgerWriter:
                              min(sequences) if len(batches) > 1 else None)
 
     def _write(self, topic: TopicName, batches: list[Batch], producer_name: str, reservation: Reservation,
-               reserved_at: int) -> list[AppendResult]:
+               reserved_at: int, fence: bool) -> list[AppendResult]:
+        """Write the reserved entries to the journal. `fence`: when the record is certainly not
+        stored, tombstone its ids at once (`_fence_own`); only for a publish without
+        deduplication, whose retry takes new ids (with it, a retry within the deadline writes the
+        same ids again, which a tombstone before it would turn into a late record)."""
         key = str(topic)
         now = self.clock.now_ms()
         entries = [make_entry(key, reservation.ledger_id, reservation.entry_id + i, reserved_at, now, producer_name, b)
@@ -174,9 +184,14 @@ class LedgerWriter:
         crash_point("produce.after_reserve")  # ids reserved, journal not written: holes
         delay_point("produce.before_journal_write")  # a stalled writer: past its deadline, it must not write
         if self.clock.now_ms() - reserved_at > common.WRITE_DEADLINE_MS:
+            self._fence_own(topic, entries, fence)
             raise RetryableError("Reservation expired before the journal write; retry the publish")
         delay_point("produce.journal_write")  # the write itself is slow: it lands late, maybe after its hole
-        self.journal.append(journal_key(key), data)
+        try:
+            self.journal.append(journal_key(key), data)
+        except JournalRefused:
+            self._fence_own(topic, entries, fence)
+            raise
         delay_point("produce.after_journal_write")  # a write that took too long (throttled retries, a pause)
         _check_written_in_time(self.clock.now_ms(), reserved_at)
         crash_point("produce.after_journal_write")  # durable but not acknowledged: the client retries
@@ -186,6 +201,24 @@ class LedgerWriter:
         if ledger_full or ledger_old:
             self.metadata.roll_ledger(topic, reservation.ledger_id, last.publish_time)
         return [self._result(topic, e.ledger_id, e.entry_id, b) for e, b in zip(entries, batches, strict=True)]
+
+    def _fence_own(self, topic: TopicName, entries: list[Entry], fence: bool) -> None:
+        """The ids of a record this writer certainly did not store (the journal refused every
+        attempt, or the deadline passed before the write): tombstone them through the journal
+        now, so that the sealer seals them as holes when it reads the tombstones instead of
+        waiting for the hole grace (60 s, during which the partition's later entries stay
+        unsealed). Safe by the sealer's rule, the first record of an id wins: no record of these
+        ids exists or will (the retry without deduplication reserves new ones). Best effort: a
+        tombstone the journal refuses too leaves the ids to the sealer's fence after the grace."""
+        if not fence:
+            return
+        now = self.clock.now_ms()
+        tombstones = [encode_entry(hole_entry(str(topic), e.ledger_id, e.entry_id, now)) for e in entries]
+        try:
+            self.journal.append(journal_key(str(topic)), encode_envelope(tombstones), patience_s=FENCE_PATIENCE_S)
+        except Exception as exc:  # the grace covers it; the publish's own error is what the client gets
+            log.warning("tombstones of %s/%d..%d not written (the sealer fences them after the grace): %s",
+                        topic, entries[0].entry_id, entries[-1].entry_id, exc)
 
     @staticmethod
     def _result(topic: TopicName, ledger_id: int, entry_id: int, batch: Batch, duplicate: bool = False) -> AppendResult:
@@ -229,7 +262,7 @@ class LedgerWriter:
             if stored.hole:  # the first attempt died before writing: publish all of this for real now
                 reservation = self.metadata.replace_reservation(topic, replace(claim, now_ms=now, rate=None),
                                                                 record.entry_id)
-                return self._write(topic, batches, producer, reservation, now)
+                return self._write(topic, batches, producer, reservation, now, fence=False)
             results.update(zip(dup, originals or [self._result(topic, -1, -1, batches[i], duplicate=True)
                                                   for i in dup], strict=True))
         if fresh:
