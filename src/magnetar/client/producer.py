@@ -6,7 +6,8 @@ Messages wait in the current batch until it holds `batching_max_messages` messag
 `send()`/`flush()` asks for it; then it is *ready* (one batch = one entry). One request is in
 flight at a time, so a producer's messages keep their order; while it is, ready batches queue, up
 to `max_pending_messages` messages waiting (then `send` blocks), and the next request carries all
-of them (with key-based batching, one entry per key of each batch) as one group append: one
+of them, joined again into batches up to the batching limits (with key-based batching, entries
+of one key each), as one group append: one
 broker invocation, one id reservation, one journal record, split only to fit the journal's record
 size. A failed request is retried until `send_timeout_millis`. A message with a delivery time, or
 one larger than the journal's record limit (chunked), travels alone.
@@ -326,12 +327,39 @@ class Producer:
             if work[0][0].chunks:
                 self._publish_chunks(work[0][0])
             else:
-                entries = [group for b in work for group in (_by_key(b) if self._key_based else [b])]
-                for request in _requests(entries):
+                for request in _requests(self._entries(work)):
                     self._publish(request)
             with self._cond:
                 self._inflight = 0
                 self._cond.notify_all()
+
+    def _entries(self, batches: list[list[_Pending]]) -> list[list[_Pending]]:
+        """The ready batches of one request as its entries. Batches that queued while the previous
+        request was in flight are joined again up to the batching limits (messages, bytes): at a
+        low rate per partition the delay closes a batch after a message or two, and with
+        key-based batching each key of it became an entry of its own, so a request carried
+        hundreds of one-message entries — each with its own metadata on the journal, in the
+        segment and through every consumer's claim. Joined, they are what one batch would have
+        held had the producer been able to send sooner. With key-based batching each key's
+        messages form its entries, ordered by their highest sequence ids (deduplication compares
+        those, so they keep growing from one request to the next)."""
+        messages = [p for b in batches for p in b]
+        groups = _by_key(messages) if self._key_based else [messages]
+        entries = [part for group in groups for part in self._cut(group)]
+        return sorted(entries, key=lambda e: e[-1].sequence_id) if self._key_based else entries
+
+    def _cut(self, messages: list[_Pending]) -> list[list[_Pending]]:
+        """Consecutive messages cut into entries of at most `batching_max_messages` messages and
+        `batching_max_allowed_size_in_bytes` bytes."""
+        out: list[list[_Pending]] = []
+        size = 0
+        for p in messages:
+            if not out or len(out[-1]) >= self._max_messages or size + p.size > self._max_bytes:
+                out.append([])
+                size = 0
+            out[-1].append(p)
+            size += p.size
+        return out
 
     def _post(self, body: dict[str, Any]) -> list[MessageId]:
         response = self._transport.call("POST", self._path, body, deadline_s=self._send_timeout_s)
