@@ -142,6 +142,51 @@ def test_shared_connections_get_each_message_once(h: Harness) -> None:
     assert got_a and got_b  # the journal batch is shared out
 
 
+def test_a_journal_batch_shares_out_to_every_shared_connection_in_one_cursor_write(
+    h: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    members = [h.consumer(subscriptionType="Shared") for _ in range(10)]
+    writes: list[str] = []
+    real_put = h.broker.metadata.put_cursor
+
+    def put_cursor(*args: Any, **kwargs: Any) -> bool:
+        writes.append(args[1])
+        return bool(real_put(*args, **kwargs))
+
+    monkeypatch.setattr(h.broker.metadata, "put_cursor", put_cursor)
+    h.produce(*[str(i) for i in range(30)])
+    h.journal()
+    frames = {cid: h.got(cid) for cid in members}
+    shares = {cid: payloads(got) for cid, got in frames.items()}
+    assert sorted((m for got in shares.values() for m in got), key=int) == [str(i) for i in range(30)]
+    assert sorted(len(got) for got in shares.values()) == [3] * 10, "a fair share each"
+    assert writes == ["s"], "the ten shares in one cursor write"
+    for cid, got in frames.items():  # each acknowledgement goes to its connection's inbox
+        for f in got[:2]:
+            h.frame(cid, messageId=f["messageId"])
+    writes.clear()
+    h.produce("30")
+    h.journal()  # the inboxes ride on the group's one write
+    assert sum(len(h.got(cid)) for cid in members) == 1 and writes.count("s") == 1
+    cursor = h.broker.metadata.get_subscription_view(TopicName.parse(TOPIC), "s").cursor
+    assert cursor is not None
+    acked = {i for a, b in cursor.acked for i in range(a, b)} | set(range(cursor.mark_delete))
+    assert len(set(range(30)) - acked) == 10, "one message of each share left unacknowledged"
+
+
+def test_a_shared_connection_found_closed_during_the_group_push_releases_its_share(h: Harness) -> None:
+    a, b = h.consumer(subscriptionType="Shared"), h.consumer(subscriptionType="Shared")
+    h.gateway.close(a)  # closed without its $disconnect
+    h.produce(*[str(i) for i in range(6)])
+    h.journal()
+    assert h.registry.current(h.registry.by_id[a]) is None, "detached: its share is released"
+    got = payloads(h.got(b))
+    h.produce("6")
+    h.journal()  # the next batch hands b what a held, as a redelivery
+    got += payloads(h.got(b))
+    assert sorted(got, key=int) == [str(i) for i in range(7)]
+
+
 def test_negative_ack_is_redelivered_after_the_delay(h: Harness) -> None:
     cid = h.consumer(negativeAckRedeliveryDelay=0)
     h.produce("m")
@@ -386,7 +431,7 @@ def test_inbox_acknowledgements_written_to_the_cursor_are_taken_off_the_connecti
     """A low-rate consumer: each journal batch's claim writes the inbox to the cursor, and the inbox
     is emptied once it holds INBOX_CLEAR_AT, or by a step with nothing to push (the maintenance
     run), not after every claim: one connection write per acknowledgement, not two."""
-    from magnetar.core.push.dispatch import INBOX_CLEAR_AT
+    from magnetar.core.push.common import INBOX_CLEAR_AT
 
     cid = h.consumer(subscriptionInitialPosition="Earliest")
     clears: list[int] = []

@@ -15,8 +15,8 @@
 - `common`: what they share (the connections a container knows, letting one go, inbox codes).
 """
 
-from magnetar.core.push.common import NON_PERSISTENT_POLL_REASON, inbox_acks
-from magnetar.core.push.dispatch import PushReport, outstanding
+from magnetar.core.push.common import NON_PERSISTENT_POLL_REASON, inbox_acks, outstanding
+from magnetar.core.push.dispatch import PushReport
 from magnetar.core.push.journal_batch import JournalPlan
 from magnetar.core.push.service import PushService
 

@@ -14,12 +14,14 @@ import contextlib
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import replace
 
 from magnetar.core.acks import NO_ACKS, Acks
 from magnetar.core.broker import Broker
+from magnetar.core.cursor import CursorState
 from magnetar.core.errors import NotFound
 from magnetar.core.naming import TopicName
-from magnetar.core.ports import Connection, ConnectionRegistry
+from magnetar.core.ports import Connection, ConnectionRegistry, SubscriptionView
 
 NON_PERSISTENT_POLL_REASON = (
     "Non-persistent topics deliver by push only: consume over the WebSocket API "
@@ -27,6 +29,15 @@ NON_PERSISTENT_POLL_REASON = (
 )
 KNOWN_CONNECTIONS = 10_000  # connections remembered per container (their connect-time fields never change)
 NAMESPACE_CACHE_MS = 10_000
+# a dispatch step's cursor write loses its condition to a parallel one (frames of one
+# subscription arrive in parallel invocations): it steps again this often, backing off
+CLAIM_RETRIES = 40  # conflicting cursor writes (parallel frames of one subscription), backing off
+MAX_BACKOFF_S = 0.25
+# A consumer's inbox acknowledgements, once a claim wrote them to the cursor, are taken off its
+# connection's item only when this many have gathered or a step finds nothing to push: until then
+# every claim applies them again, which changes nothing (an acknowledgement is idempotent), so a
+# low-rate consumer costs one inbox write per acknowledgement, not two.
+INBOX_CLEAR_AT = 32
 
 
 def inbox_acks(codes: Iterable[str], consumer: str, base: Acks = NO_ACKS) -> Acks:
@@ -126,3 +137,16 @@ class ConnectionCache:
                 self.broker.writer.detach_producer(topic, conn.name)
         except NotFound:
             pass
+
+
+def outstanding(state: CursorState, consumer: str) -> int:
+    """Entries handed to `consumer` and not acknowledged: its part of the window."""
+    return sum(d.end - d.start for d in state.deliveries if d.sent and d.consumer == consumer)
+
+
+def sealed_only(view: SubscriptionView) -> None:
+    """Pushes serve sealed entries (and what the journal consumer put in the cache): never the
+    journal tail, which a dispatch per frame would read far beyond Kinesis' 5 reads/s per shard.
+    Newer entries are pushed by the journal consumer once it has sealed them."""
+    if view.writer is not None and view.writer.next_entry > view.seal.next_entry:
+        view.writer = replace(view.writer, next_entry=view.seal.next_entry)

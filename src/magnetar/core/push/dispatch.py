@@ -57,7 +57,16 @@ from magnetar.core.ports import (
     PushGateway,
     SubscriptionView,
 )
-from magnetar.core.push.common import ConnectionCache, inbox_acks
+from magnetar.core.push.common import (
+    CLAIM_RETRIES,
+    INBOX_CLEAR_AT,
+    MAX_BACKOFF_S,
+    ConnectionCache,
+    inbox_acks,
+    outstanding,
+    sealed_only,
+)
+from magnetar.core.push.shared_group import dispatch_shared_group
 from magnetar.core.websocket import MAX_CONNECTION_MS, entry_frames
 
 log = logging.getLogger(__name__)
@@ -65,19 +74,7 @@ log = logging.getLogger(__name__)
 DISPATCH_WORKERS = 8  # subscriptions and readers dispatched in parallel by one run
 MAX_ROUNDS = 20  # claims per connection per dispatch (each up to 100 entries)
 BACKLOG_WAIT_S = 5.0  # how long the post-connect dispatch waits for API Gateway to open the connection
-CLAIM_RETRIES = 40  # conflicting cursor writes (parallel frames of one subscription), backing off
-MAX_BACKOFF_S = 0.25
 MAX_PREFETCH = 1_000  # entries of a sealed backlog read into the cache ahead of a dispatch's claims
-# A consumer's inbox acknowledgements, once a claim wrote them to the cursor, are taken off its
-# connection's item only when this many have gathered or a step finds nothing to push: until then
-# every claim applies them again, which changes nothing (an acknowledgement is idempotent), so a
-# low-rate consumer costs one inbox write per acknowledgement, not two.
-INBOX_CLEAR_AT = 32
-
-
-def outstanding(state: CursorState, consumer: str) -> int:
-    """Entries handed to `consumer` and not acknowledged: its part of the window."""
-    return sum(d.end - d.start for d in state.deliveries if d.sent and d.consumer == consumer)
 
 
 @dataclass
@@ -196,7 +193,7 @@ class Dispatcher:
                 view = service.metadata.get_subscription_view(topic, conn.subscription)
             if view.cursor is None:
                 raise SubscriptionNotFound(f"Subscription {conn.subscription} not found on {topic}")
-            _sealed_only(view)
+            sealed_only(view)
             now = self.clock.now_ms()
             state = view.cursor
             before = state.to_dict()
@@ -289,7 +286,7 @@ class Dispatcher:
         if writer is None:
             raise TopicNotFound(f"Topic {topic} not found")
         view = SubscriptionView(None, 0, seal, writer)
-        _sealed_only(view)
+        sealed_only(view)
         return self.broker.reader.read(topic, max(start, seal.first_entry), count, seal, view.writer)
 
     # --- a topic's connections -------------------------------------------------------------------
@@ -350,10 +347,18 @@ class Dispatcher:
         if new_messages and len(order) > 1 and order[0].subscription_type == "Shared":
             cap = math.ceil(new_messages / len(order))
         saturated = False
-        for n, c in enumerate(order):  # the view read by the caller serves the first consumer's first step
-            got = self._count(functools.partial(self.dispatch_consumer, cap=cap, view=None if n else view), c)
-            report.add(got)
-            saturated = saturated or (cap is not None and got.pushed >= cap)
+        if cap is not None and not any(c.pull_mode for c in order):  # the shares in one step
+            try:
+                report.pushed, saturated = dispatch_shared_group(self, order, cap, view)
+            except MagnetarError as exc:
+                log.warning("push to %s/%s failed: %s", order[0].topic, order[0].subscription, exc.reason)
+            except Exception:  # a push problem never fails the caller (the journal batch)
+                log.exception("push to %s/%s failed", order[0].topic, order[0].subscription)
+        else:
+            for n, c in enumerate(order):  # the view read by the caller serves the first consumer's first step
+                got = self._count(functools.partial(self.dispatch_consumer, cap=cap, view=None if n else view), c)
+                report.add(got)
+                saturated = saturated or (cap is not None and got.pushed >= cap)
         if saturated:  # more than the fair shares was ready: let them take the rest
             for c in order:
                 report.add(self._count(self.dispatch_consumer, c))
@@ -419,14 +424,6 @@ class Dispatcher:
                 report.connections += len(due)
                 report.add(result)
         return report
-
-
-def _sealed_only(view: SubscriptionView) -> None:
-    """Pushes serve sealed entries (and what the journal consumer put in the cache): never the
-    journal tail, which a dispatch per frame would read far beyond Kinesis' 5 reads/s per shard.
-    Newer entries are pushed by the journal consumer once it has sealed them."""
-    if view.writer is not None and view.writer.next_entry > view.seal.next_entry:
-        view.writer = replace(view.writer, next_entry=view.seal.next_entry)
 
 
 def _due(view: SubscriptionView, now: int) -> bool:
