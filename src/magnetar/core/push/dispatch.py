@@ -72,6 +72,7 @@ from magnetar.core.websocket import MAX_CONNECTION_MS, entry_frames
 log = logging.getLogger(__name__)
 
 DISPATCH_WORKERS = 8  # subscriptions and readers dispatched in parallel by one run
+SEND_WORKERS = 16  # connections a group step pushes to at once (each connection's frames in order)
 MAX_ROUNDS = 20  # claims per connection per dispatch (each up to 100 entries)
 BACKLOG_WAIT_S = 5.0  # how long the post-connect dispatch waits for API Gateway to open the connection
 MAX_PREFETCH = 1_000  # entries of a sealed backlog read into the cache ahead of a dispatch's claims
@@ -100,6 +101,7 @@ class Dispatcher:
         self.workers = workers
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
+        self._senders: ThreadPoolExecutor | None = None
 
     def deliver_backlog(self, connection_id: str, wait_s: float = BACKLOG_WAIT_S) -> int:
         """The dispatch that follows a connect: once API Gateway has opened the connection (it
@@ -384,6 +386,28 @@ class Dispatcher:
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="push")
             pool = self._pool
         return list(pool.map(lambda task: task(), tasks))
+
+    def send_each(self, pushes: list[tuple[Connection, list[str]]]) -> list[int | None]:
+        """Each connection's frames in order, the connections in parallel: a PostToConnection
+        takes ~10-30 ms on AWS, so a hundred consumers' shares one after the other would hold the
+        journal batch (and its shard's sealing) for seconds. Per connection: the frames sent
+        (fewer: it is gone), or None when the push failed otherwise (logged; what it was handed
+        stays with it until its lease or ack timeout, as after any failed push)."""
+        def send(push: tuple[Connection, list[str]]) -> int | None:
+            conn, frames = push
+            try:
+                return self.gateway.send(conn.connection_id, frames)
+            except Exception:  # a push problem never fails the caller (the journal batch)
+                log.exception("push to %s on %s failed", conn.connection_id, conn.topic)
+                return None
+
+        if len(pushes) <= 1:
+            return [send(p) for p in pushes]
+        with self._lock:
+            if self._senders is None:
+                self._senders = ThreadPoolExecutor(SEND_WORKERS, thread_name_prefix="send")
+            senders = self._senders
+        return list(senders.map(send, pushes))
 
     def safely(self, dispatch: Callable[[Connection], int], conn: Connection) -> int:
         return self._count(dispatch, conn).pushed

@@ -8,9 +8,9 @@ sealing waits (docs/benchmarks.md, "One Shared subscription with 100 consumers")
 holds every consumer's deliveries, so one step can hand out all the shares: read the cursor once,
 apply each consumer's inbox acknowledgements, claim each consumer's share in turn on the same
 state, write it once (conditional on the version read, as every step), then push each consumer
-its frames. A lost condition repeats the whole step; a crash after the write leaves entries
-claimed and not pushed, which the consumers' leases and the maintenance run's redispatch hand out
-again, as after any step.
+its frames, the consumers in parallel. A lost condition repeats the whole step; a crash after
+the write leaves entries claimed and not pushed, which the consumers' leases and the maintenance
+run's redispatch hand out again, as after any step.
 """
 
 from __future__ import annotations
@@ -77,18 +77,19 @@ def dispatch_shared_group(dispatcher: Dispatcher, members: list[Connection], cap
         dispatcher.clock.sleep(random.uniform(0.0, min(MAX_BACKOFF_S, 0.005 * 2 ** attempt)))
     else:
         raise RetryableError("Too much contention on the subscription; retry")
-    pushed, full = 0, False
+    pushes: list[tuple[Connection, list[str]]] = []
+    full = False
     for conn in members:
         delivered = claimed.get(conn.connection_id, [])
         if conn.acks and (not delivered or len(conn.acks) >= INBOX_CLEAR_AT):
             dispatcher.clear_inbox(conn)
-        if not delivered:
-            continue
-        frames = [f for d in delivered for f in entry_frames(d.entry, topic.partition_index, d.redelivery_count,
-                                                              set(d.acked_indexes))]
-        sent = dispatcher.gateway.send(conn.connection_id, frames)
-        pushed += sent
-        if sent < len(frames):
+        if delivered:
+            pushes.append((conn, [f for d in delivered for f in entry_frames(
+                d.entry, topic.partition_index, d.redelivery_count, set(d.acked_indexes))]))
+            full = full or sum(d.entry.num_messages for d in delivered) >= cap
+    pushed = 0
+    for (conn, frames), sent in zip(pushes, dispatcher.send_each(pushes), strict=True):
+        pushed += sent or 0
+        if sent is not None and sent < len(frames):
             dispatcher.known.drop(conn)  # gone: its deliveries are released for the others
-        full = full or sum(d.entry.num_messages for d in delivered) >= cap
     return pushed, full
