@@ -11,3 +11,12 @@ def test_seeded_verify_finds_no_violation_while_crash_points_fire(cluster, verif
     assert summary.runs == 4 and summary.acked > 0
     assert sum(summary.fired.values()) >= 4, summary.fired
     assert summary.violations == 0, summary.failures
+
+
+def test_verify_with_refused_journal_writes_finds_no_violation(cluster, verify_timings) -> None:  # type: ignore[no-untyped-def]
+    """The shard refuses writes for certain: the writers tombstone their own ids, the producers'
+    retries store the messages under new ids, nothing acknowledged is lost or delivered twice."""
+    summary = Verifier(cluster.url).run_all(runs=2, seed=5, allowed=("produce.journal_refused",))
+    assert summary.errors == []
+    assert summary.fired["produce.journal_refused"] >= 2, summary.fired
+    assert summary.acked > 0 and summary.violations == 0, summary.failures

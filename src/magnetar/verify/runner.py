@@ -29,6 +29,7 @@ from magnetar.verify.history import Delivery, History, Send, Verdict, check
 CRASH_POINTS = (
     "produce.after_reserve",
     "produce.after_journal_write",
+    "produce.journal_refused",  # a refusal point: the shard refuses the write; the writer tombstones its ids
     "seal.after_segment_put",
     "seal.after_commit",
     "dispatch.after_claim",

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from magnetar.core.crashpoints import crash_point
+from magnetar.core.crashpoints import crash_point, refusal_point
 from magnetar.core.delaypoints import delay_point
 from magnetar.core.entry import (
     Batch,
@@ -188,6 +188,8 @@ class LedgerWriter:
             raise RetryableError("Reservation expired before the journal write; retry the publish")
         delay_point("produce.journal_write")  # the write itself is slow: it lands late, maybe after its hole
         try:
+            if refusal_point("produce.journal_refused"):  # a shard refusing every attempt: nothing stored
+                raise JournalRefused("The journal's shard refused the write (write throughput exceeded); retry")
             self.journal.append(journal_key(key), data)
         except JournalRefused:
             self._fence_own(topic, entries, fence)
