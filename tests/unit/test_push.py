@@ -174,6 +174,19 @@ def test_a_journal_batch_shares_out_to_every_shared_connection_in_one_cursor_wri
     assert len(set(range(30)) - acked) == 10, "one message of each share left unacknowledged"
 
 
+def test_a_backlog_behind_a_journal_batch_goes_out_in_rounds_of_fair_shares(h: Harness) -> None:
+    a, b = h.consumer(subscriptionType="Shared"), h.consumer(subscriptionType="Shared")
+    h.produce(*[str(i) for i in range(10)])
+    records = h.broker.journal.records[h._sealed:]
+    h._sealed = len(h.broker.journal.records)
+    h.broker.sealer.seal(records)  # sealed, never pushed (a failed push, say)
+    h.produce("10", "11")
+    h.journal()  # two new messages, twelve ready: a share of one each, round after round
+    got_a, got_b = payloads(h.got(a)), payloads(h.got(b))
+    assert sorted(got_a + got_b, key=int) == [str(i) for i in range(12)]
+    assert len(got_a) == len(got_b) == 6, (got_a, got_b)
+
+
 def test_a_shared_connection_found_closed_during_the_group_push_releases_its_share(h: Harness) -> None:
     a, b = h.consumer(subscriptionType="Shared"), h.consumer(subscriptionType="Shared")
     h.gateway.close(a)  # closed without its $disconnect

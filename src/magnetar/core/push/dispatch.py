@@ -348,19 +348,28 @@ class Dispatcher:
         cap = None
         if new_messages and len(order) > 1 and order[0].subscription_type == "Shared":
             cap = math.ceil(new_messages / len(order))
+        if cap is not None and not any(c.pull_mode for c in order):
+            # the shares in one step; while someone took a whole share more may be ready: another
+            # round of shares (each consumer's window bounds it), not one consumer taking the rest
+            for _ in range(MAX_ROUNDS):
+                try:
+                    pushed, more = dispatch_shared_group(self, order, cap, view)
+                except MagnetarError as exc:
+                    log.warning("push to %s/%s failed: %s", order[0].topic, order[0].subscription, exc.reason)
+                    break
+                except Exception:  # a push problem never fails the caller (the journal batch)
+                    log.exception("push to %s/%s failed", order[0].topic, order[0].subscription)
+                    break
+                report.pushed += pushed
+                view = None  # read anew by the next round
+                if not more:
+                    break
+            return report
         saturated = False
-        if cap is not None and not any(c.pull_mode for c in order):  # the shares in one step
-            try:
-                report.pushed, saturated = dispatch_shared_group(self, order, cap, view)
-            except MagnetarError as exc:
-                log.warning("push to %s/%s failed: %s", order[0].topic, order[0].subscription, exc.reason)
-            except Exception:  # a push problem never fails the caller (the journal batch)
-                log.exception("push to %s/%s failed", order[0].topic, order[0].subscription)
-        else:
-            for n, c in enumerate(order):  # the view read by the caller serves the first consumer's first step
-                got = self._count(functools.partial(self.dispatch_consumer, cap=cap, view=None if n else view), c)
-                report.add(got)
-                saturated = saturated or (cap is not None and got.pushed >= cap)
+        for n, c in enumerate(order):  # the view read by the caller serves the first consumer's first step
+            got = self._count(functools.partial(self.dispatch_consumer, cap=cap, view=None if n else view), c)
+            report.add(got)
+            saturated = saturated or (cap is not None and got.pushed >= cap)
         if saturated:  # more than the fair shares was ready: let them take the rest
             for c in order:
                 report.add(self._count(self.dispatch_consumer, c))
