@@ -8,7 +8,7 @@ from typing import Any
 from tests.e2e.emulator_fixtures import ddb_fixture, fresh_table  # noqa: F401  (the module's emulator)
 
 from magnetar.adapters.aws.connections import INDEX_PK, DynamoConnectionRegistry
-from magnetar.core.ports import Connection
+from magnetar.core.ports.push import Connection
 
 A, B, C = (f"persistent://public/default/{n}" for n in "abc")
 

@@ -344,7 +344,7 @@ def test_the_connect_keys_are_kept_with_the_connection_on_dynamodb(cluster: Any)
     PIP-290 keys are read back from the connection's DynamoDB item."""
     from magnetar.adapters.aws.connections import DynamoConnectionRegistry
     from magnetar.config import ResourceNames
-    from magnetar.core.ports import Connection
+    from magnetar.core.ports.push import Connection
 
     registry = DynamoConnectionRegistry(ResourceNames.from_env().table)
     keys = json.dumps([["app", base64.b64encode(b"wrapped data key").decode(), {"owner": "ops"}]])

@@ -203,7 +203,7 @@ def test_maintenance_redispatch_pushes_due_redeliveries(cluster) -> None:  # typ
 def test_connection_registry_on_dynamodb(cluster) -> None:  # type: ignore[no-untyped-def]
     from magnetar.adapters.aws.connections import DynamoConnectionRegistry
     from magnetar.config import ResourceNames
-    from magnetar.core.ports import Connection
+    from magnetar.core.ports.push import Connection
 
     registry = DynamoConnectionRegistry(ResourceNames.from_env().table)
     topic = new_topic()

@@ -185,7 +185,7 @@ def test_a_claim_of_several_ids_is_one_reservation() -> None:
 
 def test_the_push_plan_decodes_the_entries_of_an_envelope() -> None:
     from magnetar.adapters.memory_push import MemoryConnectionRegistry
-    from magnetar.core.ports import Connection
+    from magnetar.core.ports.push import Connection
     from magnetar.core.push import PushService
 
     broker = memory_broker()

@@ -9,7 +9,7 @@ import json
 import threading
 from typing import Any
 
-from magnetar.core.ports import Connection
+from magnetar.core.ports.push import Connection
 
 
 class MemoryConnectionRegistry:

@@ -40,7 +40,7 @@ from magnetar.adapters.aws.clients import _CONFIG, REQUESTS, UNPROCESSED_ATTEMPT
 from magnetar.adapters.aws.dynamodb.base import DynamoBase
 from magnetar.config import ENV_WS_ENDPOINT, ResourceNames
 from magnetar.core.errors import RetryableError
-from magnetar.core.ports import Connection
+from magnetar.core.ports.push import Connection
 from magnetar.core.push import PushService
 from magnetar.core.websocket import MAX_CONNECTION_MS
 

@@ -21,7 +21,8 @@ from magnetar.core.broker import Broker
 from magnetar.core.cursor import CursorState
 from magnetar.core.errors import NotFound
 from magnetar.core.naming import TopicName
-from magnetar.core.ports import Connection, ConnectionRegistry, SubscriptionView
+from magnetar.core.ports import SubscriptionView
+from magnetar.core.ports.push import Connection, ConnectionRegistry
 
 NON_PERSISTENT_POLL_REASON = (
     "Non-persistent topics deliver by push only: consume over the WebSocket API "

@@ -27,7 +27,7 @@ from magnetar.core.broker import Broker
 from magnetar.core.entry import Batch, MessageIdData
 from magnetar.core.errors import ConsumerBusy, InvalidInput, MagnetarError, SubscriptionNotFound
 from magnetar.core.naming import TopicName
-from magnetar.core.ports import Connection, ConnectionRegistry, PushGateway
+from magnetar.core.ports.push import Connection, ConnectionRegistry, PushGateway
 from magnetar.core.push.common import ConnectionCache, Namespaces, inbox_acks
 from magnetar.core.push.dispatch import Dispatcher
 from magnetar.core.push.fanout import NonPersistentFanout

@@ -52,11 +52,9 @@ from magnetar.core.errors import (
 )
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import (
-    Connection,
-    ConnectionRegistry,
-    PushGateway,
     SubscriptionView,
 )
+from magnetar.core.ports.push import Connection, ConnectionRegistry, PushGateway
 from magnetar.core.push.common import (
     CLAIM_RETRIES,
     INBOX_CLEAR_AT,

@@ -17,7 +17,7 @@ from magnetar.core.cursor import HASH_RANGE, key_hash
 from magnetar.core.entry import Message, MessageIdData
 from magnetar.core.errors import InvalidInput
 from magnetar.core.naming import TopicName
-from magnetar.core.ports import Connection, ConnectionRegistry, PushGateway
+from magnetar.core.ports.push import Connection, ConnectionRegistry, PushGateway
 from magnetar.core.push.common import ConnectionCache, Namespaces
 from magnetar.core.push.dispatch import Dispatcher, PushReport
 from magnetar.core.websocket import message_frame

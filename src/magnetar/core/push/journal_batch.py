@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from magnetar.core.broker import Broker
 from magnetar.core.entry import decode_entry, record_headers
 from magnetar.core.errors import InvalidInput
-from magnetar.core.ports import Connection, JournalRecord, SealState
+from magnetar.core.ports import JournalRecord, SealState
+from magnetar.core.ports.push import Connection
 from magnetar.core.push.dispatch import Dispatcher, PushReport
 
 log = logging.getLogger(__name__)

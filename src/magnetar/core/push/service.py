@@ -8,7 +8,8 @@ from magnetar.core.authz import ANONYMOUS, Principal
 from magnetar.core.broker import Broker
 from magnetar.core.entry import Message, MessageIdData
 from magnetar.core.naming import TopicName
-from magnetar.core.ports import Connection, ConnectionRegistry, JournalRecord, PushGateway
+from magnetar.core.ports import JournalRecord
+from magnetar.core.ports.push import Connection, ConnectionRegistry, PushGateway
 from magnetar.core.push.common import ConnectionCache, Namespaces
 from magnetar.core.push.connections import Connections
 from magnetar.core.push.dispatch import BACKLOG_WAIT_S, DISPATCH_WORKERS, Dispatcher, PushReport

@@ -23,7 +23,8 @@ from magnetar.core.crashpoints import crash_point
 from magnetar.core.dispatch import DeliveredEntry
 from magnetar.core.errors import RetryableError
 from magnetar.core.naming import TopicName
-from magnetar.core.ports import Connection, SubscriptionView
+from magnetar.core.ports import SubscriptionView
+from magnetar.core.ports.push import Connection
 from magnetar.core.push.common import (
     CLAIM_RETRIES,
     INBOX_CLEAR_AT,
