@@ -5,6 +5,7 @@ dead-lettered), crash-safe."""
 from __future__ import annotations
 
 import pytest
+from tests.unit.stalls import stalled
 
 from magnetar.adapters.memory import ManualClock, memory_broker
 from magnetar.core import crashpoints, delaypoints
@@ -71,14 +72,8 @@ def test_a_journal_write_completing_after_the_deadline_is_not_acknowledged() -> 
 def test_a_delay_point_stalls_the_writer_past_its_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = ManualClock()
     broker = memory_broker(clock)
-    monkeypatch.setattr(delaypoints, "duration_ms", 0)
-    monkeypatch.setattr(delaypoints.time, "sleep", lambda s: clock.advance(WRITE_DEADLINE_MS + 1))
-    delaypoints.enable("produce.after_journal_write")
-    try:
-        with pytest.raises(RetryableError):
-            broker.writer.append(T, batch(-1, "stalled"), "p")
-    finally:
-        delaypoints.disable_all()
+    with stalled(clock, "produce.after_journal_write", monkeypatch), pytest.raises(RetryableError):
+        broker.writer.append(T, batch(-1, "stalled"), "p")
     assert delaypoints.fired["produce.after_journal_write"] >= 1
     assert broker.writer.append(T, batch(-1, "next"), "p").entry_id == 1
 

@@ -4,12 +4,11 @@ does not hold the partition's later entries for the hole grace (in-memory ports)
 from __future__ import annotations
 
 import pytest
+from tests.unit.stalls import stalled
 
 from magnetar.adapters.memory import ManualClock, MemoryJournal, memory_broker
-from magnetar.core import delaypoints
 from magnetar.core.entry import Batch, Message, record_headers
 from magnetar.core.errors import JournalRefused, RetryableError
-from magnetar.core.ledger import WRITE_DEADLINE_MS
 from magnetar.core.ledger.writer import FENCE_PATIENCE_S
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.ports import JournalPosition
@@ -82,14 +81,8 @@ def test_with_deduplication_a_refused_write_leaves_its_ids_to_the_retry() -> Non
 def test_a_writer_past_its_deadline_before_the_write_tombstones_its_ids(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = ManualClock()
     broker = memory_broker(clock)
-    monkeypatch.setattr(delaypoints, "duration_ms", 0)
-    monkeypatch.setattr(delaypoints.time, "sleep", lambda s: clock.advance(WRITE_DEADLINE_MS + 1))
-    delaypoints.enable("produce.before_journal_write")
-    try:
-        with pytest.raises(RetryableError, match="expired before the journal write"):
-            broker.writer.append(T, batch("stalled"), "p")
-    finally:
-        delaypoints.disable_all()
+    with stalled(clock, "produce.before_journal_write", monkeypatch), pytest.raises(RetryableError, match="expired before"):
+        broker.writer.append(T, batch("stalled"), "p")
     assert [(h.entry_id, h.hole) for _, h in record_headers(broker.journal.records[-1].data)] == [(0, True)]
     broker.writer.append(T, batch("next"), "p")
     assert seal(broker).retry_from is None
