@@ -25,6 +25,7 @@ wait is over.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 from dataclasses import dataclass
@@ -43,6 +44,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_PARTITIONS_PER_RECEIVE = 256  # keeps a look within a few BatchGetItems
+
+# looks made by this container: each starts at the next partition in turn (a random start, as
+# before, left a partition out of 12 small asks 3 % of the time)
+_LOOKS = itertools.count()
 
 
 @dataclass(frozen=True)
@@ -152,7 +157,7 @@ def _look(
     now = service.clock.now_ms()
     views = service.metadata.get_subscription_views([(t, subscription) for t in topics])
     n = len(topics)
-    start = random.randrange(n)  # no partition always first: none starves when the ask is small
+    start = next(_LOOKS) % n  # no partition always first: none starves when the ask is small
     order = [(start + k) % n for k in range(n)]
     share = max(1, max_messages // n)
     msgs_left, bytes_left = max_messages, MAX_RECEIVE_BYTES
