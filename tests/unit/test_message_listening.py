@@ -118,3 +118,28 @@ def test_a_multi_topics_consumer_hands_its_messages_to_the_same_loop() -> None:
     consumer.resume_message_listener()
     _wait(lambda: got == [(consumer, b"m0")])
     consumer.close()
+
+
+def test_the_listener_keeps_listening_after_a_receive_the_sdk_gave_up_on(monkeypatch: Any) -> None:
+    from magnetar.client import consumer_base
+
+    monkeypatch.setattr(consumer_base, "LISTENER_RETRY_S", 0.01)
+    consumer = _Queued()
+    real = consumer.receive
+    failures = [exceptions.ConnectError("POST .../receive: timed out")]
+
+    def receive(timeout_millis: int | None = None) -> Message:
+        if failures:
+            raise failures.pop()
+        return real(timeout_millis)
+
+    consumer.receive = receive  # type: ignore[method-assign]
+    got: list[bytes] = []
+    thread = threading.Thread(target=consumer._listen, args=(lambda c, m: got.append(m.data()),), daemon=True)
+    thread.start()
+    consumer.queue.put(_message(0))
+    _wait(lambda: got == [b"m0"])
+    assert thread.is_alive(), "the listener thread survived the failed receive"
+    consumer._closed.set()
+    thread.join(timeout=5)
+    assert not thread.is_alive()

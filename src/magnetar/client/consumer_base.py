@@ -27,6 +27,8 @@ def key_shared_meta(policy: ConsumerKeySharedPolicy) -> dict[str, Any]:
             "hashRanges": [{"start": s, "end": e} for s, e in policy.sticky_ranges] if sticky else [],
             "allowOutOfOrderDelivery": policy.allow_out_of_order_delivery}
 
+LISTENER_RETRY_S = 1.0  # a listener's pause after a receive the SDK gave up on
+
 
 class MessageListening:
     """pulsar-client's message listener, for any consumer with a `receive` and a `_closed` event (a
@@ -59,6 +61,11 @@ class MessageListening:
                 continue
             except exceptions.AlreadyClosed:
                 return
+            except exceptions.PulsarException:  # the SDK gave up on a request (a timeout, a broker
+                # down): the listener keeps listening, as pulsar-client's does after a reconnect
+                log.warning("message listener: receive failed; retrying", exc_info=True)
+                self._closed.wait(LISTENER_RETRY_S)
+                continue
             while self._listener_paused and not self._closed.is_set():  # paused while this one arrived
                 time.sleep(0.05)
             try:
