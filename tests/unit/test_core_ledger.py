@@ -230,3 +230,17 @@ def test_topics_of_one_batch_are_sealed_side_by_side_and_a_failing_one_does_not_
     monkeypatch.setattr(broker.metadata, "commit_segments", commit)
     outcome = seal_all(broker)  # the replay seals what is left and skips the rest
     assert outcome.sealed_entries == 3 and outcome.segments_written == 1
+
+
+def test_a_receive_gets_what_it_asks_for_across_many_small_segments() -> None:
+    """A trickle seals one-entry segments and a read takes a few at a time: the receive reads on."""
+    from magnetar.core.ledger.reader import EntryCache
+
+    broker = memory_broker(tail_reads=False)
+    for i in range(30):  # thirty segments of one entry each
+        publish(broker, 1)
+        broker.sealer.seal(list(broker.journal.records)[i:])
+    broker.reader.cache = EntryCache()  # a cold container: every entry comes from its segment
+    broker.subscriptions.subscribe(T, "s", "c1", "Exclusive", "Earliest")
+    got = broker.subscriptions.receive(T, "s", "c1", max_messages=25).entries
+    assert [d.entry.entry_id for d in got] == list(range(25))
