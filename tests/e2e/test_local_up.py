@@ -7,8 +7,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -18,10 +20,38 @@ from magnetar.local.cluster import free_port
 BIN = Path(sys.executable).parent / "magnetar"
 
 
+_LOGS: dict[int, IO[bytes]] = {}  # each local up's output, by pid
+
+
+def local_up(*args: str) -> subprocess.Popen[bytes]:
+    """`magnetar local up ARGS`, its output to a temporary file: a pipe nobody reads fills up
+    (64 KB of log lines on a loaded machine) and blocks the process, which then cannot stop."""
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for the process's life, read on failure
+    proc = subprocess.Popen([str(BIN), "local", "up", *args], env=clean_env(), stdout=log, stderr=subprocess.STDOUT)
+    _LOGS[proc.pid] = log
+    return proc
+
+
+def output(proc: subprocess.Popen[bytes]) -> str:
+    log = _LOGS[proc.pid]
+    log.seek(0)
+    return log.read().decode(errors="replace")[-4000:]
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    """Ctrl-C: it stops everything and exits 0."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        code = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"local up did not stop within 20 s of Ctrl-C:\n{output(proc)}") from None
+    assert code == 0, output(proc)
+
+
 def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else "exited"
+        assert proc.poll() is None, output(proc)
         try:
             if httpx.get(f"{url}/admin/v2/brokers/health", timeout=1).text == "ok":
                 return
@@ -54,14 +84,12 @@ def round_trip(url: str) -> None:
 
 def test_local_up_starts_its_emulator_and_ctrl_c_stops_everything() -> None:
     port, aws_port = free_port(), free_port()
-    proc = subprocess.Popen([str(BIN), "local", "up", "--port", str(port), "--pulsar-port", str(free_port()), "--aws-port", str(aws_port)],
-                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = local_up("--port", str(port), "--pulsar-port", str(free_port()), "--aws-port", str(aws_port))
     try:
         wait_healthy(f"http://127.0.0.1:{port}", proc)
         assert port_open(aws_port), "the embedded emulator listens on --aws-port"
         round_trip(f"http://127.0.0.1:{port}")
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=20) == 0
+        stop(proc)
         time.sleep(0.5)
         assert not port_open(aws_port) and not port_open(port), "Ctrl-C stopped every process"
     finally:
@@ -78,13 +106,10 @@ def test_local_up_uses_an_already_running_endpoint() -> None:
         deadline = time.monotonic() + 30
         while not port_open(aws_port) and time.monotonic() < deadline:
             time.sleep(0.1)
-        proc = subprocess.Popen(
-            [str(BIN), "local", "up", "--port", str(port), "--pulsar-port", str(free_port()), "--aws-endpoint", f"http://127.0.0.1:{aws_port}"],
-            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        proc = local_up("--port", str(port), "--pulsar-port", str(free_port()), "--aws-endpoint", f"http://127.0.0.1:{aws_port}")
         wait_healthy(f"http://127.0.0.1:{port}", proc)
         round_trip(f"http://127.0.0.1:{port}")
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=20) == 0
+        stop(proc)
         assert emulator.poll() is None, "an endpoint we did not start is left running"
     finally:
         for p in (proc, emulator):
@@ -105,9 +130,8 @@ def test_messages_survive_a_restart_of_local_up_against_the_same_emulator() -> N
         results = []
         for phase in ("before", "after"):
             port = free_port()
-            proc = subprocess.Popen(
-                [str(BIN), "local", "up", "--port", str(port), "--pulsar-port", str(free_port()), "--aws-endpoint", f"http://127.0.0.1:{aws_port}"],
-                env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            proc = local_up("--port", str(port), "--pulsar-port", str(free_port()),
+                            "--aws-endpoint", f"http://127.0.0.1:{aws_port}")
             procs.append(proc)
             url = f"http://127.0.0.1:{port}"
             wait_healthy(url, proc)
@@ -121,8 +145,7 @@ def test_messages_survive_a_restart_of_local_up_against_the_same_emulator() -> N
                     results.append(consumer.receive(timeout_millis=10_000).data())
             finally:
                 client.close()
-            proc.send_signal(signal.SIGINT)
-            assert proc.wait(timeout=20) == 0
+            stop(proc)
         assert results == [b"kept across the restart"]
     finally:
         for p in (*procs, emulator):

@@ -386,7 +386,8 @@ class SubscriptionService:
                     messages += entry.num_messages
                     size += entry.size
                     taken += 1
-                full = full or len(out) >= MAX_ENTRIES_PER_RECEIVE
+                # only a sealed read stops short (a tail read returns what there is)
+                full = full or len(out) >= MAX_ENTRIES_PER_RECEIVE or entries[-1].entry_id + 1 >= view.seal.next_entry
             if taken:
                 # the ack timeout counts from when the entries are in hand, not from the start of
                 # the step (reads from a slow store would otherwise eat into the consumer's time)
@@ -447,6 +448,8 @@ class SubscriptionService:
                 state.add_new(e, e + 1, None, False, None, "", not_before, key_hash(entry.key) if key_shared else None)
                 messages += entry.num_messages
                 read += 1
+            if entries[-1].entry_id + 1 >= view.seal.next_entry:
+                return  # only a sealed read stops short (a tail read returns what there is)
 
     def dispatch_budget(self, topic: TopicName, view: SubscriptionView, state: CursorState,
                         now: int) -> tuple[int, int, int] | None:
