@@ -287,9 +287,10 @@ def test_perfs_raw_limit_counts_only_the_records_the_shards_stored(limited: str,
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
     limit = kinesis_put_records(limited, 10 * KB, 200 * 1024 * KB, max_seconds=2.0)
-    # two shards of 1 MiB/s (~100 records of 10 KiB a second each) with a second of burst, for 2 s
+    # two shards of 1 MiB/s (~100 records of 10 KiB a second each) with a second of burst, for the
+    # run's own time (about 2 s; a loaded machine's last call ends later: 2.9 s once)
     assert limit.calls >= 2
-    assert limit.operations <= 2 * (100 * 2 + 100) + 50
+    assert limit.operations <= 2 * (100 * limit.seconds + 100) + 50
 
 
 def test_the_endpoint_counts_the_conditional_writes_dynamodb_declined(limited: str) -> None:
