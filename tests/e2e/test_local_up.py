@@ -39,12 +39,13 @@ def output(proc: subprocess.Popen[bytes]) -> str:
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Ctrl-C: it stops everything and exits 0."""
+    """Ctrl-C: it stops everything and exits 0. Alone it takes a few seconds; beside the rest of
+    the suite on 2 cores it took over 20 s twice (and then exited 0), hence a minute."""
     proc.send_signal(signal.SIGINT)
     try:
-        code = proc.wait(timeout=20)
+        code = proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"local up did not stop within 20 s of Ctrl-C:\n{output(proc)}") from None
+        raise AssertionError(f"local up did not stop within 60 s of Ctrl-C:\n{output(proc)}") from None
     assert code == 0, output(proc)
 
 
