@@ -35,7 +35,7 @@ def local_up(*args: str) -> subprocess.Popen[bytes]:
 def output(proc: subprocess.Popen[bytes]) -> str:
     log = _LOGS[proc.pid]
     log.seek(0)
-    return log.read().decode(errors="replace")[-4000:]
+    return log.read().decode(errors="replace")[-30000:]
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:

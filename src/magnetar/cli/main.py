@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -32,6 +34,7 @@ from magnetar.config import DEFAULT_SUPERUSER_ROLE, MAINTENANCE_INTERVAL_S, MAX_
 from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
 
 console = Console()
+STOP_REPORT_S = 15
 LOCAL_TOKEN_KEY = Path.home() / ".magnetar" / "local-token-secret.key"
 err = Console(stderr=True)
 T = TypeVar("T")
@@ -146,6 +149,10 @@ def local_up(
     except KeyboardInterrupt:
         pass
     finally:
+        console.print("stopping...")
+        # a stop that hangs (here or at the interpreter's exit, which joins worker threads) shows where:
+        # every thread's stack on stderr each STOP_REPORT_S until the process ends
+        faulthandler.dump_traceback_later(STOP_REPORT_S, repeat=True, file=sys.stderr)
         cluster.stop()
         console.print("stopped")
 
