@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from magnetar.core.admin import AdminService
 from magnetar.core.authz import AuthorizationService, AuthSettings
-from magnetar.core.dispatch import MAX_RECEIVE_BYTES, SubscriptionService
+from magnetar.core.claims import MAX_RECEIVE_BYTES
+from magnetar.core.dispatch import SubscriptionService
 from magnetar.core.entry import Entry
 from magnetar.core.errors import TopicNotFound
 from magnetar.core.ledger import EntryCache, EntryReader, LedgerWriter, Sealer

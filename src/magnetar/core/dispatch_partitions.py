@@ -39,7 +39,8 @@ from magnetar.core.ports import CursorWrite, SubscriptionView
 
 if TYPE_CHECKING:
     from magnetar.core.acks import Acks
-    from magnetar.core.dispatch import DeliveredEntry, Step, SubscriptionService
+    from magnetar.core.claims import DeliveredEntry
+    from magnetar.core.dispatch import Step, SubscriptionService
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ def _look(
     written), else what each handed out and, when dispatch rates held everything back, the
     earliest time one of them opens again."""
     from magnetar.core.acks import NO_ACKS
-    from magnetar.core.dispatch import MAX_RECEIVE_BYTES
+    from magnetar.core.claims import MAX_RECEIVE_BYTES
 
     now = service.clock.now_ms()
     views = service.metadata.get_subscription_views([(t, subscription) for t in topics])
@@ -205,7 +206,7 @@ def _claim_more(service: SubscriptionService, topic: TopicName, view: Subscripti
     """A second claim on a partition's stepped cursor (still unwritten), added to its step."""
     state = step.state
     lease = state.consumers[consumer]
-    more = service.claim(topic, view, state, consumer, max_messages, service.clock.now_ms(), lease.ack_timeout_ms,
+    more = service.claims.claim(topic, view, state, consumer, max_messages, service.clock.now_ms(), lease.ack_timeout_ms,
                          request_id, max_bytes)
     if more:
         step.delivered.extend(more)

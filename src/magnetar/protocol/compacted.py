@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.client.compacted import CompactedFilter
 from magnetar.core.acks import Acks
-from magnetar.core.dispatch import DeliveredEntry
+from magnetar.core.claims import DeliveredEntry
 from magnetar.core.naming import TopicName
 
 if TYPE_CHECKING:

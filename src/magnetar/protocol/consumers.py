@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.core.acks import Acks
 from magnetar.core.authz import Access
+from magnetar.core.claims import MAX_ENTRIES_PER_RECEIVE
 from magnetar.core.cursor import AUTO_SPLIT, KeySharedPolicy
-from magnetar.core.dispatch import MAX_ENTRIES_PER_RECEIVE, MAX_POLL_INTERVAL_S, POLL_INTERVAL_S
+from magnetar.core.dispatch import MAX_POLL_INTERVAL_S, POLL_INTERVAL_S
 from magnetar.core.errors import NotAllowed, SubscriptionNotFound
 from magnetar.core.naming import TopicName
 from magnetar.protocol import compacted
@@ -35,8 +36,8 @@ from magnetar.protocol.schemas import check_consumer
 
 if TYPE_CHECKING:
     from magnetar.client.compacted import CompactedFilter
+    from magnetar.core.claims import DeliveredEntry
     from magnetar.core.cursor import CursorState
-    from magnetar.core.dispatch import DeliveredEntry
     from magnetar.core.entry import Entry
     from magnetar.protocol.connection import Connection
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from magnetar.core.claims import DeliveredEntry
 from magnetar.core.cursor import CursorState
-from magnetar.core.dispatch import DeliveredEntry
 from magnetar.core.ledger import ensure_topic
 from magnetar.protocol import compacted
 from magnetar.protocol.consumers import MAX_IDLE_POLL_S, Consumer

@@ -40,9 +40,9 @@ from dataclasses import dataclass, replace
 
 from magnetar.core.acks import NO_ACKS, Acks
 from magnetar.core.broker import Broker
+from magnetar.core.claims import MAX_ENTRIES_PER_RECEIVE, DeliveredEntry
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
-from magnetar.core.dispatch import MAX_ENTRIES_PER_RECEIVE, DeliveredEntry
 from magnetar.core.entry import Entry
 from magnetar.core.errors import (
     MagnetarError,
@@ -206,7 +206,7 @@ class Dispatcher:
             delivered: list[DeliveredEntry] = []
             if limit > 0:
                 self._prefetch(topic, view, state.read_position, limit)
-                delivered = service.claim(topic, view, state, conn.name, limit, now, lease.ack_timeout_ms, "")
+                delivered = service.claims.claim(topic, view, state, conn.name, limit, now, lease.ack_timeout_ms, "")
             more = bool(delivered) and (len(delivered) >= MAX_ENTRIES_PER_RECEIVE
                                         or state.read_position < view.seal.next_entry)
             if not delivered and state.to_dict() == before:

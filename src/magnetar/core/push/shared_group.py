@@ -19,8 +19,8 @@ import random
 from typing import TYPE_CHECKING
 
 from magnetar.core.acks import NO_ACKS
+from magnetar.core.claims import DeliveredEntry
 from magnetar.core.crashpoints import crash_point
-from magnetar.core.dispatch import DeliveredEntry
 from magnetar.core.errors import RetryableError
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import SubscriptionView
@@ -68,7 +68,7 @@ def dispatch_shared_group(dispatcher: Dispatcher, members: list[Connection], cap
             limit = min(conn.queue_size - outstanding(state, conn.name), cap)
             if limit > 0:
                 dispatcher._prefetch(topic, view, state.read_position, limit)
-                claimed[conn.connection_id] = service.claim(topic, view, state, conn.name, limit, now,
+                claimed[conn.connection_id] = service.claims.claim(topic, view, state, conn.name, limit, now,
                                                             lease.ack_timeout_ms, "")
         if not any(claimed.values()) and state.to_dict() == before:
             break
