@@ -23,11 +23,12 @@ BIN = Path(sys.executable).parent / "magnetar"
 _LOGS: dict[int, IO[bytes]] = {}  # each local up's output, by pid
 
 
-def local_up(*args: str) -> subprocess.Popen[bytes]:
+def local_up(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """`magnetar local up ARGS`, its output to a temporary file: a pipe nobody reads fills up
     (64 KB of log lines on a loaded machine) and blocks the process, which then cannot stop."""
     log = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for the process's life, read on failure
-    proc = subprocess.Popen([str(BIN), "local", "up", *args], env=clean_env(), stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([str(BIN), "local", "up", *args], env={**clean_env(), **(env or {})}, stdout=log,
+                            stderr=subprocess.STDOUT)
     _LOGS[proc.pid] = log
     return proc
 
@@ -153,3 +154,24 @@ def test_messages_survive_a_restart_of_local_up_against_the_same_emulator() -> N
             if p.poll() is None:
                 p.terminate()
                 p.wait(timeout=10)
+
+
+def test_a_stop_that_hangs_is_cut_with_every_threads_stack_and_the_emulator_killed() -> None:
+    """Ctrl-C always ends `local up`: past its stop deadline (here 0 s, so the cut always comes
+    first) it prints what every thread was doing, kills its emulator and exits 1."""
+    port, aws_port = free_port(), free_port()
+    proc = local_up("--port", str(port), "--pulsar-port", "0", "--aws-port", str(aws_port),
+                    env={"MAGNETAR_STOP_DEADLINE_S": "0"})
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 1, output(proc)
+        out = output(proc)
+        assert "still stopping after 0 s" in out and 'File "' in out, out
+        deadline = time.monotonic() + 10
+        while port_open(aws_port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not port_open(aws_port), "the emulator was killed"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -7,9 +7,10 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -33,8 +34,12 @@ from magnetar.cli.verify import verify_command
 from magnetar.config import DEFAULT_SUPERUSER_ROLE, MAINTENANCE_INTERVAL_S, MAX_JOURNAL_BATCHING_WINDOW_S
 from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
 
+if TYPE_CHECKING:
+    from magnetar.local.cluster import LocalCluster
+
 console = Console()
-STOP_REPORT_S = 15
+# Ctrl-C's limit: the parts' own bounded joins add up to ~30 s at worst
+STOP_DEADLINE_S = float(os.environ.get("MAGNETAR_STOP_DEADLINE_S", "40"))
 LOCAL_TOKEN_KEY = Path.home() / ".magnetar" / "local-token-secret.key"
 err = Console(stderr=True)
 T = TypeVar("T")
@@ -150,11 +155,25 @@ def local_up(
         pass
     finally:
         console.print("stopping...")
-        # a stop that hangs (here or at the interpreter's exit, which joins worker threads) shows where:
-        # every thread's stack on stderr each STOP_REPORT_S until the process ends
-        faulthandler.dump_traceback_later(STOP_REPORT_S, repeat=True, file=sys.stderr)
+        _end_if_stuck(cluster, STOP_DEADLINE_S)
         cluster.stop()
         console.print("stopped")
+
+
+def _end_if_stuck(cluster: LocalCluster, deadline_s: float) -> None:
+    """Ctrl-C ends the process: a stop that hangs (in the cluster's stop, or at the interpreter's
+    exit, which joins worker threads) is cut after `deadline_s`, with every thread's stack on
+    stderr (what hung), the emulator killed and exit status 1."""
+
+    def watch() -> None:
+        time.sleep(deadline_s)
+        console.print(f"[red]still stopping after {deadline_s:.0f} s; every thread's stack follows[/red]")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        if cluster.emulator is not None:
+            cluster.emulator.kill()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="stop-deadline", daemon=True).start()
 
 
 def _local_token_key() -> str:
