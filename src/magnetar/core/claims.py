@@ -41,16 +41,16 @@ class DeliveredEntry:
     acked_indexes: list[int] = field(default_factory=list)  # batch messages already acknowledged
 
 
+@dataclass
 class Claims:
     """The in-memory half of a dispatch step: admit, claim, read (no cursor write of its own)."""
 
-    def __init__(self, metadata: MetadataStore, reader: EntryReader, clock: Clock,
-                 policies: Callable[[TopicName], dict[str, Any]] | None = None) -> None:
-        self.metadata = metadata
-        self.reader = reader
-        self.clock = clock
-        self.policies = policies  # the topic's effective policies (cached by the ledger writer)
-        self._partition_counts: dict[TopicName, tuple[int, int]] = {}  # parent -> (partitions, read at ms)
+    metadata: MetadataStore
+    reader: EntryReader
+    clock: Clock
+    policies: Callable[[TopicName], dict[str, Any]] | None = None  # the topic's effective policies
+    # parent -> (partitions, read at ms)
+    _partition_counts: dict[TopicName, tuple[int, int]] = field(default_factory=dict)
 
     def claim(
         self,
