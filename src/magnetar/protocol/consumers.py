@@ -28,10 +28,11 @@ from magnetar.core.errors import NotAllowed, SubscriptionNotFound
 from magnetar.core.naming import TopicName
 from magnetar.protocol import compacted
 from magnetar.protocol import pulsar_api_pb2 as pb
+from magnetar.protocol.acks import acks_of, joined, signed
 from magnetar.protocol.chunks import Reassembly
 from magnetar.protocol.errors import ProtocolError
 from magnetar.protocol.frames import Type, command
-from magnetar.protocol.messages import ack_set, acked_indexes, entry_message, message_id
+from magnetar.protocol.messages import ack_set, entry_message, message_id
 from magnetar.protocol.schemas import check_consumer
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ MAX_BATCH_SIZES = 100_000  # batch sizes remembered per consumer (batch-index ac
 # before they are written alone. Longer than the idle backoff's longest wait, so while the consumer
 # has permits its next poll always comes first; the fallback is for a consumer without permits.
 ACK_HOLD_S = 1.5 * MAX_POLL_INTERVAL_S
+_LATEST = (1 << 63) - 1  # MessageId.latest's ledger id (Long.MAX_VALUE)
 
 
 async def open_consumer(conn: Connection, request: Any) -> None:
@@ -231,9 +233,9 @@ class Consumer:
         claim); None after a failure."""
         riding, self.held_acks = self.held_acks, []
         dropped, self.view_dropped = self.view_dropped, []
-        acks = self._acks_of(riding)
+        acks = acks_of(riding, self.batch_sizes, self.name)
         if dropped:  # what the compacted view dropped at the last poll rides on this one
-            acks = _joined(acks, compacted.view_acks(dropped, self.name))
+            acks = joined(acks, compacted.view_acks(dropped, self.name))
         self.full = False
         size = self._poll_size()
         try:
@@ -306,9 +308,9 @@ class Consumer:
     async def _position_of(self, mid: Any) -> int:
         """The entry a message id names (SEEK, a reader's start): itself, 0 for MessageId.earliest
         (-1, -1), past the last entry for MessageId.latest."""
-        if _signed(mid.ledgerId) == _LATEST:
+        if signed(mid.ledgerId) == _LATEST:
             return int((await self.conn.call(self.conn.broker.last_entry, self.topic))[1]) + 1
-        return max(_signed(mid.entryId), 0)
+        return max(signed(mid.entryId), 0)
 
     async def _reattach(self) -> None:
         try:
@@ -360,32 +362,8 @@ class Consumer:
         if cmds:
             await self._acknowledge(cmds)
 
-    def _acks_of(self, cmds: list[Any]) -> Acks:
-        """ACK commands as the core's acknowledgements (whole entries, batch indexes, cumulative)."""
-        whole: set[int] = set()
-        batch: dict[int, tuple[int, set[int]]] = {}
-        cumulative: tuple[int, int, int] | None = None
-        for cmd in cmds:
-            ack = cmd.ack
-            for mid in ack.message_id:
-                entry = _signed(mid.entryId)
-                if entry < 0:
-                    continue
-                # pulsar-client sends ack sets without the batch size: the size of the entry handed out
-                size = mid.batch_size if mid.HasField("batch_size") else self.batch_sizes.get(entry, 0)
-                partial = acked_indexes(list(mid.ack_set), size) if mid.ack_set and size > 0 else None
-                if ack.ack_type == pb.CommandAck.Cumulative:
-                    index = len(_prefix(partial)) - 1 if partial is not None else -1
-                    cumulative = max(cumulative or (entry, size, index), (entry, size, index))
-                elif partial is not None and len(partial) < size:
-                    batch.setdefault(entry, (size, set()))[1].update(partial)
-                else:
-                    whole.add(entry)
-        return Acks(tuple(sorted(whole)), tuple((e, n, tuple(sorted(ix))) for e, (n, ix) in sorted(batch.items())),
-                    cumulative, consumer=self.name)
-
     async def _acknowledge(self, cmds: list[Any]) -> None:
-        self._receipts(cmds, await self._write_acks(self._acks_of(cmds)))
+        self._receipts(cmds, await self._write_acks(acks_of(cmds, self.batch_sizes, self.name)))
 
     async def _write_acks(self, acks: Acks) -> BaseException | None:
         if not acks:
@@ -410,7 +388,7 @@ class Consumer:
     async def _redeliver(self, request: Any) -> None:
         try:
             if request.message_ids:  # negative acknowledgements, ack timeouts: those entries, now
-                entries = tuple(sorted({_signed(m.entryId) for m in request.message_ids if _signed(m.entryId) >= 0}))
+                entries = tuple(sorted({signed(m.entryId) for m in request.message_ids if signed(m.entryId) >= 0}))
                 await self.conn.call(self.subscriptions.acknowledge, self.topic, self.subscription,
                                      Acks(nacks=entries, consumer=self.name))
             else:  # everything it holds goes back, what the proxy had claimed for it too
@@ -495,34 +473,6 @@ class Consumer:
         await self._flush_acks()
         with contextlib.suppress(SubscriptionNotFound, NotAllowed):
             await self.conn.call(self.subscriptions.close_consumer, self.topic, self.subscription, self.name)
-
-
-_LATEST = (1 << 63) - 1  # MessageId.latest's ledger id (Long.MAX_VALUE)
-
-
-def _joined(a: Acks, b: Acks) -> Acks:
-    """Two consumers' worth of acknowledgements as one (whole entries win over their batch indexes)."""
-    whole = set(a.entries) | set(b.entries)
-    batch: dict[int, tuple[int, set[int]]] = {}
-    for entry, size, indexes in (*a.batch, *b.batch):
-        batch.setdefault(entry, (size, set()))[1].update(indexes)
-    return Acks(tuple(sorted(whole)), tuple((e, n, tuple(sorted(ix))) for e, (n, ix) in sorted(batch.items())
-                                           if e not in whole), a.cumulative, a.nacks, consumer=a.consumer or b.consumer)
-
-
-def _signed(value: int) -> int:
-    """A uint64 id as the int64 it stands for (-1 travels as 2**64 - 1)."""
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def _prefix(indexes: list[int] | None) -> list[int]:
-    """The leading run 0, 1, 2... of acknowledged indexes (what a cumulative ack covers in a batch)."""
-    out: list[int] = []
-    for i, index in enumerate(sorted(indexes or [])):
-        if index != i:
-            break
-        out.append(index)
-    return out
 
 
 __all__ = ["Consumer", "open_consumer"]
