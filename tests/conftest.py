@@ -8,6 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from magnetar.config import LOCAL_RESOURCES, ResourceNames
+
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 # The session cluster runs on moto unless this names an already running AWS endpoint (LocalStack: `make
@@ -30,13 +32,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f"moto only ({why}); the session runs on {EXTERNAL_AWS_ENDPOINT}"))
 
 
+def session_resources() -> ResourceNames:
+    """The session cluster's table, bucket and stream. On an external endpoint shared by pytest-xdist
+    workers, each worker's cluster gets its own (as two stacks in one account): with one set, both
+    clusters' journal consumers would seal and push the same records (on moto each worker has its
+    own emulator)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not (EXTERNAL_AWS_ENDPOINT and worker):
+        return LOCAL_RESOURCES
+    return ResourceNames(f"{LOCAL_RESOURCES.table}-{worker}", f"{LOCAL_RESOURCES.bucket}-{worker}",
+                         f"{LOCAL_RESOURCES.stream}-{worker}")
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[object]:
     from magnetar.local.cluster import LocalCluster, free_port
 
     # the maintenance schedule runs when a test asks (POST /_magnetar/local/schedules/maintenance)
     c = LocalCluster(port=free_port(), aws_port=free_port(), aws_endpoint=EXTERNAL_AWS_ENDPOINT,
-                     poll_interval_s=0.2, maintenance_interval_s=0)
+                     poll_interval_s=0.2, maintenance_interval_s=0, names=session_resources())
     c.start()
     yield c
     c.stop()
