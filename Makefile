@@ -62,12 +62,13 @@ openapi: install
 # The suite against LocalStack (S3, Kinesis) and DynamoDB Local instead of moto: scripts/emulators.sh starts
 # them unless they already run (LocalStack in host mode from its Python package, which needs Python >= 3.12:
 # pyenv's, or LS_PYTHON=...; DynamoDB Local from the npm package, on Java), sets AWS_ENDPOINT_URL and
-# AWS_ENDPOINT_URL_DYNAMODB, and stops what it started. Slow (LocalStack's Kinesis); PYTEST_ARGS narrows it.
+# AWS_ENDPOINT_URL_DYNAMODB, and stops what it started. Two pytest workers, each worker's cluster on a table,
+# bucket and stream of its own (tests/conftest.py); ~18 min here. PYTEST_ARGS narrows it.
 PYENV_ROOT ?= $(HOME)/.pyenv
 LS_PYTHON  ?= $(or $(lastword $(sort $(wildcard $(PYENV_ROOT)/versions/3.13*/bin/python3.13))),$(lastword $(sort $(wildcard $(PYENV_ROOT)/versions/3.12*/bin/python3.12))),$(shell command -v python3.13 || command -v python3.12))
 LS_VENV    := .venv-localstack
 LS_STAMP   := $(LS_VENV)/.installed-stamp
-PYTEST_ARGS ?= -x --timeout=600
+PYTEST_ARGS ?= -n 2 --dist loadfile --timeout=600
 # Tests known to fail on LocalStack only, deselected there (none today; see docs/benchmarks.md)
 LOCALSTACK_KNOWN_FAILURES ?=
 

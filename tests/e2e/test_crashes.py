@@ -9,13 +9,13 @@ import pytest
 
 import magnetar
 from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
-from magnetar.config import LOCAL_RESOURCES
+from magnetar.config import ResourceNames
 from magnetar.core import crashpoints
 from magnetar.core.naming import TopicName
 
 
 def wait_sealed(topic: str, entries: int, timeout_s: float = 30) -> None:
-    store = DynamoMetadataStore(LOCAL_RESOURCES.table)
+    store = DynamoMetadataStore(ResourceNames.from_env().table)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         state = store.get_seal_states([topic]).get(topic)
@@ -59,7 +59,7 @@ def test_journal_consumer_killed_mid_batch_loses_and_duplicates_nothing(
         ids = [m["messageId"] for m in got]
         assert len(ids) == len(set(ids)) == 200
         assert sorted(ids) == sorted(mid for tt, mid in sent if tt == t)
-        store = DynamoMetadataStore(LOCAL_RESOURCES.table)
+        store = DynamoMetadataStore(ResourceNames.from_env().table)
         segments = store.list_segments(TopicName.parse(t), 0, 100)
         covered = [e for s in segments for e in range(s.first_entry, s.last_entry + 1)]
         assert covered == list(range(20)), "segments cover every entry once, in order"
