@@ -12,7 +12,7 @@ from tests.sdk_helpers import receive_until_quiet
 
 import magnetar
 from magnetar.client import exceptions
-from magnetar.core.cursor import key_hash
+from magnetar.core.key_shared import key_hash
 
 KeyShared = magnetar.ConsumerType.KeyShared
 Earliest = magnetar.InitialPosition.Earliest

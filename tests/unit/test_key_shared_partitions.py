@@ -12,9 +12,10 @@ from typing import Any
 from magnetar.adapters.memory import ManualClock, memory_broker
 from magnetar.core.acks import Acks
 from magnetar.core.claims import PARTITION_COUNT_TTL_MS
-from magnetar.core.cursor import HASH_RANGE, CursorState, KeySharedPolicy, key_hash
+from magnetar.core.cursor import CursorState
 from magnetar.core.dispatch_partitions import receive_partitions
 from magnetar.core.entry import Batch, Message
+from magnetar.core.key_shared import HASH_RANGE, KeySharedPolicy, key_hash
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import CursorWrite
 

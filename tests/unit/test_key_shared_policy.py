@@ -9,10 +9,11 @@ import pytest
 
 from magnetar.adapters.memory import ManualClock, memory_broker
 from magnetar.core.acks import Acks
-from magnetar.core.cursor import AUTO_SPLIT, HASH_RANGE, CursorState, KeySharedPolicy, key_hash
+from magnetar.core.cursor import CursorState
 from magnetar.core.dispatch import DEFAULT_LEASE_MS
 from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import ConsumerAssignError, ConsumerBusy
+from magnetar.core.key_shared import AUTO_SPLIT, HASH_RANGE, KeySharedPolicy, key_hash
 from magnetar.core.naming import TopicName
 
 TOPIC = TopicName.parse("ks-policy")

@@ -22,8 +22,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar.core.cursor import CursorState, Delivery, key_hash
+from magnetar.core.cursor import CursorState, Delivery
 from magnetar.core.entry import Entry
+from magnetar.core.key_shared import key_hash
 from magnetar.core.ledger import EntryReader
 from magnetar.core.naming import TopicName
 from magnetar.core.policies import TopicPolicies, dispatch_budget

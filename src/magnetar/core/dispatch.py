@@ -23,12 +23,7 @@ from typing import Any
 from magnetar.core.acks import NO_ACKS, Acks
 from magnetar.core.claims import MAX_RECEIVE_BYTES, Claims, DeliveredEntry
 from magnetar.core.crashpoints import crash_point
-from magnetar.core.cursor import (
-    AUTO_SPLIT,
-    SUBSCRIPTION_TYPES,
-    CursorState,
-    KeySharedPolicy,
-)
+from magnetar.core.cursor import SUBSCRIPTION_TYPES, CursorState
 from magnetar.core.delaypoints import delay_point
 from magnetar.core.errors import (
     Conflict,
@@ -38,6 +33,7 @@ from magnetar.core.errors import (
     RetryableError,
     SubscriptionNotFound,
 )
+from magnetar.core.key_shared import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.ledger import EntryReader, ensure_topic
 from magnetar.core.naming import TopicName, check_consumer_name, check_subscription
 from magnetar.core.policies import TopicPolicies, subscription_limit_reason

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from magnetar.core.cursor import HASH_RANGE, CursorState, RangeSet
+from magnetar.core.cursor import CursorState, RangeSet
 from magnetar.core.errors import NotFound, TopicNotFound
+from magnetar.core.key_shared import HASH_RANGE
 from magnetar.core.ledger import PRODUCER_IDLE_MS
 from magnetar.core.lifecycle import SEGMENT_PAGE, LedgerMaintenance, estimated_entry_size
 from magnetar.core.naming import TopicName

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from magnetar.core.acks import Acks
 from magnetar.core.authz import Access
 from magnetar.core.claims import MAX_ENTRIES_PER_RECEIVE
-from magnetar.core.cursor import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.dispatch import MAX_POLL_INTERVAL_S, POLL_INTERVAL_S
 from magnetar.core.errors import NotAllowed, SubscriptionNotFound
+from magnetar.core.key_shared import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.naming import TopicName
 from magnetar.protocol import compacted
 from magnetar.protocol import pulsar_api_pb2 as pb

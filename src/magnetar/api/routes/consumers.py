@@ -41,10 +41,10 @@ from magnetar.api.openapi import Param
 from magnetar.api.wire import acks_from_request, entry_messages, entry_to_wire
 from magnetar.core.acks import NO_ACKS, Acks
 from magnetar.core.authz import Access
-from magnetar.core.cursor import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.dispatch_partitions import acknowledge_partitions, receive_partitions
 from magnetar.core.entry import MessageIdData
 from magnetar.core.errors import InvalidInput, NotAllowed
+from magnetar.core.key_shared import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.naming import TopicName
 from magnetar.core.push import NON_PERSISTENT_POLL_REASON
 

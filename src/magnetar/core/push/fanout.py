@@ -13,9 +13,9 @@ import itertools
 import random
 import uuid
 
-from magnetar.core.cursor import HASH_RANGE, key_hash
 from magnetar.core.entry import Message, MessageIdData
 from magnetar.core.errors import InvalidInput
+from magnetar.core.key_shared import HASH_RANGE, key_hash
 from magnetar.core.naming import TopicName
 from magnetar.core.ports.push import Connection, ConnectionRegistry, PushGateway
 from magnetar.core.push.common import ConnectionCache, Namespaces
