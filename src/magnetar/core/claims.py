@@ -81,24 +81,15 @@ class Claims:
         messages = size = 0
         for d in state.ready_for(consumer, now, partition, partitions):
             length = d.end - d.start
-            taken, full = 0, False
-            # a read takes a few segments at a time (a trickle seals one-entry segments): read on
-            # until the range, the message cap or the byte cap is reached, so that a receive gets
-            # what it asked for when it is ready, not one read's worth
-            while taken < length and not full:
-                entries = self.reader.read(topic, d.start + taken, length - taken, view.seal, view.writer)
-                if not entries:
+            entries = self.reader.read(topic, d.start, length, view.seal, view.writer)
+            taken = 0
+            for entry in entries:
+                if out and (messages + entry.num_messages > max_messages or size + entry.size > max_bytes):
                     break
-                for entry in entries:
-                    if out and (messages + entry.num_messages > max_messages or size + entry.size > max_bytes):
-                        full = True
-                        break
-                    out.append(DeliveredEntry(entry, d.redelivery_count, state.acked_indexes(entry.entry_id)))
-                    messages += entry.num_messages
-                    size += entry.size
-                    taken += 1
-                # only a sealed read stops short (a tail read returns what there is)
-                full = full or len(out) >= MAX_ENTRIES_PER_RECEIVE or entries[-1].entry_id + 1 >= view.seal.next_entry
+                out.append(DeliveredEntry(entry, d.redelivery_count, state.acked_indexes(entry.entry_id)))
+                messages += entry.num_messages
+                size += entry.size
+                taken += 1
             if taken:
                 # the ack timeout counts from when the entries are in hand, not from the start of
                 # the step (reads from a slow store would otherwise eat into the consumer's time)
@@ -138,29 +129,19 @@ class Claims:
             return  # enough is already waiting: do not read further ahead
         key_shared = state.subscription_type == "Key_Shared"
         delays = state.subscription_type in ("Shared", "Key_Shared")  # as Pulsar: others ignore deliver_at
-        messages = read = 0
-        start = state.read_position
-        # a read takes a few segments at a time (a trickle seals one-entry segments): read on until
-        # the receive's messages or MAX_ENTRIES_PER_RECEIVE entries are in
-        while read < MAX_ENTRIES_PER_RECEIVE and messages < max_messages:  # Key_Shared admits whole reads
-            entries = self.reader.read(topic, start + read, MAX_ENTRIES_PER_RECEIVE - read, view.seal, view.writer)
-            if not entries:
-                return
-            for entry in entries:
-                e = entry.entry_id
-                if entry.hole:
-                    state.read_position = e + 1
-                    state.acknowledge([e])
-                    read += 1
-                    continue
-                if messages >= max_messages and not key_shared:
-                    return
-                not_before = entry.deliver_at if delays and entry.deliver_at > now else 0
-                state.add_new(e, e + 1, None, False, None, "", not_before, key_hash(entry.key) if key_shared else None)
-                messages += entry.num_messages
-                read += 1
-            if entries[-1].entry_id + 1 >= view.seal.next_entry:
-                return  # only a sealed read stops short (a tail read returns what there is)
+        entries = self.reader.read(topic, state.read_position, MAX_ENTRIES_PER_RECEIVE, view.seal, view.writer)
+        messages = 0
+        for entry in entries:
+            e = entry.entry_id
+            if entry.hole:
+                state.read_position = e + 1
+                state.acknowledge([e])
+                continue
+            if messages >= max_messages and not key_shared:
+                break  # Key_Shared admits the whole read (the keys decide who gets what)
+            not_before = entry.deliver_at if delays and entry.deliver_at > now else 0
+            state.add_new(e, e + 1, None, False, None, "", not_before, key_hash(entry.key) if key_shared else None)
+            messages += entry.num_messages
 
     def dispatch_budget(self, topic: TopicName, view: SubscriptionView, state: CursorState,
                         now: int) -> tuple[int, int, int] | None:

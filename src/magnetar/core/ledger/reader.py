@@ -24,6 +24,8 @@ from magnetar.core.ports import (
     WriterState,
 )
 
+SEGMENTS_PER_LISTING = 4  # segments per DynamoDB listing of a read (a read asking for more reads on)
+
 
 class EntryCache:
     """The managed-ledger cache: decoded entries by (topic, entry id), bounded by bytes.
@@ -126,24 +128,31 @@ class EntryReader:
         return end
 
     def _read_sealed(self, topic: TopicName, start: int, max_entries: int) -> list[Entry]:
+        """Up to `max_entries` sealed entries from `start`, contiguous: one segment listing per
+        SEGMENTS_PER_LISTING segments, read on while more is asked for (a trickle seals one-entry
+        segments: a receive asking for 40 must not get 4)."""
         out: list[Entry] = []
         position = start
-        for seg in self.metadata.list_segments(topic, start, limit=4):
-            if seg.first_entry > position or len(out) >= max_entries:
-                break  # a gap: trimmed data, nothing more to read contiguously
-            first_index = position - seg.first_entry
-            last_index = min(seg.last_entry, position + max_entries - len(out) - 1) - seg.first_entry
-            lo, hi = seg.offsets[first_index], seg.offsets[last_index + 1]
-            try:
-                blob = self.segments.get_range(seg.key, lo, hi)
-            except NotFound:
-                break  # trimmed after we listed it: the reader starts again from the first entry
-            for i in range(first_index, last_index + 1):
-                a, b = seg.offsets[i] - lo, seg.offsets[i + 1] - lo
-                entry = decode_entry(blob[a:b])
-                self.cache.put(entry)
-                out.append(entry)
-            position = seg.first_entry + last_index + 1
+        while len(out) < max_entries:
+            segments = self.metadata.list_segments(topic, position, limit=SEGMENTS_PER_LISTING)
+            for seg in segments:
+                if seg.first_entry > position or len(out) >= max_entries:
+                    return out  # a gap (trimmed data: nothing more to read contiguously), or enough
+                first_index = position - seg.first_entry
+                last_index = min(seg.last_entry, position + max_entries - len(out) - 1) - seg.first_entry
+                lo, hi = seg.offsets[first_index], seg.offsets[last_index + 1]
+                try:
+                    blob = self.segments.get_range(seg.key, lo, hi)
+                except NotFound:
+                    return out  # trimmed after we listed it: the reader starts again from the first entry
+                for i in range(first_index, last_index + 1):
+                    a, b = seg.offsets[i] - lo, seg.offsets[i + 1] - lo
+                    entry = decode_entry(blob[a:b])
+                    self.cache.put(entry)
+                    out.append(entry)
+                position = seg.first_entry + last_index + 1
+            if len(segments) < SEGMENTS_PER_LISTING:
+                return out  # the listing reached the last sealed segment
         return out
 
     def _read_tail(
