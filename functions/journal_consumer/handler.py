@@ -33,9 +33,11 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         )
         for r in KinesisStreamEvent(event).records
     ]
+    sealer = build_broker().sealer
+    held_ms = sealer.hold(records)  # a busy shard's small batch waits for its seal latency target
     push = build_push()
     plan = push.plan_journal_batch(records)  # the batch's seal states and the entries it settles
-    outcome = build_broker().sealer.seal(records, plan.states)
+    outcome = sealer.seal(records, plan.states)
     pushed = push.dispatch_journal_batch(plan)  # to the connections found now, served from memory
     # One metrics object per invocation: Powertools' shared Metrics keeps accumulating while
     # metrics are disabled (locally) and then prints anyway at 100 values.
@@ -53,7 +55,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if plan.connections:
         metrics.add_metric("PushedMessages", MetricUnit.Count, pushed.pushed)
     metrics.flush_metrics()
-    logger.info("sealed", extra={"outcome": outcome.__dict__, "records": len(records), "pushed": pushed.__dict__})
+    logger.info("sealed", extra={"outcome": outcome.__dict__, "records": len(records), "held_ms": held_ms,
+                                 "pushed": pushed.__dict__})
     if outcome.retry_from is not None:
         return {"batchItemFailures": [{"itemIdentifier": outcome.retry_from}]}
     return {"batchItemFailures": []}

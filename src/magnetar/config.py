@@ -60,6 +60,9 @@ DEFAULT_SUPERUSER_ROLE = "admin"
 # "off": consumers read sealed entries only and the journal consumer is the journal's one reader
 # (Kinesis allows 5 reads/s per shard for all readers together); "on": they also read its tail.
 ENV_TAIL_READS = "MAGNETAR_TAIL_READS"
+# The journal consumer holds a batch of a busy shard until its oldest record has waited this long
+# (ms) before sealing it, so that seals follow the load: magnetar.core.ledger.pacing.
+ENV_SEAL_LATENCY_MS = "MAGNETAR_SEAL_LATENCY_MS"
 # Routes served without authentication (the stack attaches no authorizer to them)
 PUBLIC_ROUTES = frozenset({"GET /openapi.json"})
 
@@ -76,6 +79,14 @@ def _env_flag(name: str, default: bool) -> bool:
 
 def tail_reads_from_env() -> bool:
     return _env_flag(ENV_TAIL_READS, default=True)
+
+
+def seal_latency_ms_from_env() -> int:
+    """The seal latency target (ms) from the environment, else the default."""
+    from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, check_seal_latency
+
+    value = os.environ.get(ENV_SEAL_LATENCY_MS, "").strip()
+    return check_seal_latency(int(value)) if value else DEFAULT_SEAL_LATENCY_MS
 
 
 def auth_settings_from_env() -> AuthSettings:

@@ -15,6 +15,7 @@ from magnetar.core.dispatch import SubscriptionService
 from magnetar.core.entry import Entry
 from magnetar.core.errors import TopicNotFound
 from magnetar.core.ledger import EntryCache, EntryReader, LedgerWriter, Sealer
+from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, SealPacing
 from magnetar.core.lifecycle import LedgerMaintenance
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import Clock, Journal, MetadataStore, SegmentStore, SystemClock
@@ -31,6 +32,7 @@ class Broker:
     cache: EntryCache = field(default_factory=EntryCache)
     auth: AuthSettings = field(default_factory=AuthSettings)
     tail_reads: bool = True  # read unsealed entries from the journal (see EntryReader)
+    seal_latency_ms: int = DEFAULT_SEAL_LATENCY_MS  # the journal consumer's hold (ledger.pacing)
     admin: AdminService = field(init=False)
     authz: AuthorizationService = field(init=False)
     writer: LedgerWriter = field(init=False)
@@ -47,7 +49,7 @@ class Broker:
         self.authz = AuthorizationService(self.metadata, self.clock, self.auth)
         self.admin.on_policy_change = self._forget_policies
         self.reader = EntryReader(self.metadata, self.segments, self.journal, self.cache, self.tail_reads)
-        self.sealer = Sealer(self.metadata, self.segments, self.clock, self.journal)
+        self.sealer = Sealer(self.metadata, self.segments, self.clock, self.journal, SealPacing(self.seal_latency_ms))
         self.subscriptions = SubscriptionService(self.metadata, self.reader, self.clock, self.writer.policies)
         self.maintenance = LedgerMaintenance(self.metadata, self.segments, self.reader, self.writer,
                                              self.subscriptions, self.clock)

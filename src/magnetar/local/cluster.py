@@ -19,6 +19,7 @@ import uvicorn
 from magnetar.config import (
     DEFAULT_SUPERUSER_ROLE,
     ENV_AUTH_ENABLED,
+    ENV_SEAL_LATENCY_MS,
     ENV_SUPERUSER_ROLES,
     ENV_TAIL_READS,
     ENV_TOKEN_SECRET_KEY,
@@ -29,6 +30,7 @@ from magnetar.config import (
     ResourceNames,
     journal_batching_window_s,
 )
+from magnetar.core.ledger.pacing import check_seal_latency
 from magnetar.local.apigw import build_app
 from magnetar.local.authorizers import LocalAuthorizers
 from magnetar.local.esm import KinesisEventSourceMapping, poll_interval
@@ -122,6 +124,9 @@ class LocalCluster:
     journal_fan_out: bool = True
     # the journal mapping's batching window (s); None: as the stack's default (0 with fan-out, 1 without)
     journal_batching_window_s: int | None = None
+    # how long the journal consumer may hold a busy shard's batch before sealing it (ms,
+    # MAGNETAR_SEAL_LATENCY_MS, the stack's sealLatencyMs); None: the default (ledger.pacing)
+    seal_latency_ms: int | None = None
     # consumers read unsealed entries from the journal's tail (MAGNETAR_TAIL_READS); None: as the
     # stack sets it, off with the fan-out journal consumer (the journal's one reader), on without
     tail_reads: bool | None = None
@@ -163,6 +168,10 @@ class LocalCluster:
         os.environ.update(self.names.as_env())
         tail_reads = (not self.journal_fan_out) if self.tail_reads is None else self.tail_reads
         os.environ[ENV_TAIL_READS] = "on" if tail_reads else "off"
+        if self.seal_latency_ms is None:
+            os.environ.pop(ENV_SEAL_LATENCY_MS, None)
+        else:
+            os.environ[ENV_SEAL_LATENCY_MS] = str(check_seal_latency(self.seal_latency_ms))
         # the WebSocket API's management endpoint and Lambda's Invoke API are emulated on our port
         os.environ[ENV_WS_ENDPOINT] = self.url
         os.environ["AWS_ENDPOINT_URL_LAMBDA"] = self.url

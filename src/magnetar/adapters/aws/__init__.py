@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from functools import cache
 
-from magnetar.config import ResourceNames, auth_settings_from_env, tail_reads_from_env
+from magnetar.config import (
+    ResourceNames,
+    auth_settings_from_env,
+    seal_latency_ms_from_env,
+    tail_reads_from_env,
+)
 from magnetar.core.broker import Broker
 
 
@@ -17,4 +22,5 @@ def build_broker() -> Broker:
 
     names = ResourceNames.from_env()
     return Broker(DynamoMetadataStore(names.table), S3SegmentStore(names.bucket), KinesisJournal(names.stream),
-                  auth=auth_settings_from_env(), tail_reads=tail_reads_from_env())
+                  auth=auth_settings_from_env(), tail_reads=tail_reads_from_env(),
+                  seal_latency_ms=seal_latency_ms_from_env())

@@ -24,6 +24,7 @@ from magnetar.core.errors import InvalidInput, RetryableError
 from magnetar.core.ledger import common
 from magnetar.core.ledger.common import journal_key, segment_key
 from magnetar.core.ledger.late import LateRecords, Settled
+from magnetar.core.ledger.pacing import SealPacing
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import (
     Clock,
@@ -111,13 +112,38 @@ class Sealer:
     """
 
     def __init__(self, metadata: MetadataStore, segments: SegmentStore, clock: Clock,
-                 journal: Journal | None = None) -> None:
+                 journal: Journal | None = None, pacing: SealPacing | None = None) -> None:
         self.metadata = metadata
         self.segments = segments
         self.clock = clock
+        self.pacing = pacing or SealPacing()
+        # topic -> the seal state this container's last commit left: the next batch of a shard
+        # that continues exactly there needs no read (`seal_states`). Only a saving: a state
+        # moved by another container fails the commit's condition, which forgets it here.
+        self._known: dict[str, SealState] = {}
         # late records (ids sealed as holes before they arrived) are re-appended through the journal
         self.late = LateRecords(metadata, journal, segments, clock) if journal is not None else None
         self._fenced: dict[tuple[str, int], int] = {}  # (topic, first missing id) -> when tombstoned
+
+    def hold(self, records: list[JournalRecord]) -> int:
+        """Wait as long as the pacing says before sealing `records` (one shard's batch: records that
+        reach the journal meanwhile gather for the next batch); the ms waited."""
+        held = self.pacing.hold_ms(records, self.clock.now_ms())
+        if held:
+            self.clock.sleep(held / 1000)
+        return held
+
+    def seal_states(self, first_ids: dict[str, int]) -> dict[str, SealState]:
+        """The seal states of a batch's topics, given each topic's lowest entry id in the batch:
+        one read for the topics whose batch does not start exactly where this container's last
+        commit left them (none, on a shard this container keeps sealing). A topic absent from the
+        answer has no seal state yet."""
+        states = {t: self._known[t] for t, first in first_ids.items()
+                  if t in self._known and self._known[t].next_entry == first}
+        missing = sorted(t for t in first_ids if t not in states)
+        if missing:
+            states.update(self.metadata.get_seal_states(missing))
+        return states
 
     def seal(self, records: list[JournalRecord], states: dict[str, SealState] | None = None) -> SealOutcome:
         """Seal a journal batch; `states`: the seal states of its topics when the caller has just
@@ -138,7 +164,7 @@ class Sealer:
         if not by_topic:
             return outcome
         if states is None:  # (a topic absent from given states has none: nothing sealed yet)
-            states = self.metadata.get_seal_states(sorted(by_topic))
+            states = self.seal_states({t: min(i.entry_id for i in items) for t, items in by_topic.items()})
 
         # Topics are independent (each its own segments and seal-state item): a batch's topics
         # put their segment objects side by side, then their commits go together (DynamoDB: 50
@@ -175,6 +201,7 @@ class Sealer:
             raise failure
         if retry_index is not None:
             outcome.retry_from = records[retry_index].position.sequence
+        self.pacing.sealed(records, self.clock.now_ms())
         return outcome
 
     def _commit_all(self, seals: list[_TopicSeal]) -> None:
@@ -186,6 +213,8 @@ class Sealer:
             if not due:
                 return
             delay_point("seal.before_commit")  # a stalled sealer: holes are declared meanwhile, records pile up
+            for p in due:  # unknown until the commit's answer is (a crash in between leaves them unknown)
+                self._known.pop(str(p.topic), None)
             try:
                 applied = self.metadata.commit_segments([p.chunks[round_].commit for p in due])
             except Exception as exc:  # those topics are retried with the batch; the others stay committed
@@ -198,9 +227,15 @@ class Sealer:
                     p.failure = RetryableError(f"seal state of {p.topic} moved under us; the batch is retried")
                     continue
                 chunk = p.chunks[round_]
+                self._remember(str(p.topic), chunk.commit.new_state)
                 p.outcome.sealed_entries += chunk.entries
                 p.outcome.segments_written += 1
                 p.outcome.holes += chunk.holes
+
+    def _remember(self, topic: str, state: SealState) -> None:
+        if len(self._known) > 10_000 and topic not in self._known:  # a container sealing very many topics
+            self._known.clear()
+        self._known[topic] = state
 
     def _prepare(self, topic: TopicName, items: list[_Item], state: SealState) -> _TopicSeal:
         """What can be sealed of one topic: its segments written to S3 (committed later, with the

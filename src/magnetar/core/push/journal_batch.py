@@ -58,7 +58,7 @@ class JournalBatchPush:
         if not by_topic:
             return JournalPlan()
         try:  # pushing never holds sealing up: without a plan, the next dispatch catches up
-            states = self.broker.metadata.get_seal_states(sorted(by_topic))
+            states = self.broker.sealer.seal_states({t: min(i for i, _ in found) for t, found in by_topic.items()})
         except Exception:
             log.exception("no push plan for this journal batch")
             return JournalPlan()

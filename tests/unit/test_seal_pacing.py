@@ -1,0 +1,113 @@
+"""Seals follow the load: the journal consumer's hold (ledger.pacing) and the seal states it
+keeps from its own commits (no read for a shard it keeps sealing), on in-memory ports."""
+
+from __future__ import annotations
+
+import pytest
+
+from magnetar.adapters.memory import ManualClock, memory_broker
+from magnetar.core.entry import Batch, Message
+from magnetar.core.errors import InvalidInput
+from magnetar.core.ledger import Sealer
+from magnetar.core.ledger.pacing import FULL_SEGMENT_BYTES, SealPacing
+from magnetar.core.naming import TopicName
+from magnetar.core.ports import JournalPosition, JournalRecord
+
+T = TopicName.parse("orders")
+
+
+def record(arrival_ms: int, size: int = 100, shard: str = "shard-0") -> JournalRecord:
+    return JournalRecord(JournalPosition(shard, "1"), "k", b"x" * size, arrival_ms)
+
+
+def test_a_quiet_shard_is_sealed_at_once() -> None:
+    pacing = SealPacing(latency_target_ms=200)
+    assert pacing.hold_ms([record(1_000)], 1_010) == 0  # nothing sealed here yet
+    pacing.sealed([record(1_000)], 1_020)
+    assert pacing.hold_ms([record(5_000)], 5_010) == 0  # the last seal is long past: nothing more is coming
+
+
+def test_a_busy_shard_holds_a_small_batch_until_its_oldest_record_waited_the_target() -> None:
+    pacing = SealPacing(latency_target_ms=200)
+    pacing.sealed([record(900)], 1_000)
+    assert pacing.hold_ms([record(1_050), record(1_060)], 1_070) == 180  # 1_050 + 200 - 1_070
+    assert pacing.hold_ms([record(900)], 1_150) == 0  # its oldest has waited 250 ms already
+    assert pacing.hold_ms([record(1_050, size=FULL_SEGMENT_BYTES)], 1_060) == 0  # big enough: at once
+    assert pacing.hold_ms([record(1_050, shard="shard-1")], 1_060) == 0  # another shard is quiet
+    assert pacing.hold_ms([record(5_000)], 1_060) == 200  # an arrival clock ahead never holds past the target
+
+
+def test_a_zero_target_never_holds_and_the_target_is_checked() -> None:
+    pacing = SealPacing(latency_target_ms=0)
+    pacing.sealed([record(900)], 1_000)
+    assert pacing.hold_ms([record(1_050)], 1_060) == 0
+    with pytest.raises(InvalidInput):
+        SealPacing(latency_target_ms=-1)
+    with pytest.raises(InvalidInput):
+        SealPacing(latency_target_ms=60_000)
+
+
+def test_the_sealer_holds_on_its_clock() -> None:
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    broker.writer.append(T, Batch.of([Message(b"a")]), "p")
+    first = list(broker.journal.records)
+    assert broker.sealer.hold(first) == 0  # quiet: sealed at once
+    broker.sealer.seal(first)
+    clock.advance(50)
+    broker.writer.append(T, Batch.of([Message(b"b")]), "p")
+    second = list(broker.journal.records)[1:]
+    started = clock.now
+    held = broker.sealer.hold(second)
+    assert held == broker.sealer.pacing.latency_target_ms and clock.now == started + held
+
+
+class CountingStore:
+    """Counts the seal-state reads of a metadata store (everything else passes through)."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+        self.reads: list[list[str]] = []
+
+    def get_seal_states(self, topics: list[str]):  # type: ignore[no-untyped-def]
+        self.reads.append(topics)
+        return self.inner.get_seal_states(topics)  # type: ignore[attr-defined]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
+def test_a_shard_this_container_keeps_sealing_needs_no_seal_state_read() -> None:
+    broker = memory_broker()
+    counting = CountingStore(broker.metadata)
+    broker.sealer.metadata = counting  # type: ignore[assignment]
+    for n in range(3):
+        broker.writer.append(T, Batch.of([Message(f"m{n}".encode())]), "p")
+        batch = list(broker.journal.records)[n:]
+        outcome = broker.sealer.seal(batch)
+        assert outcome.sealed_entries == 1
+    assert counting.reads == [[str(T)]]  # only the first batch read it
+    assert broker.metadata.get_seal_states([str(T)])[str(T)].next_entry == 3
+
+
+def test_a_state_moved_elsewhere_is_read_again_and_nothing_is_sealed_twice() -> None:
+    broker = memory_broker()
+    elsewhere = Sealer(  # another container's sealer on the same stores
+        broker.metadata, broker.segments, broker.clock, broker.journal)
+    for n in range(4):
+        broker.writer.append(T, Batch.of([Message(f"m{n}".encode())]), "p")
+    records = list(broker.journal.records)
+    assert broker.sealer.seal(records[:1]).sealed_entries == 1  # this container knows: next is 1
+    assert elsewhere.seal(records[1:3]).sealed_entries == 2  # another sealed 1..2
+    # a replay of 1..3 here: this container's knowledge (next 1) matches the batch's start, is
+    # stale, and the commit's condition refuses it; the retried batch reads the state again
+    with pytest.raises(Exception, match="moved under us"):
+        broker.sealer.seal(records[1:])
+    assert broker.sealer.seal(records[1:]).sealed_entries == 1
+    state = broker.metadata.get_seal_states([str(T)])[str(T)]
+    assert state.next_entry == 4 and state.sealed_entries == 4
+    # and a batch that starts past what this container knows is read, not trusted
+    broker.writer.append(T, Batch.of([Message(b"m4")]), "p")
+    assert elsewhere.seal(list(broker.journal.records)[4:]).sealed_entries == 1
+    broker.writer.append(T, Batch.of([Message(b"m5")]), "p")
+    assert broker.sealer.seal(list(broker.journal.records)[5:]).sealed_entries == 1
