@@ -42,6 +42,7 @@ from magnetar.config import (
     ENV_AUTH_ENABLED,
     ENV_BASIC_AUTH_SECRET,
     ENV_BUCKET,
+    ENV_SEAL_LATENCY_MS,
     ENV_STREAM,
     ENV_SUPERUSER_ROLES,
     ENV_TABLE,
@@ -88,6 +89,7 @@ class MagnetarStack(Stack):
         api_gateway_cloudwatch_role: bool | None = None,
         journal_fan_out: bool | None = None,
         journal_batching_window_s: int | None = None,
+        seal_latency_ms: int | None = None,
         basic_auth_secret_arn: str | None = None,
         emr: bool | None = None,  # Spark on EMR Serverless (context emr): magnetar_cdk/emr.py
         pulsar_protocol: bool | None = None,  # the binary protocol proxy on Fargate (context pulsarProtocol)
@@ -107,6 +109,7 @@ class MagnetarStack(Stack):
             api_gateway_cloudwatch_role=api_gateway_cloudwatch_role,
             journal_fan_out=journal_fan_out,
             journal_batching_window_s=journal_batching_window_s,
+            seal_latency_ms=seal_latency_ms,
             basic_auth_secret_arn=basic_auth_secret_arn,
         )
         self.settings = settings
@@ -184,7 +187,8 @@ class MagnetarStack(Stack):
             JOURNAL_CONSUMER_FUNCTION_ID,
             "journal_consumer",
             timeout=Duration.seconds(120),
-            environment={**resource_env, "POWERTOOLS_SERVICE_NAME": JOURNAL_CONSUMER_SERVICE},
+            environment={**resource_env, ENV_SEAL_LATENCY_MS: str(settings.seal_latency_ms),
+                         "POWERTOOLS_SERVICE_NAME": JOURNAL_CONSUMER_SERVICE},
         )
         self.table.grant_read_write_data(self.journal_consumer)
         functions.grant_segments(self.journal_consumer, self.bucket, "s3:GetObject", "s3:PutObject")  # seals

@@ -13,6 +13,7 @@ from constructs import Construct, IConstruct
 
 from magnetar.config import DEFAULT_SUPERUSER_ROLE
 from magnetar.config import journal_batching_window_s as journal_batching_window
+from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, check_seal_latency
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FUNCTIONS_DIR = REPO_ROOT / "functions"
@@ -96,6 +97,8 @@ class StackSettings:
     journal_fan_out: bool
     # the journal mapping's batching window in seconds (0: invoke as records arrive, with fan-out)
     journal_batching_window_s: int
+    # how long the journal consumer may hold a busy shard's batch before sealing it (ms): seals follow the load
+    seal_latency_ms: int
     # Pulsar's basic authentication: the ARN of a Secrets Manager secret holding an htpasswd file's
     # text (the operator's; the authorizer reads it); "" leaves basic authentication off
     basic_auth_secret_arn: str = ""
@@ -115,6 +118,7 @@ def resolve_settings(
     journal_fan_out: bool | None = None,
     journal_batching_window_s: int | None = None,
     basic_auth_secret_arn: str | None = None,
+    seal_latency_ms: int | None = None,
 ) -> StackSettings:
     """Each setting from its argument, else from the context of `scope`, else its default (in this order)."""
     roles = setting(scope, superuser_roles, "superuserRoles", DEFAULT_SUPERUSER_ROLE, str)
@@ -150,4 +154,6 @@ def resolve_settings(
         journal_batching_window_s=journal_batching_window(
             fan_out, setting(scope, journal_batching_window_s, "journalBatchingWindow", None, int)),
         basic_auth_secret_arn=setting(scope, basic_auth_secret_arn, "basicAuthSecretArn", "", str),
+        seal_latency_ms=check_seal_latency(
+            setting(scope, seal_latency_ms, "sealLatencyMs", DEFAULT_SEAL_LATENCY_MS, int)),
     )
