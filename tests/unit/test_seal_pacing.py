@@ -8,7 +8,7 @@ import pytest
 from magnetar.adapters.memory import ManualClock, memory_broker
 from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import InvalidInput
-from magnetar.core.ledger import Sealer
+from magnetar.core.ledger import EntryCache, Sealer
 from magnetar.core.ledger.pacing import FULL_SEGMENT_BYTES, SealPacing
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import JournalPosition, JournalRecord
@@ -111,3 +111,39 @@ def test_a_state_moved_elsewhere_is_read_again_and_nothing_is_sealed_twice() -> 
     assert elsewhere.seal(list(broker.journal.records)[4:]).sealed_entries == 1
     broker.writer.append(T, Batch.of([Message(b"m5")]), "p")
     assert broker.sealer.seal(list(broker.journal.records)[5:]).sealed_entries == 1
+
+
+def test_the_seal_state_carries_its_newest_segments_and_a_consumer_that_keeps_up_lists_none() -> None:
+    broker = memory_broker()
+    broker.subscriptions.subscribe(T, "s", "c1", "Exclusive", "Earliest")
+    counting = CountingStore(broker.metadata)
+    listings: list[int] = []
+    counting.list_segments = lambda topic, start, limit: listings.append(start) or broker.metadata.list_segments(  # type: ignore[attr-defined]
+        topic, start, limit)
+    broker.reader.metadata = counting  # type: ignore[assignment]
+    got: list[bytes] = []
+    for n in range(6):
+        broker.writer.append(T, Batch.of([Message(f"m{n}".encode())]), "p")
+        broker.sealer.seal(list(broker.journal.records)[n:])
+        if n % 2:  # two seals between receives: both among the newest
+            broker.reader.cache = EntryCache()  # as another container would: nothing cached
+            got += [d.entry.messages[0].payload for d in broker.subscriptions.receive(T, "s", "c1", 100).entries]
+    assert got == [f"m{n}".encode() for n in range(6)]
+    assert listings == []
+    recent = broker.metadata.get_seal_states([str(T)])[str(T)].recent_segments
+    assert [(s.first_entry, s.last_entry) for s in recent] == [(2, 2), (3, 3), (4, 4), (5, 5)]  # the newest 4
+
+
+def test_newest_segments_stay_few_and_contiguous() -> None:
+    from magnetar.core.ledger.common import RECENT_SEGMENT_ENTRIES, recent_segments
+    from magnetar.core.ports import SegmentMeta
+
+    def seg(first: int, last: int) -> SegmentMeta:
+        return SegmentMeta("t", 0, first, last, "k", tuple(range(last - first + 2)), last - first + 1, 0)
+
+    kept = recent_segments((seg(0, 9), seg(10, 19)), seg(20, 29))
+    assert [s.first_entry for s in kept] == [0, 10, 20]
+    assert recent_segments(kept, seg(40, 49)) == (seg(40, 49),)  # not contiguous (a ledger rolled, a gap): a new run
+    big = recent_segments(kept, seg(30, 30 + RECENT_SEGMENT_ENTRIES - 1))
+    assert [s.first_entry for s in big] == [30]
+    assert recent_segments((), seg(0, 2 * RECENT_SEGMENT_ENTRIES)) == ()  # too big to carry

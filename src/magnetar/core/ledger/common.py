@@ -20,7 +20,7 @@ from urllib.parse import quote
 from magnetar.core.naming import TopicName
 
 if TYPE_CHECKING:
-    from magnetar.core.ports import MetadataStore
+    from magnetar.core.ports import MetadataStore, SegmentMeta
 
 # The functions read both from their environment (the verifier shortens them for a run; a
 # deployment has no reason to): MAGNETAR_WRITE_DEADLINE_MS, MAGNETAR_HOLE_GRACE_MS.
@@ -61,3 +61,21 @@ def sealed_bytes(metadata: MetadataStore, topic: TopicName, start: int, end: int
             if position >= end:
                 break
     return size
+
+
+# The seal state carries its newest segments (`SealState.recent_segments`), so that a consumer
+# that keeps up reads what was just sealed with the view it already read, without listing the
+# segments (a Query per read). A few, of few entries, so that the seal item stays within one
+# 4 KB read unit: 8 bytes of offsets per entry.
+RECENT_SEGMENTS = 4
+RECENT_SEGMENT_ENTRIES = 256
+
+
+def recent_segments(before: tuple[SegmentMeta, ...], new: SegmentMeta) -> tuple[SegmentMeta, ...]:
+    """The newest segments once `new` is sealed after `before` (the newest before it)."""
+    kept = [*before, new] if before and before[-1].last_entry + 1 == new.first_entry else [new]
+    while len(kept) > RECENT_SEGMENTS or sum(s.last_entry - s.first_entry + 1 for s in kept) > RECENT_SEGMENT_ENTRIES:
+        kept.pop(0)
+        if not kept:
+            break
+    return tuple(kept)

@@ -20,6 +20,7 @@ from magnetar.core.ports import (
     JournalPosition,
     MetadataStore,
     SealState,
+    SegmentMeta,
     SegmentStore,
     WriterState,
 )
@@ -92,7 +93,7 @@ class EntryReader:
             out.append(cached)
             position += 1
         if len(out) < max_entries and position < seal.next_entry:
-            for entry in self._read_sealed(topic, position, max_entries - len(out)):
+            for entry in self._read_sealed(topic, position, max_entries - len(out), seal.recent_segments):
                 if entry.entry_id != position:
                     break
                 out.append(entry)
@@ -127,14 +128,18 @@ class EntryReader:
             position = entries[-1].entry_id + 1
         return end
 
-    def _read_sealed(self, topic: TopicName, start: int, max_entries: int) -> list[Entry]:
+    def _read_sealed(self, topic: TopicName, start: int, max_entries: int,
+                     recent: tuple[SegmentMeta, ...] = ()) -> list[Entry]:
         """Up to `max_entries` sealed entries from `start`, contiguous: one segment listing per
         SEGMENTS_PER_LISTING segments, read on while more is asked for (a trickle seals one-entry
-        segments: a receive asking for 40 must not get 4)."""
+        segments: a receive asking for 40 must not get 4). No listing at all when `start` lies in
+        `recent`, the seal state's newest segments (a consumer that keeps up)."""
         out: list[Entry] = []
         position = start
         while len(out) < max_entries:
-            segments = self.metadata.list_segments(topic, position, limit=SEGMENTS_PER_LISTING)
+            newest = recent and recent[0].first_entry <= position <= recent[-1].last_entry
+            segments = ([s for s in recent if s.last_entry >= position] if newest
+                        else self.metadata.list_segments(topic, position, limit=SEGMENTS_PER_LISTING))
             for seg in segments:
                 if seg.first_entry > position or len(out) >= max_entries:
                     return out  # a gap (trimmed data: nothing more to read contiguously), or enough
@@ -151,7 +156,7 @@ class EntryReader:
                     self.cache.put(entry)
                     out.append(entry)
                 position = seg.first_entry + last_index + 1
-            if len(segments) < SEGMENTS_PER_LISTING:
+            if newest or len(segments) < SEGMENTS_PER_LISTING:
                 return out  # the listing reached the last sealed segment
         return out
 

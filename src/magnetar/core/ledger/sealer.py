@@ -382,8 +382,10 @@ class Sealer:
                              state.last_position)
         chunk_holes = tuple(h for h in holes if first <= h <= last)
         now = self.clock.now_ms()
+        meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, now, max_publish_time)
         new_state = replace(
             state,
+            recent_segments=common.recent_segments(state.recent_segments, meta),
             next_entry=last + 1,
             last_position=last_position,
             recent_holes=(state.recent_holes + chunk_holes)[-64:],
@@ -395,7 +397,6 @@ class Sealer:
             rate_bytes=ewma_add(state.rate_bytes, state.rate_at, len(blob), now),
             rate_at=now,
         )
-        meta = SegmentMeta(str(topic), ledger_id, first, last, key, tuple(offsets), messages, now, max_publish_time)
         return _Chunk(SegmentCommit(meta, state.next_entry, new_state), len(chunk), len(chunk_holes))
 
 

@@ -139,6 +139,9 @@ class SealState:
     trimmed_messages: int = 0
     trimmed_bytes: int = 0
     trash: tuple[str, ...] = ()  # segment objects unlisted by a trim and not yet deleted
+    # the newest sealed segments, in order, ending at next_entry - 1 (a few, of few entries:
+    # `ledger.common.recent_segments`): a consumer that keeps up reads them without a listing
+    recent_segments: tuple[SegmentMeta, ...] = ()
 
     def rates_at(self, now_ms: int) -> tuple[float, float]:
         """The in-rates (messages/s, bytes/s) decayed to `now_ms`."""

@@ -6,15 +6,17 @@ The table's layout is described in the package's docstring.
 
 from __future__ import annotations
 
+import array
 from collections.abc import Callable
 from typing import Any
 
+import msgpack
 from botocore.exceptions import ClientError
 
 from magnetar.adapters.aws.clients import UNPROCESSED_ATTEMPTS, client, unprocessed_backoff
 from magnetar.core.errors import RetryableError
 from magnetar.core.naming import TopicName
-from magnetar.core.ports import JournalPosition, ProducerActivity, SealState, WriterState
+from magnetar.core.ports import JournalPosition, ProducerActivity, SealState, SegmentMeta, WriterState
 
 TRANSACTION_ITEMS = 100  # DynamoDB's limit per TransactWriteItems
 TRANSACTION_BYTES = 3_500_000  # under its 4 MB, with room for the keys and conditions
@@ -177,6 +179,7 @@ class DynamoBase:
             trimmed_messages=_int(item, "trimmed_messages"),
             trimmed_bytes=_int(item, "trimmed_bytes"),
             trash=tuple(sorted(item.get("trash", {}).get("SS", []))),
+            recent_segments=unpack_segments(item["recent_segments"]["B"]) if "recent_segments" in item else (),
         )
 
     @staticmethod
@@ -203,3 +206,19 @@ class DynamoBase:
             producers=producers,
             backlog_blocked=item.get("backlog_blocked", {}).get("S", ""),
         )
+
+
+def pack_segments(segments: tuple[SegmentMeta, ...]) -> bytes:
+    """A seal state's newest segments as one binary attribute (msgpack; offsets as packed uint64)."""
+    return msgpack.packb([[s.topic, s.ledger_id, s.first_entry, s.last_entry, s.key,
+                           array.array("Q", s.offsets).tobytes(), s.message_count, s.created_at, s.max_publish_time]
+                          for s in segments])
+
+
+def unpack_segments(data: bytes) -> tuple[SegmentMeta, ...]:
+    out = []
+    for topic, ledger, first, last, key, packed, count, created, max_publish in msgpack.unpackb(data):
+        offsets = array.array("Q")
+        offsets.frombytes(packed)
+        out.append(SegmentMeta(topic, ledger, first, last, key, tuple(offsets), count, created, max_publish))
+    return tuple(out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import array
 from typing import Any
 
-from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s, _tp
+from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s, _tp, pack_segments
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import SealState, SegmentCommit, SegmentMeta, WriterState
 
@@ -44,11 +44,12 @@ class SealerItems(DynamoBase):
             ":rate_msgs": {"N": f"{new_state.rate_msgs:.6f}"},
             ":rate_bytes": {"N": f"{new_state.rate_bytes:.3f}"},
             ":rate_at": _n(new_state.rate_at),
+            ":recent": {"B": pack_segments(new_state.recent_segments)},
         }
         update = (
             "SET next_entry = :next, recent_holes = :holes, sealed_entries = :entries,"
             " sealed_messages = :messages, sealed_bytes = :bytes, segment_count = :segments,"
-            " rate_msgs = :rate_msgs, rate_bytes = :rate_bytes, rate_at = :rate_at"
+            " rate_msgs = :rate_msgs, rate_bytes = :rate_bytes, rate_at = :rate_at, recent_segments = :recent"
         )
         if new_state.last_position is not None:
             update += ", last_shard = :shard, last_seq = :seq"
