@@ -50,6 +50,7 @@ from magnetar.config import (
     ENV_TOKEN_KEYS_SECRET,
     ENV_WS_ENDPOINT,
     JOURNAL_CONSUMER_FUNCTION_ID,
+    JOURNAL_CONSUMER_MEMORY_MB,
     MAINTENANCE_FUNCTION_ID,
     MAINTENANCE_INTERVAL_S,
     WEBSOCKET_FUNCTION_ID,
@@ -187,6 +188,7 @@ class MagnetarStack(Stack):
             JOURNAL_CONSUMER_FUNCTION_ID,
             "journal_consumer",
             timeout=Duration.seconds(120),
+            memory_mb=JOURNAL_CONSUMER_MEMORY_MB,
             environment={**resource_env, ENV_SEAL_LATENCY_MS: str(settings.seal_latency_ms),
                          "POWERTOOLS_SERVICE_NAME": JOURNAL_CONSUMER_SERVICE},
         )

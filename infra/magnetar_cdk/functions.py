@@ -28,6 +28,7 @@ from magnetar.config import (
     BOOTSTRAP_ITEMS,
     CORE_LAYER_ID,
     JOURNAL_BATCH_SIZE,
+    LAMBDA_MEMORY_MB,
     MAINTENANCE_INTERVAL_S,
     MAINTENANCE_SCHEDULE_ID,
     SEGMENT_BUCKET_ID,
@@ -95,6 +96,7 @@ def function(
     log_retention_days: int,
     timeout: Duration,
     environment: dict[str, str],
+    memory_mb: int = LAMBDA_MEMORY_MB,
     **options: Any,
 ) -> lambda_.Function:
     """A handler function: thin code asset on top of the shared core layer."""
@@ -106,7 +108,7 @@ def function(
         architecture=ARCHITECTURE,
         code=lambda_.Code.from_asset(str(FUNCTIONS_DIR / asset), exclude=ASSET_EXCLUDES),
         handler="handler.handler",
-        memory_size=1024,
+        memory_size=memory_mb,
         timeout=timeout,
         layers=[layer],
         role=role,

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 import magnetar
 from magnetar.client import exceptions
 from magnetar.client.message import Message, MessageId
+from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS
 from magnetar.client.types import (
     BatchingType,
     CompressionType,
@@ -223,7 +224,7 @@ class Client:
                               block_if_queue_full: bool = False, batching_enabled: bool = True,
                               batching_max_messages: int = 1000,
                               batching_max_allowed_size_in_bytes: int = 128 * 1024,
-                              batching_max_publish_delay_ms: int = 10, chunking_enabled: bool = False,
+                              batching_max_publish_delay_ms: int = DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, chunking_enabled: bool = False,
                               message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
                               lazy_start_partitioned_producers: bool = False, properties: dict[str, str] | None = None,
                               batching_type: BatchingType = BatchingType.Default, encryption_key: str | None = None,

@@ -101,6 +101,13 @@ def auth_settings_from_env() -> AuthSettings:
 # The maintenance function (ledger lifecycle: TTL, backlog quotas, retention) runs on this schedule.
 MAINTENANCE_INTERVAL_S = 60
 
+# Lambda memory (MB): what the stack gives each function and the cost model prices (`measured`).
+# The journal consumer waits on S3 and DynamoDB and holds busy shards' batches (ledger.pacing):
+# half the memory halves what its wait costs.
+LAMBDA_MEMORY_MB = 1024
+JOURNAL_CONSUMER_MEMORY_MB = 512
+FUNCTION_MEMORY_MB = {"magnetar-journal-consumer": JOURNAL_CONSUMER_MEMORY_MB}  # by function name; else LAMBDA_MEMORY_MB
+
 # Kinesis event-source mapping of the journal consumer (the same values drive the local emulation).
 JOURNAL_BATCH_SIZE = 500
 JOURNAL_MAX_BATCHING_WINDOW_S = 1  # the shared-throughput (polling) mapping

@@ -220,3 +220,12 @@ def test_the_seal_latency_target_is_a_setting_of_the_journal_consumer(synth: Any
     assert _env(synth(seal_latency_ms=0), "JournalConsumerFunction")["MAGNETAR_SEAL_LATENCY_MS"] == "0"
     with pytest.raises(Exception, match="0 to 10000 ms"):
         synth({"sealLatencyMs": "60000"})
+
+
+def test_the_journal_consumer_gets_the_memory_the_cost_model_prices(synth: Any) -> None:
+    from magnetar.config import FUNCTION_MEMORY_MB, LAMBDA_MEMORY_MB
+
+    functions = synth().find_resources("AWS::Lambda::Function")
+    assert functions["JournalConsumerFunction"]["Properties"]["MemorySize"] == FUNCTION_MEMORY_MB[
+        "magnetar-journal-consumer"] < LAMBDA_MEMORY_MB
+    assert functions["BrokerFunction"]["Properties"]["MemorySize"] == LAMBDA_MEMORY_MB

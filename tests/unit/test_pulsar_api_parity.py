@@ -49,6 +49,8 @@ DIFFERENCES: dict[str, str] = {
     # --- parameters -----------------------------------------------------------------------------
     "Client.create_producer(batching_enabled=)": "default True, not False: one AWS request per message "
                                                 "otherwise (send_async under load); batching_enabled=False works",
+    "Client.create_producer(batching_max_publish_delay_ms=)": "default 50, not 10: every request is an API call, "
+                                                             "a Lambda invocation, a reservation and a journal record",
     "Authentication.__init__(dynamicLibPath)": "pulsar-client loads a C++ plugin; Magnetar's Authentication "
                                                "is the base class of its providers",
     "Authentication.__init__(authParamsString)": "the C++ plugin's parameters (see dynamicLibPath)",

@@ -16,6 +16,7 @@ from rich.live import Live
 from rich.table import Table
 
 from magnetar.cli.common import AuthParams, AuthPlugin, authentication, call
+from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS
 
 console = Console()
 perf_app = typer.Typer(help="Measure throughput, latency and AWS cost (like pulsar-perf).", no_args_is_help=True)
@@ -270,7 +271,7 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
         rate: Rate = 0.0,
         size: Size = 1024,
         batch_max_messages: BatchMax = 100,
-        batch_max_delay_ms: BatchDelay = 10,
+        batch_max_delay_ms: BatchDelay = DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS,
         compression: Compression = "NONE",
         duration: Duration = 10.0,
         json_out: JsonOut = None,

@@ -16,7 +16,7 @@ from magnetar.client.logger import log_handler
 from magnetar.client.message import Message, MessageId
 from magnetar.client.partitioned import MultiTopicsConsumer, PartitionedProducer, matching
 from magnetar.client.patterns import namespace_topics, pattern_namespace, without_domain
-from magnetar.client.producer import Producer
+from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, Producer
 from magnetar.client.push import PushConsumer, websocket_base
 from magnetar.client.reader import PartitionedReader, Reader
 from magnetar.client.schema import (
@@ -142,7 +142,7 @@ class Client:
         batching_enabled: bool = True,
         batching_max_messages: int = 1000,
         batching_max_allowed_size_in_bytes: int = 128 * 1024,
-        batching_max_publish_delay_ms: int = 10,
+        batching_max_publish_delay_ms: int = DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS,
         chunking_enabled: bool = False,
         message_routing_mode: PartitionsRoutingMode = PartitionsRoutingMode.RoundRobinDistribution,
         lazy_start_partitioned_producers: bool = False,

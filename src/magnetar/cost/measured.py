@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Literal
 
+from magnetar.config import FUNCTION_MEMORY_MB, LAMBDA_MEMORY_MB
 from magnetar.cost.prices import HOURS_PER_MONTH, PRICES_AS_OF, SECONDS_PER_HOUR, GiB, MiB
 from magnetar.cost.units import (
     batch_payload_bytes,
@@ -58,7 +59,8 @@ def cost_of_measured_run(
     batch_size: int | None = None,
     subscriptions: int = 1,
     retention_hours: float = 24.0,
-    lambda_memory_mb: int = 1024,
+    lambda_memory_mb: int = LAMBDA_MEMORY_MB,
+    function_memory_mb: Mapping[str, int] = FUNCTION_MEMORY_MB,
     lambda_architecture: Literal["arm64", "x86_64"] = "arm64",
     apigw_requests: int | None = None,
     kinesis_bytes_in: float | None = None,
@@ -125,7 +127,8 @@ def cost_of_measured_run(
     wru_total = sum(n * units.get(k, 1.0) for k, n in req.items() if _ddb_kind(k, kinds) == "wru")
     rru_total = sum(n * units.get(k, 1.0) for k, n in req.items() if _ddb_kind(k, kinds) == "rru")
     invocations = sum(lambda_invocations.values())
-    gb_s = sum(n * lambda_ms.get(fn, 0.0) / 1000 * lambda_memory_mb / 1024 for fn, n in lambda_invocations.items())
+    gb_s = sum(n * lambda_ms.get(fn, 0.0) / 1000 * function_memory_mb.get(fn, lambda_memory_mb) / 1024
+               for fn, n in lambda_invocations.items())
     hours = seconds / SECONDS_PER_HOUR
     write_bps = bytes_in / seconds
     records_ps = puts / seconds

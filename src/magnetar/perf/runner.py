@@ -29,6 +29,7 @@ from hdrh.histogram import HdrHistogram
 
 import magnetar
 from magnetar.client.auth import Authentication
+from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS
 from magnetar.perf.protocol import PROTOCOLS, api_of, official_client
 
 MODES = ("produce", "consume", "e2e")
@@ -49,7 +50,7 @@ class PerfConfig:
     rate: float = 0.0  # messages/s over all producers; 0 = as fast as possible
     size: int = 1024
     batch_max_messages: int = 100
-    batch_max_delay_ms: int = 10
+    batch_max_delay_ms: int = DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS
     duration_s: float = 10.0
     receive_batch: int = 1000
     receive_wait_ms: int = 100
