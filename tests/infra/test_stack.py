@@ -132,16 +132,16 @@ def test_journal_event_source_mapping(template: Template, config: ModuleType) ->
 
 
 @pytest.mark.parametrize(
-    ("function_id_name", "service", "timeout"),
+    ("function_id_name", "service", "timeout", "memory"),
     [
-        ("BROKER_FUNCTION_ID", "magnetar-broker", 29),
-        ("JOURNAL_CONSUMER_FUNCTION_ID", "magnetar-journal-consumer", 120),
-        ("WEBSOCKET_FUNCTION_ID", "magnetar-websocket", 29),
-        ("MAINTENANCE_FUNCTION_ID", "magnetar-maintenance", 300),
+        ("BROKER_FUNCTION_ID", "magnetar-broker", 29, 1024),
+        ("JOURNAL_CONSUMER_FUNCTION_ID", "magnetar-journal-consumer", 120, 512),  # waits on S3, DynamoDB and the pacing
+        ("WEBSOCKET_FUNCTION_ID", "magnetar-websocket", 29, 1024),
+        ("MAINTENANCE_FUNCTION_ID", "magnetar-maintenance", 300, 1024),
     ],
 )
 def test_functions(
-    template: Template, config: ModuleType, function_id_name: str, service: str, timeout: int
+    template: Template, config: ModuleType, function_id_name: str, service: str, timeout: int, memory: int
 ) -> None:
     function_id = getattr(config, function_id_name)
     function = _resource(template, function_id, "AWS::Lambda::Function")
@@ -152,7 +152,7 @@ def test_functions(
                 "Handler": "handler.handler",
                 "Runtime": "python3.12",
                 "Architectures": ["arm64"],
-                "MemorySize": 1024,
+                "MemorySize": memory,
                 "Timeout": timeout,
                 "Layers": [{"Ref": config.CORE_LAYER_ID}],
                 "Environment": {
