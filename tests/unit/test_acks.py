@@ -91,3 +91,14 @@ def test_no_ack_is_lost_while_another_thread_takes() -> None:
     thread.join(timeout=10)
     sent.extend(group.take().acks)
     assert sorted(sent, key=int) == [str(i) for i in range(5000)]
+
+
+def test_grouped_acknowledgements_wait_for_the_next_poll() -> None:
+    """An application acking between receives starts its next poll at once: its acks ride on it,
+    no request of their own; alone only after the grouping time with no poll, or the longest delay."""
+    from magnetar.client.consumer import ACK_GROUP_S, ACK_MAX_DELAY_S, ack_flush_due
+
+    assert not ack_flush_due(0.001, polling=False)  # just acked: the next receive carries them
+    assert ack_flush_due(ACK_GROUP_S, polling=False)  # nobody polled for the grouping time
+    assert not ack_flush_due(ACK_GROUP_S, polling=True)  # a poll in flight carries them... or the next one
+    assert ack_flush_due(ACK_MAX_DELAY_S, polling=True)

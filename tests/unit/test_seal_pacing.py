@@ -147,3 +147,35 @@ def test_newest_segments_stay_few_and_contiguous() -> None:
     big = recent_segments(kept, seg(30, 30 + RECENT_SEGMENT_ENTRIES - 1))
     assert [s.first_entry for s in big] == [30]
     assert recent_segments((), seg(0, 2 * RECENT_SEGMENT_ENTRIES)) == ()  # too big to carry
+
+
+def test_a_poll_carrying_acknowledgements_writes_the_cursor_once() -> None:
+    """Acknowledgements ride on the next poll; a look that finds nothing before the poll's last one
+    does not write them alone: the claim of what is sealed meanwhile carries them, one write."""
+    from magnetar.core.acks import Acks
+
+    class SealingClock(ManualClock):  # a seal lands while the poll waits
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            if not broker.journal.records[1:]:
+                broker.writer.append(T, Batch.of([Message(b"b")]), "p")
+                broker.sealer.seal(list(broker.journal.records)[1:])
+
+    broker = memory_broker(SealingClock())
+    broker.subscriptions.subscribe(T, "s", "c1", "Shared", "Earliest")
+    broker.writer.append(T, Batch.of([Message(b"a")]), "p")
+    broker.sealer.seal(list(broker.journal.records))
+    assert [d.entry.entry_id for d in broker.subscriptions.receive(T, "s", "c1", 100).entries] == [0]
+    writes: list[int] = []
+    put_cursor = broker.metadata.put_cursor
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        writes.append(1)
+        return put_cursor(*args, **kwargs)
+
+    broker.subscriptions.metadata.put_cursor = counted  # type: ignore[method-assign]
+    received = broker.subscriptions.receive(T, "s", "c1", 100, wait_ms=500, acks=Acks((0,)))
+    assert [d.entry.entry_id for d in received.entries] == [1]
+    assert len(writes) == 1  # an empty look, then the claim: one write
+    state = broker.metadata.get_subscription_view(T, "s").cursor
+    assert state is not None and state.mark_delete == 1  # the acknowledgement went with the claim

@@ -49,6 +49,14 @@ HEARTBEAT_S = 10.0
 MAX_POLL_MS = 20_000
 
 
+def ack_flush_due(waited_s: float, polling: bool) -> bool:
+    """Whether acknowledgements that have waited `waited_s` go in a request of their own: they
+    ride on the next poll, so only when none has carried them for the grouping time (Pulsar's
+    acknowledgmentGroupTime) and none is in flight, or after ACK_MAX_DELAY_S whatever happens.
+    An application acking between receives starts its next poll at once: no request of their own."""
+    return waited_s >= ACK_MAX_DELAY_S or (waited_s >= ACK_GROUP_S and not polling)
+
+
 class Consumer(ConsumerBase):
     def __init__(
         self,
@@ -382,7 +390,7 @@ class Consumer(ConsumerBase):
                 # acks ride on the next poll; flush them alone when no poll is coming soon
                 since = self._pending.since
                 waited = time.monotonic() - since if since else 0.0
-                if waited and (not self._receive_lock.locked() or waited >= ACK_MAX_DELAY_S):
+                if since and ack_flush_due(waited, self._receive_lock.locked()):
                     self._flush_acks()
                 if time.monotonic() - last_beat >= HEARTBEAT_S and not self._closed.is_set():
                     self._transport.call("PUT", self._consumer_path, self._subscribe_body)

@@ -19,7 +19,7 @@ from typing import Any
 import mmh3
 
 from magnetar.client import exceptions
-from magnetar.client.consumer import ACK_GROUP_S, ACK_MAX_DELAY_S, HEARTBEAT_S, Consumer
+from magnetar.client.consumer import ACK_GROUP_S, HEARTBEAT_S, Consumer, ack_flush_due
 from magnetar.client.consumer_base import MessageListening
 from magnetar.client.message import Message, MessageId
 from magnetar.client.producer import Producer, SendCallback
@@ -263,7 +263,7 @@ class PartitionsPoller:
             try:
                 oldest = min((c._pending.since for c in children.values() if c._pending.since), default=0.0)
                 waited = time.monotonic() - oldest if oldest else 0.0
-                if waited and (not self._polling or waited >= ACK_MAX_DELAY_S):
+                if waited and ack_flush_due(waited, self._polling):
                     acks = self._take_acks(children)
                     if acks:
                         try:

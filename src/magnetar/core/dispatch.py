@@ -216,10 +216,12 @@ class SubscriptionService:
         while True:
             final = self.clock.now_ms() >= deadline
             delivered, refill, epoch, throttled_until = self._receive_once(
-                topic, subscription, consumer, max_messages, request_id, acks, 1 if final else min_messages, refill
+                topic, subscription, consumer, max_messages, request_id, acks, 1 if final else min_messages, refill,
+                final,
             )
             if delivered is not None:
-                acks = NO_ACKS  # written with the cursor
+                if delivered or final or throttled_until:
+                    acks = NO_ACKS  # written with the cursor
                 if delivered or final:
                     return Received(delivered, epoch)
                 left_s = max(0.0, (deadline - self.clock.now_ms()) / 1000)
@@ -242,13 +244,16 @@ class SubscriptionService:
         acks: Acks,
         min_messages: int,
         refill: SubscriptionView | None,
+        last: bool = True,
     ) -> tuple[list[DeliveredEntry] | None, SubscriptionView | None, int, int]:
         """One dispatch step; (None, view) when fewer than `min_messages` are ready (nothing written);
         last, when the subscription's dispatch rate held everything back, the time its next period starts.
 
         The view returned with None lets the next step of the same poll skip re-reading the
         cursor: it only looks at the journal tail again, and its conditional write still
-        catches any change made meanwhile (then the loop re-reads).
+        catches any change made meanwhile (then the loop re-reads). A look before the poll's
+        `last` that hands out nothing writes nothing for acknowledgements alone: they go with the
+        poll's claim or its last look, one cursor write for the poll.
         """
         for attempt in range(CONFLICT_RETRIES):
             if attempt == 0 and refill is not None:
@@ -261,8 +266,10 @@ class SubscriptionService:
             state = step.state
             if not step.retried and 0 < step.messages < min(min_messages, step.cap):
                 return None, _unbounded_tail(pristine), state.epoch, 0  # not enough yet: wait, write nothing
-            if not step.write:
-                return [], None, state.epoch, step.throttled_until  # nothing to hand out, nothing changed: no write
+            if not step.write or (not step.delivered and not step.throttled_until and not last and acks):
+                # nothing to hand out, nothing changed: no write. Nor for acknowledgements alone on a
+                # look before the poll's last one: they go with the claim, or with the last look
+                return [], None, state.epoch, step.throttled_until
             delay_point("dispatch.before_claim")  # a stalled claim: the ack timeout, the poll's retry
             if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
                 crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
