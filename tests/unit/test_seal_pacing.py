@@ -179,3 +179,34 @@ def test_a_poll_carrying_acknowledgements_writes_the_cursor_once() -> None:
     assert len(writes) == 1  # an empty look, then the claim: one write
     state = broker.metadata.get_subscription_view(T, "s").cursor
     assert state is not None and state.mark_delete == 1  # the acknowledgement went with the claim
+
+
+def test_a_batch_receive_short_of_its_count_last_time_looks_once() -> None:
+    """A consumer that keeps up polls faster than seals come: its batch receive, short of its count
+    the previous time, looks once when its wait is over, not at its start (finding nothing) and again."""
+
+    class SealingClock(ManualClock):  # an entry is sealed while each poll waits
+        def sleep(self, seconds: float) -> None:
+            super().sleep(seconds)
+            sealed = len(broker.journal.records)
+            broker.writer.append(T, Batch.of([Message(b"m")]), "p")
+            broker.sealer.seal(list(broker.journal.records)[sealed:])
+
+    broker = memory_broker(SealingClock())
+    broker.subscriptions.subscribe(T, "s", "c1", "Shared", "Earliest")
+    looks: list[int] = []
+    view = broker.metadata.get_subscription_view
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        looks.append(1)
+        return view(*args, **kwargs)
+
+    broker.subscriptions.metadata.get_subscription_view = counted  # type: ignore[method-assign]
+    counts = []
+    for _ in range(3):
+        looks.clear()
+        started = broker.clock.now
+        got = broker.subscriptions.receive(T, "s", "c1", 100, wait_ms=100, min_messages=10)
+        assert got.entries and broker.clock.now - started >= 100  # waited for its count or its timeout
+        counts.append(len(looks))
+    assert counts == [2, 1, 1]  # the first poll looks at its start (nothing yet) and at its end

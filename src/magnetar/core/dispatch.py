@@ -47,6 +47,11 @@ MAX_WAIT_MS = 20_000  # a long poll stays well inside API Gateway's 30 s integra
 POLL_INTERVAL_S = 0.1  # an idle long poll looks again after this, doubling up to MAX_POLL_INTERVAL_S
 MAX_POLL_INTERVAL_S = 1.0  # (each look is a DynamoDB read: idle consumers should not hammer the table)
 FILL_POLL_INTERVAL_S = 0.05  # while waiting for min_messages, with some already there
+# A batch receive (min_messages > 1) waiting at most this long whose consumer's previous poll here
+# ended short of its count looks once, when its wait is over: a look at its start would find a
+# part of the batch and wait anyway (a look is a DynamoDB read; a consumer that keeps up polls
+# faster than seals come). The first poll of a consumer, or one after a full batch, looks at once.
+LOOK_ONCE_MAX_WAIT_MS = 1_000
 CONFLICT_RETRIES = 20
 UNKNOWN_END = 2**62  # "the writer may be anywhere": the journal tail read finds out
 
@@ -82,6 +87,7 @@ class SubscriptionService:
         self.clock = clock
         self.policies = policies  # the topic's effective policies (cached by the ledger writer)
         self.claims = Claims(metadata, reader, clock, policies)  # the in-memory half of a step
+        self._short: dict[tuple[str, str, str], bool] = {}  # (topic, subscription, consumer): last poll short
 
     # --- subscribe / close ---------------------------------------------------------------
     def subscribe(
@@ -211,6 +217,18 @@ class SubscriptionService:
             raise InvalidInput("maxMessages must be positive")
         min_messages = max(1, min(min_messages, max_messages))
         deadline = self.clock.now_ms() + min(max(wait_ms, 0), MAX_WAIT_MS)
+        key = (str(topic), subscription, consumer)
+        if min_messages > 1 and 0 < wait_ms <= LOOK_ONCE_MAX_WAIT_MS and self._short.get(key):
+            self.clock.sleep(wait_ms / 1000)  # look once, at the deadline (LOOK_ONCE_MAX_WAIT_MS)
+        received = self._poll(topic, subscription, consumer, max_messages, request_id, acks, min_messages, deadline)
+        if len(self._short) > 10_000:
+            self._short.clear()
+        self._short[key] = sum(d.entry.num_messages for d in received.entries) < min_messages
+        return received
+
+    def _poll(self, topic: TopicName, subscription: str, consumer: str, max_messages: int, request_id: str,
+              acks: Acks, min_messages: int, deadline: int) -> Received:
+        """`receive`'s looks until `min_messages` are ready or the deadline has passed."""
         refill: SubscriptionView | None = None
         idle_interval = POLL_INTERVAL_S
         while True:
