@@ -30,6 +30,9 @@ WORKLOADS: dict[str, list[str]] = {
     "flat-out": ["--duration", "20"],
     "key-shared-8p": ["-p", "8", "--producers", "4", "--consumers", "4", "--subscription-type", "Key_Shared",
                       "--keys", "32", "--duration", "20"],
+    # the single-topic ceiling: N partitions on N journal shards, flat out
+    **{f"ceiling-{n}p": ["-p", str(n), "--journal-shards", str(n), "--producers", str(n), "--consumers", str(n),
+                         "--duration", "20"] for n in (1, 2, 4, 8)},
 }
 
 

@@ -31,7 +31,12 @@ from magnetar.cli.perf import perf_app
 from magnetar.cli.spark import spark_app
 from magnetar.cli.tokens import tokens_app
 from magnetar.cli.verify import verify_command
-from magnetar.config import DEFAULT_SUPERUSER_ROLE, MAINTENANCE_INTERVAL_S, MAX_JOURNAL_BATCHING_WINDOW_S
+from magnetar.config import (
+    DEFAULT_SUPERUSER_ROLE,
+    LOCAL_SHARD_COUNT,
+    MAINTENANCE_INTERVAL_S,
+    MAX_JOURNAL_BATCHING_WINDOW_S,
+)
 from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, MAX_SEAL_LATENCY_MS
 from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
 
@@ -111,6 +116,9 @@ def local_up(
         help="How long the journal consumer may hold a busy shard's small batch before sealing it, in ms (the "
              f"stack's sealLatencyMs; default {DEFAULT_SEAL_LATENCY_MS}): seals follow the load. 0: seal every batch at once.")
     ] = None,
+    journal_shards: Annotated[int, typer.Option(
+        min=1, max=64, help="Shards of the journal stream (each takes 1 MiB/s or 1,000 records/s in).")
+    ] = LOCAL_SHARD_COUNT,
     pulsar_port: Annotated[int, typer.Option(
         help="Port of Pulsar's binary protocol (the official clients: pulsar://host:port); 0: off.")] = 6650,
     pulsar_tls_port: Annotated[int | None, typer.Option(
@@ -133,7 +141,7 @@ def local_up(
                            superuser_roles=tuple(superuser_role),
                            fidelity=AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
                            journal_fan_out=journal_fan_out, journal_batching_window_s=journal_batching_window,
-                           seal_latency_ms=seal_latency_ms,
+                           seal_latency_ms=seal_latency_ms, journal_shards=journal_shards,
                            tail_reads=None if tail_reads is None else on_off("--tail-reads", tail_reads),
                            pulsar_port=pulsar_port or None, pulsar_tls_port=pulsar_tls_port,
                            pulsar_tls_cert_file=str(pulsar_tls_cert or ""), pulsar_tls_key_file=str(pulsar_tls_key or ""))

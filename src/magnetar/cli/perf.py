@@ -64,6 +64,9 @@ AwsLimits = Annotated[str, typer.Option("--aws-limits", help="The local cluster 
 SealLatency = Annotated[int | None, typer.Option(
     "--seal-latency-ms", min=0, max=10_000,
     help="The local cluster's seal latency target in ms (local up --seal-latency-ms; default: the cluster's).")]
+JournalShards = Annotated[int | None, typer.Option(
+    "--journal-shards", min=1, max=64,
+    help="Shards of the local cluster's journal stream (local up --journal-shards; default: the cluster's).")]
 BatchingWindow = Annotated[int | None, typer.Option(
     "--journal-batching-window", min=0, max=300,
     help="The local cluster's journal batching window in seconds (local up --journal-batching-window).")]
@@ -95,6 +98,7 @@ def _run(mode: str, **options: Any) -> None:
     aws_latency, aws_limits = options.pop("aws_latency"), options.pop("aws_limits")
     window = options.pop("journal_batching_window")
     seal_latency = options.pop("seal_latency_ms")
+    shards = options.pop("journal_shards")
     if aws_limits not in ("on", "off"):
         raise typer.BadParameter("--aws-limits takes on or off")
     extra = ["--aws-limits", aws_limits]
@@ -102,6 +106,8 @@ def _run(mode: str, **options: Any) -> None:
         extra += ["--journal-batching-window", str(window)]
     if seal_latency is not None:
         extra += ["--seal-latency-ms", str(seal_latency)]
+    if shards is not None:
+        extra += ["--journal-shards", str(shards)]
     if aws_latency and not options["service_url"]:
         # the same workload twice: on the emulator as is, then with AWS's modeled latency
         result = _measure(mode, dict(options), extra)
@@ -114,6 +120,7 @@ def _run(mode: str, **options: Any) -> None:
             result["modeled_aws"] = {k: result[k] for k in MODELED_KEYS} | {"anchor": ANCHOR, "same_run": True}
     result["journal_batching_window_s"] = window  # None: the cluster's default (0 with fan-out)
     result["seal_latency_ms"] = seal_latency  # None: the cluster's default (ledger.pacing)
+    result["journal_shards"] = shards  # None: the cluster's default
     _summary(result)
     if json_out:
         json_out.parent.mkdir(parents=True, exist_ok=True)
@@ -290,6 +297,7 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
         delivery: Delivery = "auto",
         journal_batching_window: BatchingWindow = None,
         seal_latency_ms: SealLatency = None,
+        journal_shards: JournalShards = None,
         protocol: Protocol = "magnetar",
         pulsar_url: PulsarUrl = None,
     ) -> None:
@@ -301,7 +309,7 @@ def _command(mode: str):  # type: ignore[no-untyped-def]
              nack_fraction=nack_fraction, auth_plugin=auth_plugin, auth_params=auth_params,
              aws_latency=aws_latency, aws_limits=aws_limits, check_delivery=check_delivery,
              drain_timeout_s=drain_timeout, delivery=delivery, journal_batching_window=journal_batching_window,
-             seal_latency_ms=seal_latency_ms, protocol=protocol, pulsar_url=pulsar_url)
+             seal_latency_ms=seal_latency_ms, journal_shards=journal_shards, protocol=protocol, pulsar_url=pulsar_url)
 
     command.__doc__ = {
         "produce": "Produce at a rate (or flat out) and measure publish latency.",

@@ -26,6 +26,7 @@ from magnetar.config import (
     ENV_WS_ENDPOINT,
     JOURNAL_BATCH_SIZE,
     LOCAL_RESOURCES,
+    LOCAL_SHARD_COUNT,
     MAINTENANCE_INTERVAL_S,
     ResourceNames,
     journal_batching_window_s,
@@ -127,6 +128,7 @@ class LocalCluster:
     # how long the journal consumer may hold a busy shard's batch before sealing it (ms,
     # MAGNETAR_SEAL_LATENCY_MS, the stack's sealLatencyMs); None: the default (ledger.pacing)
     seal_latency_ms: int | None = None
+    journal_shards: int = LOCAL_SHARD_COUNT  # the journal stream's shards (each takes 1 MiB/s, 1,000 records/s)
     # consumers read unsealed entries from the journal's tail (MAGNETAR_TAIL_READS); None: as the
     # stack sets it, off with the fan-out journal consumer (the journal's one reader), on without
     tail_reads: bool | None = None
@@ -181,7 +183,7 @@ class LocalCluster:
         configure(LambdaSettings.from_fidelity(self.fidelity, latency))
         from magnetar.local.provision import provision
 
-        provision(self.names)
+        provision(self.names, self.journal_shards)
         self.esm = KinesisEventSourceMapping(
             JOURNAL_CONSUMER,
             self.names.stream,
