@@ -121,6 +121,28 @@ def _kinesis_direct(w: Workload, p: Parameters, mode: Mode) -> Alternative:
     )
 
 
+def _msk_serverless(w: Workload, p: Parameters) -> Alternative:
+    """Amazon MSK Serverless: a cluster-hour, a partition-hour per topic partition, data in and out
+    per GiB (the batch's payload, compressed as Kafka's producer batches), storage for the retention."""
+    h = w.hours_per_month
+    payload_bps = w.entries_per_s * batch_payload_bytes(w.batch_size, w.message_bytes, p)
+    month_gib = payload_bps * h * SECONDS_PER_HOUR / GiB
+    lines = {
+        "msk_cluster_hours": _cost("msk.serverless.cluster_hour", h),
+        "msk_partition_hours": _cost("msk.serverless.partition_hour", w.topic_partitions * h),
+        "msk_data_in": _cost("msk.serverless.in_gb", month_gib),
+        "msk_data_out": _cost("msk.serverless.out_gb", month_gib * w.subscriptions),
+        "msk_storage": _cost("msk.serverless.storage_gb_month",
+                             payload_bps * w.retention_hours * SECONDS_PER_HOUR / GiB * h / HOURS_PER_MONTH),
+    }
+    return _alt(
+        "MSK Serverless", w, lines,
+        f"one cluster, {w.topic_partitions} partition(s) billed by the hour whether used or not; producers batch "
+        f"{w.batch_size} message(s) per request; each subscription a consumer group reading everything once; clients "
+        "inside the VPC (IAM authentication), their compute not counted. The cluster-hour is the floor of the bill.",
+    )
+
+
 _I3 = (("i3.xlarge", 950.0), ("i3.2xlarge", 1900.0), ("i3.4xlarge", 3800.0), ("i3.8xlarge", 7600.0), ("i3.16xlarge", 15200.0))
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.cost.alternatives import Alternative, _kinesis_direct, _pulsar, _sqs
+from magnetar.cost.alternatives import Alternative, _kinesis_direct, _msk_serverless, _pulsar, _sqs
 from magnetar.cost.magnetar import CostReport, monthly_cost
 from magnetar.cost.prices import PRICES_AS_OF
 from magnetar.cost.usage import MODES
@@ -30,7 +30,7 @@ class Comparison:
 
 
 def compare(workload: Workload, report: CostReport | None = None) -> Comparison:
-    """The same workload on Magnetar (both Kinesis modes), SQS, Kinesis directly and Pulsar on EC2."""
+    """The same workload on Magnetar (both Kinesis modes), SQS, Kinesis directly, MSK Serverless and Pulsar on EC2."""
     w, p = workload, workload.params()
     report = report or monthly_cost(w)
     rows: list[Alternative] = []
@@ -46,6 +46,7 @@ def compare(workload: Workload, report: CostReport | None = None) -> Comparison:
         )
     rows += [_sqs(w, p, "unbatched"), _sqs(w, p, "batched"), _sqs(w, p, "packed")]
     rows += [_kinesis_direct(w, p, "on_demand"), _kinesis_direct(w, p, "provisioned")]
+    rows.append(_msk_serverless(w, p))
     rows.append(_pulsar(w, p))
     return Comparison(w, rows)
 

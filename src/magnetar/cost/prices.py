@@ -75,6 +75,8 @@ _S3 = "https://aws.amazon.com/s3/pricing/"
 _EVENTBRIDGE = "https://aws.amazon.com/eventbridge/pricing/"
 _SQS = "https://aws.amazon.com/sqs/pricing/"
 _SNS = "https://aws.amazon.com/sns/pricing/"
+_MSK = "https://aws.amazon.com/msk/pricing/"
+_MSK_SOURCE = "confirmed: a published table of MSK Serverless dimensions (gist.github.com/EverettBerry, Oct 2022); not on a stored AWS page"
 _EC2 = "https://aws.amazon.com/ec2/pricing/on-demand/"
 _EBS = "https://aws.amazon.com/ebs/pricing/"
 _CW = "https://aws.amazon.com/cloudwatch/pricing/"
@@ -188,6 +190,13 @@ _PRICE_LIST = (
         "requests", _SQS, "confirmed: cloudburn.io (Mar 2026), unanswered.io, factualminds.com (Jun 2026)",
         ((100e9, 0.40), (200e9, 0.30), (INF, 0.24)),
     ),
+    Price("msk.serverless.cluster_hour", "MSK Serverless", "cluster-hour", 0.75, 1.0, "cluster-hours", _MSK, _MSK_SOURCE),
+    Price("msk.serverless.partition_hour", "MSK Serverless", "partition-hour", 0.0015, 1.0, "partition-hours", _MSK,
+          _MSK_SOURCE),
+    Price("msk.serverless.storage_gb_month", "MSK Serverless", "storage GiB-month", 0.10, 1.0, "GiB-months", _MSK,
+          _MSK_SOURCE),
+    Price("msk.serverless.in_gb", "MSK Serverless", "data in, per GiB", 0.10, 1.0, "GiB", _MSK, _MSK_SOURCE),
+    Price("msk.serverless.out_gb", "MSK Serverless", "data out, per GiB", 0.05, 1.0, "GiB", _MSK, _MSK_SOURCE),
     Price(
         "sns.standard.publish", "SNS", "Standard topic publish (per 64 KB chunk); deliveries to SQS free", 0.50, 1e6,
         "publishes", _SNS,
