@@ -191,6 +191,7 @@ def test_the_push_plan_decodes_the_entries_of_an_envelope() -> None:
     broker = memory_broker()
     registry = MemoryConnectionRegistry()
     registry.add(Connection("c1", "consumer", str(T), broker.clock.now_ms(), "c1", "s"))
+    broker.metadata.announce_push_connection(T)  # as the connect does
     push = PushService(broker, registry, gateway=None)  # type: ignore[arg-type]
     broker.writer.append_group(T, group(0, 3), "p")
     records = list(broker.journal.records)

@@ -11,7 +11,7 @@ import pytest
 from magnetar.adapters.memory import ManualClock, memory_broker
 from magnetar.adapters.memory_push import MemoryConnectionRegistry, MemoryPushGateway
 from magnetar.core.entry import Batch, Message, MessageIdData
-from magnetar.core.errors import ConsumerBusy, InvalidInput, NotFound
+from magnetar.core.errors import ConsumerBusy, InvalidInput, NotFound, RetryableError
 from magnetar.core.naming import TopicName
 from magnetar.core.push import PushService
 from magnetar.core.websocket import decode_message_id, encode_message_id
@@ -50,8 +50,16 @@ class Harness:
         """What the journal consumer does with the records it has not seen yet."""
         records = self.broker.journal.records[self._sealed:]
         self._sealed = len(self.broker.journal.records)
-        plan = self.push.plan_journal_batch(records)
-        self.broker.sealer.seal(records, plan.states)
+        self.seal_and_push(records, self.push.plan_journal_batch(records))
+
+    def seal_and_push(self, records: list[Any], plan: Any) -> None:
+        """Seal a planned batch and push; a batch refused (a push connection announced itself after
+        the plan's read: its commit fails) is planned and sealed again, as the mapping retries it."""
+        try:
+            self.broker.sealer.seal(records, plan.states)
+        except RetryableError:
+            plan = self.push.plan_journal_batch(records)
+            self.broker.sealer.seal(records, plan.states)
         self.push.dispatch_journal_batch(plan)
 
     def got(self, cid: str) -> list[dict[str, Any]]:
@@ -388,8 +396,9 @@ def test_a_reader_that_connects_while_its_entry_is_being_sealed_gets_it_pushed(h
     plan = h.push.plan_journal_batch(records)  # before the seal: no connection yet
     cid = h.open(f"/ws/v2/reader/{TOPIC.replace('://', '/')}", messageId="earliest")
     assert h.got(cid) == []  # nothing sealed when it read
-    h.broker.sealer.seal(records, plan.states)
-    h.push.dispatch_journal_batch(plan)
+    with pytest.raises(RetryableError):  # planned before the connect: its seal cannot commit
+        h.broker.sealer.seal(records, plan.states)
+    h.seal_and_push(records, plan)  # the batch again, as the mapping retries it
     assert payloads(h.got(cid)) == ["r0"]
 
 

@@ -210,3 +210,22 @@ def test_a_batch_receive_short_of_its_count_last_time_looks_once() -> None:
         assert got.entries and broker.clock.now - started >= 100  # waited for its count or its timeout
         counts.append(len(looks))
     assert counts == [2, 1, 1]  # the first poll looks at its start (nothing yet) and at its end
+
+
+def test_a_push_connection_announced_while_a_seal_is_prepared_fails_its_commit() -> None:
+    """The journal consumer looks a topic's WebSocket connections up only once one announced itself
+    (`push_epoch`); a seal prepared before that announcement cannot commit (the retried batch reads
+    the state again and looks them up), so no entry falls between a connect and the seals after it."""
+    broker = memory_broker()
+    broker.writer.append(T, Batch.of([Message(b"a")]), "p")
+    assert broker.sealer.seal(list(broker.journal.records)).sealed_entries == 1
+    assert broker.metadata.get_seal_states([str(T)])[str(T)].push_epoch == 0  # nobody connected: no look-up
+    broker.writer.append(T, Batch.of([Message(b"b")]), "p")
+    known = broker.sealer.seal_states({str(T): 1})  # this container's knowledge: no connection
+    broker.metadata.announce_push_connection(T)  # a consumer connects meanwhile
+    with pytest.raises(Exception, match="moved under us"):
+        broker.sealer.seal(list(broker.journal.records)[1:], known)
+    again = broker.sealer.seal_states({str(T): 1})
+    assert again[str(T)].push_epoch == 1  # read again: its connections are looked up after this seal
+    assert broker.sealer.seal(list(broker.journal.records)[1:], again).sealed_entries == 1
+    assert broker.metadata.get_seal_states([str(T)])[str(T)].push_epoch == 1  # the commit leaves it as it is

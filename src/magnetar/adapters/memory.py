@@ -112,6 +112,7 @@ class MemoryMetadataStore:
         self.tenants: dict[str, TenantInfo] = {}
         self.namespaces: dict[NamespaceName, NamespaceInfo] = {}
         self.topics: dict[str, _Topic] = {}
+        self._announced: dict[str, int] = {}  # push connections announced on topics not created yet
         self.partitioned: dict[str, int] = {}
         self.partitioned_policies: dict[str, dict[str, Any]] = {}
         self.topic_counts: dict[NamespaceName, int] = {}  # counted while maxTopicsPerNamespace is set
@@ -156,7 +157,8 @@ class MemoryMetadataStore:
             if str(topic) in self.topics:
                 return False
             self._count_topics(topic.namespace_name, 1, max_topics)
-            self.topics[str(topic)] = _Topic(WriterState(0, 0, 0, now_ms, now_ms))
+            self.topics[str(topic)] = _Topic(WriterState(0, 0, 0, now_ms, now_ms),
+                                             seal=SealState(push_epoch=self._announced.pop(str(topic), 0)))
             return True
 
     def _count_topics(self, namespace: NamespaceName, added: int, max_topics: int) -> None:
@@ -339,12 +341,22 @@ class MemoryMetadataStore:
             t = self.topics[segment.topic]
             if t.seal.next_entry != expected_next_entry or segment.last_entry in t.segments:
                 return False
+            if new_state.push_epoch == 0 and t.seal.push_epoch:  # a push connection announced itself
+                return False
             t.segments[segment.last_entry] = segment
             # the sealer's attributes only: a trim may have moved the others meanwhile
             t.seal = replace(new_state, first_entry=t.seal.first_entry, trimmed_entries=t.seal.trimmed_entries,
                              trimmed_messages=t.seal.trimmed_messages, trimmed_bytes=t.seal.trimmed_bytes,
-                             trash=t.seal.trash)
+                             trash=t.seal.trash, push_epoch=t.seal.push_epoch)
             return True
+
+    def announce_push_connection(self, topic: TopicName) -> None:
+        with self._lock:
+            t = self.topics.get(str(topic))
+            if t is None:  # as DynamoDB's update creates the seal item: kept for the topic to come
+                self._announced[str(topic)] = self._announced.get(str(topic), 0) + 1
+            else:
+                t.seal = replace(t.seal, push_epoch=t.seal.push_epoch + 1)
 
     def list_segments(self, topic: TopicName, from_entry: int, limit: int) -> list[SegmentMeta]:
         t = self.topics.get(str(topic))

@@ -142,6 +142,9 @@ class SealState:
     # the newest sealed segments, in order, ending at next_entry - 1 (a few, of few entries:
     # `ledger.common.recent_segments`): a consumer that keeps up reads them without a listing
     recent_segments: tuple[SegmentMeta, ...] = ()
+    # > 0 once a WebSocket consumer or reader has connected to the topic partition (each connect
+    # adds one): only then does the journal consumer look up its connections after a seal
+    push_epoch: int = 0
 
     def rates_at(self, now_ms: int) -> tuple[float, float]:
         """The in-rates (messages/s, bytes/s) decayed to `now_ms`."""
@@ -348,8 +351,15 @@ class MetadataStore(SchemaStore, Protocol):
     def commit_segments(self, commits: list[SegmentCommit]) -> list[bool]:
         """Several topic partitions' segment commits (at most one per partition) in as few
         requests as possible (DynamoDB: 50 in one transaction); each is applied all or nothing
-        and only if its seal state is still at its expected entry. The flags say which were:
-        False when another sealer moved first (or the write conflicted): retry the batch."""
+        and only if its seal state is still at its expected entry, and, when the new state says no
+        push connection was ever announced (`push_epoch` 0), still none is. The flags say which
+        were: False when another sealer moved first, a connection was announced meanwhile (or
+        the write conflicted): retry the batch."""
+        ...
+
+    def announce_push_connection(self, topic: TopicName) -> None:
+        """A WebSocket consumer or reader connected to `topic`: its seal state's `push_epoch` goes
+        up by one (the item is created if the topic was never sealed). One write."""
         ...
 
     def list_segments(self, topic: TopicName, from_entry: int, limit: int) -> list[SegmentMeta]:

@@ -80,6 +80,8 @@ class Connections:
             conn = self._open_consumer(connection_id, request, now)
         try:
             self.registry.add(conn)
+            if conn.has_backlog:  # from now on the journal consumer looks this topic's connections up
+                self.broker.metadata.announce_push_connection(request.topic)
         except BaseException:
             self.known.detach(conn)
             raise

@@ -80,8 +80,11 @@ class JournalBatchPush:
         low-rate topics costs a few reads, not one per topic."""
         report = PushReport()
         found: dict[str, tuple[list[Connection], int]] = {}  # topic -> (its connections, new messages)
+        # only topics a push connection ever announced itself on (their seal state's push_epoch; a
+        # commit that expected none fails if one came meanwhile, `MetadataStore.commit_segments`)
+        topics = [t for t in plan.settled if plan.states is None or (t in plan.states and plan.states[t].push_epoch)]
         try:
-            connections = self.dispatcher.registry.of_topics(list(plan.settled))
+            connections = self.dispatcher.registry.of_topics(topics) if topics else {}
         except Exception:  # never fails the journal batch: the next dispatch catches up
             log.exception("no connections for this journal batch")
             connections = {}

@@ -179,6 +179,7 @@ class DynamoBase:
             trimmed_messages=_int(item, "trimmed_messages"),
             trimmed_bytes=_int(item, "trimmed_bytes"),
             trash=tuple(sorted(item.get("trash", {}).get("SS", []))),
+            push_epoch=_int(item, "push_epoch"),
             recent_segments=unpack_segments(item["recent_segments"]["B"]) if "recent_segments" in item else (),
         )
 

@@ -56,8 +56,10 @@ class SealerItems(DynamoBase):
             values[":shard"] = _s(new_state.last_position.shard_id)
             values[":seq"] = _s(new_state.last_position.sequence)
         condition = "next_entry = :expected"
-        if expected_next_entry == 0:
-            condition = "attribute_not_exists(pk) OR next_entry = :expected"
+        if expected_next_entry == 0:  # (the item may exist already: a push connection announced itself)
+            condition = "(attribute_not_exists(next_entry) OR next_entry = :expected)"
+        if new_state.push_epoch == 0:  # the sealer skips the connections' lookup: none may have come
+            condition += " AND attribute_not_exists(push_epoch)"
         segment_item = {
             "pk": _tp(segment.topic),
             "sk": _s(_seg_sk(segment.last_entry)),
@@ -82,6 +84,10 @@ class SealerItems(DynamoBase):
                 }
             },
         ]
+
+    def announce_push_connection(self, topic: TopicName) -> None:
+        self.ddb.update_item(TableName=self.table, Key={"pk": _tp(str(topic)), "sk": _s("SEAL")},
+                             UpdateExpression="ADD push_epoch :one", ExpressionAttributeValues={":one": _n(1)})
 
     def trim_segments(self, topic: TopicName, segments: list[SegmentMeta], expected_first_entry: int) -> bool:
         if not segments:
