@@ -9,10 +9,12 @@ for three workloads (docs/cost-model.md, "Three workloads"):
 
 Magnetar's figures are **measured** (`magnetar perf` at the defaults, bench/results/message-cost-*.json
 from bench/message_cost.py: steady from `steady-300`, spiky from `steady-100` and `flat-out` weighted
-by time, idle topics from one quiet topic's cost per message, below); every other row comes from the
+by time), except the idle topics', priced request by request (`lone_message_usd`: a lone message is
+published, sealed alone and pushed; an idle topic makes no request); every other row comes from the
 cost model (`magnetar.cost.compare`, the same price table). Pay-per-use rows of the spiky workload
-are weighted by time too; rows that buy capacity by the hour (Kinesis provisioned, MSK's cluster and
-partition hours, Pulsar's instances) pay for the bursts all month. Writes
+are weighted by time too; rows that buy capacity by the hour (Kinesis provisioned,
+Pulsar's instances) pay for the bursts all month; MSK Serverless pays its cluster and partition
+hours all month either way. Writes
 bench/results/cost-comparison.json and prints the table.
 """
 
@@ -31,7 +33,7 @@ RESULTS = ROOT / "bench/results"
 MONTH_S = HOURS_PER_MONTH * SECONDS_PER_HOUR
 ROWS = ("SQS standard, batched", "SQS standard, unbatched", "Kinesis Data Streams directly, provisioned",
         "Kinesis Data Streams directly, on-demand", "MSK Serverless", "Pulsar on EC2")
-CAPACITY = {"Kinesis Data Streams directly, provisioned", "MSK Serverless", "Pulsar on EC2"}  # sized for the peak
+CAPACITY = {"Kinesis Data Streams directly, provisioned", "Pulsar on EC2"}  # sized for the peak
 
 
 def measured(name: str) -> dict[str, Any]:
@@ -105,8 +107,9 @@ def main() -> None:
     polls = topics * 180 * HOURS_PER_MONTH
     rows["SQS standard, batched"] += _cost("sqs.standard.request", polls)
     rows["SQS standard, unbatched"] += _cost("sqs.standard.request", polls)
-    # Kinesis directly: a stream (one shard) per topic, as Magnetar's isolation per topic
+    # Kinesis directly: a stream per topic (each consumer reads its own topic only, as with Magnetar)
     rows["Kinesis Data Streams directly, provisioned"] = _cost("kinesis.provisioned.shard_hour", topics * HOURS_PER_MONTH)
+    rows["Kinesis Data Streams directly, on-demand"] = _cost("kinesis.ondemand.stream_hour", topics * HOURS_PER_MONTH)
     out["idle topics: 10,000, one message an hour each"] = {"messages_per_month": idle_msgs, "monthly_usd": rows}
 
     (RESULTS / "cost-comparison.json").write_text(json.dumps(out, indent=2))

@@ -271,7 +271,8 @@ class SubscriptionService:
         cursor: it only looks at the journal tail again, and its conditional write still
         catches any change made meanwhile (then the loop re-reads). A look before the poll's
         `last` that hands out nothing writes nothing for acknowledgements alone: they go with the
-        poll's claim or its last look, one cursor write for the poll.
+        poll's claim or its last look, one cursor write for the poll (negative ones are written at
+        once: their redelivery delay runs from then).
         """
         for attempt in range(CONFLICT_RETRIES):
             if attempt == 0 and refill is not None:
@@ -284,7 +285,8 @@ class SubscriptionService:
             state = step.state
             if not step.retried and 0 < step.messages < min(min_messages, step.cap):
                 return None, _unbounded_tail(pristine), state.epoch, 0  # not enough yet: wait, write nothing
-            if not step.write or (not step.delivered and not step.throttled_until and not last and acks):
+            if not step.write or (not step.delivered and not step.throttled_until and not last and acks
+                                  and not acks.nacks):  # (a nack's delay runs from when it is written)
                 # nothing to hand out, nothing changed: no write. Nor for acknowledgements alone on a
                 # look before the poll's last one: they go with the claim, or with the last look
                 return [], None, state.epoch, step.throttled_until
