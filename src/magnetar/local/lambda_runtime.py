@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from magnetar.config import JOURNAL_CONSUMER_MEMORY_MB, LAMBDA_MEMORY_MB
 from magnetar.local.fidelity import (
     LAMBDA_COLD_START,
     LAMBDA_WARM_OVERHEAD,
@@ -97,7 +98,7 @@ class LambdaContext:
     """The attributes of Lambda's context object that handlers and Powertools read."""
 
     function_name: str
-    memory_limit_in_mb: int = 1024
+    memory_limit_in_mb: int = LAMBDA_MEMORY_MB
     timeout_s: int = 29
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     invoked_function_arn: str = ""
@@ -128,6 +129,7 @@ class LocalFunction:
     code_dir: str
     handler: str = "handler.handler"
     timeout_s: int = 29
+    memory_mb: int = LAMBDA_MEMORY_MB  # as the stack gives it (config.FUNCTION_MEMORY_MB)
     settings: LambdaSettings = field(default_factory=LambdaSettings)
     _warm: list[Handler] = field(default_factory=list)
     _created: int = 0
@@ -182,7 +184,7 @@ class LocalFunction:
             time.sleep(latency.delay(LAMBDA_COLD_START, cold_s) if cold_s else latency.delay(LAMBDA_WARM_OVERHEAD))
         started = time.perf_counter()
         try:
-            result = fn(event, LambdaContext(self.name, timeout_s=self.timeout_s))
+            result = fn(event, LambdaContext(self.name, self.memory_mb, timeout_s=self.timeout_s))
         except BaseException:
             self.errors += 1
             raise
@@ -213,7 +215,8 @@ class LocalFunction:
 
 
 BROKER = LocalFunction("magnetar-broker", "functions/broker", timeout_s=29)
-JOURNAL_CONSUMER = LocalFunction("magnetar-journal-consumer", "functions/journal_consumer", timeout_s=120)
+JOURNAL_CONSUMER = LocalFunction("magnetar-journal-consumer", "functions/journal_consumer", timeout_s=120,
+                                 memory_mb=JOURNAL_CONSUMER_MEMORY_MB)
 MAINTENANCE = LocalFunction("magnetar-maintenance", "functions/maintenance", timeout_s=300)
 WEBSOCKET = LocalFunction("magnetar-websocket", "functions/websocket", timeout_s=29)
 AUTHORIZER = LocalFunction("magnetar-authorizer", "functions/authorizer", timeout_s=10)
