@@ -65,10 +65,10 @@ def sealed_bytes(metadata: MetadataStore, topic: TopicName, start: int, end: int
 
 # The seal state carries its newest segments (`SealState.recent_segments`), so that a consumer
 # that keeps up reads what was just sealed with the view it already read, without listing the
-# segments (a Query per read). A few, of few entries, so that the seal item stays within one
-# 4 KB read unit: 8 bytes of offsets per entry.
+# segments (a Query per read). A few, of few entries (a size of a few bytes each, stored), so
+# that the seal item stays within one 1 KB write unit: each commit writes it in a transaction.
 RECENT_SEGMENTS = 4
-RECENT_SEGMENT_ENTRIES = 256
+RECENT_SEGMENT_ENTRIES = 64
 
 
 def recent_segments(before: tuple[SegmentMeta, ...], new: SegmentMeta) -> tuple[SegmentMeta, ...]:

@@ -6,7 +6,7 @@ The table's layout is described in the package's docstring.
 
 from __future__ import annotations
 
-import array
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from magnetar.adapters.aws.clients import UNPROCESSED_ATTEMPTS, client, unprocessed_backoff
 from magnetar.core.errors import RetryableError
+from magnetar.core.ledger.common import segment_key
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import JournalPosition, ProducerActivity, SealState, SegmentMeta, WriterState
 
@@ -180,7 +181,8 @@ class DynamoBase:
             trimmed_bytes=_int(item, "trimmed_bytes"),
             trash=tuple(sorted(item.get("trash", {}).get("SS", []))),
             push_epoch=_int(item, "push_epoch"),
-            recent_segments=unpack_segments(item["recent_segments"]["B"]) if "recent_segments" in item else (),
+            recent_segments=(unpack_segments(item["pk"]["S"][3:], item["recent_segments"]["B"])
+                             if "recent_segments" in item else ()),
         )
 
     @staticmethod
@@ -210,16 +212,19 @@ class DynamoBase:
 
 
 def pack_segments(segments: tuple[SegmentMeta, ...]) -> bytes:
-    """A seal state's newest segments as one binary attribute (msgpack; offsets as packed uint64)."""
-    return msgpack.packb([[s.topic, s.ledger_id, s.first_entry, s.last_entry, s.key,
-                           array.array("Q", s.offsets).tobytes(), s.message_count, s.created_at, s.max_publish_time]
+    """A seal state's newest segments as one small binary attribute (msgpack): no topic (the item's
+    key) and no object key (`segment_key` of topic, ledger and ids), each entry's size rather than
+    its 8-byte offset, so that the seal item stays within one write unit (1 KB)."""
+    return msgpack.packb([[s.ledger_id, s.first_entry, s.last_entry, s.message_count, s.created_at,
+                           s.max_publish_time, [b - a for a, b in itertools.pairwise(s.offsets)]]
                           for s in segments])
 
 
-def unpack_segments(data: bytes) -> tuple[SegmentMeta, ...]:
+def unpack_segments(topic: str, data: bytes) -> tuple[SegmentMeta, ...]:
+    name = TopicName.parse(topic)
     out = []
-    for topic, ledger, first, last, key, packed, count, created, max_publish in msgpack.unpackb(data):
-        offsets = array.array("Q")
-        offsets.frombytes(packed)
-        out.append(SegmentMeta(topic, ledger, first, last, key, tuple(offsets), count, created, max_publish))
+    for ledger, first, last, count, created, max_publish, sizes in msgpack.unpackb(data):
+        offsets = (0, *itertools.accumulate(sizes))
+        out.append(SegmentMeta(topic, ledger, first, last, segment_key(name, ledger, first, last), offsets, count,
+                               created, max_publish))
     return tuple(out)
