@@ -298,7 +298,8 @@ def test_enhanced_fan_out_for_the_journal_consumer() -> None:
             PRICES["kinesis.provisioned.efo_retrieval_gb"].usd) == (0.05, 0.015, 0.013)
     shared = monthly_cost(baseline())
     assert baseline().journal_consumer_reads == "shared"
-    efo = monthly_cost(baseline(journal_consumer_reads="enhanced_fan_out"))
+    # at the polling mapping's cadence (one seal a second: 2000 / (1920 + 2 x 40 ms)), only the reads differ
+    efo = monthly_cost(baseline(journal_consumer_reads="enhanced_fan_out", parameters={"seal_latency_ms": 1920}))
     w = baseline()
     record_gb = w.entries_per_s * (w.batch_size * (w.message_bytes + 8) + 100) * w.hours_per_month * 3600 / 2**30
     shards = efo.provisioned.kinesis_shards
@@ -313,6 +314,10 @@ def test_enhanced_fan_out_for_the_journal_consumer() -> None:
         < shared.requests_per_million_messages["on_demand"]["kinesis.GetRecords"]
     )
     assert "kinesis.SubscribeToShard" not in shared.requests_per_million_messages["on_demand"]
+    # at the default seal latency target a busy shard is sealed ~6 times a second (measured: 6.25 at 300 msg/s)
+    paced = monthly_cost(baseline(journal_consumer_reads="enhanced_fan_out"))
+    seals_per_s = paced.requests_per_million_messages["on_demand"]["s3.PutObject"] * w.produce_rate_msgs_per_s / 1e6
+    assert seals_per_s == pytest.approx(2000 / (250 + 2 * 40))
     # the mapping no longer polls the shard: one GetRecords/s less, and its bytes leave the shared 2 MiB/s
     polled = monthly_cost(baseline(subscriptions=4)).warnings
     pushed = monthly_cost(baseline(subscriptions=4, journal_consumer_reads="enhanced_fan_out")).warnings

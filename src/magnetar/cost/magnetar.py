@@ -140,7 +140,11 @@ def _shape(w: Workload, p: Parameters, mode: Mode) -> Shape:
     busy = min(w.topic_partitions, shards)
     pps = w.topic_partitions / busy
     r_s = e / busy  # records per second on a busy shard
-    inv = min(r_s, max(1 / p.esm_window_s, r_s / p.esm_batch_size, r_s * record / p.esm_max_payload_bytes))
+    if w.journal_consumer_reads == "enhanced_fan_out":  # records pushed as they come; the pacing holds them
+        cadence = 2000 / (p.seal_latency_ms + 2 * w.seal_lambda_ms) if p.seal_latency_ms else r_s
+    else:  # the polling mapping's batching window
+        cadence = 1 / p.esm_window_s
+    inv = min(r_s, max(cadence, r_s / p.esm_batch_size, r_s * record / p.esm_max_payload_bytes))
     records_per_inv = r_s / inv if inv > 0 else 0.0
     present = pps * (1 - math.exp(-records_per_inv / pps)) if pps > 0 else 0.0
     present = max(min(present, records_per_inv), 1.0 if records_per_inv > 0 else 0.0)
