@@ -45,6 +45,19 @@ def run(name: str) -> dict[str, Any]:
     return summarize(name, json.loads(out.read_text()))
 
 
+def reprice(name: str) -> dict[str, Any]:
+    """Price a recorded run again with today's cost model (its counts are what was measured)."""
+    from types import SimpleNamespace
+
+    from magnetar.cli.perf import _cost
+
+    out = OUT / f"message-cost-{name}.json"
+    run: dict[str, Any] = json.loads(out.read_text())
+    run["cost_usd_per_million_msgs"] = _cost(run, SimpleNamespace(size=run["config"]["size"]))
+    out.write_text(json.dumps(run, indent=2, default=str))
+    return summarize(name, run)
+
+
 def summarize(name: str, r: dict[str, Any]) -> dict[str, Any]:
     messages = r["received"] or r["acked"]
     fan_out = r["aws_requests"].get(FAN_OUT, 0)
@@ -66,14 +79,17 @@ def summarize(name: str, r: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("workloads", nargs="*", help=f"some of: {', '.join(WORKLOADS)} (default: all)")
-    names = parser.parse_args().workloads or list(WORKLOADS)
+    parser.add_argument("--reprice", action="store_true",
+                        help="do not run: price the recorded runs again with the current cost model")
+    args = parser.parse_args()
+    names = args.workloads or list(WORKLOADS)
     unknown = set(names) - set(WORKLOADS)
     if unknown:
         parser.error(f"unknown workloads: {', '.join(sorted(unknown))}")
     summary_file = OUT / "message-cost-summary.json"
     summary = json.loads(summary_file.read_text()) if summary_file.exists() else {}
     for name in names:
-        summary[name] = run(name)
+        summary[name] = reprice(name) if args.reprice else run(name)
         summary_file.write_text(json.dumps(summary, indent=2))
     print("| workload | msg/s | ratio to limit | req / 1,000 (without fan-out) | e2e p50 / p99 ms | $ / M |")
     for s in summary.values():

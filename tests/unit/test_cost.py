@@ -203,6 +203,25 @@ def test_a_measured_run_without_item_sizes_uses_documented_units() -> None:
     assert out["by_mode"]["provisioned"]["usd_per_million_messages"]["dynamodb"] == pytest.approx(expected_ddb * 50)
 
 
+def test_a_measured_run_on_enhanced_fan_out_prices_what_read_the_journal() -> None:
+    """The defaults: the journal consumer reads through enhanced fan-out (its reads counted as
+    `(fan-out)`) and consumers read sealed segments from S3, not the journal: the mapping's bytes
+    are billed at the fan-out prices and its consumer-shard hours, and no tail retrieval is."""
+    base = {"dynamodb.UpdateItem": 100, "kinesis.PutRecord": 100, "s3.PutObject": 20, "s3.GetObject": 20}
+    run = {"messages": 100_000, "message_bytes": 1024, "seconds": 3600.0, "batch_size": 100,
+           "lambda_invocations": {"magnetar-broker": 100}, "lambda_ms": {"magnetar-broker": 30.0}}
+    efo = cost_of_measured_run({**base, "kinesis.GetRecords(fan-out)": 3000}, **run)  # type: ignore[arg-type]
+    shared = cost_of_measured_run({**base, "kinesis.GetRecords": 3000}, **run)  # type: ignore[arg-type]
+    hour = 1e6 / run["messages"]  # one hour's worth, per million messages
+    efo_kinesis = efo["by_mode"]["provisioned"]["usd_per_million_messages"]["kinesis"]
+    shared_kinesis = shared["by_mode"]["provisioned"]["usd_per_million_messages"]["kinesis"]
+    gb = 100 * (100 * (1024 + 8) + 100) / 2**30  # the records the mapping read
+    assert efo_kinesis - shared_kinesis == pytest.approx((0.015 + 0.013 * gb) * hour, rel=0.05)
+    od_efo = efo["by_mode"]["on_demand"]["usd_per_million_messages"]["kinesis"]
+    od_shared = shared["by_mode"]["on_demand"]["usd_per_million_messages"]["kinesis"]
+    assert od_efo < od_shared  # 1 read at $0.05/GB, against 2 at $0.04 (the mapping and a tailing consumer)
+
+
 # --- the CLI -----------------------------------------------------------------------------------
 
 

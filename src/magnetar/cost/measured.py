@@ -121,7 +121,13 @@ def cost_of_measured_run(
     od_ingest = (
         kinesis_bytes_in if kinesis_bytes_in is not None else puts * kinesis_ondemand_ingest_bytes(record)
     )
-    bytes_out = kinesis_bytes_out if kinesis_bytes_out is not None else bytes_in * (1 + subscriptions)
+    # who read the journal: the journal consumer's mapping reads every record once, through enhanced
+    # fan-out when its reads were counted as such (billed per consumer-shard hour and GB, apart from
+    # the shard's shared reads); consumers read the tail only when their GetRecords were counted
+    fan_out = any(k.endswith("(fan-out)") for k in req)
+    tail_bytes = bytes_in * subscriptions if req.get("kinesis.GetRecords", 0) else 0.0
+    bytes_out = kinesis_bytes_out if kinesis_bytes_out is not None else bytes_in + tail_bytes
+    shared_out = bytes_out - bytes_in if fan_out else bytes_out  # read through the shards' shared 2 MiB/s
     mean_record = bytes_in / puts if puts else record
 
     wru_total = sum(n * units.get(k, 1.0) for k, n in req.items() if _ddb_kind(k, kinds) == "wru")
@@ -132,7 +138,7 @@ def cost_of_measured_run(
     hours = seconds / SECONDS_PER_HOUR
     write_bps = bytes_in / seconds
     records_ps = puts / seconds
-    read_bps = bytes_out / seconds
+    read_bps = shared_out / seconds
     u = p.provisioned_target_utilization
     shards = max(1, math.ceil(write_bps / (MiB * u)), math.ceil(records_ps / (1000 * u)), math.ceil(read_bps / (2 * MiB * u)))
     maint = seconds / p.maintenance_interval_s
@@ -148,8 +154,11 @@ def cost_of_measured_run(
         dynamodb_rru=rru_total,
         kinesis_od_stream_hours=hours,
         kinesis_od_ingest_gb=od_ingest / GiB,
-        kinesis_od_retrieval_gb=bytes_out / GiB,
+        kinesis_od_retrieval_gb=shared_out / GiB,
+        kinesis_od_efo_retrieval_gb=(bytes_out - shared_out) / GiB,
         kinesis_shard_hours=shards * hours,
+        kinesis_efo_consumer_shard_hours=shards * hours if fan_out else 0.0,
+        kinesis_efo_retrieval_gb=(bytes_out - shared_out) / GiB,
         kinesis_ppu=puts * kinesis_put_payload_units(mean_record),
         s3_put_requests=float(req.get("s3.PutObject", 0)),
         s3_get_requests=float(req.get("s3.GetObject", 0)),
