@@ -39,6 +39,7 @@ from magnetar.client.types import (
     ConsumerType,
     InitialPosition,
 )
+from magnetar.core.dispatch import LOOK_ONCE_MAX_WAIT_MS
 from magnetar.core.entry import Entry
 from magnetar.core.naming import TopicName
 
@@ -118,6 +119,7 @@ class Consumer(ConsumerBase):
         # grouped acks, by message id text; its event wakes the background thread (acks to send, or the close)
         self._pending = AckGroup()
         self._closed = threading.Event()
+        self._batch_short = False  # the previous batch receive's poll ended short of its count
         # polled by a partitioned consumer's shared poll (client/partitioned.py), which then
         # takes its messages (`_sink`), its acks and its heartbeats: this one polls nothing itself
         self._grouped = False
@@ -159,7 +161,15 @@ class Consumer(ConsumerBase):
             self._check_open()
             if len(self._queue) < limit:
                 want = limit - len(self._queue)
-                self._poll(max(0, self._batch_policy.timeout_ms), min_messages=want, max_messages=max(want, 1))
+                wait_ms = max(0, self._batch_policy.timeout_ms)
+                if self._batch_short and 0 < wait_ms <= LOOK_ONCE_MAX_WAIT_MS:
+                    # short of its count last time: this one would be too, so wait here and look once
+                    # at the end; a broker function waiting bills its memory for the whole wait
+                    self._closed.wait(wait_ms / 1000)
+                    self._check_open()
+                    wait_ms = 0
+                self._poll(wait_ms, min_messages=want, max_messages=max(want, 1))
+                self._batch_short = len(self._queue) < limit
             return self._take_batch(limit)
 
     def acknowledge(self, message: Message | MessageId) -> None:
