@@ -35,6 +35,7 @@ LOCAL_TABLE_NAME = "magnetar-metadata"
 LOCAL_BUCKET_NAME = "magnetar-segments"
 LOCAL_STREAM_NAME = "magnetar-journal"
 LOCAL_SHARD_COUNT = 2
+MAX_LOCAL_SHARD_COUNT = 64  # local up --journal-shards
 
 # Environment variables read by the handlers.
 ENV_TABLE = "MAGNETAR_TABLE"

@@ -36,6 +36,7 @@ from magnetar.config import (
     LOCAL_SHARD_COUNT,
     MAINTENANCE_INTERVAL_S,
     MAX_JOURNAL_BATCHING_WINDOW_S,
+    MAX_LOCAL_SHARD_COUNT,
 )
 from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, MAX_SEAL_LATENCY_MS
 from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
@@ -117,7 +118,7 @@ def local_up(
              f"stack's sealLatencyMs; default {DEFAULT_SEAL_LATENCY_MS}): seals follow the load. 0: seal every batch at once.")
     ] = None,
     journal_shards: Annotated[int, typer.Option(
-        min=1, max=64, help="Shards of the journal stream (each takes 1 MiB/s or 1,000 records/s in).")
+        min=1, max=MAX_LOCAL_SHARD_COUNT, help="Shards of the journal stream (each takes 1 MiB/s or 1,000 records/s in).")
     ] = LOCAL_SHARD_COUNT,
     pulsar_port: Annotated[int, typer.Option(
         help="Port of Pulsar's binary protocol (the official clients: pulsar://host:port); 0: off.")] = 6650,

@@ -17,6 +17,8 @@ from rich.table import Table
 
 from magnetar.cli.common import AuthParams, AuthPlugin, authentication, call
 from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS
+from magnetar.config import MAX_LOCAL_SHARD_COUNT
+from magnetar.core.ledger.pacing import MAX_SEAL_LATENCY_MS
 
 console = Console()
 perf_app = typer.Typer(help="Measure throughput, latency and AWS cost (like pulsar-perf).", no_args_is_help=True)
@@ -62,10 +64,10 @@ CheckDelivery = Annotated[bool, typer.Option(
                              "exactly once (lost, duplicated).")]
 AwsLimits = Annotated[str, typer.Option("--aws-limits", help="The local cluster enforces AWS's service limits: on|off.")]
 SealLatency = Annotated[int | None, typer.Option(
-    "--seal-latency-ms", min=0, max=10_000,
+    "--seal-latency-ms", min=0, max=MAX_SEAL_LATENCY_MS,
     help="The local cluster's seal latency target in ms (local up --seal-latency-ms; default: the cluster's).")]
 JournalShards = Annotated[int | None, typer.Option(
-    "--journal-shards", min=1, max=64,
+    "--journal-shards", min=1, max=MAX_LOCAL_SHARD_COUNT,
     help="Shards of the local cluster's journal stream (local up --journal-shards; default: the cluster's).")]
 BatchingWindow = Annotated[int | None, typer.Option(
     "--journal-batching-window", min=0, max=300,
