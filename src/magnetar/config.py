@@ -64,6 +64,12 @@ ENV_TAIL_READS = "MAGNETAR_TAIL_READS"
 # The journal consumer holds a batch of a busy shard until its oldest record has waited this long
 # (ms) before sealing it, so that seals follow the load: magnetar.core.ledger.pacing.
 ENV_SEAL_LATENCY_MS = "MAGNETAR_SEAL_LATENCY_MS"
+# The instance: this deployment's cluster name, and the configuration store shared by every cluster
+# of the instance (a DynamoDB global table; its home replica, in MAGNETAR_CONFIG_REGION, takes the
+# writes). Unset: the cluster is its own instance and keeps its configuration in its metadata table.
+ENV_CLUSTER_NAME = "MAGNETAR_CLUSTER_NAME"
+ENV_CONFIG_TABLE = "MAGNETAR_CONFIG_TABLE"
+ENV_CONFIG_REGION = "MAGNETAR_CONFIG_REGION"
 # Routes served without authentication (the stack attaches no authorizer to them)
 PUBLIC_ROUTES = frozenset({"GET /openapi.json"})
 
@@ -88,6 +94,11 @@ def seal_latency_ms_from_env() -> int:
 
     value = os.environ.get(ENV_SEAL_LATENCY_MS, "").strip()
     return check_seal_latency(int(value)) if value else DEFAULT_SEAL_LATENCY_MS
+
+
+def cluster_name_from_env() -> str:
+    """This deployment's cluster name (Pulsar's clusterName), `standalone` when unset."""
+    return os.environ.get(ENV_CLUSTER_NAME, "").strip() or CLUSTER_NAME
 
 
 def auth_settings_from_env() -> AuthSettings:
@@ -134,6 +145,8 @@ class ResourceNames:
     table: str
     bucket: str
     stream: str
+    config_table: str = ""  # the instance's configuration store ("": the metadata table)
+    config_region: str = ""  # the region of its home replica ("": this region)
 
     @classmethod
     def from_env(cls) -> ResourceNames:
@@ -141,10 +154,17 @@ class ResourceNames:
             table=os.environ.get(ENV_TABLE, LOCAL_TABLE_NAME),
             bucket=os.environ.get(ENV_BUCKET, LOCAL_BUCKET_NAME),
             stream=os.environ.get(ENV_STREAM, LOCAL_STREAM_NAME),
+            config_table=os.environ.get(ENV_CONFIG_TABLE, ""),
+            config_region=os.environ.get(ENV_CONFIG_REGION, ""),
         )
 
     def as_env(self) -> dict[str, str]:
-        return {ENV_TABLE: self.table, ENV_BUCKET: self.bucket, ENV_STREAM: self.stream}
+        env = {ENV_TABLE: self.table, ENV_BUCKET: self.bucket, ENV_STREAM: self.stream}
+        if self.config_table:
+            env[ENV_CONFIG_TABLE] = self.config_table
+        if self.config_region:
+            env[ENV_CONFIG_REGION] = self.config_region
+        return env
 
 
 LOCAL_RESOURCES = ResourceNames(LOCAL_TABLE_NAME, LOCAL_BUCKET_NAME, LOCAL_STREAM_NAME)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import cache
 
+from magnetar.adapters.aws.clients import client
 from magnetar.config import (
     ResourceNames,
     auth_settings_from_env,
@@ -21,6 +22,8 @@ def build_broker() -> Broker:
     from magnetar.adapters.aws.s3 import S3SegmentStore
 
     names = ResourceNames.from_env()
-    return Broker(DynamoMetadataStore(names.table), S3SegmentStore(names.bucket), KinesisJournal(names.stream),
+    metadata = DynamoMetadataStore(names.table, config_table=names.config_table,
+                                   config_dynamodb=client("dynamodb", names.config_region) if names.config_region else None)
+    return Broker(metadata, S3SegmentStore(names.bucket), KinesisJournal(names.stream),
                   auth=auth_settings_from_env(), tail_reads=tail_reads_from_env(),
                   seal_latency_ms=seal_latency_ms_from_env())

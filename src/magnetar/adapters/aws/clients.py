@@ -96,17 +96,18 @@ def unprocessed_backoff(attempt: int) -> None:
     time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
 
 
-def client(service: str) -> Any:
+def client(service: str, region: str | None = None) -> Any:
     """One client per service per process (clients are thread-safe; sessions are not) and per
     endpoint in effect: a process that moves to another endpoint (tests, `magnetar local up` after
-    another emulator) never reuses a client made for the previous one."""
+    another emulator) never reuses a client made for the previous one. `region`: another region
+    than the process's (the instance's configuration store at its home replica)."""
     variable = f"AWS_ENDPOINT_URL_{service.upper().replace('-', '_')}"
-    return _client(service, os.environ.get(variable) or os.environ.get("AWS_ENDPOINT_URL"))
+    return _client(service, os.environ.get(variable) or os.environ.get("AWS_ENDPOINT_URL"), region or None)
 
 
 @cache
-def _client(service: str, endpoint: str | None) -> Any:
+def _client(service: str, endpoint: str | None, region: str | None = None) -> Any:
     session = boto3.session.Session()
-    c = session.client(service, config=_CONFIG)  # type: ignore[call-overload]
+    c = session.client(service, config=_CONFIG, region_name=region)  # type: ignore[call-overload]
     c.meta.events.register("before-send", REQUESTS)
     return c

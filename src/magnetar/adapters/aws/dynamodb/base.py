@@ -52,27 +52,35 @@ def _condition_failed(exc: ClientError) -> bool:
 class DynamoBase:
     """The table and client every mixin of DynamoMetadataStore works on, and their shared helpers."""
 
-    def __init__(self, table: str, dynamodb: Any | None = None) -> None:
+    def __init__(self, table: str, dynamodb: Any | None = None, config_table: str = "",
+                 config_dynamodb: Any | None = None) -> None:
         self.table = table
         self.ddb = dynamodb or client("dynamodb")
+        # the configuration store (tenants, clusters, namespaces, topic listings, schemas): the
+        # instance's global table, written and read at its home replica; else this table
+        self.config_table = config_table or table
+        self.config_ddb = config_dynamodb or self.ddb
+
+    def _db(self, config: bool) -> tuple[str, Any]:
+        return (self.config_table, self.config_ddb) if config else (self.table, self.ddb)
 
     # --- small helpers -------------------------------------------------------------------
-    def _if(self, operation: str, **kwargs: Any) -> bool:
+    def _if(self, operation: str, config: bool = False, **kwargs: Any) -> bool:
         """Run a conditional write; False (and nothing written) when its condition does not hold."""
         try:
-            getattr(self.ddb, operation)(**kwargs)
+            getattr(self._db(config)[1], operation)(**kwargs)
             return True
         except ClientError as exc:
             if _condition_failed(exc):
                 return False
             raise
 
-    def _transact(self, items: list[dict[str, Any]]) -> dict[int, str] | None:
+    def _transact(self, items: list[dict[str, Any]], config: bool = False) -> dict[int, str] | None:
         """One TransactWriteItems; None when it was applied, else the items that cancelled it, by
         position, with their reason ("ConditionalCheckFailed", "TransactionConflict",
         "ThrottlingError", …): nothing was written."""
         try:
-            self.ddb.transact_write_items(TransactItems=items)
+            self._db(config)[1].transact_write_items(TransactItems=items)
             return None
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
@@ -115,39 +123,43 @@ class DynamoBase:
                 group = [i for i in group if i not in failed]
         return done
 
-    def _put_new(self, item: dict[str, Any]) -> bool:
-        return self._if("put_item", TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)")
+    def _put_new(self, item: dict[str, Any], config: bool = False) -> bool:
+        return self._if("put_item", config, TableName=self._db(config)[0], Item=item,
+                        ConditionExpression="attribute_not_exists(pk)")
 
-    def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
-        item: dict[str, Any] | None = self.ddb.get_item(
-            TableName=self.table, Key={"pk": _s(pk), "sk": _s(sk)}, ConsistentRead=True
+    def _get(self, pk: str, sk: str, config: bool = False) -> dict[str, Any] | None:
+        table, ddb = self._db(config)
+        item: dict[str, Any] | None = ddb.get_item(
+            TableName=table, Key={"pk": _s(pk), "sk": _s(sk)}, ConsistentRead=True
         ).get("Item")
         return item
 
-    def _query_sks(self, pk: str, prefix: str = "") -> list[str]:
+    def _query_sks(self, pk: str, prefix: str = "", config: bool = False) -> list[str]:
         out: list[str] = []
+        table, ddb = self._db(config)
         kwargs: dict[str, Any] = {
-            "TableName": self.table,
+            "TableName": table,
             "KeyConditionExpression": "pk = :pk" + (" AND begins_with(sk, :p)" if prefix else ""),
             "ExpressionAttributeValues": {":pk": _s(pk), **({":p": _s(prefix)} if prefix else {})},
             "ProjectionExpression": "sk",
         }
         while True:
-            page = self.ddb.query(**kwargs)
+            page = ddb.query(**kwargs)
             out.extend(item["sk"]["S"][len(prefix):] for item in page["Items"])
             if "LastEvaluatedKey" not in page:
                 return out
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def _batch_get(self, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _batch_get(self, keys: list[dict[str, Any]], config: bool = False) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
+        table, ddb = self._db(config)
         for start in range(0, len(keys), 100):
-            request: dict[str, Any] = {self.table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
+            request: dict[str, Any] = {table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
             for attempt in range(UNPROCESSED_ATTEMPTS + 1):
                 if attempt:
                     unprocessed_backoff(attempt - 1)  # throttled keys: back off before asking again
-                page = self.ddb.batch_get_item(RequestItems=request)
-                found.extend(page["Responses"].get(self.table, []))
+                page = ddb.batch_get_item(RequestItems=request)
+                found.extend(page["Responses"].get(table, []))
                 request = page.get("UnprocessedKeys") or {}
                 if not request:
                     break

@@ -33,13 +33,14 @@ class CatalogItems(DynamoBase):
                 "sk": _s(tenant.name),
                 "adminRoles": {"L": [_s(r) for r in tenant.admin_roles]},
                 "allowedClusters": {"L": [_s(c) for c in tenant.allowed_clusters]},
-            }
+            },
+            config=True,
         )
 
     def update_tenant(self, tenant: TenantInfo) -> bool:
         return self._if(
-            "update_item",
-            TableName=self.table,
+            "update_item", True,
+            TableName=self.config_table,
             Key={"pk": _s("TENANTS"), "sk": _s(tenant.name)},
             UpdateExpression="SET adminRoles = :a, allowedClusters = :c",
             ConditionExpression="attribute_exists(pk)",
@@ -48,7 +49,7 @@ class CatalogItems(DynamoBase):
         )
 
     def get_tenant(self, name: str) -> TenantInfo | None:
-        item = self._get("TENANTS", name)
+        item = self._get("TENANTS", name, config=True)
         if item is None:
             return None
         roles = tuple(v["S"] for v in item.get("adminRoles", {}).get("L", []))
@@ -56,7 +57,7 @@ class CatalogItems(DynamoBase):
         return TenantInfo(name, roles, clusters)
 
     def list_tenants(self) -> list[str]:
-        return self._query_sks("TENANTS")
+        return self._query_sks("TENANTS", config=True)
 
     def create_namespace(self, namespace: NamespaceInfo) -> bool:
         return self._put_new(
@@ -65,11 +66,12 @@ class CatalogItems(DynamoBase):
                 "sk": _s(namespace.name.namespace),
                 "policies": _s(json.dumps(namespace.policies)),
                 "policy_index": _n(1),  # topics_with_policies is kept from the start (absent: none)
-            }
+            },
+            config=True,
         )
 
     def get_namespace(self, name: NamespaceName) -> NamespaceInfo | None:
-        item = self._get(f"NAMESPACES#{name.tenant}", name.namespace)
+        item = self._get(f"NAMESPACES#{name.tenant}", name.namespace, config=True)
         if item is None:
             return None
         raw = item.get("policies", {})
@@ -80,46 +82,47 @@ class CatalogItems(DynamoBase):
         return NamespaceInfo(name, policies, indexed)
 
     def list_namespaces(self, tenant: str) -> list[str]:
-        return self._query_sks(f"NAMESPACES#{tenant}")
+        return self._query_sks(f"NAMESPACES#{tenant}", config=True)
 
     def create_topic(self, topic: TopicName, now_ms: int, max_topics: int = 0) -> bool:
-        return self._transact_counted(
+        """The topic's listing (configuration store, with the namespace's counter) then its writer
+        counter (this cluster's table). Two writes, each safe to repeat: a topic listed by another
+        cluster of the instance, or whose writer counter a crash left unwritten, gets its counter
+        here (False: it was listed already)."""
+        listed = self._transact_counted(
             topic.namespace_name, 1, max_topics,
             [
                 {
                     "Put": {
-                        "TableName": self.table,
+                        "TableName": self.config_table,
                         "Item": {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic)), "createdAt": _n(now_ms)},
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": {
-                            "pk": _tp(topic),
-                            "sk": _s("WRITER"),
-                            "next_entry": _n(0),
-                            "ledger_id": _n(0),
-                            "ledger_first_entry": _n(0),
-                            "ledger_opened_at": _n(now_ms),
-                            "created_at": _n(now_ms),
-                            "dedup_seq": {"M": {}},
-                            "dedup_entry": {"M": {}},
-                            "dedup_ledger": {"M": {}},
-                            "dedup_at": {"M": {}},
-                            "msg_in": _n(0),
-                            "bytes_in": _n(0),
-                            "pub_last": {"M": {}},
-                            "pub_msgs": {"M": {}},
-                            "pub_bytes": {"M": {}},
-                            "pub_since": {"M": {}},
-                        },
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
                 },
             ],
         )
+        self._put_new(
+            {
+                "pk": _tp(topic),
+                "sk": _s("WRITER"),
+                "next_entry": _n(0),
+                "ledger_id": _n(0),
+                "ledger_first_entry": _n(0),
+                "ledger_opened_at": _n(now_ms),
+                "created_at": _n(now_ms),
+                "dedup_seq": {"M": {}},
+                "dedup_entry": {"M": {}},
+                "dedup_ledger": {"M": {}},
+                "dedup_at": {"M": {}},
+                "msg_in": _n(0),
+                "bytes_in": _n(0),
+                "pub_last": {"M": {}},
+                "pub_msgs": {"M": {}},
+                "pub_bytes": {"M": {}},
+                "pub_since": {"M": {}},
+            }
+        )
+        return listed
 
     def _transact_counted(self, namespace: NamespaceName, added: int, max_topics: int,
                           items: list[dict[str, Any]]) -> bool:
@@ -127,10 +130,10 @@ class CatalogItems(DynamoBase):
         goes up by `added` in it, refused (TopicLimitReached) when that would pass the limit.
         False when one of `items`' own conditions failed (the topic exists)."""
         if max_topics <= 0:
-            return self._if("transact_write_items", TransactItems=items)
+            return self._if("transact_write_items", True, TransactItems=items)
         counter = {
             "Update": {
-                "TableName": self.table,
+                "TableName": self.config_table,
                 "Key": {"pk": _s(f"NAMESPACES#{namespace.tenant}"), "sk": _s(namespace.namespace)},
                 "UpdateExpression": "SET topic_count = if_not_exists(topic_count, :zero) + :added",
                 "ConditionExpression": "attribute_exists(pk) AND"
@@ -141,7 +144,7 @@ class CatalogItems(DynamoBase):
         }
         for attempt in range(_TXN_RETRIES):
             try:
-                self.ddb.transact_write_items(TransactItems=[*items, counter])
+                self.config_ddb.transact_write_items(TransactItems=[*items, counter])
                 return True
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
@@ -160,8 +163,8 @@ class CatalogItems(DynamoBase):
 
     def set_topic_count(self, namespace: NamespaceName, count: int) -> None:
         self._if(
-            "update_item",
-            TableName=self.table,
+            "update_item", True,
+            TableName=self.config_table,
             Key={"pk": _s(f"NAMESPACES#{namespace.tenant}"), "sk": _s(namespace.namespace)},
             UpdateExpression="SET topic_count = :n",
             ConditionExpression="attribute_exists(pk)",
@@ -169,7 +172,7 @@ class CatalogItems(DynamoBase):
         )
 
     def list_topics(self, namespace: NamespaceName) -> list[str]:
-        return self._query_sks(f"TOPICS#{namespace}")
+        return self._query_sks(f"TOPICS#{namespace}", config=True)
 
     def create_partitioned_topic(self, topic: TopicName, partitions: int, max_topics: int = 0) -> bool:
         return self._transact_counted(
@@ -177,7 +180,7 @@ class CatalogItems(DynamoBase):
             [
                 {
                     "Put": {
-                        "TableName": self.table,
+                        "TableName": self.config_table,
                         "Item": {"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic)),
                                  "partitions": _n(partitions)},
                         "ConditionExpression": "attribute_not_exists(pk)",
@@ -185,7 +188,7 @@ class CatalogItems(DynamoBase):
                 },
                 {
                     "ConditionCheck": {
-                        "TableName": self.table,
+                        "TableName": self.config_table,
                         "Key": {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic))},
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
@@ -194,14 +197,14 @@ class CatalogItems(DynamoBase):
         )
 
     def get_partitions(self, topic: TopicName) -> int | None:
-        item = self._get(f"PARTITIONED#{topic.namespace_name}", str(topic))
+        item = self._get(f"PARTITIONED#{topic.namespace_name}", str(topic), config=True)
         return _int(item, "partitions") if item else None
 
     def update_partitions(self, topic: TopicName, partitions: int, max_topics: int = 0, previous: int = 0) -> bool:
         if max_topics > 0:  # the added partitions count against the namespace's limit
             return self._transact_counted(topic.namespace_name, partitions - previous, max_topics, [{
                 "Update": {
-                    "TableName": self.table,
+                    "TableName": self.config_table,
                     "Key": {"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic))},
                     "UpdateExpression": "SET #n = :n",
                     "ConditionExpression": "#n = :previous AND #n < :n",
@@ -210,8 +213,8 @@ class CatalogItems(DynamoBase):
                 }
             }])
         return self._if(
-            "update_item",
-            TableName=self.table,
+            "update_item", True,
+            TableName=self.config_table,
             Key={"pk": _s(f"PARTITIONED#{topic.namespace_name}"), "sk": _s(str(topic))},
             UpdateExpression="SET #n = :n",
             ConditionExpression="#n < :n",
@@ -220,12 +223,12 @@ class CatalogItems(DynamoBase):
         )
 
     def list_partitioned_topics(self, namespace: NamespaceName) -> list[str]:
-        return self._query_sks(f"PARTITIONED#{namespace}")
+        return self._query_sks(f"PARTITIONED#{namespace}", config=True)
 
     # --- policies ------------------------------------------------------------------------------
     def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any]) -> None:
-        self.ddb.update_item(
-            TableName=self.table,
+        self.config_ddb.update_item(
+            TableName=self.config_table,
             Key={"pk": _s(f"NAMESPACES#{namespace.tenant}"), "sk": _s(namespace.namespace)},
             UpdateExpression="SET policies = :p",
             ConditionExpression="attribute_exists(pk)",
@@ -241,7 +244,7 @@ class CatalogItems(DynamoBase):
         ]
 
     def get_topic_policies(self, topic: TopicName) -> dict[str, Any]:
-        for item in self._batch_get(self._policy_keys(topic)):
+        for item in self._batch_get(self._policy_keys(topic), config=True):
             if "policies" in item:
                 policies: dict[str, Any] = json.loads(item["policies"]["S"])
                 return policies
@@ -262,11 +265,11 @@ class CatalogItems(DynamoBase):
                             "ExpressionAttributeValues": {":t": {"SS": [str(base)]}}}
         for key in reversed(self._policy_keys(topic)):  # a partitioned topic's item first
             listing_update = {
-                "TableName": self.table, "Key": key, "UpdateExpression": "SET policies = :p",
+                "TableName": self.config_table, "Key": key, "UpdateExpression": "SET policies = :p",
                 "ConditionExpression": "attribute_exists(pk)", "ExpressionAttributeValues": {":p": _s(json.dumps(policies))},
             }
             failed = self._transact([{"Update": listing_update},
-                                     {"Update": {"TableName": self.table, "Key": namespace_key, **index_update}}])
+                                     {"Update": {"TableName": self.config_table, "Key": namespace_key, **index_update}}], config=True)
             if failed is None:
                 return True
             if any(code != "ConditionalCheckFailed" for code in failed.values()):
@@ -277,7 +280,7 @@ class CatalogItems(DynamoBase):
             # (a failure here raises: overrides written while the index still claimed to list
             # every such topic would be ignored), then the overrides are written alone (every
             # publish reads its topic's overrides again)
-            self._if("update_item", TableName=self.table, Key=namespace_key, UpdateExpression="REMOVE policy_index",
+            self._if("update_item", True, TableName=self.config_table, Key=namespace_key, UpdateExpression="REMOVE policy_index",
                      ConditionExpression="attribute_exists(pk)")
-            return self._if("update_item", **listing_update)
+            return self._if("update_item", True, **listing_update)
         return False

@@ -23,13 +23,13 @@ class SchemaItems(DynamoBase):
     def get_schemas(self, schema_id: str) -> list[StoredSchema]:
         out: list[StoredSchema] = []
         kwargs: dict[str, Any] = {
-            "TableName": self.table,
+            "TableName": self.config_table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :v)",
             "ExpressionAttributeValues": {":pk": _s(f"SCHEMA#{schema_id}"), ":v": _s("V#")},
             "ConsistentRead": True,
         }
         while True:
-            page = self.ddb.query(**kwargs)
+            page = self.config_ddb.query(**kwargs)
             for item in page["Items"]:
                 schema = SchemaData(item["type"]["S"], item.get("data", {}).get("S", ""),
                                     json.loads(item.get("props", {}).get("S", "{}")))
@@ -49,4 +49,4 @@ class SchemaItems(DynamoBase):
             "props": _s(json.dumps(schema.schema.properties, sort_keys=True)),
             "ts": _n(schema.timestamp),
             "deleted": {"BOOL": schema.deleted},
-        })
+        }, config=True)

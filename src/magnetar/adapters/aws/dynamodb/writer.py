@@ -26,8 +26,9 @@ _RATE_CACHE = 10_000
 class WriterItems(DynamoBase):
     """The WRITER item of each topic partition."""
 
-    def __init__(self, table: str, dynamodb: Any | None = None) -> None:
-        super().__init__(table, dynamodb)
+    def __init__(self, table: str, dynamodb: Any | None = None, config_table: str = "",
+                 config_dynamodb: Any | None = None) -> None:
+        super().__init__(table, dynamodb, config_table, config_dynamodb)
         # publish rate: the virtual clocks this container last saw per topic partition, to pick the
         # form of the reservation write (a hint: a wrong guess costs one more write, never a wrong answer)
         self._rate_tats: dict[str, tuple[int, int]] = {}
