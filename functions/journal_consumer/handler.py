@@ -15,9 +15,10 @@ from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities.data_classes import KinesisStreamEvent
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from magnetar.adapters.aws import build_broker
+from magnetar.adapters.aws import build_broker, build_replicator
 from magnetar.adapters.aws.connections import build_push
 from magnetar.core.ports import JournalPosition, JournalRecord
+from magnetar.core.replication import replication_by_remote
 
 logger = Logger()
 
@@ -39,6 +40,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     plan = push.plan_journal_batch(records)  # the batch's seal states and the entries it settles
     outcome = sealer.seal(records, plan.states)
     pushed = push.dispatch_journal_batch(plan)  # to the connections found now, served from memory
+    # geo-replication: the sealed entries of topics with other clusters, to those clusters
+    replicated = build_replicator().replicate_batch(records, build_broker().cache)
     # One metrics object per invocation: Powertools' shared Metrics keeps accumulating while
     # metrics are disabled (locally) and then prints anyway at 100 values.
     metrics = EphemeralMetrics(namespace="Magnetar")
@@ -55,6 +58,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if plan.connections:
         metrics.add_metric("PushedMessages", MetricUnit.Count, pushed.pushed)
     metrics.flush_metrics()
+    for remote, (messages, backlog, delay_ms) in replication_by_remote(replicated).items():
+        per_remote = EphemeralMetrics(namespace="Magnetar")
+        per_remote.add_dimension("RemoteCluster", remote)
+        per_remote.add_metric("ReplicatedMessages", MetricUnit.Count, messages)
+        per_remote.add_metric("ReplicationBacklog", MetricUnit.Count, backlog)
+        per_remote.add_metric("ReplicationDelay", MetricUnit.Milliseconds, delay_ms)
+        per_remote.flush_metrics()
     logger.info("sealed", extra={"outcome": outcome.__dict__, "records": len(records), "held_ms": held_ms,
                                  "pushed": pushed.__dict__})
     if outcome.retry_from is not None:

@@ -14,7 +14,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from magnetar.adapters.aws import build_broker
+from magnetar.adapters.aws import build_broker, build_replicator
 from magnetar.adapters.aws.compaction import build_compactor
 from magnetar.adapters.aws.connections import build_push
 
@@ -28,6 +28,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     topics = event.get("topics")
     if topics is not None and not (isinstance(topics, list) and all(isinstance(t, str) for t in topics)):
         raise ValueError("'topics' must be a list of topic names")
+    build_replicator()  # geo-replication: replicators left behind by an unreachable cluster catch up
     build_compactor()  # topic compaction: the run starts (compactionThreshold) and continues compactions
     report = build_broker().maintenance.run(topics)
     # Push consumers: due redeliveries (negative-ack delays, ack timeouts), acknowledgements still in

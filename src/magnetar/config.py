@@ -70,6 +70,9 @@ ENV_SEAL_LATENCY_MS = "MAGNETAR_SEAL_LATENCY_MS"
 ENV_CLUSTER_NAME = "MAGNETAR_CLUSTER_NAME"
 ENV_CONFIG_TABLE = "MAGNETAR_CONFIG_TABLE"
 ENV_CONFIG_REGION = "MAGNETAR_CONFIG_REGION"
+# The header naming the cluster a replicator's request comes from (logs; the local runtime's
+# network emulation partitions by it)
+SOURCE_CLUSTER_HEADER = "X-Magnetar-Source-Cluster"
 # Routes served without authentication (the stack attaches no authorizer to them)
 PUBLIC_ROUTES = frozenset({"GET /openapi.json"})
 

@@ -70,6 +70,12 @@ def _authorize(access: Access, domain: str | None) -> Callable[[Any, NextMiddlew
     return authorize
 
 
+def require(access: Access) -> None:
+    """A further check inside a route, beyond the route's own access (a replicated copy's
+    publish: superusers only)."""
+    build_broker().authz.check(principal_of_http_event(current_event().raw_event), access)
+
+
 def guarded(router: Router, method: str, path: str, access: Access, domain: str | None = None, *,
             request: Schema = None, response: Schema = None, query: dict[str, Param] | None = None,
             errors: tuple[int, ...] = (), summary: str = "") -> Callable[[Handler], Handler]:

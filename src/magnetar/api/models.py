@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator, model_validator
 
 from magnetar.core.dispatch import MAX_WAIT_MS
 
@@ -40,6 +40,9 @@ class ProducerMessage(_Body):
     key: str | None = None
     eventTime: int = Field(default=0, ge=0, le=INT64_MAX)
     nullValue: bool = False
+    # Pulsar's REST producer: the clusters this message is stored in / stored here only
+    replicationClusters: ClusterList | None = Field(default=None, max_length=64)
+    disableReplication: bool = False
 
     @field_validator("payload")
     @classmethod
@@ -68,6 +71,22 @@ class ChunkModel(_Body):
     totalSize: int = Field(ge=0, le=INT64_MAX)
 
 
+class OriginModel(_Body):
+    """A replicated copy's origin (a replicator's publish; superusers only): the cluster that
+    stored the entry first, its id there, and the metadata it was published with."""
+
+    cluster: str = Field(min_length=1, max_length=255)
+    ledgerId: int = Field(ge=0, le=INT64_MAX)
+    entryId: int = Field(ge=0, le=INT64_MAX)
+    producerName: str = Field(default="", max_length=255)
+    sequenceId: int = Field(default=-1, ge=-1, le=INT64_MAX)
+    highestSequenceId: int = Field(default=-1, ge=-1, le=INT64_MAX)
+    publishTime: int = Field(ge=0, le=INT64_MAX)
+
+
+ClusterList = list[Annotated[str, StringConstraints(min_length=1, max_length=255)]]
+
+
 class BatchModel(_Body):
     """A batch the SDK encoded (msgpack messages, compressed): stored as it comes."""
 
@@ -82,6 +101,10 @@ class BatchModel(_Body):
     # in `batches` only (each batch its own; with `batch`, the request's are used)
     sequenceId: int | None = Field(default=None, ge=-1, le=INT64_MAX)
     highestSequenceId: int | None = Field(default=None, ge=-1, le=INT64_MAX)
+    # geo-replication: the clusters this batch is stored in (pulsar-client's replication_clusters;
+    # [] with disable_replication; absent: the topic's replication clusters), and a replicated copy's origin
+    replicationClusters: ClusterList | None = Field(default=None, max_length=64)
+    origin: OriginModel | None = None
 
     @field_validator("payload")
     @classmethod

@@ -27,16 +27,20 @@ from magnetar.cli.common import (
     on_off,
 )
 from magnetar.cli.cost import cost_command
+from magnetar.cli.instance import outage_command
 from magnetar.cli.perf import perf_app
 from magnetar.cli.spark import spark_app
 from magnetar.cli.tokens import tokens_app
 from magnetar.cli.verify import verify_command
 from magnetar.config import (
+    CLUSTER_NAME,
     DEFAULT_SUPERUSER_ROLE,
+    LOCAL_RESOURCES,
     LOCAL_SHARD_COUNT,
     MAINTENANCE_INTERVAL_S,
     MAX_JOURNAL_BATCHING_WINDOW_S,
     MAX_LOCAL_SHARD_COUNT,
+    ResourceNames,
 )
 from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, MAX_SEAL_LATENCY_MS
 from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
@@ -60,6 +64,7 @@ app.add_typer(tokens_app, name="tokens")
 app.add_typer(spark_app, name="spark")
 app.command("verify")(verify_command)
 app.command("cost")(cost_command)
+local_app.command("outage")(outage_command)
 
 
 def _fail(message: str) -> None:
@@ -127,6 +132,13 @@ def local_up(
              "with --pulsar-tls-cert and --pulsar-tls-key (PEM). On AWS the load balancer terminates TLS.")] = None,
     pulsar_tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate chain for --pulsar-tls-port.")] = None,
     pulsar_tls_key: Annotated[Path | None, typer.Option(help="PEM private key for --pulsar-tls-port.")] = None,
+    cluster_name: Annotated[str, typer.Option(
+        help="This cluster's name (Pulsar's clusterName): the instance knows it by it.")] = CLUSTER_NAME,
+    clusters: Annotated[str | None, typer.Option(
+        help="Run an instance of several clusters (comma-separated names, e.g. east,west): each in a process and "
+             "a region of its own, on consecutive ports from --port and --pulsar-port, sharing one configuration "
+             "store.")] = None,
+    instance_dir: Annotated[Path | None, typer.Option(hidden=True, help="The instance this cluster is part of.")] = None,
 ) -> None:
     """Start the AWS emulator, the resources, the HTTP API, the journal consumer and the maintenance
     schedule; Ctrl-C stops all."""
@@ -137,7 +149,31 @@ def local_up(
     key_file = None
     if auth:
         key_file = token_secret_key or _local_token_key()
-    cluster = LocalCluster(host=host, port=port, aws_port=aws_port, aws_endpoint=aws_endpoint,
+    if clusters is not None:
+        from magnetar.cli.instance import run_instance
+
+        forwarded = [*(["--auth", "--token-secret-key", str(key_file)] if auth else []),
+                     *[a for role in superuser_role for a in ("--superuser-role", role)],
+                     "--maintenance-interval", str(maintenance_interval), "--aws-limits", aws_limits,
+                     *(["--aws-latency"] if aws_latency else []), "--lambda-concurrency", str(lambda_concurrency),
+                     "--journal-fan-out" if journal_fan_out else "--no-journal-fan-out",
+                     *(["--journal-batching-window", str(journal_batching_window)]
+                       if journal_batching_window is not None else []),
+                     *(["--seal-latency-ms", str(seal_latency_ms)] if seal_latency_ms is not None else []),
+                     "--journal-shards", str(journal_shards), *(["--tail-reads", tail_reads] if tail_reads else [])]
+        run_instance([c.strip() for c in clusters.split(",") if c.strip()], host, port, pulsar_port, aws_port,
+                     aws_endpoint, AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
+                     forwarded)
+        return
+    names, network = LOCAL_RESOURCES, None
+    if instance_dir is not None:  # a cluster of `local up --clusters`
+        from magnetar.local.network import LocalNetwork
+
+        network = LocalNetwork.read(instance_dir)
+        base = ResourceNames.from_env()
+        names = ResourceNames(base.table, f"{base.bucket}-{cluster_name}", base.stream, base.config_table,
+                              base.config_region)
+    cluster = LocalCluster(names=names, network=network, cluster_name=cluster_name,host=host, port=port, aws_port=aws_port, aws_endpoint=aws_endpoint,
                            maintenance_interval_s=maintenance_interval, auth=auth, token_secret_key=key_file,
                            superuser_roles=tuple(superuser_role),
                            fidelity=AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
@@ -151,7 +187,8 @@ def local_up(
     try:
         with console.status("starting the local cluster..."):
             cluster.start()
-        console.print(f"[green]Magnetar is up[/green]  HTTP API [bold]{cluster.url}[/bold]  AWS endpoint {cluster.endpoint}")
+        console.print(f"[green]Magnetar is up[/green]  cluster [bold]{cluster.cluster_name}[/bold]  "
+                      f"HTTP API [bold]{cluster.url}[/bold]  AWS endpoint {cluster.endpoint}")
         console.print(f"  export {SERVICE_URL_ENV}={cluster.url}    (Ctrl-C to stop)")
         if cluster.pulsar_url:
             console.print(f"  Pulsar binary protocol [bold]{cluster.pulsar_url}[/bold]  (the official clients)")

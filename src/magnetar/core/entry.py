@@ -145,6 +145,28 @@ def decode_message_columns(data: bytes) -> tuple[list[bytes], list[str | None], 
 
 
 @dataclass(frozen=True)
+class Origin:
+    """Where a replicated entry was first stored (Pulsar's `replicated_from`): the cluster, the
+    entry's id there, and the metadata it was published with, which the copy keeps."""
+
+    cluster: str
+    ledger_id: int
+    entry_id: int
+    producer_name: str
+    sequence_id: int
+    highest_sequence_id: int
+    publish_time: int
+
+    def pack(self) -> list[Any]:
+        return [self.cluster, self.ledger_id, self.entry_id, self.producer_name, self.sequence_id,
+                self.highest_sequence_id, self.publish_time]
+
+    @classmethod
+    def unpack(cls, row: list[Any]) -> Origin:
+        return cls(str(row[0]), int(row[1]), int(row[2]), str(row[3]), int(row[4]), int(row[5]), int(row[6]))
+
+
+@dataclass(frozen=True)
 class Entry:
     topic: str
     ledger_id: int
@@ -163,6 +185,15 @@ class Entry:
     deliver_at: int  # 0: at once; else not before this instant (ms), on Shared/Key_Shared
     chunk: ChunkInfo | None
     payload: bytes  # codec(msgpack(messages))
+    # geo-replication: where a replicated entry comes from (None: published here), and the clusters
+    # a publish asked for (pulsar-client's replication_clusters; () with disable_replication;
+    # None: those of the topic's policies)
+    origin: Origin | None = None
+    replicate_to: tuple[str, ...] | None = None
+
+    @property
+    def replicated_from(self) -> str:
+        return self.origin.cluster if self.origin is not None else ""
 
     @property
     def size(self) -> int:
@@ -190,6 +221,10 @@ class Batch:
     highest_sequence_id: int = -1
     deliver_at: int = 0
     chunk: ChunkInfo | None = None
+    # a replicator's copy: the entry's origin; its sequence id (deduplication by the replicator's
+    # producer) is the origin's entry id, the stored entry keeps the origin's producer and sequence ids
+    origin: Origin | None = None
+    replicate_to: tuple[str, ...] | None = None
 
     @classmethod
     def of(cls, messages: list[Message], codec: Codec = Codec.NONE, **metadata: Any) -> Batch:
@@ -223,9 +258,16 @@ def hole_entry(topic: str, ledger_id: int, entry_id: int, now_ms: int) -> Entry:
 
 def make_entry(topic: str, ledger_id: int, entry_id: int, reserved_at: int, publish_time: int,
                producer_name: str, batch: Batch) -> Entry:
-    return Entry(topic, ledger_id, entry_id, reserved_at, publish_time, producer_name, batch.sequence_id,
-                 batch.highest_sequence_id, batch.batched, False, batch.num_messages, batch.compression,
-                 batch.uncompressed_size, batch.key, batch.deliver_at, batch.chunk, batch.payload)
+    origin = batch.origin
+    if origin is not None:  # a replicated copy keeps what its origin was published with
+        producer_name, publish_time = origin.producer_name, origin.publish_time
+        sequence, highest = origin.sequence_id, origin.highest_sequence_id
+    else:
+        sequence, highest = batch.sequence_id, batch.highest_sequence_id
+    return Entry(topic, ledger_id, entry_id, reserved_at, publish_time, producer_name, sequence,
+                 highest, batch.batched, False, batch.num_messages, batch.compression,
+                 batch.uncompressed_size, batch.key, batch.deliver_at, batch.chunk, batch.payload,
+                 origin, batch.replicate_to)
 
 
 def encode_entry(entry: Entry) -> bytes:
@@ -236,26 +278,40 @@ def encode_entry(entry: Entry) -> bytes:
         FORMAT_VERSION, entry.topic, entry.ledger_id, entry.entry_id, entry.reserved_at, entry.publish_time,
         entry.producer_name, entry.sequence_id, entry.highest_sequence_id, entry.batched, entry.hole,
         entry.num_messages, entry.compression.value, entry.uncompressed_size, entry.key, entry.deliver_at, chunk,
-        entry.payload,
     ]
+    # the replication fields, in one map before the payload and only when set: an entry without
+    # them is byte for byte what it was before they existed (and those stay readable)
+    extras: dict[str, Any] = {}
+    if entry.origin is not None:
+        extras["o"] = entry.origin.pack()
+    if entry.replicate_to is not None:
+        extras["rt"] = list(entry.replicate_to)
+    if extras:
+        body.append(extras)
+    body.append(entry.payload)
     data: bytes = msgpack.packb(body, use_bin_type=True)
     return data
 
 
-def _entry_from_fields(fields: list[Any], payload: bytes) -> Entry:
+def _entry_from_fields(fields: list[Any], payload: bytes, extras: dict[str, Any] | None = None) -> Entry:
     (version, topic, ledger_id, entry_id, reserved_at, publish_time, producer, seq, highest, batched, hole,
      num, codec, usize, key, deliver_at, chunk) = fields
     if version != FORMAT_VERSION:
         raise InvalidInput(f"Unknown entry format version {version}")
     info = ChunkInfo(chunk[0], chunk[1], chunk[2], chunk[3]) if chunk else None
+    origin = replicate_to = None
+    if extras:
+        origin = Origin.unpack(extras["o"]) if "o" in extras else None
+        replicate_to = tuple(str(c) for c in extras["rt"]) if "rt" in extras else None
     return Entry(topic, ledger_id, entry_id, reserved_at, publish_time, producer, seq, highest, batched, hole, num,
-                 Codec(codec), usize, key, deliver_at, info, payload)
+                 Codec(codec), usize, key, deliver_at, info, payload, origin, replicate_to)
 
 
 def decode_entry(data: bytes) -> Entry:
     try:
         body: list[Any] = msgpack.unpackb(data, raw=False)
-        return _entry_from_fields(body[:_HEADER_FIELDS], bytes(body[_HEADER_FIELDS]))
+        extras = body[_HEADER_FIELDS] if len(body) > _HEADER_FIELDS + 1 else None
+        return _entry_from_fields(body[:_HEADER_FIELDS], bytes(body[-1]), extras)
     except InvalidInput:
         raise
     except Exception as exc:
@@ -267,9 +323,10 @@ def peek_header(data: bytes) -> Entry:
     unpacker = msgpack.Unpacker(raw=False, max_buffer_size=len(data) + 16)
     unpacker.feed(data[:4096])
     try:
-        unpacker.read_array_header()
+        count = unpacker.read_array_header()
         fields = [unpacker.unpack() for _ in range(_HEADER_FIELDS)]
-        return _entry_from_fields(fields, b"")
+        extras = unpacker.unpack() if count > _HEADER_FIELDS + 1 else None
+        return _entry_from_fields(fields, b"", extras)
     except InvalidInput:
         raise
     except Exception as exc:

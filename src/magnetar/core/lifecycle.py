@@ -42,6 +42,7 @@ from magnetar.core.ledger.common import sealed_bytes
 from magnetar.core.naming import NamespaceName, TopicDomain, TopicName
 from magnetar.core.policies import TopicPolicies, effective_policies
 from magnetar.core.ports import Clock, MetadataStore, SealState, SegmentMeta, SegmentStore, WriterState
+from magnetar.core.replication import is_replicator
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +112,9 @@ class LedgerMaintenance:
     # topic compaction (magnetar.core.compaction.Compactor), when wired: the run starts and
     # continues compactions, and retention keeps what the compacted view still needs
     compaction: Any = None
+    # geo-replication (magnetar.core.replication.Replicator), when wired: a replicator left behind
+    # (its remote cluster was unreachable) sends its backlog from the run
+    replication: Any = None
 
     def __init__(self, metadata: MetadataStore, segments: SegmentStore, reader: EntryReader,
                  writer: LedgerWriter, subscriptions: SubscriptionService, clock: Clock) -> None:
@@ -160,6 +164,13 @@ class LedgerMaintenance:
         if seal.trash:
             report.deleted_objects += self._empty_trash(topic, list(seal.trash))
         cursors = self.metadata.list_cursors(topic)
+        if self.replication is not None and any(
+                is_replicator(name) and cursor.mark_delete + 1 < seal.next_entry for name, (cursor, _) in cursors.items()):
+            try:
+                self.replication.replicate([topic])
+                cursors = self.metadata.list_cursors(topic)
+            except Exception:  # the next run retries; the rest of the topic's maintenance goes on
+                log.exception("replication of %s failed", topic)
         now = self.clock.now_ms()
         if policies.message_ttl_s > 0 and cursors:
             cutoff = self._first_entry_since(topic, seal, writer, now - policies.message_ttl_s * 1000, cursors)

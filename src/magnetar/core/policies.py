@@ -13,6 +13,7 @@ cluster and stores the body itself. `max_topics_per_namespace` (namespace only) 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -258,3 +259,10 @@ def dispatch_budget(rate: DispatchRate, window: tuple[int, int, int], now_ms: in
 def has_overrides(policies: dict[str, Any]) -> bool:
     """Whether a topic's policies override anything (a removed policy may be kept as null)."""
     return any(value is not None for value in policies.values())
+
+
+def replication_clusters(policies: Mapping[str, Any], local_cluster: str) -> tuple[str, ...]:
+    """The clusters a topic's entries are stored in (Pulsar's replication clusters), from its
+    effective policies: the topic's own setting, else its namespace's, else this cluster alone."""
+    clusters = policies.get("replication_clusters")
+    return tuple(clusters) if clusters else (local_cluster,)

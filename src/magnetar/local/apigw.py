@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from magnetar.config import SOURCE_CLUSTER_HEADER
 from magnetar.local.authorizers import LocalAuthorizers, Refused
 from magnetar.local.fidelity import (
     AWS_TIMEOUTS,
@@ -30,6 +31,7 @@ from magnetar.local.fidelity import (
     RuntimeTimeouts,
 )
 from magnetar.local.lambda_runtime import LocalFunction, ResponseTooLarge, Throttled
+from magnetar.local.network import LocalNetwork
 from magnetar.local.scheduler import Schedule
 from magnetar.local.websocket import LocalWebSocketApi
 
@@ -110,17 +112,22 @@ def _internal_error() -> Response:
 def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = None,
               websocket: LocalFunction | None = None, authorizers: LocalAuthorizers | None = None,
               fidelity: AwsFidelity = EMULATOR_AS_IS, timeouts: RuntimeTimeouts = AWS_TIMEOUTS,
-              latency: LatencyModel | None = None) -> Starlette:
+              latency: LatencyModel | None = None, network: LocalNetwork | None = None) -> Starlette:
     """The HTTP API (and, with `websocket`, the WebSocket API) in front of `function`.
 
     With `fidelity.limits`, the integration times out after `timeouts.http_integration_s` (503,
     the function keeps running); with `latency` (a model shared with the functions' settings, or
-    one of `fidelity`'s), API Gateway's own overhead is added to every request."""
+    one of `fidelity`'s), API Gateway's own overhead is added to every request. With `network`
+    (a cluster of a local instance), outages are staged through it and a replicator's request from
+    a cluster off the network is refused, as a partition would."""
     if latency is None and fidelity.latency:
         latency = LatencyModel(fidelity.seed)
     integration_timeout_s = timeouts.http_integration_s if fidelity.limits else None
 
     async def invoke(request: Request) -> Response:
+        if network is not None and network.is_out(request.headers.get(SOURCE_CLUSTER_HEADER, "")):
+            return JSONResponse({"message": "Service Unavailable (the caller's cluster is off the network)"},
+                                status_code=503)
         if latency is not None:
             await asyncio.sleep(latency.delay(HTTP_API_OVERHEAD))
         try:
@@ -221,6 +228,19 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
             return JSONResponse({"reason": f"{type(exc).__name__}: {exc}"}, status_code=500)
         return JSONResponse(result)
 
+    async def outage(request: Request) -> Response:
+        """Take a cluster of the instance off the network (POST) or bring it back (DELETE)."""
+        name = request.path_params["name"]
+        if network is None:
+            return JSONResponse({"reason": "This cluster is not part of a local instance (local up --clusters)"},
+                                status_code=404)
+        try:
+            network.set_outage(name, request.method == "POST")
+        except (KeyError, ValueError):
+            return JSONResponse({"reason": f"No cluster {name} in this instance ({', '.join(network.clusters)})"},
+                                status_code=404)
+        return JSONResponse({"cluster": name, "outage": request.method == "POST"})
+
     @contextlib.asynccontextmanager
     async def widen_thread_pool(app: Starlette) -> AsyncIterator[None]:
         # Lambda scales out per request; anyio's default of 40 worker threads would queue long
@@ -236,6 +256,7 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
         routes=[
             Route("/_magnetar/local/stats", local_stats, methods=["GET", "DELETE"]),
             Route("/_magnetar/local/schedules/{name}", run_schedule, methods=["POST"]),
+            Route("/_magnetar/local/clusters/{name}/outage", outage, methods=["POST", "DELETE"]),
             # the WebSocket API, its management API and Lambda's Invoke API (magnetar.local.websocket)
             *(LocalWebSocketApi(websocket, authorizers, fidelity=fidelity, timeouts=timeouts, latency=latency).routes()
               if websocket is not None else []),

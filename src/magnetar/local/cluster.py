@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 from magnetar.config import (
+    CLUSTER_NAME,
     DEFAULT_SUPERUSER_ROLE,
     ENV_AUTH_ENABLED,
+    ENV_CLUSTER_NAME,
     ENV_SEAL_LATENCY_MS,
     ENV_SUPERUSER_ROLES,
     ENV_TAIL_READS,
@@ -45,6 +47,7 @@ from magnetar.local.lambda_runtime import (
     LambdaSettings,
     configure,
 )
+from magnetar.local.network import LocalNetwork
 from magnetar.local.scheduler import Schedule
 from magnetar.local.sigv4 import EmulatorIam
 
@@ -65,7 +68,7 @@ def _wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Pope
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"the AWS emulator exited with code {proc.returncode}")
+            raise RuntimeError(f"{proc.args[2] if len(proc.args) > 2 else proc.args[0]} exited with code {proc.returncode}")
         with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
             return
         time.sleep(0.1)
@@ -139,8 +142,13 @@ class LocalCluster:
     pulsar_tls_cert_file: str = ""
     pulsar_tls_key_file: str = ""
     proxy: ProxyThread | None = None
+    # a cluster of a local instance (`local up --clusters`): its name, and the network where
+    # outages are staged (its doors close while it is off the network)
+    cluster_name: str = CLUSTER_NAME
+    network: LocalNetwork | None = None
     emulator: subprocess.Popen[bytes] | None = None
     esm: KinesisEventSourceMapping | None = None
+    _config: uvicorn.Config | None = None
     _server: uvicorn.Server | None = None
     _thread: threading.Thread | None = None
     _stopped: bool = field(default=False)
@@ -168,6 +176,7 @@ class LocalCluster:
             self.emulator = start_emulator(self.host, self.aws_port, self.fidelity)
         configure_aws_environment(self.endpoint)
         os.environ.update(self.names.as_env())
+        os.environ[ENV_CLUSTER_NAME] = self.cluster_name
         tail_reads = (not self.journal_fan_out) if self.tail_reads is None else self.tail_reads
         os.environ[ENV_TAIL_READS] = "on" if tail_reads else "off"
         if self.seal_latency_ms is None:
@@ -183,7 +192,7 @@ class LocalCluster:
         configure(LambdaSettings.from_fidelity(self.fidelity, latency))
         from magnetar.local.provision import provision
 
-        provision(self.names, self.journal_shards)
+        provision(self.names, self.journal_shards, self.cluster_name)
         self.esm = KinesisEventSourceMapping(
             JOURNAL_CONSUMER,
             self.names.stream,
@@ -195,17 +204,56 @@ class LocalCluster:
         self.esm.start()
         self.maintenance = Schedule(MAINTENANCE, self.maintenance_interval_s)
         self.maintenance.start()
-        config = uvicorn.Config(
+        self._config = uvicorn.Config(
             build_app(BROKER, schedules={"maintenance": self.maintenance}, websocket=WEBSOCKET,
-                      authorizers=authorizers, fidelity=self.fidelity, latency=latency), host=self.host, port=self.port, log_level="warning", timeout_keep_alive=30
+                      authorizers=authorizers, fidelity=self.fidelity, latency=latency, network=self.network),
+            host=self.host, port=self.port, log_level="warning", timeout_keep_alive=30
         )
-        self._server = uvicorn.Server(config)
+        self._open_http()
+        if self.pulsar_port is not None:
+            self._start_proxy(self.pulsar_port)
+            if self.proxy is not None:
+                self.pulsar_port = self.proxy.port
+        if self.network is not None:
+            threading.Thread(target=self._watch_network, name="network", daemon=True).start()
+        return self
+
+    def _open_http(self) -> None:
+        assert self._config is not None
+        self._server = uvicorn.Server(self._config)
         self._thread = threading.Thread(target=self._server.run, name="http-api", daemon=True)
         self._thread.start()
         _wait_for_port(self.host, self.port, 30)
+
+    def _watch_network(self) -> None:
+        """Close this cluster's doors while the network says it is out, open them when it is back."""
+        assert self.network is not None
+        out = False
+        while not self._stopped:
+            now_out = self.network.is_out(self.cluster_name)
+            if now_out != out:
+                out = now_out
+                log.warning("cluster %s %s the network", self.cluster_name, "off" if out else "back on")
+                if out:
+                    self._close_doors()
+                else:
+                    self._open_doors()
+            time.sleep(0.1)
+
+    def _close_doors(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+            self._server.force_exit = True  # open connections (long polls, WebSockets) are cut
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
+
+    def _open_doors(self) -> None:
+        self._open_http()
         if self.pulsar_port is not None:
             self._start_proxy(self.pulsar_port)
-        return self
 
     def _start_proxy(self, port: int) -> None:
         """The binary protocol proxy, in process, on the same core and adapters as the broker function."""

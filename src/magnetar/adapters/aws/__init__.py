@@ -8,10 +8,12 @@ from magnetar.adapters.aws.clients import client
 from magnetar.config import (
     ResourceNames,
     auth_settings_from_env,
+    cluster_name_from_env,
     seal_latency_ms_from_env,
     tail_reads_from_env,
 )
 from magnetar.core.broker import Broker
+from magnetar.core.replication import Replicator
 
 
 @cache
@@ -27,3 +29,17 @@ def build_broker() -> Broker:
     return Broker(metadata, S3SegmentStore(names.bucket), KinesisJournal(names.stream),
                   auth=auth_settings_from_env(), tail_reads=tail_reads_from_env(),
                   seal_latency_ms=seal_latency_ms_from_env())
+
+
+@cache
+def build_replicator() -> Replicator:
+    """This cluster's replicators (geo-replication), on the broker of this process; the
+    maintenance run also drives them (backlogs a failed remote left)."""
+    from magnetar.adapters.remote import HttpRemoteClusters
+
+    broker = build_broker()
+    local = cluster_name_from_env()
+    replicator = Replicator(broker.metadata, broker.reader, broker.clock, local,
+                            HttpRemoteClusters(broker.metadata, local), broker.writer.policies)
+    broker.maintenance.replication = replicator
+    return replicator

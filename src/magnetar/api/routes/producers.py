@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from magnetar.adapters.aws import build_broker
 from magnetar.adapters.aws.connections import build_push
-from magnetar.api.access import guarded
+from magnetar.api.access import guarded, require
 from magnetar.api.http import DOMAINS, body, json_response, no_content, topic_name
 from magnetar.api.models import (
     AttachProducerResponse,
@@ -88,6 +88,8 @@ def _bind(domain: str) -> None:
         name = topic_name(domain, tenant, namespace, topic)
         request = produce_request(name)  # typed REST messages encoded with the topic's schema (routes/schemas.py)
         refuse_untyped_publish(name, request)  # schemaValidationEnforced
+        if any(b is not None and b.origin is not None for b in [request.batch, *(request.batches or [])]):
+            require(Access.SUPERUSER)  # replicated copies: the other clusters' replicators
         if request.batches is not None:
             return json_response(_publish_batches(name, request))
         if not name.is_persistent:

@@ -151,7 +151,11 @@ class LedgerWriter:
                     f"{policies.max_message_size} bytes"
                 )
         sequences = [_sequence(b) for b in batches]
-        dedup = policies.deduplication and max(sequences) >= 0
+        copies = sum(b.origin is not None for b in batches)
+        if copies and copies != len(batches):
+            raise InvalidInput("A publish carries replicated copies only, or none")
+        # a replicator's copies are always deduplicated (by their origin's entry id): exactly once
+        dedup = (policies.deduplication or copies > 0) and max(sequences) >= 0
         if dedup and min(sequences) < 0:
             raise InvalidInput("With deduplication, give every batch of one publish a sequence id, or none")
         claim = self._claim(producer_name, batches, dedup, policies)
