@@ -68,7 +68,7 @@ def _wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Pope
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[2] if len(proc.args) > 2 else proc.args[0]} exited with code {proc.returncode}")
+            raise RuntimeError(f"the process meant to listen on {port} exited with code {proc.returncode}")
         with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=0.5):
             return
         time.sleep(0.1)
