@@ -165,7 +165,7 @@ class LedgerMaintenance:
             report.deleted_objects += self._empty_trash(topic, list(seal.trash))
         cursors = self.metadata.list_cursors(topic)
         if self.replication is not None and any(
-                is_replicator(name) and cursor.mark_delete + 1 < seal.next_entry for name, (cursor, _) in cursors.items()):
+                is_replicator(name) and cursor.mark_delete < seal.next_entry for name, (cursor, _) in cursors.items()):
             try:
                 self.replication.replicate([topic])
                 cursors = self.metadata.list_cursors(topic)

@@ -162,7 +162,7 @@ class Replicator:
         cursor, version, seal = view.cursor, view.cursor_version, view.seal
         if cursor is None:
             start = seal.next_entry if first is None else min(first, seal.next_entry)
-            cursor = CursorState("Exclusive", start - 1, start, created_at=self.clock.now_ms())
+            cursor = CursorState("Exclusive", start, start, created_at=self.clock.now_ms())
             if not self.metadata.put_cursor(topic, name, cursor, 0):
                 view = self.metadata.get_subscription_view(topic, name)  # another replicator made it
                 if view.cursor is None:
@@ -172,7 +172,7 @@ class Replicator:
             else:
                 version = 1
         for _ in range(MAX_ROUNDS):
-            start = max(cursor.mark_delete + 1, seal.first_entry)
+            start = max(cursor.mark_delete, seal.first_entry)  # the first entry not replicated yet
             if start >= seal.next_entry:
                 break
             entries = self.reader.read(topic, start, MAX_SEND_ENTRIES, seal, None)
@@ -195,7 +195,7 @@ class Replicator:
                 result.delay_ms = max(0, self.clock.now_ms() - entries[-1].publish_time)
             last = entries[-1].entry_id
             moved = CursorState.from_dict(cursor.to_dict())
-            moved.mark_delete = last
+            moved.mark_delete = last + 1
             moved.read_position = max(moved.read_position, last + 1)
             moved.record_out(sum(c.num_messages for c in copies), sum(len(c.payload) for c in copies),
                              self.clock.now_ms())
@@ -208,7 +208,7 @@ class Replicator:
                 continue
             result.entries += last - start + 1
             cursor, version = moved, version + 1
-        result.backlog = max(0, seal.next_entry - 1 - cursor.mark_delete)
+        result.backlog = max(0, seal.next_entry - cursor.mark_delete)
         return result
 
 

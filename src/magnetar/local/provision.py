@@ -41,7 +41,9 @@ def provision(names: ResourceNames, shard_count: int = LOCAL_SHARD_COUNT, cluste
         config_ddb, config_table = client("dynamodb", names.config_region or None), names.config_table
         _create_table(config_ddb, config_table)
     try:
-        s3.create_bucket(Bucket=names.bucket)
+        region = s3.meta.region_name
+        s3.create_bucket(Bucket=names.bucket, **({} if region in (None, "us-east-1") else
+                                                 {"CreateBucketConfiguration": {"LocationConstraint": region}}))
     except ClientError as exc:
         if exc.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
             raise
