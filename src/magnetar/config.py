@@ -73,6 +73,8 @@ ENV_CONFIG_REGION = "MAGNETAR_CONFIG_REGION"
 # The header naming the cluster a replicator's request comes from (logs; the local runtime's
 # network emulation partitions by it)
 SOURCE_CLUSTER_HEADER = "X-Magnetar-Source-Cluster"
+# where a cluster tells another what a replicated subscription acknowledged (superusers only)
+REPLICATED_SUBSCRIPTIONS_PATH = "/magnetar/v1/replicated-subscriptions"
 # Routes served without authentication (the stack attaches no authorizer to them)
 PUBLIC_ROUTES = frozenset({"GET /openapi.json"})
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from magnetar.adapters.memory import ManualClock, memory_broker
+from magnetar.core.acks import Acks
 from magnetar.core.broker import Broker
 from magnetar.core.entry import Batch, Entry, Message
 from magnetar.core.naming import NamespaceName, TopicName
@@ -22,6 +23,7 @@ class MemoryRemotes:
     """The remote clusters' port on memory: an append is the remote writer's group append."""
 
     brokers: dict[str, Broker]
+    replicators: dict[str, Replicator] = field(default_factory=dict)
     down: set[str] = field(default_factory=set)
     fail_after_append: bool = False  # the answer is lost: stored remotely, the replicator does not know
     appends: int = 0
@@ -33,6 +35,12 @@ class MemoryRemotes:
         self.brokers[cluster].writer.append_group(topic, batches, replicator_name(self.source))
         if self.fail_after_append:
             raise RemoteUnavailable("the answer was lost")
+
+    def acknowledge(self, cluster: str, topic: TopicName, subscription: str, subscription_type: str,
+                    origin_acked: dict[str, int]) -> None:
+        if cluster in self.down:
+            raise RemoteUnavailable(f"{cluster} unreachable")
+        self.replicators[cluster].subscriptions.apply_remote_acks(topic, subscription, subscription_type, origin_acked)
 
     source: str = ""
 
@@ -76,6 +84,8 @@ def instance(*names: str) -> Instance:
                    for n, b in brokers.items()}
     for broker in brokers.values():
         broker.admin.set_policy(NS, "replication_clusters", list(names))
+    for remote in remotes.values():
+        remote.replicators = replicators
     return Instance(clock, brokers, replicators, remotes)
 
 
@@ -165,3 +175,45 @@ def test_a_publish_mixing_copies_and_new_entries_is_refused() -> None:
     copy = Batch.of([Message(b"x")], sequence_id=0, origin=Origin("east", 0, 0, "p", 0, 0, 1))
     with pytest.raises(InvalidInput):
         broker.writer.append_group(T, [copy, Batch.of([Message(b"y")])], "p")
+
+
+def _consume(broker: Broker, count: int, subscription: str = "sub") -> list[str]:
+    """Receive and acknowledge `count` messages of the subscription (a Shared consumer `c`)."""
+    got: list[str] = []
+    while len(got) < count:
+        received = broker.subscriptions.receive(T, subscription, "c", max_messages=1)
+        assert received.entries, f"only {got} of {count}"
+        for d in received.entries:
+            got.extend(m.payload.decode() for m in d.entry.messages)
+            broker.subscriptions.acknowledge(T, subscription, Acks((d.entry.entry_id,), consumer="c"))
+    return got
+
+
+def _share(geo: Instance, cluster: str) -> None:
+    broker = geo.brokers[cluster]
+    geo.replicators[cluster].share_subscriptions(T, broker.metadata.list_cursors(T))
+
+
+def test_a_replicated_subscription_moved_to_the_other_cluster_skips_nothing() -> None:
+    geo = instance("east", "west")
+    east, west = geo.brokers["east"], geo.brokers["west"]
+    for broker in (east, west):
+        broker.subscriptions.subscribe(T, "sub", "c", "Shared", "Earliest", replicate_state=True)
+    geo.publish("east", "pe", [f"e{i}" for i in range(6)])
+    geo.publish("west", "pw", [f"w{i}" for i in range(4)])
+    geo.settle()
+    first = _consume(east, 7)  # the first seven in east's order, acknowledged there
+    _share(geo, "east")
+    rest = _consume(west, 3)  # the consumer moves to west: it gets the three east never gave it
+    assert sorted(first + rest) == sorted([f"e{i}" for i in range(6)] + [f"w{i}" for i in range(4)])
+    assert west.subscriptions.receive(T, "sub", "c", max_messages=10).entries == []
+
+
+def test_a_subscription_not_replicated_stays_where_it_is() -> None:
+    geo = instance("east", "west")
+    geo.brokers["east"].subscriptions.subscribe(T, "plain", "c", "Shared", "Earliest")
+    geo.publish("east", "p", ["m0", "m1"])
+    geo.settle()
+    _consume(geo.brokers["east"], 2, "plain")
+    _share(geo, "east")
+    assert "plain" not in geo.brokers["west"].metadata.list_subscriptions(T)

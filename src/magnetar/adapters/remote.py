@@ -18,7 +18,7 @@ from urllib.parse import quote, urlparse
 import httpx
 
 from magnetar.client.auth import Authentication, AuthenticationAwsIam, AuthenticationToken
-from magnetar.config import SOURCE_CLUSTER_HEADER
+from magnetar.config import REPLICATED_SUBSCRIPTIONS_PATH, SOURCE_CLUSTER_HEADER
 from magnetar.core.entry import Batch
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import MetadataStore
@@ -66,17 +66,27 @@ class HttpRemoteClusters:
         return cached[1], cached[2]
 
     def append(self, cluster: str, topic: TopicName, batches: list[Batch]) -> None:
-        base, auth = self._target(cluster)
-        path = "/topics/" + "/".join(quote(p, safe="") for p in (topic.domain.value, topic.tenant, topic.namespace,
-                                                                      topic.local_name))
         for body in _requests(replicator_name(self.local_cluster), batches):
-            try:
-                response = self.http.post(base + path, json=body, auth=auth or httpx.USE_CLIENT_DEFAULT,
-                                          headers={SOURCE_CLUSTER_HEADER: self.local_cluster})
-            except httpx.HTTPError as exc:
-                raise RemoteUnavailable(f"cluster {cluster} unreachable: {exc}") from exc
-            if response.status_code >= 300:
-                raise RemoteUnavailable(f"cluster {cluster} answered {response.status_code}: {response.text[:200]}")
+            self._post(cluster, "/topics/" + _topic_path(topic), body)
+
+    def acknowledge(self, cluster: str, topic: TopicName, subscription: str, subscription_type: str,
+                    origin_acked: dict[str, int]) -> None:
+        self._post(cluster, f"{REPLICATED_SUBSCRIPTIONS_PATH}/{_topic_path(topic)}/{quote(subscription, safe='')}",
+                   {"cluster": self.local_cluster, "subscriptionType": subscription_type, "originAcked": origin_acked})
+
+    def _post(self, cluster: str, path: str, body: dict[str, Any]) -> None:
+        base, auth = self._target(cluster)
+        try:
+            response = self.http.post(base + path, json=body, auth=auth or httpx.USE_CLIENT_DEFAULT,
+                                      headers={SOURCE_CLUSTER_HEADER: self.local_cluster})
+        except httpx.HTTPError as exc:
+            raise RemoteUnavailable(f"cluster {cluster} unreachable: {exc}") from exc
+        if response.status_code >= 300:
+            raise RemoteUnavailable(f"cluster {cluster} answered {response.status_code}: {response.text[:200]}")
+
+
+def _topic_path(topic: TopicName) -> str:
+    return "/".join(quote(p, safe="") for p in (topic.domain.value, topic.tenant, topic.namespace, topic.local_name))
 
 
 def _batch_body(batch: Batch) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from magnetar.api.routes import (
     policies,
     producers,
     read_plan,
+    replication,
     schemas,
     tenants,
     topics,
@@ -37,7 +38,7 @@ def build_app() -> HttpApiResolver:
     """A resolver with every resource's routes and Pulsar's error handlers."""
     resolver = HttpApiResolver()
     for module in (tenants, namespaces, policies, topics, producers, consumers, read_plan, schemas, compaction,
-                   openapi):
+                   replication, openapi):
         resolver.include_router(module.router)
     resolver.exception_handler(MagnetarError)(_refused)
     resolver.exception_handler(ValidationError)(_invalid)

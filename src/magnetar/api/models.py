@@ -210,6 +210,22 @@ class SubscribeRequest(_Body):
     # Pulsar's priorityLevel (0 the highest): a Failover subscription's active consumers are those of
     # the highest level present
     priorityLevel: int = Field(default=0, ge=0, le=2**31 - 1)
+    # Pulsar's replicateSubscriptionState: the subscription's position crosses to the topic's other clusters
+    replicateSubscriptionState: bool = False
+
+
+class ReplicatedAcksRequest(_Body):
+    """What a replicated subscription acknowledged in another cluster (that cluster's replicator):
+    per cluster of origin, the highest origin entry id its acknowledged prefix holds."""
+
+    cluster: str = Field(min_length=1, max_length=255)
+    subscriptionType: Literal["Exclusive", "Shared", "Failover", "Key_Shared"] = "Exclusive"
+    originAcked: dict[Annotated[str, StringConstraints(min_length=1, max_length=255)],
+                      Annotated[int, Field(ge=-1, le=INT64_MAX)]] = Field(max_length=64)
+
+
+class ReplicatedAcksResponse(BaseModel):
+    markDeletePosition: int  # the subscription's first entry not acknowledged, here
 
 
 class AckRequest(_Body):

@@ -363,6 +363,7 @@ class Client:
                 expire_time_of_incomplete_chunked_message_ms, dead_letter_topic, decryptor=decryptor,
                 read_compacted=is_read_compacted, key_shared_policy=key_shared_policy,
                 start_message_id_inclusive=start_message_id_inclusive, priority_level=priority_level,
+                replicate_subscription_state=replicate_subscription_state_enabled,
             )
 
         check_type(Schema, schema, "schema")

@@ -82,6 +82,7 @@ class Consumer(ConsumerBase):
         key_shared_policy: ConsumerKeySharedPolicy | None = None,
         start_message_id_inclusive: bool = False,
         priority_level: int = 0,
+        replicate_subscription_state: bool = False,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -113,6 +114,8 @@ class Consumer(ConsumerBase):
             self._subscribe_body["startMessageIdInclusive"] = True
         if priority_level:
             self._subscribe_body["priorityLevel"] = priority_level
+        if replicate_subscription_state:
+            self._subscribe_body["replicateSubscriptionState"] = True
         self._queue: collections.deque[Message] = collections.deque()
         self._chunks = ChunkAssembler(expire_time_of_incomplete_chunked_message_ms / 1000)
         self._receive_lock = threading.Lock()

@@ -141,6 +141,13 @@ class CursorState:
     # dispatch rate (Pulsar's dispatchRate): messages and bytes handed out in the current period,
     # (period start ms, messages, bytes); kept by the dispatch write, only while a limit is set
     dispatch_window: tuple[int, int, int] = (0, 0, 0)
+    # a replicated subscription (Pulsar's replicate_subscription_state): its position crosses to the
+    # other clusters of the topic; `origin_acked` is, per cluster messages were first published in,
+    # the highest id there whose entries before this subscription's mark-delete position are all
+    # acknowledged, scanned up to `origin_scanned` (core.replication)
+    replicated: bool = False
+    origin_scanned: int = 0
+    origin_acked: dict[str, int] = field(default_factory=dict)
 
     # --- persistence: compact, the item is limited to 400 KB ------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -160,6 +167,8 @@ class CursorState:
         priorities = {k: v.priority for k, v in self.consumers.items() if v.priority}
         if priorities:  # written only when some consumer has a priority level (older items stay readable)
             data["cp"] = priorities
+        if self.replicated:
+            data["rs"] = [self.origin_scanned, dict(self.origin_acked)]
         return data
 
     @classmethod
@@ -172,6 +181,8 @@ class CursorState:
             out_messages=data.get("o", [0])[0], out_bytes=data.get("o", [0, 0])[1],
             rate_out=tuple(data["o"][2:5]) if "o" in data else (0.0, 0.0, 0),
             dispatch_window=tuple(data["dw"]) if "dw" in data else (0, 0, 0),
+            replicated="rs" in data, origin_scanned=data["rs"][0] if "rs" in data else 0,
+            origin_acked=dict(data["rs"][1]) if "rs" in data else {},
         )
 
     # --- consumers -----------------------------------------------------------------------

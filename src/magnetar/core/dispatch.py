@@ -102,11 +102,14 @@ class SubscriptionService:
         key_shared: KeySharedPolicy = AUTO_SPLIT,
         start_inclusive: bool = False,
         priority_level: int = 0,
+        replicate_state: bool = False,
     ) -> CursorState:
         """`key_shared`: a Key_Shared consumer's policy (Sticky hash ranges, out-of-order delivery);
         `start_inclusive`: a subscription created at Latest starts at the last entry, not after it
         (pulsar-client's start_message_id_inclusive); `priority_level`: Pulsar's priorityLevel
-        (0 the highest), which picks a Failover subscription's active consumers."""
+        (0 the highest), which picks a Failover subscription's active consumers; `replicate_state`:
+        Pulsar's replicate_subscription_state, the subscription's position crosses to the topic's
+        other clusters (core.replication; once set, it stays)."""
         check_subscription(subscription)
         check_consumer_name(consumer)
         if subscription_type not in SUBSCRIPTION_TYPES:
@@ -123,6 +126,8 @@ class SubscriptionService:
         def change(state: CursorState, now: int) -> None:
             state.expire(now)
             state.attach(consumer, subscription_type, now, lease_ms, ack_timeout_ms, key_shared, priority_level)
+            if replicate_state and not state.replicated:
+                state.replicated, state.origin_scanned = True, state.mark_delete
 
         initial = "LatestInclusive" if start_inclusive and initial_position == "Latest" else initial_position
         return self._update(topic, subscription, change, create=(subscription_type, initial))

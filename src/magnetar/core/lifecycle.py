@@ -171,6 +171,11 @@ class LedgerMaintenance:
                 cursors = self.metadata.list_cursors(topic)
             except Exception:  # the next run retries; the rest of the topic's maintenance goes on
                 log.exception("replication of %s failed", topic)
+        if self.replication is not None:
+            try:  # replicated subscriptions: what they acknowledged here, to the other clusters
+                self.replication.share_subscriptions(topic, cursors)
+            except Exception:
+                log.exception("replicated subscriptions of %s not shared", topic)
         now = self.clock.now_ms()
         if policies.message_ttl_s > 0 and cursors:
             cutoff = self._first_entry_since(topic, seal, writer, now - policies.message_ttl_s * 1000, cursors)

@@ -87,6 +87,7 @@ async def open_consumer(conn: Connection, request: Any) -> None:
             consumer = Consumer(conn, request.consumer_id, topic, request.subscription, name, sub_type, initial)
             consumer.key_shared = key_shared_policy(request)
             consumer.priority_level = request.priority_level  # Failover: the highest level's consumers are active
+            consumer.replicate_state = request.replicate_subscription_state
             if request.read_compacted:  # the view as at subscribe filters what it delivers (protocol/compacted.py)
                 consumer.compacted = await conn.call(compacted.load, topic)
             state = await consumer.attach()
@@ -114,6 +115,7 @@ class Consumer:
     compacted: CompactedFilter | None = None  # SUBSCRIBE's read_compacted: the view as at subscribe
     read_compacted = False  # a reader's read_compacted (readers.py)
     priority_level = 0  # SUBSCRIBE's priority_level (0 the highest)
+    replicate_state = False  # SUBSCRIBE's replicate_subscription_state
 
     def __init__(self, conn: Connection, consumer_id: int, topic: TopicName, subscription: str, name: str,
                  sub_type: str, initial: str) -> None:
@@ -147,7 +149,8 @@ class Consumer:
     async def attach(self) -> CursorState:
         state: CursorState = await self.conn.call(
             self.subscriptions.subscribe, self.topic, self.subscription, self.name, self.sub_type, self.initial, 0,
-            self.conn.server.settings.consumer_lease_ms, self.key_shared, priority_level=self.priority_level)
+            self.conn.server.settings.consumer_lease_ms, self.key_shared, priority_level=self.priority_level,
+            replicate_state=self.replicate_state)
         self.renewed_at = time.monotonic()
         return state
 

@@ -76,6 +76,7 @@ def _bind(domain: str) -> None:
             key_shared=_key_shared(request.keySharedPolicy),
             start_inclusive=request.startMessageIdInclusive,
             priority_level=request.priorityLevel,
+            replicate_state=request.replicateSubscriptionState,
         )
         return json_response({"subscriptionType": state.subscription_type, "consumers": sorted(state.consumers),
                               "epoch": state.epoch})
