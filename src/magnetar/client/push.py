@@ -139,6 +139,7 @@ class PushConsumer(ConsumerBase):
         self._send_lock = threading.Lock()
         self._closed = threading.Event()
         self._connected = threading.Event()
+        self._reconnect_now = threading.Event()  # a client failover (or the close) ends a reconnect's backoff
         self._errors: collections.deque[str] = collections.deque(maxlen=10)  # error frames from the broker
         self._ws: ClientConnection = self._connect()  # a refusal raises here, as the SDK's exceptions
         transport.add_switch_listener(self._on_switch)
@@ -246,6 +247,7 @@ class PushConsumer(ConsumerBase):
         with contextlib.suppress(exceptions.PulsarException):
             self._flush_acks()
         self._closed.set()
+        self._reconnect_now.set()
         self._pending.wake.set()  # the flusher sees the close
         with self._cond:
             self._cond.notify_all()
@@ -271,6 +273,7 @@ class PushConsumer(ConsumerBase):
         self._pending.clear()
         with self._cond:
             self._queue.clear()
+        self._reconnect_now.set()
         with contextlib.suppress(Exception):
             self._ws.close()
 
@@ -319,12 +322,17 @@ class PushConsumer(ConsumerBase):
                 return
             log.warning("push consumer %s: connection closed, reconnecting", self._name)
             while not self._closed.is_set():
+                self._reconnect_now.clear()
                 try:
                     ws = self._connect()
                 except exceptions.PulsarException as exc:
                     log.warning("push consumer %s: reconnect failed: %s", self._name, exc.reason)
-                    self._closed.wait(backoff)
+                    self._reconnect_now.wait(backoff)
                     backoff = min(backoff * 2, RECONNECT_MAX_S)
+                    continue
+                if self._generation != self._transport.generation:  # the client switched cluster meanwhile
+                    with contextlib.suppress(Exception):
+                        ws.close()
                     continue
                 with self._send_lock:
                     self._ws = ws
