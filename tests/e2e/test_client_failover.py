@@ -234,6 +234,7 @@ def test_a_client_switches_by_its_provider_callback(mock_http: dict[str, Any]) -
     assert (a.url.host, a.headers["authorization"]) == ("a.test", "Bearer token-a")
     assert (b.url.host, b.headers["authorization"]) == ("b.test", "Bearer token-b")
     assert client._websocket_url == "wss://ws.b.test"
+    assert client.get_service_info().service_url == "https://b.test"
     client.close()
     assert provider.closed
 
@@ -337,14 +338,14 @@ def test_auto_cluster_failover_moves_producers_and_consumers_and_switches_back(
             sent = time.monotonic()
             producer.send(b"on-b")  # retried until the client has switched to B
             assert time.monotonic() - sent < 5
-            assert client._transport.base == b.url
+            assert client.get_service_info().service_url == b.url
             assert _receive(polled) == b"on-b" and _receive(pushed) == b"on-b"
             producer.send(b"on-b-2")
             assert _receive(polled) == b"on-b-2" and _receive(pushed) == b"on-b-2"
         finally:
             restore()
         # A is back (empty): two successful probes, and the client is on A again
-        assert _wait_for(lambda: client._transport.base == a.url, 5) < 5
+        assert _wait_for(lambda: client.get_service_info().service_url == a.url, 5) < 5
         producer.send(b"back-on-a")
         assert _receive(polled) == b"back-on-a" and _receive(pushed) == b"back-on-a"
         assert producer.last_sequence_id() == 3  # one sequence across the clusters: 0, 1, 2, 3

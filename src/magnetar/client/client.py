@@ -142,6 +142,7 @@ class Client:
             check_type_or_none(str, optional, name)
         self._delivery = _delivery(delivery)
         self._provider: ServiceInfoProvider | None = None
+        self._service_info: ServiceInfo | None = None  # the current cluster's, under a client failover
         if isinstance(service_url, str):
             url = service_url
         else:
@@ -151,12 +152,17 @@ class Client:
             if not isinstance(initial, ServiceInfo):
                 raise ValueError("Expected a magnetar.ServiceInfo instance")
             url, authentication, websocket_url = initial.service_url, initial.authentication, initial.websocket_url
+            self._service_info = initial
         self._log_handler = log_handler(logger)
         self._transport = Transport(url, float(operation_timeout_seconds), authentication, websocket_url)
         self._closeables: list[Any] = []
         self._closed = False
         if self._provider is not None:
             self._provider.initialize(self._on_service_info_update)
+
+    def get_service_info(self) -> ServiceInfo:
+        """The service this client uses now (the current cluster, under a client failover)."""
+        return self._service_info or ServiceInfo(self._transport.base, self._transport.authentication)
 
     @property
     def _websocket_url(self) -> str:
@@ -170,6 +176,7 @@ class Client:
             raise ValueError("Expected a magnetar.ServiceInfo instance")
         if self._closed:
             return
+        self._service_info = service_info
         self._transport.switch(service_info.service_url, service_info.authentication, service_info.websocket_url)
 
     # --- topics ------------------------------------------------------------------------------
