@@ -91,8 +91,8 @@ class Client:
 
     `service_url` may be an `AutoClusterFailover` or a `ServiceInfoProvider` instead (client
     failover across clusters, client/failover.py): then each `ServiceInfo` carries its cluster's
-    authentication (and WebSocket URL), and `authentication`, `tls_trust_certs_file_path` and
-    `websocket_url` must not be given, as pulsar-client requires."""
+    authentication (and WebSocket URL): `authentication` and `tls_trust_certs_file_path` must not
+    be given, as pulsar-client requires, nor `websocket_url` (docs/semantics.md, "Client failover")."""
 
     def __init__(self, service_url: str | AutoClusterFailover | ServiceInfoProvider, authentication: Authentication | None = None,
                  operation_timeout_seconds: int = 30, io_threads: int = 1, message_listener_threads: int = 1,
