@@ -48,6 +48,9 @@ _SDK = {
     "LoggerLevel": "magnetar.client.types",
     "ConsoleLogger": "magnetar.client.types",
     "FileLogger": "magnetar.client.types",
+    "ServiceInfo": "magnetar.client.failover",
+    "ServiceInfoProvider": "magnetar.client.failover",
+    "AutoClusterFailover": "magnetar.client.failover",
 }
 # pulsar-client exports every exception at the top level too (`pulsar.Timeout`)
 _EXCEPTIONS = "magnetar.client.exceptions"
@@ -63,6 +66,7 @@ if TYPE_CHECKING:
     from magnetar.client.client import Client
     from magnetar.client.consumer import Consumer
     from magnetar.client.crypto import CryptoKeyReader, EncryptionContext, EncryptionKey
+    from magnetar.client.failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
     from magnetar.client.message import Message, MessageId
     from magnetar.client.producer import Producer
     from magnetar.client.push import PushConsumer
@@ -106,6 +110,7 @@ __all__ = [
     "AuthenticationAwsIam",
     "AuthenticationBasic",
     "AuthenticationToken",
+    "AutoClusterFailover",
     "BatchingType",
     "Client",
     "CompressionType",
@@ -132,6 +137,8 @@ __all__ = [
     "Reader",
     "RegexSubscriptionMode",
     "Result",
+    "ServiceInfo",
+    "ServiceInfoProvider",
     "TableView",
     "exceptions",
 ]

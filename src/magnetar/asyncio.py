@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 
 import magnetar
 from magnetar.client import exceptions
+from magnetar.client.failover import AutoClusterFailover, ServiceInfoProvider
 from magnetar.client.message import Message, MessageId
 from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS
 from magnetar.client.types import (
@@ -212,9 +213,10 @@ class Reader:
 
 
 class Client:
-    """The asynchronous version of `magnetar.Client` (the same settings: `**kwargs`)."""
+    """The asynchronous version of `magnetar.Client` (the same settings: `**kwargs`; `service_url`
+    may be a `magnetar.AutoClusterFailover` or `magnetar.ServiceInfoProvider`, as there)."""
 
-    def __init__(self, service_url: str, **kwargs: Any) -> None:
+    def __init__(self, service_url: str | AutoClusterFailover | ServiceInfoProvider, **kwargs: Any) -> None:
         self._client = magnetar.Client(service_url, **kwargs)
 
     async def create_producer(self, topic: str, producer_name: str | None = None, schema: Any = None,

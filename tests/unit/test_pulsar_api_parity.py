@@ -26,7 +26,6 @@ from magnetar.client import exceptions
 SNAPSHOT = json.loads((Path(__file__).parent.parent / "fixtures_local" / "pulsar_client_api.json").read_text())
 
 _NATIVE = "a wrapper of pulsar-client's C++ object: nothing to wrap here"
-_FAILOVER = "client-side cluster failover (service-info providers) has no counterpart: one HTTPS endpoint"
 
 # name, "Class.method" or "Class.method(parameter)" -> why it deliberately differs
 DIFFERENCES: dict[str, str] = {
@@ -35,10 +34,7 @@ DIFFERENCES: dict[str, str] = {
     "AuthenticationOauth2": "OAuth2 client credentials flow not built; a token from any OAuth2 server works "
                             "with AuthenticationToken(supplier)",
     "AuthenticationTLS": "mutual TLS of the binary protocol; the HTTPS API authenticates by header",
-    "AutoClusterFailover": _FAILOVER,
-    "ServiceInfo": _FAILOVER,
-    "ServiceInfoProvider": _FAILOVER,
-    "Client.get_service_info": _FAILOVER,
+    "ServiceInfo.wrap": _NATIVE,
     "BatchReceivePolicy": _NATIVE,
     "KeySharedPolicy": _NATIVE,
     "DeadLetterPolicyBuilder": _NATIVE,

@@ -12,6 +12,12 @@ from magnetar.client import crypto, exceptions
 from magnetar.client.auth import Authentication
 from magnetar.client.consumer import Consumer
 from magnetar.client.crypto import CryptoKeyReader
+from magnetar.client.failover import (
+    AutoClusterFailover,
+    AutoClusterFailoverProvider,
+    ServiceInfo,
+    ServiceInfoProvider,
+)
 from magnetar.client.logger import log_handler
 from magnetar.client.message import Message, MessageId
 from magnetar.client.partitioned import MultiTopicsConsumer, PartitionedProducer, matching
@@ -81,9 +87,14 @@ class Client:
     SDK's log. The rest describe a binary connection to a broker and have no effect over HTTPS:
     `io_threads`, `message_listener_threads`, `concurrent_lookup_requests`, `log_conf_file_path`,
     `stats_interval_in_seconds`, `use_tls` (the URL's scheme decides), the `tls_*` files and
-    flags, `connection_timeout_ms` and `listener_name` (docs/semantics.md)."""
+    flags, `connection_timeout_ms` and `listener_name` (docs/semantics.md).
 
-    def __init__(self, service_url: str, authentication: Authentication | None = None,
+    `service_url` may be an `AutoClusterFailover` or a `ServiceInfoProvider` instead (client
+    failover across clusters, client/failover.py): then each `ServiceInfo` carries its cluster's
+    authentication (and WebSocket URL): `authentication` and `tls_trust_certs_file_path` must not
+    be given, as pulsar-client requires, nor `websocket_url` (docs/semantics.md, "Client failover")."""
+
+    def __init__(self, service_url: str | AutoClusterFailover | ServiceInfoProvider, authentication: Authentication | None = None,
                  operation_timeout_seconds: int = 30, io_threads: int = 1, message_listener_threads: int = 1,
                  concurrent_lookup_requests: int = 50000, log_conf_file_path: str | None = None,
                  stats_interval_in_seconds: int = 600, use_tls: bool = False,
@@ -92,7 +103,28 @@ class Client:
                  listener_name: str | None = None, tls_private_key_file_path: str | None = None,
                  tls_certificate_file_path: str | None = None, websocket_url: str | None = None,
                  delivery: str = "auto") -> None:
-        check_type(str, service_url, "service_url")
+        if not isinstance(service_url, str | AutoClusterFailover | ServiceInfoProvider):
+            raise ValueError(
+                "Argument service_url is expected to be of type 'str', 'AutoClusterFailover' or "
+                "'ServiceInfoProvider'"
+            )
+        failover = not isinstance(service_url, str)
+        if failover and authentication is not None:
+            raise ValueError(
+                "Argument authentication is not supported when service_url is an AutoClusterFailover or "
+                "ServiceInfoProvider; set authentication on each ServiceInfo instead"
+            )
+        if failover and tls_trust_certs_file_path is not None:
+            raise ValueError(
+                "Argument tls_trust_certs_file_path is not supported when service_url is an "
+                "AutoClusterFailover or ServiceInfoProvider; set tls_trust_certs_file_path on each "
+                "ServiceInfo instead"
+            )
+        if failover and websocket_url is not None:
+            raise ValueError(
+                "Argument websocket_url is not supported when service_url is an AutoClusterFailover or "
+                "ServiceInfoProvider; set websocket_url on each ServiceInfo instead"
+            )
         check_type(int, operation_timeout_seconds, "operation_timeout_seconds")
         for name, value in (("connection_timeout_ms", connection_timeout_ms), ("io_threads", io_threads),
                             ("message_listener_threads", message_listener_threads),
@@ -108,11 +140,44 @@ class Client:
                                ("tls_private_key_file_path", tls_private_key_file_path),
                                ("tls_certificate_file_path", tls_certificate_file_path)):
             check_type_or_none(str, optional, name)
-        self._log_handler = log_handler(logger)
-        self._transport = Transport(service_url, float(operation_timeout_seconds), authentication)
-        self._websocket_url = websocket_base(websocket_url or service_url)
         self._delivery = _delivery(delivery)
+        self._provider: ServiceInfoProvider | None = None
+        self._service_info: ServiceInfo | None = None  # the current cluster's, under a client failover
+        if isinstance(service_url, str):
+            url = service_url
+        else:
+            self._provider = (AutoClusterFailoverProvider(service_url) if isinstance(service_url, AutoClusterFailover)
+                              else service_url)
+            initial = self._provider.initial_service_info()
+            if not isinstance(initial, ServiceInfo):
+                raise ValueError("Expected a magnetar.ServiceInfo instance")
+            url, authentication, websocket_url = initial.service_url, initial.authentication, initial.websocket_url
+            self._service_info = initial
+        self._log_handler = log_handler(logger)
+        self._transport = Transport(url, float(operation_timeout_seconds), authentication, websocket_url)
         self._closeables: list[Any] = []
+        self._closed = False
+        if self._provider is not None:
+            self._provider.initialize(self._on_service_info_update)
+
+    def get_service_info(self) -> ServiceInfo:
+        """The service this client uses now (the current cluster, under a client failover)."""
+        return self._service_info or ServiceInfo(self._transport.base, self._transport.authentication)
+
+    @property
+    def _websocket_url(self) -> str:
+        """Where push consumers connect: the current cluster's WebSocket endpoint."""
+        return websocket_base(self._transport.websocket_url or self._transport.base)
+
+    def _on_service_info_update(self, service_info: ServiceInfo) -> None:
+        """A `ServiceInfoProvider`'s callback: from now on, every producer, consumer and reader of
+        this client talks to that cluster, with its authentication (client/failover.py)."""
+        if not isinstance(service_info, ServiceInfo):
+            raise ValueError("Expected a magnetar.ServiceInfo instance")
+        if self._closed:
+            return
+        self._service_info = service_info
+        self._transport.switch(service_info.service_url, service_info.authentication, service_info.websocket_url)
 
     # --- topics ------------------------------------------------------------------------------
     def _partitions(self, topic: TopicName) -> int:
@@ -450,7 +515,9 @@ class Client:
         return view
 
     def close(self) -> None:
-        """Close every producer (after sending what they hold), consumer and reader, then the client."""
+        """Close every producer (after sending what they hold), consumer and reader, then the client
+        (and its failover prober, or `ServiceInfoProvider`)."""
+        self._close_provider()
         for item in reversed(self._closeables):
             with contextlib.suppress(exceptions.PulsarException):
                 item.close()
@@ -460,11 +527,21 @@ class Client:
     def shutdown(self) -> None:
         """pulsar-client's immediate shutdown: the connection closes first, so nothing waits for
         ongoing operations; messages not yet acknowledged by the broker fail (`AlreadyClosed`)."""
+        self._close_provider()
         self._transport.close()
         for item in reversed(self._closeables):
             with contextlib.suppress(exceptions.PulsarException):
                 item.close()
         self._drop_log_handler()
+
+    def _close_provider(self) -> None:
+        self._closed = True
+        provider, self._provider = self._provider, None
+        if provider is not None:
+            try:
+                provider.close()
+            except Exception:  # a user's provider failing to close must not keep the client open
+                logging.getLogger(__name__).exception("closing the ServiceInfoProvider failed")
 
     def _drop_log_handler(self) -> None:
         if self._log_handler is not None:

@@ -31,7 +31,7 @@ from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase, key_shared_meta
 from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId
-from magnetar.client.transport import Transport, topic_path
+from magnetar.client.transport import ServiceSwitched, Transport, topic_path
 from magnetar.client.types import (
     ConsumerBatchReceivePolicy,
     ConsumerDeadLetterPolicy,
@@ -129,6 +129,7 @@ class Consumer(ConsumerBase):
         self._sink: Callable[[Message], None] | None = None
         response = self._transport.call("PUT", self._consumer_path, self._subscribe_body)
         self._epoch = int(response.get("epoch", 0)) if isinstance(response, dict) else 0
+        self._transport.add_switch_listener(self._on_switch)  # client failover (client/failover.py)
         # is_read_compacted: entries below the compaction horizon are filtered through the view (client/compacted.py)
         self._compacted = CompactedFilter.load(transport, topic) if read_compacted and topic.is_persistent else None
         self._background = threading.Thread(target=self._run, name=f"consumer-{self._name}", daemon=True)
@@ -177,6 +178,8 @@ class Consumer(ConsumerBase):
 
     def acknowledge(self, message: Message | MessageId) -> None:
         message_id = message.message_id() if isinstance(message, Message) else message
+        if self._foreign(message_id):
+            return
         self._pending.ack((mid.wire(), mid._batch_size) for mid in message_id._chunks or (message_id,))
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
@@ -184,6 +187,8 @@ class Consumer(ConsumerBase):
             raise exceptions.CumulativeAcknowledgementNotAllowedError(
                 "Cumulative acknowledgement is not allowed on a Shared subscription")
         message_id = message.message_id() if isinstance(message, Message) else message
+        if self._foreign(message_id):
+            return
         self._pending.ack_cumulative(message_id)
         self._flush_acks()
 
@@ -191,6 +196,8 @@ class Consumer(ConsumerBase):
         """Redeliver this message after `negative_ack_redelivery_delay_ms` (its whole batch, minus
         the messages already acknowledged)."""
         message_id = message.message_id() if isinstance(message, Message) else message
+        if self._foreign(message_id):
+            return
         self._pending.nack(mid.wire() for mid in (message_id._chunks or (message_id,)))
 
     def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None = None) -> None:
@@ -244,6 +251,7 @@ class Consumer(ConsumerBase):
     def close(self) -> None:
         if self._closed.is_set():
             return
+        self._transport.remove_switch_listener(self._on_switch)
         with contextlib.suppress(exceptions.PulsarException):
             self._flush_acks()
         self._closed.set()
@@ -259,6 +267,23 @@ class Consumer(ConsumerBase):
         return not self._closed.is_set()
 
     # --- internals -------------------------------------------------------------------------
+    def _foreign(self, message_id: MessageId) -> bool:
+        """A message delivered by another cluster than the current one (before a client failover
+        switched away from it): its id means nothing here, so its acknowledgement is dropped; the
+        cluster that delivered it redelivers it (at-least-once)."""
+        generation = message_id._generation
+        if generation is None or generation == self._transport.generation:
+            return False
+        log.debug("consumer %s: acknowledgement of a message from a former service dropped", self._name)
+        return True
+
+    def _on_switch(self) -> None:
+        """The client switched to another cluster: what was prefetched and not acknowledged stays
+        with the former one (redelivered there); the next poll attaches to the new cluster."""
+        self._pending.clear()
+        self._queue.clear()
+        self._chunks.clear()
+
     def _poll(self, wait_ms: int, min_messages: int = 1, max_messages: int | None = None) -> None:
         body: dict[str, Any] = {
             "maxMessages": max_messages or self._queue_size,
@@ -266,26 +291,37 @@ class Consumer(ConsumerBase):
             "waitMs": wait_ms,
             "requestId": uuid.uuid4().hex,
         }
+        generation = self._transport.generation  # the poll (and its acks) stays on this service
         acks = self._take_acks()
         if acks:
             body["acks"] = acks
         try:
-            response = self._transport.call("POST", f"{self._consumer_path}/receive", body, deadline_s=30 + wait_ms / 1000)
+            response = self._transport.call("POST", f"{self._consumer_path}/receive", body,
+                                            deadline_s=30 + wait_ms / 1000, generation=generation)
+        except ServiceSwitched:
+            return  # the client switched cluster: poll the new one (these acks belong to the former)
         except exceptions.SubscriptionNotFound:
             if self._closed.is_set():  # closed while this poll was in flight: stay closed
                 raise exceptions.AlreadyClosed("Consumer already closed") from None
-            # our lease lapsed (e.g. a long pause): attach again, as a reconnecting Pulsar client does
+            # our lease lapsed (e.g. a long pause), or the client switched to a cluster where this
+            # consumer is not attached yet: attach, as a reconnecting Pulsar client does
             self._transport.call("PUT", self._consumer_path, self._subscribe_body)
             if acks:
-                self._transport.call("POST", f"{self._consumer_path}/ack", acks)
+                with contextlib.suppress(ServiceSwitched):
+                    self._transport.call("POST", f"{self._consumer_path}/ack", acks, generation=generation)
             return
         except exceptions.PulsarException:
             self._restore_acks(acks)
             raise
-        self._accept(response["entries"], int(response.get("epoch", self._epoch)))
+        self._accept(response["entries"], int(response.get("epoch", self._epoch)), generation)
 
-    def _accept(self, wires: list[dict[str, Any]], epoch: int) -> None:
-        """Entries a poll returned (this consumer's own, or a partitioned consumer's shared poll)."""
+    def _accept(self, wires: list[dict[str, Any]], epoch: int, generation: int | None = None) -> None:
+        """Entries a poll returned (this consumer's own, or a partitioned consumer's shared poll),
+        from the service of `generation` (the transport's; None: the current one)."""
+        if generation is None:
+            generation = self._transport.generation
+        elif generation != self._transport.generation:
+            return  # the client switched cluster since: they stay unacknowledged there, redelivered
         if epoch != self._epoch:  # another consumer sought: what we prefetched is stale
             self._epoch = epoch
             self._queue.clear()
@@ -296,13 +332,13 @@ class Consumer(ConsumerBase):
             redelivery = int(wire.get("redeliveryCount", 0))
             if entry.chunk is not None:
                 if (whole := self._chunks.add(entry, partition, redelivery)) is not None:
-                    self._deliver(whole)
+                    self._deliver(_tagged(whole, generation))
                 continue
             skip = set(wire.get("ackedIndexes", ()))
             if self._compacted is not None and not self._filter_compacted(entry, partition, skip):
                 continue
             for message in Message.from_entry(entry, partition, redelivery, skip):
-                self._deliver(message)
+                self._deliver(_tagged(message, generation))
         self._expire_chunks()
 
     def _filter_compacted(self, entry: Entry, partition: int, skip: set[int]) -> bool:
@@ -376,11 +412,14 @@ class Consumer(ConsumerBase):
         self._pending.restore(taken)
 
     def _flush_acks(self) -> None:
+        generation = self._transport.generation
         body = self._take_acks()
         if body is None:
             return
         try:
-            self._transport.call("POST", f"{self._consumer_path}/ack", body)
+            self._transport.call("POST", f"{self._consumer_path}/ack", body, generation=generation)
+        except ServiceSwitched:
+            return  # acknowledgements of the former cluster: it redelivers those messages
         except exceptions.PulsarException:
             self._restore_acks(body)
             raise
@@ -411,3 +450,11 @@ class Consumer(ConsumerBase):
             except exceptions.PulsarException:
                 log.warning("consumer background call failed", exc_info=True)
 
+
+def _tagged(message: Message, generation: int) -> Message:
+    """The message, marked as delivered by the service of `generation` (Transport.generation)."""
+    message_id = message.message_id()
+    message_id._generation = generation
+    for chunk in message_id._chunks:
+        chunk._generation = generation
+    return message

@@ -27,6 +27,9 @@ class MessageId:
         self._topic = topic  # which topic partition: acknowledgements of multi-topic consumers route by it
         self._batch_size = batch_size  # messages in the entry (batch-index acknowledgement)
         self._chunks: tuple[MessageId, ...] = ()  # a chunked message: the ids of all its chunks
+        # which stay on a service delivered it (Transport.generation; None: not received): after a
+        # client failover, acknowledgements go only to the cluster that delivered the message
+        self._generation: int | None = None
 
     def ledger_id(self) -> int:
         return self._data.ledger_id

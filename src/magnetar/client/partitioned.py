@@ -23,7 +23,7 @@ from magnetar.client.consumer import ACK_GROUP_S, HEARTBEAT_S, Consumer, ack_flu
 from magnetar.client.consumer_base import MessageListening
 from magnetar.client.message import Message, MessageId
 from magnetar.client.producer import Producer, SendCallback
-from magnetar.client.transport import topic_path
+from magnetar.client.transport import ServiceSwitched, topic_path
 from magnetar.client.types import ConsumerBatchReceivePolicy, PartitionsRoutingMode
 from magnetar.core.naming import TopicName
 
@@ -206,14 +206,18 @@ class PartitionsPoller:
 
     def _poll_once(self, room: int, out: list[Message]) -> None:
         children = dict(self.children)
+        transport = next(iter(children.values()))._transport
+        generation = transport.generation  # the poll and its acks stay on this service (client failover)
         acks = self._take_acks(children)
         body: dict[str, Any] = {"partitions": sorted(children), "maxMessages": max(1, room), "minMessages": 1,
                                 "waitMs": POLL_WAIT_MS, "requestId": uuid.uuid4().hex}
         if acks:
             body["acks"] = {"partitions": {str(p): a for p, a in acks.items()}}
-        transport = next(iter(children.values()))._transport
         try:
-            response = transport.call("POST", self._path("receive"), body, deadline_s=30 + POLL_WAIT_MS / 1000)
+            response = transport.call("POST", self._path("receive"), body, deadline_s=30 + POLL_WAIT_MS / 1000,
+                                      generation=generation)
+        except ServiceSwitched:
+            return  # the client switched cluster: these acks belong to the former one
         except exceptions.SubscriptionNotFound:
             if self._closed.is_set():
                 return
@@ -223,7 +227,9 @@ class PartitionsPoller:
                 for child in children.values():
                     transport.call("PUT", child._consumer_path, child._subscribe_body)
                 if acks:
-                    self._ack(transport, acks)
+                    self._ack(transport, acks, generation)
+            except ServiceSwitched:
+                return
             except exceptions.PulsarException:
                 self._restore(children, acks)
                 log.warning("re-attaching the partitions failed; retrying", exc_info=True)
@@ -247,10 +253,11 @@ class PartitionsPoller:
         epochs = response.get("epochs") or {}
         for p, child in children.items():
             child._sink = out.append
-            child._accept(wires[p], int(epochs.get(str(p), child._epoch)))
+            child._accept(wires[p], int(epochs.get(str(p), child._epoch)), generation)
 
-    def _ack(self, transport: Any, acks: dict[int, dict[str, Any]]) -> None:
-        transport.call("POST", self._path("ack"), {"partitions": {str(p): a for p, a in acks.items()}})
+    def _ack(self, transport: Any, acks: dict[int, dict[str, Any]], generation: int | None = None) -> None:
+        transport.call("POST", self._path("ack"), {"partitions": {str(p): a for p, a in acks.items()}},
+                       generation=generation)
 
     def _background(self) -> None:
         """Acks ride on the next poll; flush them alone (one request) when none comes soon, and
@@ -264,10 +271,13 @@ class PartitionsPoller:
                 oldest = min((c._pending.since for c in children.values() if c._pending.since), default=0.0)
                 waited = time.monotonic() - oldest if oldest else 0.0
                 if waited and ack_flush_due(waited, self._polling):
+                    generation = transport.generation
                     acks = self._take_acks(children)
                     if acks:
                         try:
-                            self._ack(transport, acks)
+                            self._ack(transport, acks, generation)
+                        except ServiceSwitched:
+                            pass  # acknowledgements of the former cluster: it redelivers those messages
                         except exceptions.PulsarException:
                             self._restore(children, acks)
                             raise

@@ -14,6 +14,8 @@ non-persistent topic, and the cheap way to keep many mostly-idle consumers of pe
 - An unexpected close reconnects with backoff under the same consumer name; the broker redelivers
   what the lost connection held unacknowledged (persistent topics). The broker names the consumer
   `{consumer_name}-{connection id}` (one consumer per connection), as its stats show.
+- A client failover (client/failover.py) closes the connection and reconnects to the new
+  cluster; acknowledgements of messages the former cluster pushed are dropped (it redelivers them).
 """
 
 from __future__ import annotations
@@ -126,8 +128,9 @@ class PushConsumer(ConsumerBase):
         # is_read_compacted: what the view (as at subscribe) does not hold below its horizon is
         # acknowledged here, never handed out, as the long-polling consumer does (client/compacted.py)
         self._compacted = CompactedFilter.load(transport, topic) if read_compacted and topic.is_persistent else None
-        self._url = (f"{websocket_base(websocket_url)}/ws/v2/consumer/{topic_path(topic)}/"
-                     f"{quote(subscription_name, safe='')}?{urlencode(params)}")
+        self._ws_base = websocket_base(websocket_url)  # the current cluster's (a client failover changes it)
+        self._ws_path = f"/ws/v2/consumer/{topic_path(topic)}/{quote(subscription_name, safe='')}?{urlencode(params)}"
+        self._generation = transport.generation  # the service of the connection (Transport.generation)
         self._http_path = f"/magnetar/v1/consumer/{topic_path(topic)}/{quote(subscription_name, safe='')}"
         self._queue: collections.deque[Message] = collections.deque()
         self._cond = threading.Condition()
@@ -136,8 +139,10 @@ class PushConsumer(ConsumerBase):
         self._send_lock = threading.Lock()
         self._closed = threading.Event()
         self._connected = threading.Event()
+        self._reconnect_now = threading.Event()  # a client failover (or the close) ends a reconnect's backoff
         self._errors: collections.deque[str] = collections.deque(maxlen=10)  # error frames from the broker
         self._ws: ClientConnection = self._connect()  # a refusal raises here, as the SDK's exceptions
+        transport.add_switch_listener(self._on_switch)
         self._reader = threading.Thread(target=self._read, name=f"push-{self._name}", daemon=True)
         self._reader.start()
         self._flusher = threading.Thread(target=self._flush_loop, name=f"push-acks-{self._name}", daemon=True)
@@ -176,6 +181,8 @@ class PushConsumer(ConsumerBase):
 
     def acknowledge(self, message: Message | MessageId) -> None:
         message_id = message.message_id() if isinstance(message, Message) else message
+        if self._foreign(message_id):
+            return
         if self._pending.ack([(self._wire(message_id), message_id._batch_size)]) >= ACK_FLUSH_IDS:
             self._flush_acks()
 
@@ -188,6 +195,8 @@ class PushConsumer(ConsumerBase):
         """Redeliver this message after the consumer's `negative_ack_redelivery_delay_ms` (persistent
         topics; a non-persistent topic keeps nothing, the message is only released)."""
         message_id = message.message_id() if isinstance(message, Message) else message
+        if self._foreign(message_id):
+            return
         if self._pending.nack([self._wire(message_id)]) >= ACK_FLUSH_IDS:
             self._flush_acks()
 
@@ -234,9 +243,11 @@ class PushConsumer(ConsumerBase):
         self.close()
 
     def close(self) -> None:
+        self._transport.remove_switch_listener(self._on_switch)
         with contextlib.suppress(exceptions.PulsarException):
             self._flush_acks()
         self._closed.set()
+        self._reconnect_now.set()
         self._pending.wake.set()  # the flusher sees the close
         with self._cond:
             self._cond.notify_all()
@@ -247,6 +258,25 @@ class PushConsumer(ConsumerBase):
             self._reader.join(timeout=5)
 
     # --- internals -------------------------------------------------------------------------
+    @property
+    def _url(self) -> str:
+        return self._ws_base + self._ws_path
+
+    def _foreign(self, message_id: MessageId) -> bool:
+        """Pushed by another cluster than the current one (before a client failover): dropped."""
+        return message_id._generation is not None and message_id._generation != self._transport.generation
+
+    def _on_switch(self) -> None:
+        """The client switched to another cluster: reconnect there (the reader thread does); what
+        the former cluster pushed and was not acknowledged is redelivered by it."""
+        self._ws_base = websocket_base(self._transport.websocket_url or self._transport.base)
+        self._pending.clear()
+        with self._cond:
+            self._queue.clear()
+        self._reconnect_now.set()
+        with contextlib.suppress(Exception):
+            self._ws.close()
+
     @staticmethod
     def _wire(message_id: MessageId) -> str:
         return base64.b64encode(message_id.serialize()).decode()
@@ -254,6 +284,7 @@ class PushConsumer(ConsumerBase):
     def _connect(self) -> ClientConnection:
         try:
             # entered, as websockets >= 17.1 asks of a connection not used in a `with` block
+            generation = self._transport.generation
             auth = self._transport.authentication  # fresh at each (re)connect: a rotated token, a new signature
             headers = auth.websocket_headers(self._url) if auth is not None else None
             ws = connect(self._url, additional_headers=headers, open_timeout=OPEN_TIMEOUT_S, close_timeout=2,
@@ -264,6 +295,7 @@ class PushConsumer(ConsumerBase):
             raise exceptions.InvalidConfiguration(f"Invalid WebSocket URL {self._url!r}: {exc}") from None
         except (OSError, TimeoutError, InvalidHandshake) as exc:
             raise exceptions.ConnectError(f"WebSocket connect to {self._url}: {exc}") from exc
+        self._generation = generation
         self._connected.set()
         return ws
 
@@ -290,12 +322,17 @@ class PushConsumer(ConsumerBase):
                 return
             log.warning("push consumer %s: connection closed, reconnecting", self._name)
             while not self._closed.is_set():
+                self._reconnect_now.clear()
                 try:
                     ws = self._connect()
                 except exceptions.PulsarException as exc:
                     log.warning("push consumer %s: reconnect failed: %s", self._name, exc.reason)
-                    self._closed.wait(backoff)
+                    self._reconnect_now.wait(backoff)
                     backoff = min(backoff * 2, RECONNECT_MAX_S)
+                    continue
+                if self._generation != self._transport.generation:  # the client switched cluster meanwhile
+                    with contextlib.suppress(Exception):
+                        ws.close()
                     continue
                 with self._send_lock:
                     self._ws = ws
@@ -324,6 +361,7 @@ class PushConsumer(ConsumerBase):
         raw = MessageId.deserialize(base64.b64decode(frame["messageId"]))
         mid = MessageId(raw.partition(), raw.ledger_id(), raw.entry_id(), raw.batch_index(), topic,
                         int(frame.get("batchSize", 0)))
+        mid._generation = self._generation
         if self._compacted is not None:
             masked = self._compacted.masked(mid.entry_id(), max(mid._batch_size, 1))
             if masked is not None and max(mid.batch_index(), 0) in masked:
