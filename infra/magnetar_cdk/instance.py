@@ -176,7 +176,7 @@ def grant_replication(journal_consumer: lambda_.Function, instance: Instance, re
     arns = [remote_produce_arn(instance, cluster, r) for cluster, r in remotes]
     journal_consumer.add_to_role_policy(iam.PolicyStatement(actions=["execute-api:Invoke"], resources=arns))
     assert journal_consumer.role is not None
-    for (cluster, r), arn in zip(remotes, arns, strict=True):
+    for cluster, r in remotes:
         api_id = instance.remote_api_ids.get(cluster, "*")
         acknowledge(
             journal_consumer.role,
