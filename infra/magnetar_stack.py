@@ -31,7 +31,7 @@ from typing import Any
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Duration, Environment, Stack, Token
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
@@ -39,9 +39,13 @@ from constructs import Construct
 from magnetar.config import (
     AUTHORIZER_FUNCTION_ID,
     BROKER_FUNCTION_ID,
+    CLUSTER_NAME,
     ENV_AUTH_ENABLED,
     ENV_BASIC_AUTH_SECRET,
     ENV_BUCKET,
+    ENV_CLUSTER_NAME,
+    ENV_CONFIG_REGION,
+    ENV_CONFIG_TABLE,
     ENV_SEAL_LATENCY_MS,
     ENV_STREAM,
     ENV_SUPERUSER_ROLES,
@@ -57,11 +61,17 @@ from magnetar.config import (
 )
 from magnetar_cdk import apis, functions, observability, storage
 from magnetar_cdk import emr as emr_part
+from magnetar_cdk import instance as instance_part
 from magnetar_cdk import pulsar_protocol as pulsar_protocol_proxy
+from magnetar_cdk.instance import (
+    DEFAULT_REPLICATION_BACKLOG_ALARM,
+    DEFAULT_REPLICATION_DELAY_ALARM_S,
+    Instance,
+)
 from magnetar_cdk.observability import JOURNAL_CONSUMER_SERVICE
 from magnetar_cdk.settings import DEFAULT_LAYER_DIR, context_flag, resolve_settings
 
-__all__ = ["DEFAULT_LAYER_DIR", "MagnetarStack", "context_flag"]
+__all__ = ["DEFAULT_LAYER_DIR", "Instance", "MagnetarStack", "context_flag", "instance_stacks"]
 BASIC_AUTH_SECRET_ID = "BasicAuthUsers"  # the imported secret (no resource of the stack's own)
 
 
@@ -95,9 +105,15 @@ class MagnetarStack(Stack):
         emr: bool | None = None,  # Spark on EMR Serverless (context emr): magnetar_cdk/emr.py
         pulsar_protocol: bool | None = None,  # the binary protocol proxy on Fargate (context pulsarProtocol)
         pulsar_protocol_certificate_arn: str | None = None,  # its TLS listener's (pulsarProtocolCertificateArn)
+        cluster_name: str | None = None,  # context clusterName; default: the region, else "standalone"
+        instance: Instance | None = None,  # one cluster of an instance across regions (instance_stacks)
+        replication_backlog_alarm_threshold: int | None = None,  # messages (replicationBacklogAlarm)
+        replication_delay_alarm_threshold: Duration | None = None,  # (replicationDelayAlarmSeconds)
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        self.instance = instance
+        self.cluster_name = self._cluster_name(cluster_name, instance)
         settings = resolve_settings(
             self,
             superuser_roles=superuser_roles,
@@ -114,7 +130,9 @@ class MagnetarStack(Stack):
             basic_auth_secret_arn=basic_auth_secret_arn,
         )
         self.settings = settings
-        self.superuser_roles = settings.superuser_roles
+        # An instance's clusters replicate to each other as superusers (their journal consumers' roles).
+        self.superuser_roles = (instance_part.superuser_roles(instance, self.region, settings.superuser_roles)
+                                if instance else settings.superuser_roles)
         self.authorizer_cache_ttl = settings.authorizer_cache_ttl
         self.throttle = settings.throttle
         self.log_retention_days = retention = settings.log_retention_days
@@ -123,6 +141,9 @@ class MagnetarStack(Stack):
 
         # --- storage and the shared layer ------------------------------------------------------
         self.table = storage.metadata_table(self)
+        # The instance's configuration store: the global table lives in the home stack.
+        self.config_table = (instance_part.config_table(self, instance)
+                             if instance and self.region == instance.home_region else None)
         self.bucket = storage.segment_bucket(self)
         self.stream = storage.journal_stream(self)
         self.layer = functions.core_layer(self, layer_dir)
@@ -140,6 +161,9 @@ class MagnetarStack(Stack):
             # https://{apiId}.execute-api.{region}.amazonaws.com/{stage}
             ENV_WS_ENDPOINT: self.websocket_stage.callback_url,
         }
+        if instance:
+            resource_env[ENV_CONFIG_TABLE] = instance.config_table_name
+            resource_env[ENV_CONFIG_REGION] = instance.home_region
         # The functions that answer callers: every request needs a role (docs/security.md).
         auth_env = {ENV_AUTH_ENABLED: "true", ENV_SUPERUSER_ROLES: self.superuser_roles}
         # The functions serving consumers: with the journal on enhanced fan-out, sealing follows
@@ -191,8 +215,11 @@ class MagnetarStack(Stack):
             memory_mb=JOURNAL_CONSUMER_MEMORY_MB,
             environment={**resource_env, ENV_SEAL_LATENCY_MS: str(settings.seal_latency_ms),
                          "POWERTOOLS_SERVICE_NAME": JOURNAL_CONSUMER_SERVICE},
+            # other clusters of the instance name it: superuser there, execute-api:Invoke here
+            role_name=instance.replicator_role_name(self.cluster_name) if instance else None,
         )
         self.table.grant_read_write_data(self.journal_consumer)
+        self._grant_config(self.journal_consumer)
         functions.grant_segments(self.journal_consumer, self.bucket, "s3:GetObject", "s3:PutObject")  # seals
         self.stream.grant_read_write(self.journal_consumer)
         functions.grant_manage_connections(self.journal_consumer, self.websocket_api)
@@ -254,9 +281,10 @@ class MagnetarStack(Stack):
         functions.grant_segments(self.maintenance, self.bucket, "s3:DeleteObject")  # retention trims segments
         self.maintenance_schedule = functions.maintenance_schedule(self, self.maintenance)
 
-        functions.bootstrap_items(self, self.table, retention)
+        bootstrap, provider_role, provider_logs = self._bootstrap(retention)
+        self.alarm_topic = observability.alarm_topic(self, settings.alarm_topic_arn, create=instance is not None)
         self.alarms = observability.alarms(
-            self, self.journal_consumer, settings.iterator_age_alarm_threshold, settings.alarm_topic_arn
+            self, self.journal_consumer, settings.iterator_age_alarm_threshold, self.alarm_topic
         )
         # --- optional: Spark on EMR Serverless (emr=True or -c emr=true) --------------------------------
         self.emr = emr_part.spark_on_emr(self, emr, segment_bucket=self.bucket, iam_http_api=self.iam_http_api)
@@ -266,12 +294,69 @@ class MagnetarStack(Stack):
             {**resource_env, **auth_env, **tail_env, ENV_TOKEN_KEYS_SECRET: self.token_keys.secret_arn, **basic_env})
         if self.pulsar_protocol is not None and self.basic_auth_users is not None:
             self.basic_auth_users.grant_read(self.pulsar_protocol.task.task_role)  # CONNECT's basic credentials
+        if self.pulsar_protocol is not None:
+            self._grant_config(self.pulsar_protocol.task.task_role)
+        # --- an instance across regions: replication, registration, replication alarms (magnetar_cdk/instance.py) ---
+        self.replication_alarms: list[Any] = []
+        if instance:
+            self._join_instance(instance, bootstrap, provider_role, provider_logs,
+                                replication_backlog_alarm_threshold, replication_delay_alarm_threshold)
 
-    def _function(self, construct_id: str, asset: str, **options: Any) -> lambda_.Function:
-        """A handler function on the core layer, with the stack's log retention (functions.function)."""
+    def _cluster_name(self, cluster_name: str | None, instance: Instance | None) -> str:
+        """The argument, else the instance's name for this region, else the context clusterName,
+        else the region (standalone when the stack is environment-agnostic)."""
+        if instance is not None:
+            if Token.is_unresolved(self.region) or self.region not in instance.regions:
+                raise ValueError(f"a stack of an instance needs one of its regions {list(instance.regions)} "
+                                 "as env region")
+            name = instance.cluster_of(self.region)
+            if cluster_name not in (None, name):
+                raise ValueError(f"cluster {cluster_name!r} in {self.region}: the instance names it {name!r}")
+            return name
+        default = CLUSTER_NAME if Token.is_unresolved(self.region) else self.region
+        return str(cluster_name or self.node.try_get_context("clusterName") or default)
+
+    def _bootstrap(self, retention: int) -> tuple[Any, Any, Any]:
+        """The default tenant and namespace: in the metadata table, or an instance's configuration
+        table (its home stack only), where each cluster then adds itself to the tenant."""
+        if self.instance is None:
+            return functions.bootstrap_items(self, self.table, retention, cluster_name=self.cluster_name)
+        if self.config_table is None:
+            return functions.bootstrap_items(self, None, retention)
+        return functions.bootstrap_items(self, self.config_table, retention,
+                                         items=functions.bootstrap_item_list(self.cluster_name, []))
+
+    def _join_instance(self, instance: Instance, bootstrap: Any, provider_role: Any, provider_logs: Any,
+                       backlog_threshold: int | None, delay_threshold: Duration | None) -> None:
+        """Replication permissions, this cluster's registration and the replication alarms."""
+        instance_part.grant_replication(self.journal_consumer, instance, self.region)
+        broker_service_url = self.pulsar_protocol.service_url if self.pulsar_protocol is not None else None
+        data = instance_part.cluster_data(self, self.iam_http_stage.url, broker_service_url)
+        registration = Construct(self, "Instance")
+        instance_part.register_cluster(registration, instance, self.cluster_name, data, provider_role, provider_logs)
+        registration.node.add_dependency(bootstrap)  # the tenant first (home stack)
+        if self.config_table is not None:
+            registration.node.add_dependency(self.config_table)
+        backlog = backlog_threshold if backlog_threshold is not None else int(self.node.try_get_context(
+            "replicationBacklogAlarm") or DEFAULT_REPLICATION_BACKLOG_ALARM)
+        delay = delay_threshold or Duration.seconds(int(self.node.try_get_context(
+            "replicationDelayAlarmSeconds") or DEFAULT_REPLICATION_DELAY_ALARM_S))
+        self.replication_alarms = instance_part.replication_alarms(self, instance, self.region, backlog, delay)
+        observability.notify(self.alarm_topic, *self.replication_alarms)
+
+    def _function(self, construct_id: str, asset: str, *, environment: dict[str, str],
+                  **options: Any) -> lambda_.Function:
+        """A handler function on the core layer, with the stack's log retention (functions.function)
+        and the cluster's name."""
         return functions.function(
-            self, construct_id, asset, layer=self.layer, log_retention_days=self.log_retention_days, **options
+            self, construct_id, asset, layer=self.layer, log_retention_days=self.log_retention_days,
+            environment={**environment, ENV_CLUSTER_NAME: self.cluster_name}, **options
         )
+
+    def _grant_config(self, grantee: Any) -> None:
+        """Read/write on the instance's configuration table (nothing without an instance)."""
+        if self.instance is not None:
+            instance_part.grant_config(grantee, self.instance, self.region)
 
     def _grant_broker_access(self, handler: lambda_.Function) -> None:
         """The broker's access (functions.grant_broker_access) to this stack's resources."""
@@ -282,3 +367,20 @@ class MagnetarStack(Stack):
             stream=self.stream,
             websocket_api=self.websocket_api,
         )
+        self._grant_config(handler)
+
+
+def instance_stacks(scope: Construct, base_id: str, instance: Instance, *, account: str | None = None,
+                    **kwargs: Any) -> list[MagnetarStack]:
+    """One stack per region of `instance`, `<base_id>-<region>`, in `account` (None: the CLI's).
+
+    The first region's stack holds the configuration table and writes the default tenant: every
+    other stack depends on it, so `cdk deploy --all` deploys it first. `kwargs`: MagnetarStack's."""
+    stacks: list[MagnetarStack] = []
+    for region in instance.regions:
+        stack = MagnetarStack(scope, f"{base_id}-{region}", env=Environment(account=account, region=region),
+                              instance=instance, **kwargs)
+        if stacks:
+            stack.add_stack_dependency(stacks[0], "the home stack holds the configuration table")
+        stacks.append(stack)
+    return stacks

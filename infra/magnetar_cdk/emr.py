@@ -40,7 +40,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from constructs import Construct
 
 from magnetar.config import IAM_HTTP_API_ID, SEGMENT_BUCKET_ID
-from magnetar_cdk.nag import acknowledge, acknowledge_all
+from magnetar_cdk.nag import acknowledge, acknowledge_all, region_account
 from magnetar_cdk.settings import REPO_ROOT, context_flag, setting
 
 EMR_RELEASE_LABEL = "emr-spark-8.0.0"  # Spark 4.0.2-amzn-0 (EMR Serverless, arm64 and x86_64)
@@ -172,7 +172,7 @@ class SparkOnEmr(Construct):
         acknowledge_all(self.job_role, (
             (f"AwsSolutions-IAM5[Resource::<{SEGMENT_BUCKET_ID}.Arn>/segments/*]",
              "Segment objects: their keys name topics and ledgers created at run time; read only."),
-            ("AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
+            (f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:{region_account(self)}:"
              f"<{IAM_HTTP_API_ID}>/*]",
              "Every route of the IAM-authorized API: the broker authorizes each call by this role's grants."),
         ))

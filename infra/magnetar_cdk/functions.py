@@ -26,6 +26,7 @@ from constructs import Construct
 
 from magnetar.config import (
     BOOTSTRAP_ITEMS,
+    CLUSTER_NAME,
     CORE_LAYER_ID,
     JOURNAL_BATCH_SIZE,
     LAMBDA_MEMORY_MB,
@@ -37,7 +38,7 @@ from magnetar.config import (
     journal_batching_window_s,
 )
 
-from .nag import acknowledge
+from .nag import acknowledge, region_account
 from .observability import log_group
 from .settings import (
     ARCHITECTURE,
@@ -71,7 +72,7 @@ def core_layer(scope: Construct, layer_dir: Path) -> lambda_.LayerVersion:
 
 
 def execution_role(
-    scope: Construct, construct_id: str, log_retention_days: int
+    scope: Construct, construct_id: str, log_retention_days: int, role_name: str | None = None
 ) -> tuple[iam.Role, logs.LogGroup]:
     """A function's own role and log group: it may write its logs there and nothing else yet.
 
@@ -82,6 +83,7 @@ def execution_role(
         f"{construct_id}Role",
         assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
         description=f"Magnetar {construct_id}: its log group and the grants the stack gives it",
+        role_name=role_name,
     )
     group.grant_write(role)  # logs:CreateLogStream, logs:PutLogEvents on this group only
     return role, group
@@ -97,10 +99,12 @@ def function(
     timeout: Duration,
     environment: dict[str, str],
     memory_mb: int = LAMBDA_MEMORY_MB,
+    role_name: str | None = None,
     **options: Any,
 ) -> lambda_.Function:
-    """A handler function: thin code asset on top of the shared core layer."""
-    role, group = execution_role(scope, construct_id, log_retention_days)
+    """A handler function: thin code asset on top of the shared core layer (`role_name`: its role's
+    name, for a role other accounts' or regions' policies name; else CloudFormation's)."""
+    role, group = execution_role(scope, construct_id, log_retention_days, role_name)
     handler = lambda_.Function(
         scope,
         construct_id,
@@ -179,7 +183,7 @@ def grant_manage_connections(handler: lambda_.Function, websocket_api: apigwv2.I
     assert handler.role is not None
     acknowledge(
         handler.role,
-        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:{region_account(handler)}:"
         f"<{WEBSOCKET_API_ID}>/{WEBSOCKET_STAGE_NAME}/*/@connections/*]",
         "Connections of this WebSocket API's stage only; connection ids exist per connection, and the "
         "method (POST to push, DELETE to close, GET to inspect) is the only other wildcard.",
@@ -208,7 +212,7 @@ def grant_self_invoke(websocket_function: lambda_.Function) -> None:
     assert websocket_function.role is not None
     acknowledge(
         websocket_function.role,
-        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:"
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:lambda:{region_account(stack)}:"
         f"function:{stack.stack_name}-{WEBSOCKET_FUNCTION_ID}-*]",
         "The WebSocket function invokes itself (backlog push after $connect); its own ARN cannot "
         "appear in its role (circular dependency), so the statement names the function by the stack "
@@ -306,20 +310,38 @@ def maintenance_schedule(scope: Construct, maintenance: lambda_.Function) -> eve
     return schedule
 
 
-def bootstrap_items(scope: Construct, table: dynamodb.ITable, log_retention_days: int) -> None:
-    """Write BOOTSTRAP_ITEMS once; attribute_not_exists keeps later user changes intact."""
+def bootstrap_items(
+    scope: Construct,
+    table: dynamodb.ITable | None,
+    log_retention_days: int,
+    *,
+    cluster_name: str = CLUSTER_NAME,
+    items: list[dict[str, dict[str, object]]] | None = None,
+    table_name: str | None = None,
+    table_arn: str | None = None,
+) -> tuple[Construct, iam.Role, logs.LogGroup]:
+    """Write BOOTSTRAP_ITEMS once; attribute_not_exists keeps later user changes intact.
+
+    Into `table`, or the table named `table_name` (ARN `table_arn`: the instance's configuration
+    table). Tenant `public` allows `cluster_name` (as Pulsar's standalone, which allows its own
+    cluster); `items` replaces BOOTSTRAP_ITEMS (an instance's home stack: the clusters add
+    themselves). Returns the custom resources' scope and their provider's role and log group."""
     bootstrap = Construct(scope, "Bootstrap")
-    policy = cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[table.table_arn])
+    name = table_name or (table.table_name if table else None)
+    arn = table_arn or (table.table_arn if table else None)
     # The custom resources' shared provider function gets a role of ours (its log group only, no
     # managed policy) and a log group with the stack's retention.
     role, group = execution_role(scope, "BootstrapProvider", log_retention_days)
-    for item in BOOTSTRAP_ITEMS:
+    if name is None or arn is None:  # nothing to write here (an instance's other regions)
+        return bootstrap, role, group
+    policy = cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[arn])
+    for item in bootstrap_item_list(cluster_name) if items is None else items:
         key = f"{item['pk']['S']}/{item['sk']['S']}"
         put_item = cr.AwsSdkCall(
             service="DynamoDB",
             action="putItem",
             parameters={
-                "TableName": table.table_name,
+                "TableName": name,
                 "Item": item,
                 "ConditionExpression": "attribute_not_exists(pk)",
             },
@@ -337,3 +359,15 @@ def bootstrap_items(scope: Construct, table: dynamodb.ITable, log_retention_days
             log_group=group,
             install_latest_aws_sdk=False,
         )
+    return bootstrap, role, group
+
+
+def bootstrap_item_list(cluster_name: str, allowed_clusters: list[str] | None = None) -> list[dict[str, dict[str, object]]]:
+    """BOOTSTRAP_ITEMS with tenant `public` allowing `allowed_clusters` (default: `cluster_name`)."""
+    clusters = [cluster_name] if allowed_clusters is None else allowed_clusters
+    out: list[dict[str, dict[str, object]]] = []
+    for item in BOOTSTRAP_ITEMS:
+        if "allowedClusters" in item:
+            item = {**item, "allowedClusters": {"L": [{"S": c} for c in clusters]}}
+        out.append(item)
+    return out

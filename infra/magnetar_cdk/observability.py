@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -15,8 +15,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct, IConstruct
 
-from .nag import acknowledge
+from .nag import acknowledge, region_account
 from .settings import (
+    ALARM_TOPIC_ID,
     API_GATEWAY_ACCOUNT_ID,
     API_GATEWAY_LOGS_ROLE_ID,
     ITERATOR_AGE_ALARM_ID,
@@ -119,7 +120,7 @@ def api_gateway_cloudwatch_role(scope: Construct, websocket_stage: apigwv2.WebSo
     )
     acknowledge(
         role,
-        "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>:log-group:*]",
+        f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:logs:{region_account(scope)}:log-group:*]",
         "API Gateway's CloudWatch role is one per account and region and serves the logs of every "
         "API there (the same actions as the managed AmazonAPIGatewayPushToCloudWatchLogs, scoped to "
         "this account's and region's log groups instead of `*`).",
@@ -134,9 +135,9 @@ def alarms(
     scope: Construct,
     journal_consumer: lambda_.Function,
     iterator_age_threshold: Duration,
-    alarm_topic_arn: str,
+    alarm_topic: sns.ITopic | None,
 ) -> tuple[cloudwatch.Alarm, cloudwatch.Alarm]:
-    """The two signals that the ledger is in trouble; `alarmTopicArn` (SNS) receives them."""
+    """The two signals that the ledger is in trouble; `alarm_topic` (SNS, see `alarm_topic`) receives them."""
     iterator_age = cloudwatch.Alarm(
         scope,
         ITERATOR_AGE_ALARM_ID,
@@ -175,9 +176,36 @@ def alarms(
         treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,  # emitted only when it happens
     )
     pin_logical_id(late_after_hole, LATE_AFTER_HOLE_ALARM_ID)
-    if alarm_topic_arn:
-        action = cloudwatch_actions.SnsAction(sns.Topic.from_topic_arn(scope, "AlarmTopic", alarm_topic_arn))
-        for alarm in (iterator_age, late_after_hole):
-            alarm.add_alarm_action(action)
-            alarm.add_ok_action(action)
+    notify(alarm_topic, iterator_age, late_after_hole)
     return iterator_age, late_after_hole
+
+
+def alarm_topic(scope: Construct, alarm_topic_arn: str, create: bool) -> sns.ITopic | None:
+    """The alarms' SNS topic: the operator's (`alarmTopicArn`), else with `create` a topic of the
+    stack's own (output AlarmTopicArn, for subscriptions), else none."""
+    if alarm_topic_arn:
+        return sns.Topic.from_topic_arn(scope, ALARM_TOPIC_ID, alarm_topic_arn)
+    if not create:
+        return None
+    topic = sns.Topic(scope, ALARM_TOPIC_ID, display_name="Magnetar alarms", enforce_ssl=True)
+    pin_logical_id(topic, ALARM_TOPIC_ID)
+    acknowledge(
+        topic,
+        "AwsSolutions-SNS2",
+        "CloudWatch alarms publish to it, which the AWS managed key aws/sns does not allow (its key "
+        "policy cannot grant cloudwatch.amazonaws.com); the notifications carry alarm names and states, "
+        "no message data. Give -c alarmTopicArn=<an encrypted topic with a customer managed key> to use one.",
+    )
+    CfnOutput(scope, "AlarmTopicArn", value=topic.topic_arn,
+              description="SNS topic of the stack's alarms: subscribe the operators to it")
+    return topic
+
+
+def notify(topic: sns.ITopic | None, *alarms: cloudwatch.Alarm) -> None:
+    """`topic` receives the alarms' state changes (ALARM and back to OK)."""
+    if topic is None:
+        return
+    action = cloudwatch_actions.SnsAction(topic)
+    for alarm in alarms:
+        alarm.add_alarm_action(action)
+        alarm.add_ok_action(action)

@@ -30,7 +30,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from magnetar.config import SEGMENT_BUCKET_ID, WEBSOCKET_API_ID
-from magnetar_cdk.nag import acknowledge, acknowledge_all
+from magnetar_cdk.nag import acknowledge, acknowledge_all, region_account
 from magnetar_cdk.observability import log_group
 from magnetar_cdk.settings import REPO_ROOT, WEBSOCKET_STAGE_NAME, context_flag
 
@@ -195,7 +195,7 @@ class PulsarProtocolProxy(Construct):
             (f"AwsSolutions-IAM5[Resource::<{SEGMENT_BUCKET_ID}.Arn>/*]",
              "The broker function's grant: segment objects of the one segment bucket, whose keys name topics "
              "and ledgers created at run time."),
-            ("AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:<AWS::Region>:<AWS::AccountId>:"
+            (f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:{region_account(self)}:"
              f"<{WEBSOCKET_API_ID}>/{WEBSOCKET_STAGE_NAME}/*/@connections/*]",
              "The broker function's grant: connections of this WebSocket API's stage only (non-persistent "
              "topics' publishes are pushed to them)."),

@@ -36,6 +36,7 @@ TOKEN_KEYS_INITIAL_KEY_ID = "TokenKeysInitialKey"  # the custom resource invokin
 API_GATEWAY_ACCOUNT_ID = "ApiGatewayAccount"
 API_GATEWAY_LOGS_ROLE_ID = "ApiGatewayCloudWatchRole"
 ITERATOR_AGE_ALARM_ID = "JournalIteratorAgeAlarm"
+ALARM_TOPIC_ID = "AlarmTopic"  # the alarms' topic: imported (alarmTopicArn), else an instance stack's own
 LATE_AFTER_HOLE_ALARM_ID = "LateAfterHoleAlarm"
 HTTP_API_ACCESS_LOGS_ID = "HttpApiAccessLogs"
 IAM_HTTP_API_ACCESS_LOGS_ID = "IamHttpApiAccessLogs"

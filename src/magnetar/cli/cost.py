@@ -2,8 +2,9 @@
 
 Prints Magnetar's bill by component and by step for both Kinesis capacity modes, the same workload
 on SQS, Kinesis directly and Pulsar on EC2, and the headline: USD per million messages end to end
-(produce, keep for the retention window, consume once per subscription). `--json PATH` also
-writes everything as JSON (`--json -` prints only the JSON). Runs standalone too:
+(produce, keep for the retention window, consume once per subscription). `--replicated-to N`
+adds geo-replication to N remote clusters of an instance (magnetar.cost.replication). `--json PATH`
+also writes everything as JSON (`--json -` prints only the JSON). Runs standalone too:
 `python -m magnetar.cli.cost --workload bench/workloads/baseline-1kb-batch100.yaml`.
 """
 
@@ -23,11 +24,13 @@ from magnetar.cost import (
     PRICES_AS_OF,
     Comparison,
     CostReport,
+    ReplicationCost,
     WorkloadError,
     compare,
     load_workload,
     monthly_cost,
     price_table,
+    replication_cost,
 )
 
 console = Console()
@@ -60,7 +63,40 @@ def headline_text(report: CostReport, comparison: Comparison) -> str:
     )
 
 
-def result_dict(report: CostReport, comparison: Comparison) -> dict[str, Any]:
+def replication_text(report: CostReport, replication: ReplicationCost) -> str:
+    prov, od = replication.provisioned.usd_per_million_messages, replication.on_demand.usd_per_million_messages
+    return (
+        f"replicated to {replication.remote_clusters} remote cluster(s): +{prov:.4f} USD per million messages with "
+        f"provisioned Kinesis ({report.provisioned.usd_per_million_messages + prov:.4f} in all), +{od:.4f} with "
+        f"on-demand Kinesis ({report.on_demand.usd_per_million_messages + od:.4f} in all)"
+    )
+
+
+def render_replication(report: CostReport, replication: ReplicationCost, out: Console) -> None:
+    table = Table(title=f"Replication to {replication.remote_clusters} remote cluster(s) (USD/month)")
+    table.add_column("component")
+    table.add_column("on-demand Kinesis", justify="right")
+    table.add_column("provisioned Kinesis", justify="right")
+    for component, usd in replication.on_demand.components.items():
+        table.add_row(component, _usd(usd), _usd(replication.provisioned.components[component]))
+    table.add_section()
+    table.add_row("[bold]total[/bold]", f"[bold]{_usd(replication.on_demand.monthly_usd)}[/bold]",
+                  f"[bold]{_usd(replication.provisioned.monthly_usd)}[/bold]")
+    table.add_row(
+        "[bold]USD per million messages[/bold]",
+        f"[bold]{_per_million(replication.on_demand.usd_per_million_messages)}[/bold]",
+        f"[bold]{_per_million(replication.provisioned.usd_per_million_messages)}[/bold]",
+    )
+    out.print(table)
+    for note in replication.notes:
+        out.print(f"[dim]note:[/dim] {escape(note)}")
+    out.print(f"[bold green]{escape(replication_text(report, replication))}[/bold green]")
+
+
+def result_dict(report: CostReport, comparison: Comparison, replication: ReplicationCost | None = None) -> dict[str, Any]:
+    extra: dict[str, Any] = {}
+    if replication is not None:
+        extra["replication"] = {"text": replication_text(report, replication), **replication.to_dict()}
     return {
         "headline": {
             "text": headline_text(report, comparison),
@@ -73,6 +109,7 @@ def result_dict(report: CostReport, comparison: Comparison) -> dict[str, Any]:
         "report": report.to_dict(),
         "comparison": comparison.to_dict()["rows"],
         "prices": price_table(),
+        **extra,
     }
 
 
@@ -151,6 +188,9 @@ def cost_command(
         Path | None, typer.Option("--json", help="Also write the whole result as JSON to this file ('-': print only JSON).")
     ] = None,
     prices: Annotated[bool, typer.Option("--prices", help="Also print the price table with its sources.")] = False,
+    replicated_to: Annotated[int, typer.Option(
+        "--replicated-to", min=0,
+        help="Also price geo-replication of every message to this many remote clusters of the instance.")] = 0,
 ) -> None:
     """Model the monthly AWS bill of a workload and compare it with SQS, Kinesis and Pulsar on EC2."""
     try:
@@ -160,11 +200,14 @@ def cost_command(
         raise typer.Exit(1) from None
     report = monthly_cost(loaded)
     comparison = compare(loaded, report)
-    result = result_dict(report, comparison)
+    replication = replication_cost(loaded, replicated_to) if replicated_to else None
+    result = result_dict(report, comparison, replication)
     if json_path is not None and str(json_path) == "-":
         typer.echo(json.dumps(result, indent=2))
         return
     render(report, comparison, console)
+    if replication is not None:
+        render_replication(report, replication, console)
     if prices:
         render_prices(console)
     if json_path is not None:

@@ -22,7 +22,8 @@ Layout, by responsibility:
 - `magnetar`: Magnetar's components by step, `CostReport` and `monthly_cost`;
 - `alternatives`: SQS, Kinesis directly and Pulsar on EC2 (`pulsar_sizing`);
 - `comparison`: `compare` and `headline`;
-- `measured`: `cost_of_measured_run`.
+- `measured`: `cost_of_measured_run`;
+- `replication`: `replication_cost`, geo-replication to N remote clusters of an instance.
 
 Conventions: a "GB" of data is 2**30 bytes (AWS bills GB-months and GB transferred in binary
 gigabytes); free tiers are ignored (a production account has used them up); prices are
@@ -47,6 +48,7 @@ from magnetar.cost.prices import (
     Price,
     price_table,
 )
+from magnetar.cost.replication import ReplicationCost, replication_cost
 from magnetar.cost.units import (
     apigw_units,
     base64_bytes,
@@ -91,6 +93,7 @@ __all__ = [
     "Parameters",
     "Price",
     "PulsarSizing",
+    "ReplicationCost",
     "Shape",
     "Usage",
     "Workload",
@@ -108,6 +111,7 @@ __all__ = [
     "price_table",
     "price_usage",
     "pulsar_sizing",
+    "replication_cost",
     "rru",
     "sqs_chunks",
     "wru",

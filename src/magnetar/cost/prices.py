@@ -221,6 +221,13 @@ _PRICE_LIST = (
         "https://aws.amazon.com/ec2/pricing/on-demand/#Data_Transfer_within_the_same_AWS_Region",
         "confirmed: finopsforge.com, usage.ai (Jun 2026): $0.01/GB in each direction",
     ),
+    Price(
+        "transfer.inter_region_gb", "Data Transfer",
+        "inter-region data transfer out of us-east-1 (to any region but us-east-2, $0.01); free on arrival", 0.02, 1.0,
+        "GB", "https://aws.amazon.com/ec2/pricing/on-demand/#Data_Transfer",
+        "confirmed: redresscompliance.com 'AWS inter-region transfer costs' (us-east-1 to us-west-2 and to eu-west-1 "
+        "$0.02/GB at the source, free at the destination; us-east-1 to us-east-2 $0.01/GB)",
+    ),
 )
 
 PRICES: dict[str, Price] = {p.key: p for p in _PRICE_LIST}
