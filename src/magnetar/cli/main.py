@@ -32,12 +32,14 @@ from magnetar.cli.spark import spark_app
 from magnetar.cli.tokens import tokens_app
 from magnetar.cli.verify import verify_command
 from magnetar.config import (
+    CLUSTER_NAME,
     DEFAULT_SUPERUSER_ROLE,
     LOCAL_SHARD_COUNT,
     MAINTENANCE_INTERVAL_S,
     MAX_JOURNAL_BATCHING_WINDOW_S,
     MAX_LOCAL_SHARD_COUNT,
 )
+from magnetar.core.clusters import valid_cluster_name
 from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, MAX_SEAL_LATENCY_MS
 from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
 
@@ -127,6 +129,9 @@ def local_up(
              "with --pulsar-tls-cert and --pulsar-tls-key (PEM). On AWS the load balancer terminates TLS.")] = None,
     pulsar_tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate chain for --pulsar-tls-port.")] = None,
     pulsar_tls_key: Annotated[Path | None, typer.Option(help="PEM private key for --pulsar-tls-port.")] = None,
+    cluster_name: Annotated[str, typer.Option(
+        help="This cluster's name in the instance (Pulsar's clusterName, MAGNETAR_CLUSTER_NAME): registered with "
+             "its URLs at start and allowed to tenant public.")] = CLUSTER_NAME,
 ) -> None:
     """Start the AWS emulator, the resources, the HTTP API, the journal consumer and the maintenance
     schedule; Ctrl-C stops all."""
@@ -134,6 +139,8 @@ def local_up(
 
     if pulsar_tls_port is not None and not (pulsar_tls_cert and pulsar_tls_key):
         _fail("--pulsar-tls-port needs --pulsar-tls-cert and --pulsar-tls-key")
+    if not valid_cluster_name(cluster_name):
+        _fail(f"--cluster-name {cluster_name!r}: a cluster name is letters, digits and _ - = : . only")
     key_file = None
     if auth:
         key_file = token_secret_key or _local_token_key()
@@ -145,13 +152,15 @@ def local_up(
                            seal_latency_ms=seal_latency_ms, journal_shards=journal_shards,
                            tail_reads=None if tail_reads is None else on_off("--tail-reads", tail_reads),
                            pulsar_port=pulsar_port or None, pulsar_tls_port=pulsar_tls_port,
-                           pulsar_tls_cert_file=str(pulsar_tls_cert or ""), pulsar_tls_key_file=str(pulsar_tls_key or ""))
+                           pulsar_tls_cert_file=str(pulsar_tls_cert or ""), pulsar_tls_key_file=str(pulsar_tls_key or ""),
+                           cluster_name=cluster_name)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         with console.status("starting the local cluster..."):
             cluster.start()
-        console.print(f"[green]Magnetar is up[/green]  HTTP API [bold]{cluster.url}[/bold]  AWS endpoint {cluster.endpoint}")
+        console.print(f"[green]Magnetar is up[/green]  cluster [bold]{cluster.cluster_name}[/bold]  "
+                      f"HTTP API [bold]{cluster.url}[/bold]  AWS endpoint {cluster.endpoint}")
         console.print(f"  export {SERVICE_URL_ENV}={cluster.url}    (Ctrl-C to stop)")
         if cluster.pulsar_url:
             console.print(f"  Pulsar binary protocol [bold]{cluster.pulsar_url}[/bold]  (the official clients)")

@@ -8,6 +8,7 @@ from magnetar.adapters.aws.clients import client
 from magnetar.config import (
     ResourceNames,
     auth_settings_from_env,
+    cluster_name_from_env,
     seal_latency_ms_from_env,
     tail_reads_from_env,
 )
@@ -26,4 +27,4 @@ def build_broker() -> Broker:
                                    config_dynamodb=client("dynamodb", names.config_region) if names.config_region else None)
     return Broker(metadata, S3SegmentStore(names.bucket), KinesisJournal(names.stream),
                   auth=auth_settings_from_env(), tail_reads=tail_reads_from_env(),
-                  seal_latency_ms=seal_latency_ms_from_env())
+                  seal_latency_ms=seal_latency_ms_from_env(), cluster_name=cluster_name_from_env())
