@@ -102,7 +102,7 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
     "consumer": {"schema": {"type": "string", "pattern": _NAME_PATTERN, "maxLength": 255}, "example": "c1"},
     "producer": {"schema": {"type": "string", "pattern": _NAME_PATTERN, "maxLength": 255}, "example": "p1"},
     "role": {"schema": {"type": "string", "pattern": _NAME_PATTERN}, "example": "app"},
-    "cluster": {"schema": {"type": "string", "pattern": _NAME_PATTERN, "maxLength": 255}, "example": "standalone",
+    "cluster": {"schema": {"type": "string", "pattern": _NAME_PATTERN, "maxLength": 255}, "example": "cluster-a",
                 "description": "A cluster of the instance (a new one's name: letters, digits, `_ - = : .`)."},
     "version": {"schema": {"type": "string", "pattern": r"^\d+$", "maxLength": 19}, "example": "0",
                 "description": "A schema version."},
