@@ -3,6 +3,7 @@ admin client and the CLI, against the session's local cluster (which registered 
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import httpx
@@ -180,3 +181,27 @@ def test_cli_replication_clusters(cluster, admin: AdminClient, tenant: str) -> N
     refused = runner.invoke(cli, ["admin", "namespaces", "set-clusters", f"{tenant}/ns", "--clusters", "nowhere",
                                   "--service-url", cluster.url])
     assert refused.exit_code == 1 and "Invalid cluster id: nowhere" in refused.output
+
+
+def test_local_up_with_a_cluster_name_registers_that_cluster() -> None:
+    """`magnetar local up --cluster-name east` in its own process: its functions know the name (the
+    default replication cluster), its cluster is recorded with its URLs, and tenant public allows
+    it instead of the bootstrap's unrecorded `standalone`."""
+    from magnetar.local.cluster import LocalUpProcess
+
+    with LocalUpProcess(maintenance_interval_s=0, extra_args=["--cluster-name", "east"]) as proc:
+        admin = AdminClient(proc.url)
+        try:
+            deadline = time.monotonic() + 30  # the ports open before the cluster records itself
+            while "east" not in admin.get_tenant("public")["allowedClusters"]:
+                assert time.monotonic() < deadline, admin.get_tenant("public")
+                time.sleep(0.2)
+            assert admin.clusters() == ["east"]
+            assert admin.get_tenant("public")["allowedClusters"] == ["east"]
+            data = admin.get_cluster("east")
+            assert data["serviceUrl"] == proc.url and data["brokerServiceUrl"] == proc.pulsar_url
+            assert admin.get_namespace_replication_clusters("public/default") == ["east"]
+            admin.create_tenant("acme")  # no allowed clusters given: this cluster
+            assert admin.get_tenant("acme")["allowedClusters"] == ["east"]
+        finally:
+            admin.close()
