@@ -96,7 +96,7 @@ def expected(access: Access, role: str) -> bool:
 
 
 PARAMS = {"tenant": TENANT_A, "namespace": "ns", "topic": "table-topic", "subscription": "table-sub",
-          "consumer": "c1", "producer": "p1", "role": "somebody-else", "version": "0"}
+          "consumer": "c1", "producer": "p1", "role": "somebody-else", "version": "0", "cluster": "table-cluster"}
 
 
 def concrete(path: str) -> str:
@@ -178,6 +178,30 @@ def test_a_tenant_admin_cannot_administer_another_tenant(secured: Secured) -> No
         assert bob.get_backlog_quotas(NS_B) == {}  # nothing was written
         assert "alice" not in bob.namespace_permissions(NS_B)
         assert f"{TENANT_B}/sneaky" not in bob.namespaces(TENANT_B)
+
+
+def test_cluster_writes_are_for_superusers_and_replication_for_tenant_admins(secured: Secured) -> None:
+    east = f"east-{uuid.uuid4().hex[:6]}"
+    for method in ("PUT", "POST", "DELETE"):  # a tenant admin may not touch the instance's clusters
+        response = secured.http(method, f"/admin/v2/clusters/{east}", "alice", {"serviceUrl": "http://east:8080"})
+        assert response.status_code == 403 and "superusers only" in response.json()["reason"], method
+    assert secured.http("GET", "/admin/v2/clusters/standalone", "alice").status_code == 403
+    assert "standalone" in secured.http("GET", "/admin/v2/clusters", "alice").json()  # any authenticated role
+    assert secured.http("GET", "/admin/v2/clusters", None).status_code == 401
+    with closing(secured.admin()) as admin:
+        assert east not in admin.clusters()  # nothing was written
+        admin.create_cluster(east, {"serviceUrl": "http://east:8080"})
+        admin.update_tenant(TENANT_A, ["alice"], ["standalone", east])
+    path = f"/admin/v2/namespaces/{NS_A}/replication"
+    assert secured.http("POST", path, "alice", ["standalone", east]).status_code == 204
+    assert secured.http("GET", path, "alice").json() == sorted(["standalone", east])
+    assert secured.http("POST", path, "bob", ["standalone"]).status_code == 403  # not bob's tenant
+    assert secured.http("POST", path, "writer-a", ["standalone"]).status_code == 403  # a grant is not admin
+    assert secured.http("GET", path, "alice").json() == sorted(["standalone", east])
+    assert secured.http("POST", path, "alice", ["standalone"]).status_code == 204
+    with closing(secured.admin()) as admin:
+        admin.update_tenant(TENANT_A, ["alice"], ["standalone"])
+        admin.delete_cluster(east)
 
 
 # --- nothing can be seized without a grant ------------------------------------------------------

@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from magnetar.core.clusters import ClusterData
 from magnetar.core.cursor import CursorState
 from magnetar.core.errors import (
     BacklogQuotaExceeded,
@@ -110,6 +111,7 @@ class _Topic:
 class MemoryMetadataStore:
     def __init__(self) -> None:
         self.tenants: dict[str, TenantInfo] = {}
+        self.clusters: dict[str, ClusterData] = {}
         self.namespaces: dict[NamespaceName, NamespaceInfo] = {}
         self.topics: dict[str, _Topic] = {}
         self._announced: dict[str, int] = {}  # push connections announced on topics not created yet
@@ -135,6 +137,30 @@ class MemoryMetadataStore:
 
     def list_tenants(self) -> list[str]:
         return list(self.tenants)
+
+    def create_cluster(self, name: str, data: ClusterData) -> bool:
+        with self._lock:
+            if name in self.clusters:
+                return False
+            self.clusters[name] = data
+            return True
+
+    def update_cluster(self, name: str, data: ClusterData) -> bool:
+        with self._lock:
+            if name not in self.clusters:
+                return False
+            self.clusters[name] = data
+            return True
+
+    def get_cluster(self, name: str) -> ClusterData | None:
+        return self.clusters.get(name)
+
+    def list_clusters(self) -> list[str]:
+        return list(self.clusters)
+
+    def delete_cluster(self, name: str) -> bool:
+        with self._lock:
+            return self.clusters.pop(name, None) is not None
 
     def create_namespace(self, namespace: NamespaceInfo) -> bool:
         with self._lock:

@@ -19,6 +19,7 @@ from magnetar.api.access import ROUTE_TABLE
 from magnetar.api.http import json_response
 from magnetar.api.resolver import HttpApiResolver, current_event
 from magnetar.api.routes import (
+    clusters,
     compaction,
     consumers,
     namespaces,
@@ -37,8 +38,8 @@ from magnetar.core.errors import MagnetarError
 def build_app() -> HttpApiResolver:
     """A resolver with every resource's routes and Pulsar's error handlers."""
     resolver = HttpApiResolver()
-    for module in (tenants, namespaces, policies, topics, producers, consumers, read_plan, schemas, compaction,
-                   replication, openapi):
+    for module in (tenants, clusters, namespaces, policies, topics, producers, consumers, read_plan, schemas,
+                   compaction, replication, openapi):
         resolver.include_router(module.router)
     resolver.exception_handler(MagnetarError)(_refused)
     resolver.exception_handler(ValidationError)(_invalid)

@@ -177,8 +177,25 @@ class ProducerRequest(_Body):
 
 
 class TenantRequest(_Body):
+    """Pulsar's TenantInfo; `allowedClusters` absent: this cluster only."""
+
     adminRoles: list[str] = Field(default_factory=list)
-    allowedClusters: list[str] = Field(default_factory=lambda: ["standalone"])
+    allowedClusters: list[str] | None = None
+
+
+class ClusterDataRequest(BaseModel):
+    """Pulsar's ClusterData: a cluster's URLs (each checked for its scheme when set) and how other
+    clusters authenticate to it. Pulsar's other fields (proxyServiceUrl, TLS settings...) are
+    accepted and ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    serviceUrl: str | None = Field(default=None, strict=True, max_length=2048)
+    serviceUrlTls: str | None = Field(default=None, strict=True, max_length=2048)
+    brokerServiceUrl: str | None = Field(default=None, strict=True, max_length=2048)
+    brokerServiceUrlTls: str | None = Field(default=None, strict=True, max_length=2048)
+    authenticationPlugin: str | None = Field(default=None, strict=True, max_length=1024)
+    authenticationParameters: str | None = Field(default=None, strict=True, max_length=16_384)
 
 
 class HashRange(_Body):
@@ -329,6 +346,17 @@ class DispatchRateRequest(_Body):
 class TenantInfo(BaseModel):
     adminRoles: list[str]
     allowedClusters: list[str]
+
+
+class ClusterDataResponse(BaseModel):
+    """Pulsar's ClusterData ("" for a field not set)."""
+
+    serviceUrl: str
+    serviceUrlTls: str
+    brokerServiceUrl: str
+    brokerServiceUrlTls: str
+    authenticationPlugin: str
+    authenticationParameters: str
 
 
 class PartitionedTopicMetadata(BaseModel):

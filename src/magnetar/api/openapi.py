@@ -102,12 +102,14 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
     "consumer": {"schema": {"type": "string", "pattern": _NAME_PATTERN, "maxLength": 255}, "example": "c1"},
     "producer": {"schema": {"type": "string", "pattern": _NAME_PATTERN, "maxLength": 255}, "example": "p1"},
     "role": {"schema": {"type": "string", "pattern": _NAME_PATTERN}, "example": "app"},
+    "cluster": {"schema": {"type": "string", "pattern": _NAME_PATTERN, "maxLength": 255}, "example": "cluster-a",
+                "description": "A cluster of the instance (a new one's name: letters, digits, `_ - = : .`)."},
     "version": {"schema": {"type": "string", "pattern": r"^\d+$", "maxLength": 19}, "example": "0",
                 "description": "A schema version."},
 }
 
 _RESPONSE_NAMES = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
-                   405: "MethodNotAllowed", 409: "Conflict", 413: "PayloadTooLarge", 429: "TooManyRequests",
+                   405: "MethodNotAllowed", 409: "Conflict", 412: "PreconditionFailed", 413: "PayloadTooLarge", 429: "TooManyRequests",
                    503: "ServiceUnavailable"}
 _STATUS = {
     200: "OK",
@@ -118,6 +120,7 @@ _STATUS = {
     404: "The tenant, namespace, topic, subscription or consumer does not exist",
     405: "Not allowed by the subscription's configuration or the topic's kind",
     409: "Conflict with the current state (exists already, busy, fenced, over a quota)",
+    412: "A precondition of the instance does not hold (a cluster in use or missing, an invalid cluster name)",
     413: "The payload is too large",
     429: "Too many requests: retry later",
     503: "A transient refusal: nothing was done, retry",

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from magnetar.cli.clusters import register as register_cluster_commands
 from magnetar.cli.common import (
     DEFAULT_URL,
     AuthParams,
@@ -26,7 +27,7 @@ from magnetar.client.admin import AdminClient
 console = Console()
 T = TypeVar("T")
 
-admin_app = typer.Typer(help="Administer tenants, namespaces and topics.", no_args_is_help=True)
+admin_app = typer.Typer(help="Administer clusters, tenants, namespaces and topics.", no_args_is_help=True)
 tenants_app = typer.Typer(help="Tenants.", no_args_is_help=True)
 namespaces_app = typer.Typer(help="Namespaces.", no_args_is_help=True)
 topics_app = typer.Typer(help="Topics.", no_args_is_help=True)
@@ -313,3 +314,4 @@ _count_policy("max-consumers-per-topic", "maxConsumersPerTopic", "maximum consum
 _count_policy("max-message-size", "maxMessageSize", "maximum message size in bytes")
 register_permission_commands(tenants_app, namespaces_app, topics_app)
 register_schema_commands(admin_app)
+register_cluster_commands(admin_app, namespaces_app, topics_app)

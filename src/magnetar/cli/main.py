@@ -42,6 +42,7 @@ from magnetar.config import (
     MAX_LOCAL_SHARD_COUNT,
     ResourceNames,
 )
+from magnetar.core.clusters import valid_cluster_name
 from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, MAX_SEAL_LATENCY_MS
 from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
 
@@ -133,7 +134,8 @@ def local_up(
     pulsar_tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate chain for --pulsar-tls-port.")] = None,
     pulsar_tls_key: Annotated[Path | None, typer.Option(help="PEM private key for --pulsar-tls-port.")] = None,
     cluster_name: Annotated[str, typer.Option(
-        help="This cluster's name (Pulsar's clusterName): the instance knows it by it.")] = CLUSTER_NAME,
+        help="This cluster's name in the instance (Pulsar's clusterName, MAGNETAR_CLUSTER_NAME): registered with "
+             "its URLs at start and allowed to tenant public.")] = CLUSTER_NAME,
     clusters: Annotated[str | None, typer.Option(
         help="Run an instance of several clusters (comma-separated names, e.g. east,west): each in a process and "
              "a region of its own, on consecutive ports from --port and --pulsar-port, sharing one configuration "
@@ -146,6 +148,8 @@ def local_up(
 
     if pulsar_tls_port is not None and not (pulsar_tls_cert and pulsar_tls_key):
         _fail("--pulsar-tls-port needs --pulsar-tls-cert and --pulsar-tls-key")
+    if not valid_cluster_name(cluster_name):
+        _fail(f"--cluster-name {cluster_name!r}: a cluster name is letters, digits and _ - = : . only")
     key_file = None
     if auth:
         key_file = token_secret_key or _local_token_key()
@@ -173,7 +177,7 @@ def local_up(
         base = ResourceNames.from_env()
         names = ResourceNames(base.table, f"{base.bucket}-{cluster_name}", base.stream, base.config_table,
                               base.config_region)
-    cluster = LocalCluster(names=names, network=network, cluster_name=cluster_name,host=host, port=port, aws_port=aws_port, aws_endpoint=aws_endpoint,
+    cluster = LocalCluster(names=names, network=network, host=host, port=port, aws_port=aws_port, aws_endpoint=aws_endpoint,
                            maintenance_interval_s=maintenance_interval, auth=auth, token_secret_key=key_file,
                            superuser_roles=tuple(superuser_role),
                            fidelity=AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
@@ -181,7 +185,8 @@ def local_up(
                            seal_latency_ms=seal_latency_ms, journal_shards=journal_shards,
                            tail_reads=None if tail_reads is None else on_off("--tail-reads", tail_reads),
                            pulsar_port=pulsar_port or None, pulsar_tls_port=pulsar_tls_port,
-                           pulsar_tls_cert_file=str(pulsar_tls_cert or ""), pulsar_tls_key_file=str(pulsar_tls_key or ""))
+                           pulsar_tls_cert_file=str(pulsar_tls_cert or ""), pulsar_tls_key_file=str(pulsar_tls_key or ""),
+                           cluster_name=cluster_name)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

@@ -23,20 +23,69 @@ class AdminClient:
         result: list[str] = self._transport.call("GET", "/admin/v2/tenants")
         return result
 
+    @staticmethod
+    def _tenant_body(admin_roles: list[str] | None, allowed_clusters: list[str] | None) -> dict[str, Any]:
+        """Pulsar's TenantInfo; no allowed clusters: the broker's own cluster."""
+        body: dict[str, Any] = {"adminRoles": admin_roles or []}
+        if allowed_clusters:
+            body["allowedClusters"] = allowed_clusters
+        return body
+
     def create_tenant(self, tenant: str, admin_roles: list[str] | None = None, allowed_clusters: list[str] | None = None) -> None:
-        body = {"adminRoles": admin_roles or [], "allowedClusters": allowed_clusters or ["standalone"]}
-        self._transport.call("PUT", f"/admin/v2/tenants/{quote(tenant, safe='')}", body)
+        self._transport.call("PUT", f"/admin/v2/tenants/{quote(tenant, safe='')}",
+                             self._tenant_body(admin_roles, allowed_clusters))
 
     def update_tenant(self, tenant: str, admin_roles: list[str] | None = None,
                       allowed_clusters: list[str] | None = None) -> None:
         """Replace the tenant's admin roles and allowed clusters (Pulsar's `POST /tenants/{t}`)."""
-        body = {"adminRoles": admin_roles or [], "allowedClusters": allowed_clusters or ["standalone"]}
-        self._transport.call("POST", f"/admin/v2/tenants/{quote(tenant, safe='')}", body)
+        self._transport.call("POST", f"/admin/v2/tenants/{quote(tenant, safe='')}",
+                             self._tenant_body(admin_roles, allowed_clusters))
 
     def get_tenant(self, tenant: str) -> dict[str, Any]:
         """The tenant's info: `{"adminRoles": [...], "allowedClusters": [...]}`."""
         result: dict[str, Any] = self._transport.call("GET", f"/admin/v2/tenants/{quote(tenant, safe='')}")
         return result
+
+    # --- clusters of the instance (Pulsar's /admin/v2/clusters, ClusterData JSON) ---------------
+    def clusters(self) -> list[str]:
+        result: list[str] = self._transport.call("GET", "/admin/v2/clusters")
+        return result
+
+    def get_cluster(self, cluster: str) -> dict[str, Any]:
+        """Pulsar's ClusterData: serviceUrl, serviceUrlTls, brokerServiceUrl, brokerServiceUrlTls,
+        authenticationPlugin, authenticationParameters."""
+        result: dict[str, Any] = self._transport.call("GET", f"/admin/v2/clusters/{quote(cluster, safe='')}")
+        return result
+
+    def create_cluster(self, cluster: str, data: dict[str, Any]) -> None:
+        """`data`: Pulsar's ClusterData JSON (e.g. {"serviceUrl": "http://host:8080"})."""
+        self._transport.call("PUT", f"/admin/v2/clusters/{quote(cluster, safe='')}", data)
+
+    def update_cluster(self, cluster: str, data: dict[str, Any]) -> None:
+        self._transport.call("POST", f"/admin/v2/clusters/{quote(cluster, safe='')}", data)
+
+    def delete_cluster(self, cluster: str) -> None:
+        self._transport.call("DELETE", f"/admin/v2/clusters/{quote(cluster, safe='')}")
+
+    def set_namespace_replication_clusters(self, namespace: str, clusters: list[str]) -> None:
+        self._transport.call("POST", f"{self._namespace_path(namespace)}/replication", list(clusters))
+
+    def get_namespace_replication_clusters(self, namespace: str) -> list[str]:
+        result: list[str] = self._transport.call("GET", f"{self._namespace_path(namespace)}/replication")
+        return result
+
+    def set_replication_clusters(self, topic: str, clusters: list[str]) -> None:
+        """The topic's own replication clusters (over its namespace's)."""
+        self._transport.call("POST", f"/admin/v2/{topic_path(TopicName.parse(topic))}/replication", list(clusters))
+
+    def get_replication_clusters(self, topic: str, applied: bool = False) -> list[str] | None:
+        """The topic's own list (None when unset); `applied`: the list in effect."""
+        path = f"/admin/v2/{topic_path(TopicName.parse(topic))}/replication?applied={str(applied).lower()}"
+        result: list[str] | None = self._transport.call("GET", path)
+        return result
+
+    def remove_replication_clusters(self, topic: str) -> None:
+        self._transport.call("DELETE", f"/admin/v2/{topic_path(TopicName.parse(topic))}/replication")
 
     def namespaces(self, tenant: str) -> list[str]:
         result: list[str] = self._transport.call("GET", f"/admin/v2/namespaces/{quote(tenant, safe='')}")

@@ -5,13 +5,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.core.errors import AlreadyExists, Conflict, InvalidInput, NotFound, TopicLimitReached
+from magnetar.core.clusters import GLOBAL_CLUSTER, STANDALONE, ClusterData, valid_cluster_name
+from magnetar.core.errors import (
+    AlreadyExists,
+    Conflict,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PreconditionFailed,
+    TopicLimitReached,
+)
 from magnetar.core.naming import NamespaceName, TopicName, check_entity
 from magnetar.core.policies import (
     BACKLOG_QUOTA,
     MAX_TOPICS,
+    REPLICATION_CLUSTERS,
     TOPIC_LIMIT_REASON,
     TopicPolicies,
+    effective_policies,
+    replication_clusters,
 )
 from magnetar.core.ports import Clock, MetadataStore, NamespaceInfo, TenantInfo
 
@@ -20,9 +32,10 @@ MAX_PARTITIONS = 1024
 
 class AdminService:
     def __init__(self, metadata: MetadataStore, clock: Clock,
-                 on_policy_change: Callable[[], None] | None = None) -> None:
+                 on_policy_change: Callable[[], None] | None = None, cluster_name: str = STANDALONE) -> None:
         self.metadata = metadata
         self.clock = clock
+        self.cluster_name = cluster_name  # this deployment's cluster (Pulsar's clusterName)
         # called after a policy changes here (this container's policy cache; others expire in 10 s)
         self.on_policy_change = on_policy_change
 
@@ -39,16 +52,142 @@ class AdminService:
             raise NotFound(f"Tenant {name} does not exist")
         return tenant
 
-    def create_tenant(self, name: str, admin_roles: list[str], allowed_clusters: list[str]) -> None:
-        info = TenantInfo(check_entity("tenant", name), tuple(admin_roles), tuple(allowed_clusters))
+    def create_tenant(self, name: str, admin_roles: list[str], allowed_clusters: list[str] | None = None) -> None:
+        """Pulsar's createTenant; `allowed_clusters` None: this cluster only."""
+        clusters = self._check_allowed_clusters(allowed_clusters)
+        info = TenantInfo(check_entity("tenant", name), tuple(admin_roles), clusters)
         if not self.metadata.create_tenant(info):
             raise AlreadyExists(f"Tenant {name} already exists")
 
-    def update_tenant(self, name: str, admin_roles: list[str], allowed_clusters: list[str]) -> None:
-        info = TenantInfo(check_entity("tenant", name), tuple(admin_roles), tuple(allowed_clusters))
-        if not self.metadata.update_tenant(info):
+    def update_tenant(self, name: str, admin_roles: list[str], allowed_clusters: list[str] | None = None) -> None:
+        """Pulsar's updateTenant: a cluster a namespace (or topic) of the tenant still replicates
+        to cannot leave its allowed clusters (412)."""
+        clusters = self._check_allowed_clusters(allowed_clusters)
+        current = self.metadata.get_tenant(check_entity("tenant", name))
+        if current is None:
+            raise NotFound(f"Tenant {name} does not exist")
+        for cluster in set(current.allowed_clusters) - set(clusters) - {GLOBAL_CLUSTER}:
+            user = self._replicating_to(name, cluster)
+            if user is not None:
+                raise PreconditionFailed(f"Active namespaces: {user} replicates to cluster {cluster}")
+        if not self.metadata.update_tenant(TenantInfo(name, tuple(admin_roles), clusters)):
             raise NotFound(f"Tenant {name} does not exist")
         self._changed()
+
+    def _check_allowed_clusters(self, allowed_clusters: list[str] | None) -> tuple[str, ...]:
+        """Pulsar's validateClusters: a non-empty list of existing clusters (or `global`)."""
+        if allowed_clusters is None:
+            allowed_clusters = [self.cluster_name]
+        if not allowed_clusters or any(not c.strip() for c in allowed_clusters):
+            raise PreconditionFailed("Clusters can not be empty")
+        known = set(self.list_clusters()) | {GLOBAL_CLUSTER}
+        missing = sorted(set(allowed_clusters) - known)
+        if missing:
+            raise PreconditionFailed(f"Clusters do not exist: {', '.join(missing)}")
+        return tuple(dict.fromkeys(allowed_clusters))
+
+    # --- clusters (Pulsar's /admin/v2/clusters) -------------------------------------------------
+    def list_clusters(self) -> list[str]:
+        """The instance's clusters. This deployment's own cluster is recorded on first use (with no
+        URLs) when nothing recorded it yet: every broker belongs to a cluster that exists."""
+        clusters = set(self.metadata.list_clusters())
+        if self.cluster_name not in clusters:
+            self.metadata.create_cluster(self.cluster_name, ClusterData())
+            clusters.add(self.cluster_name)
+        return sorted(clusters)
+
+    def get_cluster(self, name: str) -> ClusterData:
+        data = self.metadata.get_cluster(name)
+        if data is None:
+            raise NotFound(f"Cluster {name} does not exist")
+        return data
+
+    def create_cluster(self, name: str, data: ClusterData) -> None:
+        if not valid_cluster_name(name):
+            raise PreconditionFailed(f"Cluster name is not valid: {name!r}")
+        if not self.metadata.create_cluster(name, data.check()):
+            raise AlreadyExists(f"Cluster {name} already exists")
+
+    def update_cluster(self, name: str, data: ClusterData) -> None:
+        if not self.metadata.update_cluster(name, data.check()):
+            raise NotFound(f"Cluster {name} does not exist")
+
+    def delete_cluster(self, name: str) -> None:
+        """Pulsar's deleteCluster: refused (412) while a tenant allows the cluster or a namespace
+        or topic replicates to it."""
+        if self.metadata.get_cluster(name) is None:
+            raise NotFound(f"Cluster {name} does not exist")
+        for tenant in sorted(self.metadata.list_tenants()):
+            info = self.metadata.get_tenant(tenant)
+            if info is not None and name in info.allowed_clusters:
+                raise PreconditionFailed(f"Cluster not empty: tenant {tenant} allows cluster {name}")
+            user = self._replicating_to(tenant, name)
+            if user is not None:
+                raise PreconditionFailed(f"Cluster not empty: {user} replicates to cluster {name}")
+        if not self.metadata.delete_cluster(name):
+            raise NotFound(f"Cluster {name} does not exist")
+
+    def _replicating_to(self, tenant: str, cluster: str) -> str | None:
+        """A namespace or topic of the tenant whose own replication clusters name `cluster`."""
+        for ns in sorted(self.metadata.list_namespaces(tenant)):
+            name = NamespaceName(tenant, ns)
+            info = self.metadata.get_namespace(name)
+            if info is None:
+                continue
+            if cluster in (info.policies.get(REPLICATION_CLUSTERS) or ()):
+                return str(name)
+            topics = info.topics_with_policies
+            if topics is None:  # not indexed: every topic of the namespace
+                topics = frozenset(self.metadata.list_topics(name)) | frozenset(self.metadata.list_partitioned_topics(name))
+            for topic in sorted(topics):
+                if cluster in (self.metadata.get_topic_policies(TopicName.parse(topic)).get(REPLICATION_CLUSTERS) or ()):
+                    return topic
+        return None
+
+    # --- replication clusters of namespaces and topics ----------------------------------------
+    def check_replication_clusters(self, tenant: str, clusters: object) -> list[str]:
+        """Pulsar's checks of a replication-cluster list: a non-empty JSON list of names (412
+        when empty or naming `global`), each an existing cluster (403 "Invalid cluster id") that
+        the tenant allows (403)."""
+        if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+            raise InvalidInput("Request body must be a JSON array of cluster names")
+        if not clusters:
+            raise PreconditionFailed("ClusterIds should not be null or empty")
+        wanted = sorted(set(clusters))
+        if GLOBAL_CLUSTER in wanted:
+            raise PreconditionFailed("Cannot specify global in the list of replication clusters")
+        known = set(self.list_clusters())
+        allowed = self.get_tenant(tenant).allowed_clusters
+        for cluster in wanted:
+            if cluster not in known:
+                raise Forbidden(f"Invalid cluster id: {cluster}")
+            if cluster not in allowed:
+                raise Forbidden(f"Cluster {cluster} is not in the list of allowed clusters list for tenant {tenant}")
+        return wanted
+
+    def set_replication_clusters(self, namespace: NamespaceName, clusters: object) -> None:
+        self.get_namespace(namespace)
+        self.set_policy(namespace, REPLICATION_CLUSTERS, self.check_replication_clusters(namespace.tenant, clusters))
+
+    def namespace_replication_clusters(self, namespace: NamespaceName) -> list[str]:
+        """The namespace's list; this cluster alone when it was never set (as Pulsar's default)."""
+        return list(replication_clusters(self.get_namespace(namespace).policies, self.cluster_name))
+
+    def set_topic_replication_clusters(self, topic: TopicName, clusters: object) -> None:
+        self.topic_policies(topic)  # the topic exists (404) before its list is checked
+        self.set_topic_policy(topic, REPLICATION_CLUSTERS, self.check_replication_clusters(topic.tenant, clusters))
+
+    def topic_replication_clusters(self, topic: TopicName, applied: bool = False) -> list[str] | None:
+        """The topic's own list (None when unset, as Pulsar); `applied`: the list in effect
+        (the topic's, else its namespace's, else this cluster)."""
+        own = self.topic_policies(topic).get(REPLICATION_CLUSTERS)
+        if not applied:
+            return list(own) if own else None
+        merged = effective_policies(self.get_namespace(topic.namespace_name).policies, {REPLICATION_CLUSTERS: own} if own else {})
+        return list(replication_clusters(merged, self.cluster_name))
+
+    def remove_topic_replication_clusters(self, topic: TopicName) -> None:
+        self.remove_topic_policy(topic, REPLICATION_CLUSTERS)
 
     def list_namespaces(self, tenant: str) -> list[str]:
         self.get_tenant(tenant)

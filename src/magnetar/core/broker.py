@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from magnetar.core.admin import AdminService
 from magnetar.core.authz import AuthorizationService, AuthSettings
 from magnetar.core.claims import MAX_RECEIVE_BYTES
+from magnetar.core.clusters import STANDALONE
 from magnetar.core.dispatch import SubscriptionService
 from magnetar.core.entry import Entry
 from magnetar.core.errors import TopicNotFound
@@ -33,6 +34,7 @@ class Broker:
     auth: AuthSettings = field(default_factory=AuthSettings)
     tail_reads: bool = True  # read unsealed entries from the journal (see EntryReader)
     seal_latency_ms: int = DEFAULT_SEAL_LATENCY_MS  # the journal consumer's hold (ledger.pacing)
+    cluster_name: str = STANDALONE  # the cluster of the instance this deployment is (Pulsar's clusterName)
     admin: AdminService = field(init=False)
     authz: AuthorizationService = field(init=False)
     writer: LedgerWriter = field(init=False)
@@ -44,7 +46,7 @@ class Broker:
     schemas: SchemaRegistry = field(init=False)
 
     def __post_init__(self) -> None:
-        self.admin = AdminService(self.metadata, self.clock)
+        self.admin = AdminService(self.metadata, self.clock, cluster_name=self.cluster_name)
         self.writer = LedgerWriter(self.metadata, self.journal, self.clock, self.find_entry)
         self.authz = AuthorizationService(self.metadata, self.clock, self.auth)
         self.admin.on_policy_change = self._forget_policies

@@ -88,6 +88,13 @@ class BacklogQuotaExceeded(Conflict):
         self.policy = policy
 
 
+class PreconditionFailed(MagnetarError):
+    """Pulsar's 412 Precondition Failed: the request contradicts the instance's state (a cluster
+    still in use, clusters that do not exist, an invalid cluster name)."""
+
+    status = 412
+
+
 class TopicLimitReached(MagnetarError):
     """Pulsar's admin answer for a namespace at its maxTopicsPerNamespace (412 Precondition
     Failed, "Exceed maximum number of topics in namespace."). A topic created on first use gets

@@ -31,6 +31,7 @@ DISPATCH_RATE = "topicDispatchRate"  # Pulsar's DispatchRate body
 MAX_TOPICS = "max_topics_per_namespace"  # namespace only
 MAX_SUBSCRIPTIONS = "max_subscriptions_per_topic"
 COMPACTION_THRESHOLD = "compaction_threshold"  # bytes past the compaction horizon that start a run (0: never)
+REPLICATION_CLUSTERS = "replication_clusters"  # the clusters a namespace's or topic's messages are replicated to
 
 BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 BACKLOG_QUOTA_TYPES = ("destination_storage", "message_age")
@@ -159,6 +160,16 @@ def effective_policies(namespace: dict[str, Any], topic: dict[str, Any]) -> dict
     return merged
 
 
+def replication_clusters(policies: Mapping[str, Any], local_cluster: str) -> tuple[str, ...]:
+    """The clusters a topic's messages are replicated to, from its effective (merged) policies:
+    the topic's own list, else its namespace's, else only this cluster (Pulsar's default for a
+    namespace whose list was never set)."""
+    value = policies.get(REPLICATION_CLUSTERS)
+    if not value:
+        return (local_cluster,)
+    return tuple(str(cluster) for cluster in value)
+
+
 # --- validation of admin input (the shapes are checked by pydantic at the boundary) ----------
 def check_retention(minutes: int, size_mb: int) -> dict[str, int]:
     if minutes < -1 or size_mb < -1:
@@ -260,9 +271,3 @@ def has_overrides(policies: dict[str, Any]) -> bool:
     """Whether a topic's policies override anything (a removed policy may be kept as null)."""
     return any(value is not None for value in policies.values())
 
-
-def replication_clusters(policies: Mapping[str, Any], local_cluster: str) -> tuple[str, ...]:
-    """The clusters a topic's entries are stored in (Pulsar's replication clusters), from its
-    effective policies: the topic's own setting, else its namespace's, else this cluster alone."""
-    clusters = policies.get("replication_clusters")
-    return tuple(clusters) if clusters else (local_cluster,)

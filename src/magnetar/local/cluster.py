@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -141,10 +142,10 @@ class LocalCluster:
     pulsar_tls_port: int | None = None
     pulsar_tls_cert_file: str = ""
     pulsar_tls_key_file: str = ""
+    cluster_name: str = CLUSTER_NAME  # this cluster's name in the instance (MAGNETAR_CLUSTER_NAME)
     proxy: ProxyThread | None = None
-    # a cluster of a local instance (`local up --clusters`): its name, and the network where
-    # outages are staged (its doors close while it is off the network)
-    cluster_name: str = CLUSTER_NAME
+    # a cluster of a local instance (`local up --clusters`): the network where outages are staged
+    # (its doors close while it is off the network)
     network: LocalNetwork | None = None
     emulator: subprocess.Popen[bytes] | None = None
     esm: KinesisEventSourceMapping | None = None
@@ -172,6 +173,10 @@ class LocalCluster:
         return self.aws_endpoint or f"http://{self.host}:{self.aws_port}"
 
     def start(self) -> LocalCluster:
+        from magnetar.core.clusters import valid_cluster_name
+
+        if not valid_cluster_name(self.cluster_name):
+            raise ValueError(f"Invalid cluster name {self.cluster_name!r}: letters, digits and _ - = : . only")
         if self.aws_endpoint is None:
             self.emulator = start_emulator(self.host, self.aws_port, self.fidelity)
         configure_aws_environment(self.endpoint)
@@ -216,6 +221,7 @@ class LocalCluster:
                 self.pulsar_port = self.proxy.port
         if self.network is not None:
             threading.Thread(target=self._watch_network, name="network", daemon=True).start()
+        self.register_cluster()
         return self
 
     def _open_http(self) -> None:
@@ -254,6 +260,42 @@ class LocalCluster:
         self._open_http()
         if self.pulsar_port is not None:
             self._start_proxy(self.pulsar_port)
+
+    def register_cluster(self) -> None:
+        """Record this cluster in the instance's configuration store with its URLs (created or
+        updated: running it again changes nothing), and make tenant `public` allow it. Clusters
+        `public` names that were never recorded (the bootstrap's `standalone` under another
+        cluster name) leave its list; each cluster records itself before it joins the list, so a
+        concurrent start of another cluster of the instance keeps its place (the list is read and
+        written again until it holds this cluster)."""
+        from magnetar.adapters.aws.clients import client
+        from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
+        from magnetar.config import DEFAULT_TENANT
+        from magnetar.core.clusters import GLOBAL_CLUSTER, ClusterData
+
+        names = self.names
+        store = DynamoMetadataStore(names.table, config_table=names.config_table,
+                                    config_dynamodb=client("dynamodb", names.config_region) if names.config_region else None)
+        plugin = parameters = ""
+        if self.auth and self.token_secret_key is not None:  # the other clusters' replicators come in as a superuser
+            from magnetar.security.tokens import create_token, read_key_material
+
+            plugin = "token"
+            parameters = "token:" + create_token(self.superuser_roles[0],
+                                                 secret_key=read_key_material(self.token_secret_key))
+        data = ClusterData(service_url=self.url, broker_service_url=self.pulsar_url or "",
+                           broker_service_url_tls=self.pulsar_tls_url or "", authentication_plugin=plugin,
+                           authentication_parameters=parameters)
+        if not store.create_cluster(self.cluster_name, data):
+            store.update_cluster(self.cluster_name, data)
+        for _ in range(10):
+            tenant = store.get_tenant(DEFAULT_TENANT)
+            if tenant is None or self.cluster_name in tenant.allowed_clusters:
+                return
+            known = {*store.list_clusters(), GLOBAL_CLUSTER}
+            allowed = (*(c for c in tenant.allowed_clusters if c in known), self.cluster_name)
+            store.update_tenant(dataclasses.replace(tenant, allowed_clusters=allowed))
+        raise RuntimeError(f"tenant {DEFAULT_TENANT} does not allow cluster {self.cluster_name}: written 10 times")
 
     def _start_proxy(self, port: int) -> None:
         """The binary protocol proxy, in process, on the same core and adapters as the broker function."""

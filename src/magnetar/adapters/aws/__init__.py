@@ -28,7 +28,7 @@ def build_broker() -> Broker:
                                    config_dynamodb=client("dynamodb", names.config_region) if names.config_region else None)
     return Broker(metadata, S3SegmentStore(names.bucket), KinesisJournal(names.stream),
                   auth=auth_settings_from_env(), tail_reads=tail_reads_from_env(),
-                  seal_latency_ms=seal_latency_ms_from_env())
+                  seal_latency_ms=seal_latency_ms_from_env(), cluster_name=cluster_name_from_env())
 
 
 @cache
@@ -38,7 +38,7 @@ def build_replicator() -> Replicator:
     from magnetar.adapters.remote import HttpRemoteClusters
 
     broker = build_broker()
-    local = cluster_name_from_env()
+    local = broker.cluster_name
     replicator = Replicator(broker.metadata, broker.reader, broker.clock, local,
                             HttpRemoteClusters(broker.metadata, local), broker.writer.policies)
     broker.maintenance.replication = replicator

@@ -36,7 +36,7 @@ def get_tenant(tenant: str) -> Response[str]:
     return json_response({"adminRoles": list(info.admin_roles), "allowedClusters": list(info.allowed_clusters)})
 
 
-@guarded(router, "PUT", "/admin/v2/tenants/<tenant>", Access.SUPERUSER, request=TenantRequest)
+@guarded(router, "PUT", "/admin/v2/tenants/<tenant>", Access.SUPERUSER, request=TenantRequest, errors=(412,))
 def create_tenant(tenant: str) -> Response[str]:
     """Create a tenant."""
     request = body(TenantRequest)
@@ -44,7 +44,7 @@ def create_tenant(tenant: str) -> Response[str]:
     return no_content()
 
 
-@guarded(router, "POST", "/admin/v2/tenants/<tenant>", Access.SUPERUSER, request=TenantRequest)
+@guarded(router, "POST", "/admin/v2/tenants/<tenant>", Access.SUPERUSER, request=TenantRequest, errors=(412,))
 def update_tenant(tenant: str) -> Response[str]:
     """Update a tenant's admin roles and allowed clusters."""
     request = body(TenantRequest)

@@ -3,6 +3,7 @@
 | item                 | pk                       | sk                 |
 |----------------------|--------------------------|--------------------|
 | tenant               | TENANTS                  | <tenant>           |
+| cluster              | CLUSTERS                 | <cluster>          |
 | namespace            | NAMESPACES#<tenant>      | <namespace>        |
 | topic (listing)      | TOPICS#<tenant>/<ns>     | <topic>            |
 | writer counter       | TP#<topic>               | WRITER             |
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 from magnetar.adapters.aws.dynamodb.base import DynamoBase
 from magnetar.adapters.aws.dynamodb.catalog import CatalogItems
+from magnetar.adapters.aws.dynamodb.clusters import ClusterItems
 from magnetar.adapters.aws.dynamodb.cursors import CursorItems
 from magnetar.adapters.aws.dynamodb.schemas import SchemaItems
 from magnetar.adapters.aws.dynamodb.sealer import SealerItems
@@ -28,5 +30,5 @@ from magnetar.adapters.aws.dynamodb.writer import WriterItems
 __all__ = ["DynamoMetadataStore"]
 
 
-class DynamoMetadataStore(CatalogItems, WriterItems, SealerItems, CursorItems, SchemaItems, DynamoBase):
+class DynamoMetadataStore(CatalogItems, ClusterItems, WriterItems, SealerItems, CursorItems, SchemaItems, DynamoBase):
     """MetadataStore on one DynamoDB table: each mixin keeps the items of one responsibility."""
