@@ -165,3 +165,20 @@ def test_a_publish_mixing_copies_and_new_entries_is_refused() -> None:
     copy = Batch.of([Message(b"x")], sequence_id=0, origin=Origin("east", 0, 0, "p", 0, 0, 1))
     with pytest.raises(InvalidInput):
         broker.writer.append_group(T, [copy, Batch.of([Message(b"y")])], "p")
+
+
+def test_a_remote_failing_unexpectedly_pauses_it_and_never_fails_the_journal_batch() -> None:
+    geo = instance("east", "west")
+
+    def broken(cluster: str, topic: TopicName, batches: list[Batch]) -> None:
+        raise AttributeError("no such thing")  # not a RemoteUnavailable: a fault of the remote's client
+
+    geo.replicators["east"].remotes = type("Broken", (), {"append": staticmethod(broken)})()
+    geo.publish("east", "p", ["m0", "m1"])
+    geo.seal_and_replicate("east")  # does not raise
+    view = geo.brokers["east"].metadata.get_subscription_view(T, replicator_name("west"))
+    assert view.cursor is not None and view.cursor.mark_delete == -1  # nothing sent: the backlog stays
+    geo.replicators["east"].remotes = geo.remotes["east"]
+    geo.clock.advance(10_000)
+    geo.settle()
+    assert texts(geo.stored("west")) == ["m0", "m1"]
