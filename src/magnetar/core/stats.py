@@ -288,7 +288,8 @@ class TopicStatsService:
             "msgRateOut": decayed(rate_msgs, moved_at, now),
             "msgThroughputOut": decayed(rate_bytes, moved_at, now),
             "replicationBacklog": backlog,  # entries, as msgBacklog
-            "connected": backlog == 0 or now - max(moved_at, state.created_at) < REPLICATOR_CONNECTED_MS,
+            # moved_at: its last move past entries (a replicator that never moved has sent nothing)
+            "connected": backlog == 0 or (moved_at > 0 and now - moved_at < REPLICATOR_CONNECTED_MS),
             "replicationDelayInSeconds": delay_s,
         }
 
