@@ -59,3 +59,22 @@ def test_key_based_batches_become_one_entry_per_key_ordered_by_highest_sequence_
 def test_without_batching_every_message_stays_its_own_entry(transport: Transport) -> None:
     p = producer(transport, batching_enabled=False)
     assert [len(e) for e in p._entries(queued([None] * 5))] == [1] * 5
+
+
+def test_batches_of_different_replication_settings_are_never_joined(transport: Transport) -> None:
+    p = producer(transport, batching_max_messages=100)
+    settings: list[tuple[str, ...] | None] = [None, None, ("a", "b"), ("a", "b"), (), None]
+    batches = [[_Pending(Message(b"x"), 1, Future(), None, seq, replicate_to=rt)] for seq, rt in enumerate(settings)]
+    entries = p._entries(batches)
+    assert [[m.sequence_id for m in e] for e in entries] == [[0, 1], [2, 3], [4], [5]]
+    assert [p._encode(e).get("replicationClusters") for e in entries] == [None, ["a", "b"], [], None]
+
+
+def test_key_based_entries_keep_their_replication_setting_apart(transport: Transport) -> None:
+    p = producer(transport, batching_type=BatchingType.KeyBased)
+    settings: list[tuple[str, ...] | None] = [None, ("a",), None, ("a",)]
+    batches = [[_Pending(Message(b"x", "k"), 1, Future(), None, seq, replicate_to=rt)]
+               for seq, rt in enumerate(settings)]
+    entries = p._entries(batches)
+    assert all(len({m.replicate_to for m in e}) == 1 for e in entries)
+    assert sorted(m.sequence_id for e in entries for m in e) == [0, 1, 2, 3]

@@ -217,3 +217,20 @@ def test_a_subscription_not_replicated_stays_where_it_is() -> None:
     _consume(geo.brokers["east"], 2, "plain")
     _share(geo, "east")
     assert "plain" not in geo.brokers["west"].metadata.list_subscriptions(T)
+
+
+def test_a_remote_failing_unexpectedly_pauses_it_and_never_fails_the_journal_batch() -> None:
+    geo = instance("east", "west")
+
+    def broken(cluster: str, topic: TopicName, batches: list[Batch]) -> None:
+        raise AttributeError("no such thing")  # not a RemoteUnavailable: a fault of the remote's client
+
+    geo.replicators["east"].remotes = type("Broken", (), {"append": staticmethod(broken)})()
+    geo.publish("east", "p", ["m0", "m1"])
+    geo.seal_and_replicate("east")  # does not raise
+    view = geo.brokers["east"].metadata.get_subscription_view(T, replicator_name("west"))
+    assert view.cursor is not None and view.cursor.mark_delete == 0  # nothing sent: the backlog stays
+    geo.replicators["east"].remotes = geo.remotes["east"]
+    geo.clock.advance(10_000)
+    geo.settle()
+    assert texts(geo.stored("west")) == ["m0", "m1"]

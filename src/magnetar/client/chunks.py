@@ -42,7 +42,8 @@ class ChunkAssembler:
         full_id._chunks = tuple(state.ids)
         return Message(message.payload, full_id, entry.topic, message.properties, message.key or "",
                        entry.publish_time, message.event_time, redelivery, entry.producer_name,
-                       message.ordering_key or "", _encryption=message.encryption)
+                       message.ordering_key or "", _encryption=message.encryption,
+                       _replicated_from=entry.replicated_from)
 
     def expired(self) -> list[MessageId]:
         """The chunk ids of messages that did not complete in time (forgotten here: acknowledge them)."""

@@ -127,6 +127,7 @@ class Message:
     _decryption_failed: bool = False  # delivered still encrypted (crypto_failure_action CONSUME)
     _schema_version: int | None = None  # the topic schema's version the value was written with
     _schema: Any = None  # a typed consumer's or reader's schema (magnetar.schema): value() decodes with it
+    _replicated_from: str = ""  # a replicated copy: the cluster it was published in (geo-replication)
 
     @classmethod
     def from_wire(cls, m: dict[str, Any]) -> Message:
@@ -143,6 +144,7 @@ class Message:
             m.get("producerName", ""),
             _null_value=bool(m.get("nullValue")),
             _schema_version=m["schemaVersion"] if isinstance(m.get("schemaVersion"), int) else None,
+            _replicated_from=str(m.get("replicatedFrom") or ""),
         )
 
     @classmethod
@@ -156,7 +158,8 @@ class Message:
                             entry.num_messages if entry.batched else 0)
             out.append(cls(m.payload, mid, entry.topic, m.properties, m.key or "", entry.publish_time, m.event_time,
                            redelivery_count, entry.producer_name, m.ordering_key or "", m.null_value,
-                           _encryption=m.encryption, _schema_version=m.schema_version))
+                           _encryption=m.encryption, _schema_version=m.schema_version,
+                           _replicated_from=entry.replicated_from))
         return out
 
     def data(self) -> bytes:
@@ -198,6 +201,16 @@ class Message:
 
     def producer_name(self) -> str:
         return self._producer_name
+
+    def is_replicated(self) -> bool:
+        """Whether the message is a replicated copy, stored first in another cluster of the
+        topic's replication set (Pulsar's `Message.isReplicated()`)."""
+        return bool(self._replicated_from)
+
+    def replicated_from(self) -> str:
+        """The cluster a replicated copy was published in; "" for a message published in this
+        cluster (Pulsar's `Message.getReplicatedFrom()`)."""
+        return self._replicated_from
 
     def has_null_value(self) -> bool:
         """pulsar-client's null value (a tombstone, sent as `send(None)`): `data()` and `value()`

@@ -11,6 +11,13 @@ of one key each), as one group append: one
 broker invocation, one id reservation, one journal record, split only to fit the journal's record
 size. A failed request is retried until `send_timeout_millis`. A message with a delivery time, or
 one larger than the journal's record limit (chunked), travels alone.
+
+Geo-replication: a message's `replication_clusters` / `disable_replication` are its entry's
+(`replicationClusters` of the encoded batch; [] for disable_replication), so a batch never mixes
+messages with different settings: a message whose setting differs from the current batch's
+closes it and starts the next one, and batches joined again for a request are joined only with
+neighbours of the same setting. (pulsar-client's batch container instead gives the whole batch
+the setting of its first message.)
 """
 
 from __future__ import annotations
@@ -71,6 +78,8 @@ class _Pending:
     sequence_id: int
     deliver_at: int = 0
     chunks: list[tuple[bytes, int, int]] = field(default_factory=list)  # (chunk, codec size, uncompressed)
+    # the clusters the message is stored in (geo-replication): None, the topic's; (): this one only
+    replicate_to: tuple[str, ...] | None = None
 
 
 def _check_send(properties: object, partition_key: object, ordering_key: object, sequence_id: object,
@@ -88,6 +97,19 @@ def _check_send(properties: object, partition_key: object, ordering_key: object,
     check_type_or_none(int, event_timestamp, "event_timestamp")
     check_type_or_none(int, deliver_at, "deliver_at")
     check_type_or_none((timedelta, int), deliver_after, "deliver_after")
+
+
+def _replicate_to(replication_clusters: list[str] | None, disable_replication: bool) -> tuple[str, ...] | None:
+    """pulsar-client's per-message replication: `disable_replication` stores the message in this
+    cluster only (it wins over a list, as in pulsar-client, which applies it last); a non-empty
+    `replication_clusters` names the clusters; None or [] leaves the topic's replication clusters."""
+    if disable_replication:
+        return ()
+    if not replication_clusters:
+        return None
+    if not all(isinstance(c, str) and c for c in replication_clusters):
+        raise ValueError("replication_clusters must be a list of cluster names (non-empty str)")
+    return tuple(dict.fromkeys(replication_clusters))
 
 
 def _after_ms(deliver_after: timedelta | int | None) -> int | None:
@@ -197,12 +219,14 @@ class Producer:
              event_timestamp: int | None = None, deliver_at: int | None = None,
              deliver_after: timedelta | int | None = None) -> MessageId:
         """pulsar-client's `send`: `deliver_at` in ms since the epoch, `deliver_after` a `timedelta`
-        (Magnetar also takes ms as an int). `replication_clusters` and `disable_replication` are
-        validated and have no effect: Magnetar has no geo-replication."""
+        (Magnetar also takes ms as an int). `replication_clusters` names the clusters of the
+        topic's replication set the message is stored in (None or []: all of them),
+        `disable_replication` stores it in this cluster only."""
         _check_send(properties, partition_key, ordering_key, sequence_id, replication_clusters, disable_replication,
                     event_timestamp, deliver_at, deliver_after)
         future = self._enqueue(content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
-                               deliver_at, _after_ms(deliver_after), None)
+                               deliver_at, _after_ms(deliver_after), None,
+                               _replicate_to(replication_clusters, disable_replication))
         self.flush()
         return future.result()
 
@@ -214,7 +238,7 @@ class Producer:
         _check_send(properties, partition_key, ordering_key, sequence_id, replication_clusters, disable_replication,
                     event_timestamp, deliver_at, deliver_after)
         self._enqueue(content, properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at,
-                      _after_ms(deliver_after), callback)
+                      _after_ms(deliver_after), callback, _replicate_to(replication_clusters, disable_replication))
 
     def flush(self) -> None:
         """Send everything queued so far and wait until it is acknowledged (or failed)."""
@@ -241,7 +265,8 @@ class Producer:
     # --- batching ----------------------------------------------------------------------------
     def _enqueue(self, content: bytes | None, properties: dict[str, str] | None, partition_key: str | None,
                  ordering_key: str | None, sequence_id: int | None, event_timestamp: int | None,
-                 deliver_at: int | None, deliver_after: int | None, callback: SendCallback | None) -> Future[MessageId]:
+                 deliver_at: int | None, deliver_after: int | None, callback: SendCallback | None,
+                 replicate_to: tuple[str, ...] | None = None) -> Future[MessageId]:
         if self._closed:
             raise exceptions.AlreadyClosed("Producer already closed")
         null_value = content is None  # pulsar-client: None sends a null value (a tombstone)
@@ -261,7 +286,7 @@ class Producer:
             seq = self._next_sequence_id if sequence_id is None else int(sequence_id)
             self._next_sequence_id = max(self._next_sequence_id, seq) + 1
             size = len(message.payload) + (self._encryptor.overhead() if self._encryptor is not None else 0)
-            pending = _Pending(message, size, Future(), callback, seq, at)
+            pending = _Pending(message, size, Future(), callback, seq, at, replicate_to=replicate_to)
             if pending.size > MAX_ENTRY_BYTES:
                 if not self._chunking:
                     raise exceptions.MessageTooBig(
@@ -279,7 +304,8 @@ class Producer:
                 self._cond.notify_all()
                 return pending.future
             if self._batch and (len(self._batch) >= self._max_messages
-                                or self._batch_bytes + pending.size > self._max_bytes):
+                                or self._batch_bytes + pending.size > self._max_bytes
+                                or self._batch[0].replicate_to != pending.replicate_to):
                 self._close_batch()
             if not self._batch:
                 self._batch_started = time.monotonic()
@@ -346,10 +372,12 @@ class Producer:
         segment and through every consumer's claim. Joined, they are what one batch would have
         held had the producer been able to send sooner. With key-based batching each key's
         messages form its entries, ordered by their highest sequence ids (deduplication compares
-        those, so they keep growing from one request to the next)."""
-        messages = [p for b in batches for p in b]
-        groups = _by_key(messages) if self._key_based else [messages]
-        entries = [part for group in groups for part in self._cut(group)]
+        those, so they keep growing from one request to the next). Messages with different
+        replication settings are never joined: each run of one setting is cut on its own."""
+        entries: list[list[_Pending]] = []
+        for run in _same_replication([p for b in batches for p in b]):
+            groups = _by_key(run) if self._key_based else [run]
+            entries += [part for group in groups for part in self._cut(group)]
         return sorted(entries, key=lambda e: e[-1].sequence_id) if self._key_based else entries
 
     def _cut(self, messages: list[_Pending]) -> list[list[_Pending]]:
@@ -373,11 +401,12 @@ class Producer:
         messages = [p.message for p in batch]
         raw = encode_messages(messages)
         key = next((m.ordering_key or m.key for m in messages if (m.ordering_key or m.key)), None)
-        return {
+        body: dict[str, Any] = {
             "payload": base64.b64encode(compress(self._codec, raw)).decode(),
             "numMessages": len(batch), "compression": self._codec.value, "uncompressedSize": len(raw),
             "key": key, "batched": self._batching, "deliverAt": batch[0].deliver_at,
         }
+        return _with_replication(body, batch[0].replicate_to)
 
     def _publish(self, entries: list[list[_Pending]]) -> None:
         """One request: one batch (`batch`), or several appended together (`batches`, each with
@@ -406,12 +435,12 @@ class Producer:
         for index, (piece, total, uncompressed) in enumerate(pending.chunks):
             body = {
                 "producerName": self._name, "sequenceId": pending.sequence_id, "highestSequenceId": pending.sequence_id,
-                "batch": {
+                "batch": _with_replication({
                     "payload": base64.b64encode(piece).decode(), "numMessages": 1, "compression": self._codec.value,
                     "uncompressedSize": uncompressed, "key": key, "batched": False,
                     "chunk": {"uuid": chunk_uuid, "chunkId": index, "numChunks": len(pending.chunks),
                               "totalSize": total},
-                },
+                }, pending.replicate_to),
             }
             try:
                 message_id = self._post(body)[0]
@@ -453,6 +482,23 @@ def _requests(entries: list[list[_Pending]]) -> list[list[list[_Pending]]]:
         out[-1].append(entry)
         size += weight
     return out
+
+
+def _with_replication(batch: dict[str, Any], replicate_to: tuple[str, ...] | None) -> dict[str, Any]:
+    """An encoded batch with its messages' replication clusters ([]: this cluster only), if set."""
+    if replicate_to is not None:
+        batch["replicationClusters"] = list(replicate_to)
+    return batch
+
+
+def _same_replication(messages: list[_Pending]) -> list[list[_Pending]]:
+    """Consecutive messages in runs of one replication setting (a batch never mixes them)."""
+    runs: list[list[_Pending]] = []
+    for p in messages:
+        if not runs or runs[-1][-1].replicate_to != p.replicate_to:
+            runs.append([])
+        runs[-1].append(p)
+    return runs
 
 
 def _by_key(batch: list[_Pending]) -> list[list[_Pending]]:

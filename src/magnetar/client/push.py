@@ -372,6 +372,7 @@ class PushConsumer(ConsumerBase):
             _millis(frame.get("publishTime")), _millis(frame.get("eventTime")), int(frame.get("redeliveryCount", 0)),
             str(frame.get("producerName", "")), _null_value=bool(frame.get("nullValue")),
             _schema_version=frame["schemaVersion"] if isinstance(frame.get("schemaVersion"), int) else None,
+            _replicated_from=str(frame.get("replicatedFrom") or ""),
         )
         if frame.get("encryptionContext") is not None:  # the ciphertext, with what decrypts it
             try:

@@ -26,6 +26,7 @@ from magnetar.core.policies import (
     replication_clusters,
 )
 from magnetar.core.ports import Clock, MetadataStore, NamespaceInfo, TenantInfo
+from magnetar.core.replication import is_replicator
 
 MAX_PARTITIONS = 1024
 
@@ -304,7 +305,8 @@ class AdminService:
     def list_subscriptions(self, topic: TopicName) -> list[str]:
         if str(topic) not in self.metadata.list_topics(topic.namespace_name):
             raise NotFound(f"Topic {topic} not found")
-        return sorted(self.metadata.list_subscriptions(topic))
+        # replicators' cursors are not subscriptions (Pulsar lists them under stats' replication)
+        return sorted(s for s in self.metadata.list_subscriptions(topic) if not is_replicator(s))
 
 
 def _with(policies: dict[str, Any], name: str, value: object) -> dict[str, Any]:

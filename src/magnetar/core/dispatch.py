@@ -38,6 +38,7 @@ from magnetar.core.ledger import EntryReader, ensure_topic
 from magnetar.core.naming import TopicName, check_consumer_name, check_subscription
 from magnetar.core.policies import TopicPolicies, subscription_limit_reason
 from magnetar.core.ports import Clock, MetadataStore, SubscriptionView
+from magnetar.core.replication import is_replicator
 
 log = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ class SubscriptionService:
         """Pulsar's maxSubscriptionsPerTopic, checked when a new subscription's cursor is created
         (one Query, only then); refused with Pulsar's NotAllowedError (405)."""
         limit = TopicPolicies.of(self.policies(topic)).max_subscriptions if self.policies else 0
-        if limit > 0 and len(self.metadata.list_subscriptions(topic)) >= limit:
+        if limit > 0 and sum(not is_replicator(s) for s in self.metadata.list_subscriptions(topic)) >= limit:
             raise NotAllowed(subscription_limit_reason(topic))
 
     def close_consumer(self, topic: TopicName, subscription: str, consumer: str) -> None:

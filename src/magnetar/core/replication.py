@@ -52,6 +52,12 @@ def is_replicator(subscription: str) -> bool:
     return subscription.startswith(REPLICATOR_PREFIX)
 
 
+def replicator_backlog(cursor: CursorState, seal: SealState) -> int:
+    """The sealed entries a replicator has still to go through: from its position (its
+    `mark_delete`, the first entry not replicated, as every cursor's) to the sealed end, trimmed ones aside."""
+    return max(0, seal.next_entry - max(cursor.mark_delete, seal.first_entry))
+
+
 class RemoteUnavailable(RetryableError):
     """The remote cluster did not take the append (unreachable, refusing, timing out): the
     replicator's position stays, the backlog is sent again later."""
@@ -198,10 +204,15 @@ class Replicator:
             if copies:
                 try:
                     self.remotes.append(remote, topic, copies)
-                except RemoteUnavailable as exc:
-                    result.error = str(exc)
+                except Exception as exc:  # any failure: the remote is left alone a while
+                    # a replicator never fails the journal batch it follows (the batch is sealed; a
+                    # failed invocation would be replayed over and over, holding the shard)
+                    result.error = str(exc) or type(exc).__name__
                     self._down_until[remote] = self.clock.now_ms() + REMOTE_BACKOFF_MS
-                    log.warning("replication of %s to %s paused: %s", topic, remote, exc)
+                    if isinstance(exc, RemoteUnavailable):
+                        log.warning("replication of %s to %s paused: %s", topic, remote, exc)
+                    else:
+                        log.exception("replication of %s to %s paused", topic, remote)
                     break
                 result.appends += 1
                 result.sent_messages += sum(c.num_messages for c in copies)
@@ -222,7 +233,7 @@ class Replicator:
                 continue
             result.entries += last - start + 1
             cursor, version = moved, version + 1
-        result.backlog = max(0, seal.next_entry - cursor.mark_delete)
+        result.backlog = replicator_backlog(cursor, seal)
         return result
 
 

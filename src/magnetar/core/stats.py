@@ -14,6 +14,12 @@ dispatch write that hands entries out. A stats call only reads:
 - `partitioned_stats`: the partition count (one GetItem), then `topic_stats` of each partition,
   run side by side.
 
+Geo-replication: the replicators' cursors (`pulsar.repl.<cluster>`) are not subscriptions here, as
+in Pulsar: they make the `replication` section (one entry per remote cluster) and are left out of
+`subscriptions`; they still count in `backlogSize` (and in the backlog quota and retention, which
+see every cursor). A replicator with a backlog costs one more read: its oldest entry not
+replicated yet (its publish time: `replicationDelayInSeconds`), usually from the container's cache.
+
 A Key_Shared AutoSplit subscription on a partition reports the dispatcher's assignment (each
 consumer's keyHashRanges): with at least as many partitions as consumers one consumer owns the
 whole hash range of the partition (`CursorState.partition_owner`), so `topic_stats` of a single
@@ -33,7 +39,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from magnetar.core.cursor import CursorState, RangeSet
-from magnetar.core.errors import NotFound, TopicNotFound
+from magnetar.core.errors import MagnetarError, NotFound, TopicNotFound
 from magnetar.core.key_shared import HASH_RANGE
 from magnetar.core.ledger import PRODUCER_IDLE_MS
 from magnetar.core.lifecycle import SEGMENT_PAGE, LedgerMaintenance, estimated_entry_size
@@ -41,8 +47,13 @@ from magnetar.core.naming import TopicName
 from magnetar.core.policies import TopicPolicies
 from magnetar.core.ports import Clock, MetadataStore, SealState, SegmentMeta, WriterState
 from magnetar.core.rates import decayed
+from magnetar.core.replication import REPLICATOR_PREFIX, is_replicator, replicator_backlog
 
 MAX_PARALLEL_PARTITIONS = 16
+# a replicator that moved within this long (or has nothing to send) is reported connected: it
+# moves after every journal batch of the topic it sends, and a remote that failed is retried
+# by the next batch or maintenance run (the replicator's pause is 5 s)
+REPLICATOR_CONNECTED_MS = 60_000
 
 # fields summed when subscriptions of several partitions are merged (Pulsar's SubscriptionStats.add)
 _SUBSCRIPTION_SUMS = ("msgRateOut", "msgThroughputOut", "bytesOutCounter", "msgOutCounter", "msgRateRedeliver",
@@ -165,7 +176,11 @@ class TopicStatsService:
         seal, writer = snap.seal, snap.writer
         rate_in, throughput_in = seal.rates_at(now)
         subscriptions = {name: self._subscription_stats(snap, state, now)
-                         for name, (state, _) in sorted(snap.cursors.items())}
+                         for name, (state, _) in sorted(snap.cursors.items()) if not is_replicator(name)}
+        replication = {name.removeprefix(REPLICATOR_PREFIX): self._replicator_stats(snap, state, now)
+                       for name, (state, _) in sorted(snap.cursors.items())
+                       if is_replicator(name) and snap.topic.is_persistent}
+        outgoing = [*subscriptions.values(), *replication.values()]
         policies = TopicPolicies.of(self.policies(snap.topic))
         backlog = 0
         if snap.exists and snap.topic.is_persistent:
@@ -173,8 +188,8 @@ class TopicStatsService:
         return {
             "msgRateIn": rate_in,
             "msgThroughputIn": throughput_in,
-            "msgRateOut": sum(s["msgRateOut"] for s in subscriptions.values()),
-            "msgThroughputOut": sum(s["msgThroughputOut"] for s in subscriptions.values()),
+            "msgRateOut": sum(s["msgRateOut"] for s in outgoing),  # replicators included, as in Pulsar
+            "msgThroughputOut": sum(s["msgThroughputOut"] for s in outgoing),
             "bytesInCounter": writer.bytes_in,
             "msgInCounter": writer.messages_in,
             "bytesOutCounter": sum(s["bytesOutCounter"] for s in subscriptions.values()),
@@ -188,7 +203,7 @@ class TopicStatsService:
             "publishers": self._publishers(writer, now),
             "waitingPublishers": 0,
             "subscriptions": subscriptions,
-            "replication": {},
+            "replication": replication,
             "deduplicationStatus": "Enabled" if policies.deduplication else "Disabled",
             "nonContiguousDeletedMessagesRanges": sum(s["nonContiguousDeletedMessagesRanges"]
                                                       for s in subscriptions.values()),
@@ -255,6 +270,28 @@ class TopicStatsService:
         if state.subscription_type in ("Exclusive", "Failover") and live:
             stats["activeConsumerName"] = state.active_consumer(now, snap.topic.partition_index)
         return stats
+
+    def _replicator_stats(self, snap: _Snapshot, state: CursorState, now: int) -> dict[str, Any]:
+        """Pulsar's ReplicatorStats of one remote cluster, from its replicator's cursor."""
+        rate_msgs, rate_bytes, moved_at = state.rate_out
+        backlog = replicator_backlog(state, snap.seal)
+        delay_s = 0.0
+        if backlog:  # the age of the oldest entry not replicated yet: one entry read
+            first = max(state.mark_delete, snap.seal.first_entry)
+            try:
+                entries = self.maintenance.reader.read(snap.topic, first, 1, snap.seal, None)
+            except MagnetarError:
+                entries = []
+            if entries:
+                delay_s = max(0, now - entries[0].publish_time) / 1000
+        return {
+            "msgRateOut": decayed(rate_msgs, moved_at, now),
+            "msgThroughputOut": decayed(rate_bytes, moved_at, now),
+            "replicationBacklog": backlog,  # entries, as msgBacklog
+            # moved_at: its last move past entries (a replicator that never moved has sent nothing)
+            "connected": backlog == 0 or (moved_at > 0 and now - moved_at < REPLICATOR_CONNECTED_MS),
+            "replicationDelayInSeconds": delay_s,
+        }
 
     # --- PersistentTopicInternalStats ------------------------------------------------------------
     def _segments(self, snap: _Snapshot) -> list[SegmentMeta]:
@@ -389,6 +426,16 @@ def _aggregate(each: list[dict[str, Any]]) -> dict[str, Any]:
         for name in _TOPIC_SUMS:
             total[name] += stats[name]
         total["publishers"].extend(stats["publishers"])
+        for remote, r in stats["replication"].items():  # summed; connected when every partition's is
+            merged = total["replication"].get(remote)
+            if merged is None:
+                total["replication"][remote] = dict(r)
+                continue
+            for name in ("msgRateOut", "msgThroughputOut", "replicationBacklog"):
+                merged[name] += r[name]
+            merged["connected"] = merged["connected"] and r["connected"]
+            merged["replicationDelayInSeconds"] = max(merged["replicationDelayInSeconds"],
+                                                      r["replicationDelayInSeconds"])
         for sub_name, sub in stats["subscriptions"].items():
             merged = total["subscriptions"].get(sub_name)
             if merged is None:

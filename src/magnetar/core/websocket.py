@@ -38,6 +38,7 @@ DEFAULT_NACK_DELAY_MS = 60_000  # Pulsar's negativeAckRedeliveryDelay default
 PUSH_LEASE_MS = (2 * 60 + 10) * 60_000
 MAX_CONNECTION_MS = 2 * 60 * 60_000  # API Gateway closes every WebSocket connection after 2 h
 MAX_FRAME_BYTES = 128 * 1024  # API Gateway's WebSocket message limit (PostToConnection data)
+MAX_REPLICATION_CLUSTERS = 64  # as the produce API's replicationClusters
 _ID = struct.Struct(">qqqq")
 
 # Pulsar's WebSocketError codes (send-error:<code>)
@@ -85,8 +86,9 @@ def parse_time(value: object) -> int:
 
 
 def message_frame(message: Message, message_id: MessageIdData, publish_time: int, redelivery_count: int,
-                  producer_name: str = "", batch_size: int = 0) -> str:
-    """One pushed message, as Pulsar's ConsumerMessage (plus fields its clients ignore)."""
+                  producer_name: str = "", batch_size: int = 0, replicated_from: str = "") -> str:
+    """One pushed message, as Pulsar's ConsumerMessage (plus fields its clients ignore:
+    `replicatedFrom`, the cluster a replicated copy was published in, as in REST reads)."""
     frame: dict[str, Any] = {
         "messageId": encode_message_id(message_id),
         "payload": base64.b64encode(message.payload).decode(),
@@ -108,6 +110,8 @@ def message_frame(message: Message, message_id: MessageIdData, publish_time: int
         frame["batchSize"] = batch_size
     if producer_name:
         frame["producerName"] = producer_name
+    if replicated_from:
+        frame["replicatedFrom"] = replicated_from
     text = json.dumps(frame, separators=(",", ":"))
     if len(text.encode()) > MAX_FRAME_BYTES:  # API Gateway would refuse it: say so rather than lose it
         frame.update(payload="", payloadTooLarge=len(message.payload),
@@ -133,6 +137,8 @@ def entry_frames(entry: Entry, partition: int, redelivery_count: int, skip: set[
             "publishTime": iso_time(entry.publish_time), "redeliveryCount": redelivery_count,
             "chunk": {"uuid": c.uuid, "chunkId": c.chunk_id, "numChunks": c.num_chunks, "totalSize": c.total_size},
         }
+        if entry.origin is not None:
+            frame["replicatedFrom"] = entry.origin.cluster
         return [json.dumps(frame, separators=(",", ":"))] if first_index == 0 else []
     out: list[str] = []
     size = entry.num_messages if entry.batched else 0
@@ -142,7 +148,7 @@ def entry_frames(entry: Entry, partition: int, redelivery_count: int, skip: set[
         if limit is not None and len(out) >= limit:
             break
         out.append(message_frame(m, entry.message_id(partition, i), entry.publish_time, redelivery_count,
-                                 entry.producer_name, size))
+                                 entry.producer_name, size, entry.replicated_from))
     return out
 
 
@@ -299,6 +305,9 @@ class ProducerFrame:
     sequence_id: int = -1
     deliver_at: int = 0  # ms since the epoch, 0: at once
     deliver_after_ms: int = 0
+    # the clusters the message is stored in (Pulsar's replicationClusters; None or []: the topic's;
+    # (): this cluster only, Magnetar's disableReplication as in the REST producer)
+    replicate_to: tuple[str, ...] | None = None
 
 
 def producer_frame(frame: dict[str, Any], encryption_keys: str = "") -> ProducerFrame:
@@ -340,7 +349,24 @@ def producer_frame(frame: dict[str, Any], encryption_keys: str = "") -> Producer
         if not isinstance(schema_version, int) or isinstance(schema_version, bool) or schema_version < 0:
             raise InvalidInput("schemaVersion must be a non-negative integer")
         message = replace(message, schema_version=schema_version)
-    return ProducerFrame(message, context, numbers["sequenceId"], numbers["deliverAt"], numbers["deliverAfterMs"])
+    return ProducerFrame(message, context, numbers["sequenceId"], numbers["deliverAt"], numbers["deliverAfterMs"],
+                         _frame_replication(frame))
+
+
+def _frame_replication(frame: dict[str, Any]) -> tuple[str, ...] | None:
+    """A producer frame's `replicationClusters` (Pulsar's: a list of cluster names; empty or
+    absent, the topic's replication clusters) and `disableReplication` (Magnetar's, as the REST
+    producer's: this cluster only)."""
+    disabled = frame.get("disableReplication", False)
+    if not isinstance(disabled, bool):
+        raise InvalidInput("disableReplication must be a boolean")
+    clusters = frame.get("replicationClusters")
+    if clusters is not None and (not isinstance(clusters, list) or len(clusters) > MAX_REPLICATION_CLUSTERS
+                                 or not all(isinstance(c, str) and 0 < len(c) <= 255 for c in clusters)):
+        raise InvalidInput(f"replicationClusters must be a list of at most {MAX_REPLICATION_CLUSTERS} cluster names")
+    if disabled:
+        return ()
+    return tuple(dict.fromkeys(clusters)) if clusters else None
 
 
 def _encryption_keys(params: dict[str, str]) -> str:

@@ -28,7 +28,7 @@ from magnetar.core.entry import Batch, ChunkInfo, Entry, decode_messages, encode
 from magnetar.core.errors import InvalidInput
 from magnetar.protocol import pulsar_api_pb2 as pb
 from magnetar.protocol.frames import Frame
-from magnetar.protocol.messages import codec_of, entry_message, is_encrypted, single_message
+from magnetar.protocol.messages import codec_of, entry_message, is_encrypted, replicate_to, single_message
 
 CHUNK_BYTES = 900 * 1024  # a stored chunk: the SDK's (client/producer.py MAX_ENTRY_BYTES)
 MAX_HELD_BYTES = 64 * 1024 * 1024  # chunks one producer or consumer may hold before completing
@@ -111,7 +111,7 @@ def store(frames: list[Frame]) -> list[Batch]:
         sequence = send.sequence_id if index == len(pieces) - 1 else -1
         out.append(Batch(piece, 1, codec, len(raw), key, batched=False, sequence_id=sequence,
                          highest_sequence_id=sequence, chunk=ChunkInfo(chunk_uuid, index, len(pieces), len(packed)),
-                         ).validated())
+                         replicate_to=replicate_to(last)).validated())
     return out
 
 
@@ -165,7 +165,7 @@ def pulsar_chunks(parts: list[Entry]) -> list[tuple[Entry, Any, bytes]]:
     body = encode_messages(decoded)
     whole = Entry(last.topic, last.ledger_id, last.entry_id, last.reserved_at, last.publish_time,
                   last.producer_name, last.sequence_id, last.highest_sequence_id, False, False, 1, Codec.NONE,
-                  len(body), last.key, last.deliver_at, None, body)
+                  len(body), last.key, last.deliver_at, None, body, last.origin, last.replicate_to)
     metadata, payload = entry_message(whole)
     size = -(-len(payload) // len(parts)) or 1
     chunk_uuid = parts[0].chunk.uuid if parts[0].chunk else ""

@@ -25,6 +25,7 @@ from magnetar.protocol.schemas import version_bytes, version_of
 
 _U32 = struct.Struct(">I")
 _U64 = (1 << 64) - 1
+LOCAL_ONLY = "__local__"  # replicate_to of the clients' disable_replication
 
 CODECS = {pb.NONE: Codec.NONE, pb.LZ4: Codec.LZ4, pb.ZLIB: Codec.ZLIB, pb.ZSTD: Codec.ZSTD, pb.SNAPPY: Codec.SNAPPY}
 _WIRE_CODECS = {codec: wire for wire, codec in CODECS.items()}
@@ -104,7 +105,27 @@ def batch_from_send(send: Any, metadata: Any, payload: bytes) -> Batch:
             codec = Codec.NONE  # ciphertext does not compress (the context names the plaintext's codec)
     highest = max(send.highest_sequence_id, send.sequence_id, send.sequence_id + len(messages) - 1 if batched else 0)
     return Batch.of(messages, codec, batched=batched, sequence_id=send.sequence_id, highest_sequence_id=highest,
-                    deliver_at=max(metadata.deliver_at_time, 0)).validated()
+                    deliver_at=max(metadata.deliver_at_time, 0), replicate_to=replicate_to(metadata)).validated()
+
+
+def replicate_to(metadata: Any) -> tuple[str, ...] | None:
+    """MessageMetadata's `replicate_to` as the entry's: none, the topic's replication clusters;
+    the clients' `disable_replication` sends `["__local__"]` (a name no remote cluster has, so
+    Pulsar's replicators skip the message): this cluster only, ()."""
+    names = [str(c) for c in metadata.replicate_to]
+    if not names:
+        return None
+    return tuple(dict.fromkeys(c for c in names if c != LOCAL_ONLY))
+
+
+def set_replication(metadata: Any, entry: Entry) -> None:
+    """An entry's replication on an outgoing MessageMetadata, as Pulsar's broker delivers what
+    the producer sent: `replicated_from` for a replicated copy, `replicate_to` when the publish
+    named clusters (`["__local__"]` for this cluster only)."""
+    if entry.origin is not None:
+        metadata.replicated_from = entry.origin.cluster
+    if entry.replicate_to is not None:
+        metadata.replicate_to.extend(entry.replicate_to or (LOCAL_ONLY,))
 
 
 def _batch_messages(raw: bytes, count: int, version: int | None) -> list[Message]:
@@ -169,6 +190,7 @@ def entry_message(entry: Entry) -> tuple[Any, bytes]:
             metadata.event_time = m.event_time
         payload = m.payload
     metadata.uncompressed_size = len(payload)
+    set_replication(metadata, entry)
     encrypted = next((m.encryption for m in messages if m.encryption is not None), None)
     if encrypted is not None:
         # A message the SDK (or an official producer) encrypted goes out as Pulsar's: ciphertext, its

@@ -240,7 +240,8 @@ class Connections:
                 if request.deliver_after_ms:
                     deliver_at = self.clock.now_ms() + request.deliver_after_ms
                 batch = Batch.of([request.message], batched=False, sequence_id=request.sequence_id,
-                                 highest_sequence_id=request.sequence_id, deliver_at=deliver_at)
+                                 highest_sequence_id=request.sequence_id, deliver_at=deliver_at,
+                                 replicate_to=request.replicate_to)
                 message_id = self.broker.writer.append(topic, batch, conn.name).message_ids[0]
         except MagnetarError as exc:
             return producer_error(UNKNOWN_ERROR, exc.reason, request.context)
