@@ -102,7 +102,7 @@ def test_messages_published_in_each_cluster_reach_both_once_in_order(instance: L
             for m in messages:
                 remote = not m.data().decode().startswith(name)
                 assert m.is_replicated() == remote
-                assert m.replicated_from() == ("west" if name == "east" else "east" if remote else "")
+                assert m.replicated_from() == (("west" if name == "east" else "east") if remote else "")
             with pytest.raises(magnetar.Timeout):  # nothing twice
                 consumer.receive(timeout_millis=3000)
     finally:

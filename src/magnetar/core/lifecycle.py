@@ -167,7 +167,7 @@ class LedgerMaintenance:
         if self.replication is not None and any(
                 is_replicator(name) and cursor.mark_delete < seal.next_entry for name, (cursor, _) in cursors.items()):
             try:
-                self.replication.replicate([topic])
+                self.replication.catch_up(topic)
                 cursors = self.metadata.list_cursors(topic)
             except Exception:  # the next run retries; the rest of the topic's maintenance goes on
                 log.exception("replication of %s failed", topic)

@@ -158,14 +158,20 @@ class Replicator:
         clusters = replication_clusters(self.policies(topic), self.local_cluster)
         return [c for c in clusters if c != self.local_cluster]
 
-    def replicate(self, topics: list[TopicName], start_at: dict[str, int] | None = None) -> list[ReplicationResult]:
+    def catch_up(self, topic: TopicName) -> list[ReplicationResult]:
+        """The maintenance run: send what a replicator of `topic` left behind, to every remote, even
+        one this container paused after a failure (nothing waits on the run)."""
+        return self.replicate([topic], paused_too=True)
+
+    def replicate(self, topics: list[TopicName], start_at: dict[str, int] | None = None,
+                  paused_too: bool = False) -> list[ReplicationResult]:
         """Replicate what is sealed of `topics` to their remote clusters. `start_at`: for a topic
         whose replicator has no position yet, the first entry to replicate (the journal batch's
         first entry of it: a replication set starts with what is published after it); without,
         the replicator starts at the end of what is sealed."""
         now = self.clock.now_ms()
         pairs = [(topic, remote) for topic in topics for remote in self.remotes_of(topic)
-                 if self._down_until.get(remote, 0) <= now]
+                 if paused_too or self._down_until.get(remote, 0) <= now]
         if not pairs:
             return []
         views = self.metadata.get_subscription_views([(t, replicator_name(r)) for t, r in pairs])
