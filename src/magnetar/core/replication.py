@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
 from magnetar.core.entry import Batch, Entry, Origin, decode_entry, peek_header, record_entries
 from magnetar.core.errors import InvalidInput, RetryableError
@@ -230,7 +231,9 @@ class Replicator:
             moved.read_position = max(moved.read_position, last + 1)
             moved.record_out(sum(c.num_messages for c in copies), sum(len(c.payload) for c in copies),
                              self.clock.now_ms())
+            crash_point("replicate.after_append")  # stored remotely, position not moved: sent again, deduplicated there
             written = self.metadata.put_cursors([CursorWrite(topic, name, moved, version)])[0]
+            crash_point("replicate.after_position")  # position moved, the batch's invocation dies: a replay sends nothing
             if not written:  # another replicator moved it (a maintenance run, a retried batch)
                 view = self.metadata.get_subscription_view(topic, name)
                 if view.cursor is None:
