@@ -76,6 +76,18 @@ def _receive_all(consumer: magnetar.Consumer, count: int, timeout_s: float = 60)
     return out
 
 
+def _wait_refused(url: str, timeout_s: float = 10) -> None:
+    """Until the cluster at `url` refuses connections (its doors close within a moment of the outage)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{url}/admin/v2/clusters", timeout=2)
+        except httpx.TransportError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{url} still answers")
+
+
 def _maintenance(instance: LocalInstance, name: str) -> None:
     response = httpx.post(f"{_url(instance, name)}/_magnetar/local/schedules/maintenance", timeout=120)
     assert response.status_code == 200, response.text
@@ -120,9 +132,7 @@ def test_an_outage_loses_and_duplicates_nothing(instance: LocalInstance) -> None
         assert [m.data() for m in _receive_all(west_consumer, 1)] == [b"before"]
         off = httpx.post(f"{_url(instance, 'east')}/_magnetar/local/clusters/west/outage", timeout=10)
         assert off.status_code == 200
-        time.sleep(1)
-        with pytest.raises(httpx.TransportError):  # west refuses connections
-            httpx.get(f"{_url(instance, 'west')}/admin/v2/tenants", timeout=3)
+        _wait_refused(_url(instance, "west"))
         for i in range(10):  # east goes on
             producer.send(f"during-{i}".encode())
         time.sleep(3)  # sealed in east; the replicator finds west unreachable
@@ -139,3 +149,87 @@ def test_an_outage_loses_and_duplicates_nothing(instance: LocalInstance) -> None
     finally:
         east.close()
         west.close()
+
+
+def test_a_replicated_subscription_moved_to_the_other_cluster_skips_nothing(instance: LocalInstance) -> None:
+    topic = f"persistent://{_replicated_namespace(instance)}/moves"
+    east, west = magnetar.Client(_url(instance, "east")), magnetar.Client(_url(instance, "west"))
+    try:
+        first = east.subscribe(topic, "moving", consumer_type=magnetar.ConsumerType.Shared,
+                               initial_position=magnetar.InitialPosition.Earliest,
+                               replicate_subscription_state_enabled=True)
+        producer = east.create_producer(topic, producer_name="p-east", batching_enabled=False)
+        for i in range(10):
+            producer.send(f"m{i}".encode())
+        seen = [m.data().decode() for m in _receive_all(first, 6)]
+        time.sleep(1.5)  # the acknowledgements are written (grouped, at most a second later)
+        first.close()
+        _maintenance(instance, "east")  # shares what the subscription acknowledged
+        second = west.subscribe(topic, "moving", consumer_type=magnetar.ConsumerType.Shared,
+                                initial_position=magnetar.InitialPosition.Earliest,
+                                replicate_subscription_state_enabled=True)
+        rest = [m.data().decode() for m in _receive_all(second, 4)]
+        with pytest.raises(magnetar.Timeout):
+            second.receive(timeout_millis=3000)
+        assert sorted(seen + rest) == sorted(f"m{i}" for i in range(10))  # nothing skipped, nothing again
+    finally:
+        east.close()
+        west.close()
+
+
+def test_the_official_client_through_each_clusters_proxy_sees_the_replicated_messages(
+        instance: LocalInstance) -> None:
+    import pulsar
+
+    topic = f"persistent://{_replicated_namespace(instance)}/official"
+    urls = {p.name: p.pulsar_url for p in instance.processes}
+    east, west = pulsar.Client(urls["east"]), pulsar.Client(urls["west"])
+    try:
+        consumer = west.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+        producer = east.create_producer(topic, producer_name="official-east")
+        for i in range(10):
+            producer.send(f"o{i}".encode())
+        local_only = east.create_producer(topic, producer_name="official-local")
+        local_only.send(b"stays-in-east", disable_replication=True)
+        got = []
+        for _ in range(10):
+            message = consumer.receive(timeout_millis=30_000)
+            got.append(message.data().decode())
+            consumer.acknowledge(message)
+        assert got == [f"o{i}" for i in range(10)]
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(timeout_millis=3000)  # the message sent with disable_replication stayed in east
+    finally:
+        east.close()
+        west.close()
+
+
+def test_a_client_with_cluster_failover_keeps_going_through_an_outage(instance: LocalInstance) -> None:
+    topic = f"persistent://{_replicated_namespace(instance)}/failover"
+    east_url, west_url = _url(instance, "east"), _url(instance, "west")
+    failover = magnetar.AutoClusterFailover(primary=magnetar.ServiceInfo(east_url),
+                                            secondary=[magnetar.ServiceInfo(west_url)], check_interval_ms=200,
+                                            failover_threshold=2, switch_back_threshold=2)
+    client = magnetar.Client(failover)
+    try:
+        consumer = client.subscribe(topic, "follows", consumer_type=magnetar.ConsumerType.Shared,
+                                    initial_position=magnetar.InitialPosition.Earliest,
+                                    replicate_subscription_state_enabled=True)
+        producer = client.create_producer(topic, producer_name="p-failover", batching_enabled=False)
+        for i in range(6):
+            producer.send(f"before-{i}".encode())
+        seen = [m.data().decode() for m in _receive_all(consumer, 4)]
+        time.sleep(1.5)  # the acknowledgements are written (grouped, at most a second later)
+        _maintenance(instance, "east")  # east shares what the subscription acknowledged
+        assert httpx.post(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
+        _wait_refused(east_url)
+        for i in range(4):  # sent while east is off the network: the client moves to west
+            producer.send(f"during-{i}".encode())
+        assert client.get_service_info().service_url == west_url
+        rest = [m.data().decode() for m in _receive_all(consumer, 6, timeout_s=90)]
+        expected = {f"before-{i}" for i in range(6)} | {f"during-{i}" for i in range(4)}
+        assert set(seen) | set(rest) == expected  # nothing skipped
+        assert not set(seen) & set(rest)  # and what east had acknowledged does not come again
+    finally:
+        httpx.delete(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10)
+        client.close()

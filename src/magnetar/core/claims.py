@@ -35,6 +35,13 @@ MAX_RECEIVE_BYTES = 4 * 1024 * 1024  # base64 in JSON must stay under Lambda's 6
 PARTITION_COUNT_TTL_MS = 30_000  # a partitioned topic's partition count, cached per parent (Key_Shared)
 
 
+def acknowledged_elsewhere(state: CursorState, entry: Entry) -> bool:
+    """A replicated copy that a replicated subscription already acknowledged in another cluster
+    (it said so before the copy got here: core.replication)."""
+    origin = entry.origin
+    return state.replicated and origin is not None and state.origin_acked.get(origin.cluster, -1) >= origin.entry_id
+
+
 @dataclass(frozen=True)
 class DeliveredEntry:
     entry: Entry
@@ -133,7 +140,7 @@ class Claims:
         messages = 0
         for entry in entries:
             e = entry.entry_id
-            if entry.hole:
+            if entry.hole or acknowledged_elsewhere(state, entry):
                 state.read_position = e + 1
                 state.acknowledge([e])
                 continue
