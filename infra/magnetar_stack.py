@@ -276,6 +276,8 @@ class MagnetarStack(Stack):
             reserved_concurrent_executions=1,
             max_event_age=Duration.seconds(max(MAINTENANCE_INTERVAL_S, 60)),
             retry_attempts=0,
+            # other clusters of the instance name it (superuser there): it sends replicators' backlogs
+            role_name=instance.maintenance_role_name(self.cluster_name) if instance else None,
         )
         self._grant_broker_access(self.maintenance)
         functions.grant_segments(self.maintenance, self.bucket, "s3:DeleteObject")  # retention trims segments
@@ -329,7 +331,7 @@ class MagnetarStack(Stack):
     def _join_instance(self, instance: Instance, bootstrap: Any, provider_role: Any, provider_logs: Any,
                        backlog_threshold: int | None, delay_threshold: Duration | None) -> None:
         """Replication permissions, this cluster's registration and the replication alarms."""
-        instance_part.grant_replication(self.journal_consumer, instance, self.region)
+        instance_part.grant_replication([self.journal_consumer, self.maintenance], instance, self.region)
         broker_service_url = self.pulsar_protocol.service_url if self.pulsar_protocol is not None else None
         data = instance_part.cluster_data(self, self.iam_http_stage.url, broker_service_url)
         registration = Construct(self, "Instance")

@@ -42,9 +42,12 @@ DEFAULT_INSTANCE_NAME = "default"
 CONFIG_TABLE_ID = "ConfigTable"  # pinned logical id of the global table (home stack)
 CLUSTERS_PK = "CLUSTERS"  # the configuration store's partition of ClusterData items
 AUTHENTICATION_PLUGIN = "aws-iam"  # ClusterData.authenticationPlugin: SigV4 for execute-api
-# The route a remote cluster's replicator calls: Pulsar's REST producer (routes/producers.py), on
-# the IAM API's `$default` stage; the path after `topics/` is the topic's domain, tenant, namespace, name.
+# The routes a remote cluster's replicators call, on the IAM API's `$default` stage: Pulsar's REST
+# producer (routes/producers.py; the path after `topics/` is the topic's domain, tenant, namespace,
+# name) and a replicated subscription's acknowledgements (routes/replication.py).
 REPLICATION_ROUTE = "$default/POST/topics/*"
+REPLICATED_SUBSCRIPTIONS_ROUTE = "$default/POST/magnetar/v1/replicated-subscriptions/*"
+REPLICATION_ROUTES = (REPLICATION_ROUTE, REPLICATED_SUBSCRIPTIONS_ROUTE)
 # The journal consumer's replication metrics (Powertools Metrics, EMF, namespace Magnetar): per
 # remote cluster (dimension RemoteCluster, beside Powertools' own `service` dimension).
 REPLICATION_BACKLOG_METRIC = "ReplicationBacklog"  # messages not yet appended at the remote cluster
@@ -91,9 +94,10 @@ class Instance:
             if len(set(values)) != len(values):
                 raise ValueError(f"each {what} of an instance must be unique: {list(values)}")
         for cluster in self.cluster_names:
-            if len(self.replicator_role_name(cluster)) > MAX_ROLE_NAME:
-                raise ValueError(f"role name {self.replicator_role_name(cluster)!r} is over {MAX_ROLE_NAME} "
-                                 "characters: shorten the instance or cluster name")
+            for name in (self.replicator_role_name(cluster), self.maintenance_role_name(cluster)):
+                if len(name) > MAX_ROLE_NAME:
+                    raise ValueError(f"role name {name!r} is over {MAX_ROLE_NAME} "
+                                     "characters: shorten the instance or cluster name")
 
     @classmethod
     def parse(cls, regions: str, cluster_names: str = "", name: str = "", remote_api_ids: str = "") -> Instance:
@@ -120,8 +124,18 @@ class Instance:
         """The journal consumer's role of `cluster`, named so other clusters can name it too."""
         return f"magnetar-{self.name}-{cluster}-replicator"
 
+    def maintenance_role_name(self, cluster: str) -> str:
+        """The maintenance function's role of `cluster`: it sends what a replicator left behind and
+        replicated subscriptions' acknowledgements, so other clusters name it too."""
+        return f"magnetar-{self.name}-{cluster}-maintenance"
+
     def replicator_role_arn(self, cluster: str) -> str:
         return f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/{self.replicator_role_name(cluster)}"
+
+    def replication_role_arns(self, cluster: str) -> list[str]:
+        """The roles of `cluster` that call the other clusters: its journal consumer and its maintenance."""
+        return [self.replicator_role_arn(cluster),
+                f"arn:{Aws.PARTITION}:iam::{Aws.ACCOUNT_ID}:role/{self.maintenance_role_name(cluster)}"]
 
     def config_table_arn(self, region: str) -> str:
         return f"arn:{Aws.PARTITION}:dynamodb:{region}:{Aws.ACCOUNT_ID}:table/{self.config_table_name}"
@@ -161,38 +175,43 @@ def grant_config(grantee: iam.IGrantable, instance: Instance, region: str) -> No
     iam.Grant.add_to_principal(grantee=grantee, actions=list(CONFIG_TABLE_ACTIONS), resource_arns=list(arns))
 
 
-def remote_produce_arn(instance: Instance, cluster: str, region: str) -> str:
-    """execute-api:Invoke's resource for `cluster`'s produce route. The API id is API Gateway's
-    (random, assigned at creation, in another region's stack): `*` unless `remote_api_ids` names it."""
+def remote_route_arn(instance: Instance, cluster: str, region: str, route: str = REPLICATION_ROUTE) -> str:
+    """execute-api:Invoke's resource for one of `cluster`'s replication routes. The API id is API
+    Gateway's (random, assigned at creation, in another region's stack): `*` unless `remote_api_ids` names it."""
     api_id = instance.remote_api_ids.get(cluster, "*")
-    return f"arn:{Aws.PARTITION}:execute-api:{region}:{Aws.ACCOUNT_ID}:{api_id}/{REPLICATION_ROUTE}"
+    return f"arn:{Aws.PARTITION}:execute-api:{region}:{Aws.ACCOUNT_ID}:{api_id}/{route}"
 
 
-def grant_replication(journal_consumer: lambda_.Function, instance: Instance, region: str) -> None:
-    """The journal consumer may produce, SigV4-signed with its role, to every other cluster's IamHttpApi."""
+def grant_replication(callers: list[lambda_.Function], instance: Instance, region: str) -> None:
+    """The journal consumer and the maintenance function may call the replication routes,
+    SigV4-signed with their roles, of every other cluster's IamHttpApi."""
     remotes = instance.remotes(region)
     if not remotes:
         return
-    arns = [remote_produce_arn(instance, cluster, r) for cluster, r in remotes]
-    journal_consumer.add_to_role_policy(iam.PolicyStatement(actions=["execute-api:Invoke"], resources=arns))
-    assert journal_consumer.role is not None
-    for cluster, r in remotes:
-        api_id = instance.remote_api_ids.get(cluster, "*")
-        acknowledge(
-            journal_consumer.role,
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:{r}:<AWS::AccountId>:{api_id}/"
-            f"{REPLICATION_ROUTE}]",
-            f"Replication to cluster {cluster}: Pulsar's produce route (POST /topics/<domain>/<tenant>/"
-            "<namespace>/<topic>, topics created at run time) on the $default stage of the IAM API in "
-            f"{r}. That API's id is assigned by API Gateway in another region's stack, which CDK cannot "
-            "reference; unless remoteApiIds pins it, any API of that account and region is matched on "
-            "this route only, and the remote broker grants nothing but to the roles it lists as superusers.",
-        )
+    arns = [remote_route_arn(instance, cluster, r, route) for cluster, r in remotes for route in REPLICATION_ROUTES]
+    for caller in callers:
+        caller.add_to_role_policy(iam.PolicyStatement(actions=["execute-api:Invoke"], resources=arns))
+        assert caller.role is not None
+        for cluster, r in remotes:
+            api_id = instance.remote_api_ids.get(cluster, "*")
+            for route in REPLICATION_ROUTES:
+                acknowledge(
+                    caller.role,
+                    f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:{r}:<AWS::AccountId>:{api_id}/"
+                    f"{route}]",
+                    f"Replication to cluster {cluster}: Pulsar's produce route (POST /topics/<domain>/<tenant>/"
+                    "<namespace>/<topic>) and replicated subscriptions' acknowledgements (POST /magnetar/v1/"
+                    "replicated-subscriptions/...), topics created at run time, on the $default stage of the IAM "
+                    f"API in {r}. That API's id is assigned by API Gateway in another region's stack, which CDK "
+                    "cannot reference; unless remoteApiIds pins it, any API of that account and region is matched "
+                    "on these routes only, and the remote broker grants nothing but to the roles it lists as "
+                    "superusers.",
+                )
 
 
 def superuser_roles(instance: Instance, region: str, roles: str) -> str:
-    """`roles` (MAGNETAR_SUPERUSER_ROLES) plus every other cluster's replicator role ARN."""
-    remote = [instance.replicator_role_arn(cluster) for cluster, _ in instance.remotes(region)]
+    """`roles` (MAGNETAR_SUPERUSER_ROLES) plus every other cluster's replicating roles' ARNs."""
+    remote = [arn for cluster, _ in instance.remotes(region) for arn in instance.replication_role_arns(cluster)]
     return ",".join([r for r in (roles.split(",") if roles else []) if r] + remote)
 
 

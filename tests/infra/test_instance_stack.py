@@ -137,26 +137,29 @@ def test_functions_read_and_write_the_config_table_at_home_and_here_only(
 
 
 @pytest.mark.parametrize(("region", "remote_region", "remote"), [(HOME, OTHER, "west"), (OTHER, HOME, "east")])
-def test_the_journal_consumer_may_produce_to_the_other_region_and_is_superuser_there(
+def test_the_journal_consumer_and_maintenance_may_replicate_to_the_other_region_and_are_superusers_there(
     templates: dict[str, dict[str, Any]], config: ModuleType, region: str, remote_region: str, remote: str
 ) -> None:
-    consumer = config.JOURNAL_CONSUMER_FUNCTION_ID
-    invoke = [s for s in _statements(templates[region], f"{consumer}Role") if s["Action"] == "execute-api:Invoke"]
-    assert [_text(s["Resource"]) for s in invoke] == [
-        f"arn:<AWS::Partition>:execute-api:{remote_region}:<AWS::AccountId>:*/$default/POST/topics/*"
-    ]
+    routes = [f"arn:<AWS::Partition>:execute-api:{remote_region}:<AWS::AccountId>:*/$default/POST/topics/*",
+              f"arn:<AWS::Partition>:execute-api:{remote_region}:<AWS::AccountId>:*/$default/POST/magnetar/v1/"
+              "replicated-subscriptions/*"]
+    for caller in ("JOURNAL_CONSUMER_FUNCTION_ID", "MAINTENANCE_FUNCTION_ID"):
+        statements = _statements(templates[region], f"{getattr(config, caller)}Role")
+        invoke = [s for s in statements if s["Action"] == "execute-api:Invoke"]
+        assert sorted(_text(r) for s in invoke for r in s["Resource"]) == sorted(routes)
     # no other function may call another cluster
-    for name in ("BROKER_FUNCTION_ID", "WEBSOCKET_FUNCTION_ID", "MAINTENANCE_FUNCTION_ID"):
+    for name in ("BROKER_FUNCTION_ID", "WEBSOCKET_FUNCTION_ID"):
         statements = _statements(templates[region], f"{getattr(config, name)}Role")
         assert not [s for s in statements if s["Action"] == "execute-api:Invoke"]
-    # its role is named, and the remote cluster's callers list the name as a superuser
+    # their roles are named, and the remote cluster's callers list the names as superusers
     roles = {r["Properties"].get("RoleName") for r in _of_type(templates[region], "AWS::IAM::Role").values()}
     cluster = "east" if region == HOME else "west"
-    assert f"magnetar-default-{cluster}-replicator" in roles
+    assert {f"magnetar-default-{cluster}-replicator", f"magnetar-default-{cluster}-maintenance"} <= roles
     for name in ("BROKER_FUNCTION_ID", "WEBSOCKET_FUNCTION_ID"):
         superusers = _text(_variables(templates[remote_region], getattr(config, name))[config.ENV_SUPERUSER_ROLES])
         assert superusers.split(",") == [
-            "admin", f"arn:<AWS::Partition>:iam::<AWS::AccountId>:role/magnetar-default-{cluster}-replicator"]
+            "admin", f"arn:<AWS::Partition>:iam::<AWS::AccountId>:role/magnetar-default-{cluster}-replicator",
+            f"arn:<AWS::Partition>:iam::<AWS::AccountId>:role/magnetar-default-{cluster}-maintenance"]
     assert remote != cluster
 
 
@@ -284,8 +287,10 @@ def test_a_pinned_remote_api_id_replaces_the_wildcard(
     instance = module.Instance((HOME, OTHER), ("east", "west"), remote_api_ids={"west": "abc123"})
     stacks = module.instance_stacks(app, "Magnetar", instance, layer_dir=layer_dir)
     statements = _statements(Template.from_stack(stacks[0]).to_json(), "JournalConsumerFunctionRole")
-    invoke = [_text(s["Resource"]) for s in statements if s["Action"] == "execute-api:Invoke"]
-    assert invoke == [f"arn:<AWS::Partition>:execute-api:{OTHER}:<AWS::AccountId>:abc123/$default/POST/topics/*"]
+    invoke = sorted(_text(r) for s in statements if s["Action"] == "execute-api:Invoke" for r in s["Resource"])
+    assert invoke == sorted([f"arn:<AWS::Partition>:execute-api:{OTHER}:<AWS::AccountId>:abc123/$default/POST/topics/*",
+                             f"arn:<AWS::Partition>:execute-api:{OTHER}:<AWS::AccountId>:abc123/$default/POST/"
+                             "magnetar/v1/replicated-subscriptions/*"])
     assert nag_report(app, outdir) == []
 
 
