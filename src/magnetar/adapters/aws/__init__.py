@@ -24,8 +24,12 @@ def build_broker() -> Broker:
     from magnetar.adapters.aws.s3 import S3SegmentStore
 
     names = ResourceNames.from_env()
-    metadata = DynamoMetadataStore(names.table, config_table=names.config_table,
-                                   config_dynamodb=client("dynamodb", names.config_region) if names.config_region else None)
+    config = None
+    if names.config_region:  # the home replica, this region's replica when the home cannot be reached
+        from magnetar.adapters.aws.dynamodb.base import ConfigurationReplicas
+
+        config = ConfigurationReplicas(client("dynamodb", names.config_region), client("dynamodb"))
+    metadata = DynamoMetadataStore(names.table, config_table=names.config_table, config_dynamodb=config)
     return Broker(metadata, S3SegmentStore(names.bucket), KinesisJournal(names.stream),
                   auth=auth_settings_from_env(), tail_reads=tail_reads_from_env(),
                   seal_latency_ms=seal_latency_ms_from_env(), cluster_name=cluster_name_from_env())

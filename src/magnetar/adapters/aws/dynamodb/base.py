@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 import msgpack
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 
 from magnetar.adapters.aws.clients import UNPROCESSED_ATTEMPTS, client, unprocessed_backoff
 from magnetar.core.errors import RetryableError
@@ -240,3 +240,30 @@ def unpack_segments(topic: str, data: bytes) -> tuple[SegmentMeta, ...]:
         out.append(SegmentMeta(topic, ledger, first, last, segment_key(name, ledger, first, last), offsets, count,
                                created, max_publish))
     return tuple(out)
+
+
+class ConfigurationReplicas:
+    """The configuration store's client: every request at the home replica; a read the home
+    region cannot answer (unreachable: a region outage) goes to this region's replica of the
+    global table instead, which may lag the home by the replication delay. Writes have no such
+    fallback: a policy edited while the home region is out is refused (retryable), never written
+    where a last-writer-wins replication could lose it."""
+
+    READS = frozenset({"get_item", "query", "batch_get_item", "scan"})
+
+    def __init__(self, home: Any, local: Any) -> None:
+        self.home = home
+        self.local = local
+
+    def __getattr__(self, operation: str) -> Any:
+        call = getattr(self.home, operation)
+        if operation not in self.READS:
+            return call
+
+        def read(**kwargs: Any) -> Any:
+            try:
+                return call(**kwargs)
+            except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError):
+                return getattr(self.local, operation)(**kwargs)
+
+        return read
