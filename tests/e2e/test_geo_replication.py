@@ -233,3 +233,75 @@ def test_a_client_with_cluster_failover_keeps_going_through_an_outage(instance: 
     finally:
         httpx.delete(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10)
         client.close()
+
+
+def test_a_partitioned_topic_replicates_partition_to_partition(instance: LocalInstance) -> None:
+    namespace = _replicated_namespace(instance)
+    topic = f"persistent://{namespace}/parted"
+    east_admin = httpx.Client(base_url=_url(instance, "east"), timeout=30)
+    assert east_admin.put(f"/admin/v2/persistent/{namespace}/parted/partitions", json=3).status_code == 204
+    east, west = magnetar.Client(_url(instance, "east")), magnetar.Client(_url(instance, "west"))
+    try:
+        consumer = west.subscribe(topic, "sub", initial_position=magnetar.InitialPosition.Earliest)
+        producer = east.create_producer(topic, producer_name="p-parted")
+        sent = {}
+        for i in range(12):
+            message_id = producer.send(f"k{i}".encode(), partition_key=f"key-{i}")
+            sent[f"k{i}"] = message_id.partition()
+        received = {}
+        for message in _receive_all(consumer, 12):
+            received[message.data().decode()] = message.topic_name()
+        assert set(received) == set(sent)
+        for text, partition in sent.items():  # each in the partition it was published to
+            assert received[text].endswith(f"-partition-{partition}")
+    finally:
+        east.close()
+        west.close()
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalInstance, bytes]]:
+    from magnetar.security.tokens import new_secret_key
+
+    key = new_secret_key()
+    key_file = tmp_path_factory.mktemp("geo-auth") / "secret.key"
+    key_file.write_bytes(key)
+    with LocalInstance(["east", "west"], port=_free_run(2), pulsar_port=0, aws_port=free_port(),
+                       cluster_args=["--maintenance-interval", "0", "--auth", "--token-secret-key", str(key_file),
+                                     "--superuser-role", "admin"]) as running:
+        yield running, key
+
+
+def test_with_authentication_replicators_come_in_as_superusers_and_nobody_else_may_publish_copies(
+        secured: tuple[LocalInstance, bytes]) -> None:
+    from magnetar.security.tokens import create_token
+
+    instance, key = secured
+    admin = {"Authorization": f"Bearer {create_token('admin', secret_key=key)}"}
+    namespace = f"public/geo-{uuid.uuid4().hex[:8]}"
+    east_http = httpx.Client(base_url=_url(instance, "east"), headers=admin, timeout=30)
+    assert east_http.put(f"/admin/v2/namespaces/{namespace}").status_code == 204
+    assert east_http.post(f"/admin/v2/namespaces/{namespace}/replication", json=["east", "west"]).status_code == 204
+    assert east_http.post(f"/admin/v2/namespaces/{namespace}/permissions/app", json=["produce", "consume"]).status_code == 204
+    app = magnetar.AuthenticationToken(create_token("app", secret_key=key))
+    east = magnetar.Client(_url(instance, "east"), authentication=app)
+    west = magnetar.Client(_url(instance, "west"), authentication=app)
+    topic = f"persistent://{namespace}/secure"
+    try:
+        consumer = west.subscribe(topic, "sub", initial_position=magnetar.InitialPosition.Earliest)
+        producer = east.create_producer(topic, producer_name="p-app")
+        for i in range(5):
+            producer.send(f"s{i}".encode())
+        messages = _receive_all(consumer, 5)
+        assert [m.data() for m in messages] == [f"s{i}".encode() for i in range(5)]
+        assert {m.replicated_from() for m in messages} == {"east"}
+        # a copy (with an origin) from a role that is not a superuser: refused
+        forged = {"producerName": "pulsar.repl.east", "batches": [{
+            "payload": "", "numMessages": 1, "uncompressedSize": 0, "sequenceId": 99, "highestSequenceId": 99,
+            "origin": {"cluster": "east", "ledgerId": 0, "entryId": 99, "publishTime": 1}}]}
+        refused = httpx.post(f"{_url(instance, 'west')}/topics/persistent/{namespace}/secure", json=forged,
+                             headers={"Authorization": f"Bearer {create_token('app', secret_key=key)}"}, timeout=30)
+        assert refused.status_code == 403, refused.text
+    finally:
+        east.close()
+        west.close()

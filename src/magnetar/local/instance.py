@@ -18,8 +18,21 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from magnetar.config import ENV_CONFIG_REGION, ENV_CONFIG_TABLE
-from magnetar.local.cluster import _die_with_parent, _wait_for_port, configure_aws_environment, start_emulator
+from magnetar.config import (
+    ENV_AUTH_ENABLED,
+    ENV_BUCKET,
+    ENV_CLUSTER_NAME,
+    ENV_CONFIG_REGION,
+    ENV_CONFIG_TABLE,
+    ENV_SEAL_LATENCY_MS,
+    ENV_STREAM,
+    ENV_SUPERUSER_ROLES,
+    ENV_TABLE,
+    ENV_TAIL_READS,
+    ENV_TOKEN_SECRET_KEY,
+    ENV_WS_ENDPOINT,
+)
+from magnetar.local.cluster import _die_with_parent, _wait_for_port, start_emulator
 from magnetar.local.fidelity import AwsFidelity
 from magnetar.local.network import LocalNetwork
 
@@ -29,6 +42,9 @@ LOCAL_CONFIG_TABLE = "magnetar-configuration"
 LOCAL_REGIONS = ("us-east-1", "eu-west-1", "us-west-2", "ap-southeast-1", "eu-central-1", "ap-northeast-1",
                  "sa-east-1", "ca-central-1")
 MAX_LOCAL_CLUSTERS = len(LOCAL_REGIONS)
+# what each cluster process sets for itself: never inherited from the process that starts the instance
+_CLUSTER_SETTINGS = frozenset({ENV_TABLE, ENV_BUCKET, ENV_STREAM, ENV_WS_ENDPOINT, ENV_CLUSTER_NAME, ENV_AUTH_ENABLED,
+                               ENV_SUPERUSER_ROLES, ENV_TOKEN_SECRET_KEY, ENV_TAIL_READS, ENV_SEAL_LATENCY_MS})
 
 
 @dataclass(frozen=True)
@@ -86,7 +102,8 @@ class LocalInstance:
         check_cluster_names(self.clusters)
         if self.aws_endpoint is None:
             self.emulator = start_emulator(self.host, self.aws_port, self.fidelity)
-        configure_aws_environment(self.endpoint)
+        # each cluster process configures its own AWS environment (--aws-endpoint); this process's
+        # stays as it was (an instance started by a test must not move the test's clients)
         self.directory = Path(tempfile.mkdtemp(prefix="magnetar-instance-"))
         LocalNetwork(self.directory, tuple(self.clusters)).write_clusters()
         home = LOCAL_REGIONS[0]
@@ -94,7 +111,8 @@ class LocalInstance:
                                          self.pulsar_port + i if self.pulsar_port else None, self.host)
                           for i, name in enumerate(self.clusters)]
         for process in self.processes:
-            env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_ENDPOINT_URL_")}
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith("AWS_ENDPOINT_URL") and k not in _CLUSTER_SETTINGS}
             env.update({"AWS_REGION": process.region, "AWS_DEFAULT_REGION": process.region,
                         ENV_CONFIG_TABLE: LOCAL_CONFIG_TABLE, ENV_CONFIG_REGION: home})
             self._children.append(subprocess.Popen(
