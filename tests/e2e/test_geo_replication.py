@@ -88,6 +88,18 @@ def _wait_refused(url: str, timeout_s: float = 10) -> None:
     raise AssertionError(f"{url} still answers")
 
 
+def _wait_open(url: str, timeout_s: float = 20) -> None:
+    """Until the cluster at `url` answers again (back on the network)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{url}/admin/v2/clusters", timeout=2)
+            return
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} does not answer")
+
+
 def _maintenance(instance: LocalInstance, name: str) -> None:
     response = httpx.post(f"{_url(instance, name)}/_magnetar/local/schedules/maintenance", timeout=120)
     assert response.status_code == 200, response.text
@@ -139,7 +151,7 @@ def test_an_outage_loses_and_duplicates_nothing(instance: LocalInstance) -> None
         stats = httpx.get(f"{_url(instance, 'east')}/admin/v2/{topic.replace('://', '/')}/stats", timeout=30).json()
         back = httpx.delete(f"{_url(instance, 'east')}/_magnetar/local/clusters/west/outage", timeout=10)
         assert back.status_code == 200
-        time.sleep(1)
+        _wait_open(_url(instance, "west"))
         _maintenance(instance, "east")  # the maintenance run sends the backlog
         got = [m.data().decode() for m in _receive_all(west_consumer, 10)]
         assert got == [f"during-{i}" for i in range(10)]
@@ -232,6 +244,7 @@ def test_a_client_with_cluster_failover_keeps_going_through_an_outage(instance: 
         assert not set(seen) & set(rest)  # and what east had acknowledged does not come again
     finally:
         httpx.delete(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10)
+        _wait_open(east_url)
         client.close()
 
 
