@@ -284,9 +284,16 @@ class MemoryMetadataStore:
             if t and t.exclusive and t.exclusive[0] == producer:
                 t.exclusive = None
 
-    def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any]) -> None:
+    def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any],
+                               expected: dict[str, Any]) -> bool:
         with self._lock:
-            self.namespaces[namespace] = NamespaceInfo(namespace, dict(policies))
+            current = self.namespaces.get(namespace)
+            if current is None:
+                raise NotFound(f"Namespace {namespace} does not exist")
+            if current.policies != expected:
+                return False
+            self.namespaces[namespace] = NamespaceInfo(namespace, copy.deepcopy(policies), current.topics_with_policies)
+            return True
 
     def roll_ledger(self, topic: TopicName, expected_ledger: int, now_ms: int) -> bool:
         with self._lock:

@@ -13,6 +13,7 @@ from magnetar.core.errors import (
     InvalidInput,
     NotFound,
     PreconditionFailed,
+    RetryableError,
     TopicLimitReached,
 )
 from magnetar.core.naming import NamespaceName, TopicName, check_entity
@@ -29,6 +30,7 @@ from magnetar.core.ports import Clock, MetadataStore, NamespaceInfo, TenantInfo
 from magnetar.core.replication import is_replicator
 
 MAX_PARTITIONS = 1024
+POLICY_WRITE_ATTEMPTS = 10  # a policy edit read again after a concurrent one, this many times
 
 
 class AdminService:
@@ -211,7 +213,7 @@ class AdminService:
         if name == MAX_TOPICS and isinstance(value, int) and value > 0 and not info.policies.get(MAX_TOPICS):
             # topics are counted while a limit is set: count those created before it
             self.metadata.set_topic_count(namespace, self.count_topics(namespace))
-        self.metadata.set_namespace_policies(namespace, _with(info.policies, name, value))
+        self.update_policies(namespace, lambda policies: _with(policies, name, value), info)
         self._changed()
 
     def count_topics(self, namespace: NamespaceName) -> int:
@@ -227,9 +229,19 @@ class AdminService:
         return TopicPolicies.of(self.get_namespace(namespace).policies).max_topics
 
     def remove_policy(self, namespace: NamespaceName, name: str, quota_type: str | None = None) -> None:
-        info = self.get_namespace(namespace)
-        self.metadata.set_namespace_policies(namespace, _without(info.policies, name, quota_type))
+        self.update_policies(namespace, lambda policies: _without(policies, name, quota_type))
         self._changed()
+
+    def update_policies(self, namespace: NamespaceName, change: Callable[[dict[str, Any]], dict[str, Any]],
+                        info: NamespaceInfo | None = None) -> None:
+        """Read, change and write the namespace's policies, the write conditional on the read: an
+        edit made meanwhile (through this cluster or another) is read again and kept."""
+        for _ in range(POLICY_WRITE_ATTEMPTS):
+            info = info or self.get_namespace(namespace)
+            if self.metadata.set_namespace_policies(namespace, change(dict(info.policies)), info.policies):
+                return
+            info = None
+        raise RetryableError(f"The policies of {namespace} keep changing; retry")
 
     def policy(self, namespace: NamespaceName, name: str) -> Any:
         """The namespace's value of one policy as set, None when it is not set."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from magnetar.core.errors import Forbidden, InvalidInput, NotFound, Unauthenticated
+from magnetar.core.errors import Forbidden, InvalidInput, NotFound, RetryableError, Unauthenticated
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.ports import Clock, MetadataStore
 
@@ -35,6 +35,7 @@ TOPIC_AUTH = "destination_auth"
 SUBSCRIPTION_AUTH = "subscription_auth_roles"
 ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")  # Pulsar's AuthAction
 CACHE_MS = 10_000  # tenant and namespace metadata are re-read at most this often per container
+GRANT_WRITE_ATTEMPTS = 10  # a grant read again after a concurrent edit, this many times
 
 
 class Access(StrEnum):
@@ -195,13 +196,18 @@ class AuthorizationService:
         return dict(info.policies)
 
     def _update(self, namespace: NamespaceName, change: Any) -> None:
-        policies = self._namespace_policies(namespace)
-        auth = {k: dict(v) for k, v in (policies.get(AUTH_POLICIES) or {}).items()}
-        for section in (NAMESPACE_AUTH, TOPIC_AUTH, SUBSCRIPTION_AUTH):
-            auth.setdefault(section, {})
-        change(auth)
-        self.metadata.set_namespace_policies(namespace, {**policies, AUTH_POLICIES: auth})
-        self.forget()
+        """Change the namespace's grants; the write is conditional on what was read (a grant made
+        meanwhile, through this cluster or another, is read again and kept)."""
+        for _ in range(GRANT_WRITE_ATTEMPTS):
+            policies = self._namespace_policies(namespace)
+            auth = {k: dict(v) for k, v in (policies.get(AUTH_POLICIES) or {}).items()}
+            for section in (NAMESPACE_AUTH, TOPIC_AUTH, SUBSCRIPTION_AUTH):
+                auth.setdefault(section, {})
+            change(auth)
+            if self.metadata.set_namespace_policies(namespace, {**policies, AUTH_POLICIES: auth}, policies):
+                self.forget()
+                return
+        raise RetryableError(f"The grants of {namespace} keep changing; retry")
 
     def namespace_permissions(self, namespace: NamespaceName) -> dict[str, list[str]]:
         auth = self._namespace_policies(namespace).get(AUTH_POLICIES) or {}

@@ -341,7 +341,11 @@ class MetadataStore(SchemaStore, Protocol):
 
     def release_exclusive(self, topic: TopicName, producer: str) -> None: ...
 
-    def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any]) -> None: ...
+    def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any],
+                               expected: dict[str, Any]) -> bool:
+        """Replace the namespace's policies if they are still `expected` (what the caller read and
+        changed): False, and nothing written, when another edit came in between."""
+        ...
 
     def get_topic_policies(self, topic: TopicName) -> dict[str, Any]:
         """Topic-level policy overrides of a (non-partitioned or partitioned) topic; {} if none."""

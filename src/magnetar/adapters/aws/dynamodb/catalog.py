@@ -226,14 +226,23 @@ class CatalogItems(DynamoBase):
         return self._query_sks(f"PARTITIONED#{namespace}", config=True)
 
     # --- policies ------------------------------------------------------------------------------
-    def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any]) -> None:
-        self.config_ddb.update_item(
-            TableName=self.config_table,
-            Key={"pk": _s(f"NAMESPACES#{namespace.tenant}"), "sk": _s(namespace.namespace)},
-            UpdateExpression="SET policies = :p",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":p": _s(json.dumps(policies))},
-        )
+    def set_namespace_policies(self, namespace: NamespaceName, policies: dict[str, Any],
+                               expected: dict[str, Any]) -> bool:
+        """Conditional on the policies read (their stored text): two edits made at once, through
+        one cluster or two, are serialized here, never one silently lost."""
+        key = {"pk": _s(f"NAMESPACES#{namespace.tenant}"), "sk": _s(namespace.namespace)}
+        condition = "policies = :old"
+        if not expected:  # a namespace that never had a policy (the bootstrap's stores an empty map)
+            condition = "(attribute_not_exists(policies) OR attribute_type(policies, :map) OR policies = :old)"
+        values = {":p": _s(json.dumps(policies)), ":old": _s(json.dumps(expected))}
+        if not expected:
+            values[":map"] = _s("M")
+        if self._if("update_item", True, TableName=self.config_table, Key=key, UpdateExpression="SET policies = :p",
+                    ConditionExpression=f"attribute_exists(pk) AND {condition}", ExpressionAttributeValues=values):
+            return True
+        if self._get(f"NAMESPACES#{namespace.tenant}", namespace.namespace, config=True) is None:
+            raise NotFound(f"Namespace {namespace} does not exist")
+        return False
 
     def _policy_keys(self, topic: TopicName) -> list[dict[str, Any]]:
         """Topic-level policies live on the topic's listing item (plain or partitioned topic)."""
