@@ -318,3 +318,34 @@ def test_with_authentication_replicators_come_in_as_superusers_and_nobody_else_m
     finally:
         east.close()
         west.close()
+
+
+def test_the_official_clients_cluster_failover_moves_to_the_other_proxy(instance: LocalInstance) -> None:
+    import pulsar
+
+    topic = f"persistent://{_replicated_namespace(instance)}/official-failover"
+    urls = {p.name: p.pulsar_url for p in instance.processes}
+    assert urls["east"] and urls["west"]
+    failover = pulsar.AutoClusterFailover(primary=pulsar.ServiceInfo(urls["east"]),
+                                          secondary=[pulsar.ServiceInfo(urls["west"])], check_interval_ms=200,
+                                          failover_threshold=2, switch_back_threshold=2)
+    client = pulsar.Client(failover, operation_timeout_seconds=30)
+    west = magnetar.Client(_url(instance, "west"))
+    try:
+        reader = west.subscribe(topic, "check", initial_position=magnetar.InitialPosition.Earliest)
+        producer = client.create_producer(topic, producer_name="official-failover", batching_enabled=False)
+        producer.send(b"via-east")
+        assert httpx.post(f"{_url(instance, 'west')}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
+        _wait_refused(_url(instance, "east"))
+        producer.send(b"via-west")  # the client moved to west's proxy
+        assert [m.data() for m in _receive_all(reader, 1)] == [b"via-west"]
+        # what east stored before it left the network reaches west once it is back
+        assert httpx.delete(f"{_url(instance, 'west')}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
+        _wait_open(_url(instance, "east"))
+        _maintenance(instance, "east")
+        assert [m.data() for m in _receive_all(reader, 1)] == [b"via-east"]
+    finally:
+        httpx.delete(f"{_url(instance, 'west')}/_magnetar/local/clusters/east/outage", timeout=10)
+        _wait_open(_url(instance, "east"))
+        client.close()
+        west.close()
