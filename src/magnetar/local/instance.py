@@ -32,6 +32,7 @@ from magnetar.config import (
     ENV_TOKEN_SECRET_KEY,
     ENV_WS_ENDPOINT,
 )
+from magnetar.core.clusters import valid_cluster_name
 from magnetar.local.cluster import _die_with_parent, _wait_for_port, start_emulator
 from magnetar.local.fidelity import AwsFidelity
 from magnetar.local.network import LocalNetwork
@@ -65,8 +66,6 @@ class ClusterProcess:
 
 
 def check_cluster_names(names: list[str]) -> list[str]:
-    from magnetar.local.network import _NAME
-
     if not names:
         raise ValueError("Name at least one cluster")
     if len(names) > MAX_LOCAL_CLUSTERS:
@@ -74,8 +73,8 @@ def check_cluster_names(names: list[str]) -> list[str]:
     if len(set(names)) != len(names):
         raise ValueError("Cluster names must differ")
     for name in names:
-        if not _NAME.match(name):
-            raise ValueError(f"Invalid cluster name {name!r} (letters, digits, '-', '_', '.')")
+        if not valid_cluster_name(name):
+            raise ValueError(f"Invalid cluster name {name!r}: letters, digits and _ - = : . only")
     return names
 
 

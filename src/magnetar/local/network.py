@@ -9,11 +9,10 @@ process of the instance shares, so any cluster's port can take any cluster off o
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+from magnetar.core.clusters import valid_cluster_name
 
 
 @dataclass(frozen=True)
@@ -22,7 +21,7 @@ class LocalNetwork:
     clusters: tuple[str, ...]
 
     def _flag(self, cluster: str) -> Path:
-        if not _NAME.match(cluster):
+        if not valid_cluster_name(cluster):
             raise ValueError(f"Invalid cluster name {cluster!r}")
         return self.directory / f"outage-{cluster}"
 
