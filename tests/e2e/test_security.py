@@ -92,11 +92,13 @@ def expected(access: Access, role: str) -> bool:
         Access.LOOKUP: role in ("admin", "alice", "writer-a", "reader-a"),
         Access.PRODUCE: role in ("admin", "alice", "writer-a"),
         Access.CONSUME: role in ("admin", "alice", "reader-a"),
+        Access.FUNCTIONS: role in ("admin", "alice"),  # or a `functions` grant: none in this table
     }[access]
 
 
 PARAMS = {"tenant": TENANT_A, "namespace": "ns", "topic": "table-topic", "subscription": "table-sub",
-          "consumer": "c1", "producer": "p1", "role": "somebody-else", "version": "0", "cluster": "table-cluster"}
+          "consumer": "c1", "producer": "p1", "role": "somebody-else", "version": "0", "cluster": "table-cluster",
+          "function": "table-function", "key": "table-key"}
 
 
 def concrete(path: str) -> str:

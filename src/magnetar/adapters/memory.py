@@ -23,6 +23,7 @@ from magnetar.core.policies import TOPIC_LIMIT_REASON, admit, has_overrides
 from magnetar.core.ports import (
     CursorWrite,
     DedupRecord,
+    FunctionRecord,
     JournalPosition,
     JournalRecord,
     NamespaceInfo,
@@ -32,6 +33,7 @@ from magnetar.core.ports import (
     SealState,
     SegmentCommit,
     SegmentMeta,
+    StateValue,
     SubscriptionView,
     TenantInfo,
     WriterState,
@@ -96,6 +98,84 @@ class MemorySegmentStore:
             self.objects.pop(key, None)
 
 
+class MemoryFunctionStore:
+    """The FunctionStore part of MemoryMetadataStore (the registry and the functions' state)."""
+
+    functions: dict[str, FunctionRecord]
+    function_state: dict[str, dict[str, StateValue]]
+    _lock: threading.RLock
+
+    def create_function(self, record: FunctionRecord) -> bool:
+        with self._lock:
+            return self.functions.setdefault(record.fqfn, record) is record
+
+    def update_function(self, record: FunctionRecord, previous: FunctionRecord) -> bool:
+        with self._lock:
+            current = self.functions.get(record.fqfn)
+            if current is None or current.version != previous.version:
+                return False
+            self.functions[record.fqfn] = record
+            return True
+
+    def get_function(self, tenant: str, namespace: str, name: str) -> FunctionRecord | None:
+        return self.functions.get(f"{tenant}/{namespace}/{name}")
+
+    def list_functions(self, tenant: str, namespace: str) -> list[str]:
+        return sorted(r.name for r in self.functions.values() if (r.tenant, r.namespace) == (tenant, namespace))
+
+    def set_function_state(self, tenant: str, namespace: str, name: str, state: str) -> bool:
+        with self._lock:
+            current = self.functions.get(f"{tenant}/{namespace}/{name}")
+            if current is None:
+                return False
+            self.functions[current.fqfn] = replace(current, state=state)
+            return True
+
+    def delete_function(self, record: FunctionRecord) -> bool:
+        with self._lock:
+            return self.functions.pop(record.fqfn, None) is not None
+
+    def functions_of_input(self, topic: str) -> list[str]:
+        return sorted(fqfn for fqfn, r in self.functions.items() if topic in r.inputs)
+
+    def function_patterns(self, namespace: str) -> dict[str, str]:
+        from magnetar.core.functions.registry import pattern_namespace
+
+        return {fqfn: r.topics_pattern for fqfn, r in self.functions.items()
+                if r.topics_pattern and pattern_namespace(r) == namespace}
+
+    def get_function_state(self, fqfn: str, key: str) -> StateValue | None:
+        return self.function_state.get(fqfn, {}).get(key)
+
+    def _set_state(self, fqfn: str, key: str, value: bytes | None, counter: int | None) -> StateValue:
+        with self._lock:
+            keys = self.function_state.setdefault(fqfn, {})
+            previous = keys.get(key)
+            keys[key] = StateValue(key, value, counter, (previous.version if previous else 0) + 1)
+            return keys[key]
+
+    def put_function_state(self, fqfn: str, key: str, value: bytes) -> int:
+        return self._set_state(fqfn, key, value, None).version
+
+    def set_function_counter(self, fqfn: str, key: str, value: int) -> int:
+        return self._set_state(fqfn, key, None, value).version
+
+    def incr_function_counter(self, fqfn: str, key: str, amount: int) -> int:
+        with self._lock:
+            previous = self.get_function_state(fqfn, key)
+            counter = self._set_state(fqfn, key, None, ((previous.counter or 0) if previous else 0) + amount).counter
+            assert counter is not None
+            return counter
+
+    def delete_function_state(self, fqfn: str, key: str) -> bool:
+        with self._lock:
+            return self.function_state.get(fqfn, {}).pop(key, None) is not None
+
+    def clear_function_state(self, fqfn: str) -> int:
+        with self._lock:
+            return len(self.function_state.pop(fqfn, {}))
+
+
 @dataclass
 class _Topic:
     writer: WriterState
@@ -108,7 +188,7 @@ class _Topic:
     rate_tat: tuple[int, int] = (0, 0)  # publish rate: the virtual clocks of messages and bytes (ns)
 
 
-class MemoryMetadataStore:
+class MemoryMetadataStore(MemoryFunctionStore):
     def __init__(self) -> None:
         self.tenants: dict[str, TenantInfo] = {}
         self.clusters: dict[str, ClusterData] = {}
@@ -119,6 +199,8 @@ class MemoryMetadataStore:
         self.partitioned_policies: dict[str, dict[str, Any]] = {}
         self.topic_counts: dict[NamespaceName, int] = {}  # counted while maxTopicsPerNamespace is set
         self.schemas: dict[str, list[StoredSchema]] = {}  # schema id -> versions, oldest first
+        self.functions: dict[str, FunctionRecord] = {}  # fqfn -> record
+        self.function_state: dict[str, dict[str, StateValue]] = {}  # fqfn -> key -> value
         self._lock = threading.RLock()
 
     def create_tenant(self, tenant: TenantInfo) -> bool:
@@ -467,3 +549,4 @@ def memory_broker(clock: ManualClock | None = None, tail_reads: bool = True):  #
     metadata.create_tenant(TenantInfo("public", (), ("standalone",)))
     metadata.create_namespace(NamespaceInfo(NamespaceName("public", "default")))
     return Broker(metadata, MemorySegmentStore(), MemoryJournal(clock), clock, tail_reads=tail_reads)
+

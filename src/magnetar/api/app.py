@@ -22,6 +22,7 @@ from magnetar.api.routes import (
     clusters,
     compaction,
     consumers,
+    functions,
     namespaces,
     openapi,
     policies,
@@ -39,7 +40,7 @@ def build_app() -> HttpApiResolver:
     """A resolver with every resource's routes and Pulsar's error handlers."""
     resolver = HttpApiResolver()
     for module in (tenants, clusters, namespaces, policies, topics, producers, consumers, read_plan, schemas,
-                   compaction, replication, openapi):
+                   compaction, replication, functions, openapi):
         resolver.include_router(module.router)
     resolver.exception_handler(MagnetarError)(_refused)
     resolver.exception_handler(ValidationError)(_invalid)

@@ -106,10 +106,14 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
                 "description": "A cluster of the instance (a new one's name: letters, digits, `_ - = : .`)."},
     "version": {"schema": {"type": "string", "pattern": r"^\d+$", "maxLength": 19}, "example": "0",
                 "description": "A schema version."},
+    "function": {"schema": {"type": "string", "pattern": _ENTITY_PATTERN, "maxLength": 255}, "example": "exclamation",
+                 "description": "A function's name (Pulsar's functionName)."},
+    "key": {"schema": {"type": "string", "pattern": _NAME_PATTERN, "maxLength": 1024}, "example": "visits",
+            "description": "A key of the function's state."},
 }
 
 _RESPONSE_NAMES = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
-                   405: "MethodNotAllowed", 409: "Conflict", 412: "PreconditionFailed", 413: "PayloadTooLarge", 429: "TooManyRequests",
+                   405: "MethodNotAllowed", 408: "RequestTimeout", 409: "Conflict", 412: "PreconditionFailed", 413: "PayloadTooLarge", 429: "TooManyRequests",
                    503: "ServiceUnavailable"}
 _STATUS = {
     200: "OK",
@@ -119,6 +123,7 @@ _STATUS = {
     403: "Authenticated, but the role holds no grant for this operation (or the SigV4 signature was refused)",
     404: "The tenant, namespace, topic, subscription or consumer does not exist",
     405: "Not allowed by the subscription's configuration or the topic's kind",
+    408: "Nothing came within the wait (a function trigger's output)",
     409: "Conflict with the current state (exists already, busy, fenced, over a quota)",
     412: "A precondition of the instance does not hold (a cluster in use or missing, an invalid cluster name)",
     413: "The payload is too large",

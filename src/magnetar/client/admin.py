@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import quote
 
+from magnetar.client import exceptions
 from magnetar.client.auth import Authentication
 from magnetar.client.transport import Transport, topic_path
 from magnetar.core.naming import NamespaceName, TopicName
@@ -283,6 +285,107 @@ class AdminClient:
 
     def get_schema_compatibility_strategy(self, namespace: str) -> str:
         return str(self._transport.call("GET", f"{self._namespace_path(namespace)}/schemaCompatibilityStrategy"))
+
+    # --- Pulsar Functions (Pulsar's /admin/v3/functions, FunctionConfig JSON) ---------------------
+    @staticmethod
+    def _function_path(tenant: str, namespace: str, name: str | None = None) -> str:
+        path = f"/admin/v3/functions/{quote(tenant, safe='')}/{quote(namespace, safe='')}"
+        return path if name is None else f"{path}/{quote(name, safe='')}"
+
+    @staticmethod
+    def _function_form(config: dict[str, Any], code: bytes | None,
+                       filename: str | None) -> tuple[dict[str, str], dict[str, tuple[str | None, bytes]]]:
+        from magnetar.core.functions.registry import MAX_CODE_BYTES
+
+        if code is not None and len(code) > MAX_CODE_BYTES:
+            raise exceptions.MessageTooBig(f"Function code of {len(code)} bytes exceeds {MAX_CODE_BYTES} bytes "
+                                           "(API Gateway and Lambda's request limits)", 413)
+        files: dict[str, tuple[str | None, bytes]] = {"functionConfig": (None, json.dumps(config).encode())}
+        if code is not None:
+            files["data"] = (filename or config.get("py") or "function.py", code)
+        return {}, files
+
+    def create_function(self, config: dict[str, Any], code: bytes | None = None, filename: str | None = None) -> None:
+        """Register a function: `config` is Pulsar's FunctionConfig JSON (tenant, namespace, name,
+        className, inputs, output, ...), `code` the .py file's (or .zip's) bytes."""
+        form, files = self._function_form(config, code, filename)
+        path = self._function_path(config.get("tenant", "public"), config.get("namespace", "default"), config["name"])
+        self._transport.call("POST", path, form=form, files=files)
+
+    def update_function(self, config: dict[str, Any], code: bytes | None = None, filename: str | None = None) -> None:
+        """Update a function: the FunctionConfig fields given replace the stored ones; new code (optional)."""
+        form, files = self._function_form(config, code, filename)
+        path = self._function_path(config.get("tenant", "public"), config.get("namespace", "default"), config["name"])
+        self._transport.call("PUT", path, form=form, files=files)
+
+    def get_function(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._transport.call("GET", self._function_path(tenant, namespace, name))
+        return result
+
+    def function_record(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
+        """Magnetar's registry record: functionConfig, version, state, code location."""
+        path = f"/magnetar/v1/functions/{quote(tenant, safe='')}/{quote(namespace, safe='')}/{quote(name, safe='')}"
+        result: dict[str, Any] = self._transport.call("GET", path)
+        return result
+
+    def delete_function(self, tenant: str, namespace: str, name: str) -> None:
+        self._transport.call("DELETE", self._function_path(tenant, namespace, name))
+
+    def functions(self, tenant: str, namespace: str) -> list[str]:
+        result: list[str] = self._transport.call("GET", self._function_path(tenant, namespace))
+        return result
+
+    def function_status(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
+        """Pulsar's FunctionStatus (numInstances, numRunning, instances)."""
+        result: dict[str, Any] = self._transport.call("GET", f"{self._function_path(tenant, namespace, name)}/status")
+        return result
+
+    def function_stats(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
+        """Pulsar's FunctionStats (receivedTotal, processedSuccessfullyTotal, ...)."""
+        result: dict[str, Any] = self._transport.call("GET", f"{self._function_path(tenant, namespace, name)}/stats")
+        return result
+
+    def start_function(self, tenant: str, namespace: str, name: str) -> None:
+        self._transport.call("POST", f"{self._function_path(tenant, namespace, name)}/start")
+
+    def stop_function(self, tenant: str, namespace: str, name: str) -> None:
+        self._transport.call("POST", f"{self._function_path(tenant, namespace, name)}/stop")
+
+    def restart_function(self, tenant: str, namespace: str, name: str) -> None:
+        self._transport.call("POST", f"{self._function_path(tenant, namespace, name)}/restart")
+
+    def trigger_function(self, tenant: str, namespace: str, name: str, value: str | bytes,
+                         topic: str | None = None, timeout_ms: int | None = None) -> str | None:
+        """Publish `value` to the function's input; the output's next message (None: no output topic)."""
+        files: dict[str, tuple[str | None, bytes]] = {"data": (None, value.encode() if isinstance(value, str) else value)}
+        if topic:
+            files["topic"] = (None, topic.encode())
+        path = f"{self._function_path(tenant, namespace, name)}/trigger"
+        if timeout_ms is not None:
+            path += f"?timeoutMs={timeout_ms}"
+        result = self._transport.call("POST", path, files=files, deadline_s=(timeout_ms or 10_000) / 1000 + 20)
+        return None if result is None else str(result)
+
+    def get_function_state(self, tenant: str, namespace: str, name: str, key: str) -> dict[str, Any]:
+        """Pulsar's FunctionState: key, stringValue | byteValue (base64) | numberValue, version."""
+        path = f"{self._function_path(tenant, namespace, name)}/state/{quote(key, safe='')}"
+        result: dict[str, Any] = self._transport.call("GET", path)
+        return result
+
+    def put_function_state(self, tenant: str, namespace: str, name: str, state: dict[str, Any]) -> None:
+        """`state`: Pulsar's FunctionState, e.g. {"key": "k", "stringValue": "v"} (or numberValue)."""
+        path = f"{self._function_path(tenant, namespace, name)}/state/{quote(str(state['key']), safe='')}"
+        self._transport.call("POST", path, state)
+
+    def increment_function_counter(self, tenant: str, namespace: str, name: str, key: str, amount: int = 1) -> int:
+        path = (f"/magnetar/v1/functions/{quote(tenant, safe='')}/{quote(namespace, safe='')}/{quote(name, safe='')}"
+                f"/counters/{quote(key, safe='')}")
+        return int(self._transport.call("POST", path, {"amount": amount})["value"])
+
+    def delete_function_counter(self, tenant: str, namespace: str, name: str, key: str) -> None:
+        path = (f"/magnetar/v1/functions/{quote(tenant, safe='')}/{quote(namespace, safe='')}/{quote(name, safe='')}"
+                f"/counters/{quote(key, safe='')}")
+        self._transport.call("DELETE", path)
 
     def close(self) -> None:
         self._transport.close()

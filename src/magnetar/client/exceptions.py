@@ -216,5 +216,5 @@ def from_response(status: int, reason: str) -> PulsarException:
         return ProducerBlockedQuotaExceededError(reason, status)
     if status == 404:
         return (SubscriptionNotFound if "ubscription" in reason or "onsumer" in reason else TopicNotFound)(reason, status)
-    kind = {400: InvalidConfiguration, 405: NotAllowedError, 409: ConsumerBusy, 413: MessageTooBig, 503: ServiceUnitNotReady}
+    kind = {400: InvalidConfiguration, 405: NotAllowedError, 408: Timeout, 409: ConsumerBusy, 413: MessageTooBig, 503: ServiceUnitNotReady}
     return kind.get(status, PulsarException)(reason, status)

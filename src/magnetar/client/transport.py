@@ -120,8 +120,10 @@ class Transport:
 
     # --- requests --------------------------------------------------------------------------------
     def call(self, method: str, path: str, body: Any = None, deadline_s: float | None = None,
-             generation: int | None = None) -> Any:
+             generation: int | None = None, form: dict[str, str] | None = None,
+             files: dict[str, tuple[str | None, bytes]] | None = None) -> Any:
         """One logical request, retried on transport errors and 5xx until `deadline_s` passes.
+        `form` and `files`: a multipart/form-data body (fields, and files as (name, bytes)) instead of JSON.
         Each attempt goes to the service current at that moment. `generation` pins the request
         to that service: once the client has switched away from it, `ServiceSwitched` is raised
         instead of an attempt (acknowledgements, which mean nothing to another cluster)."""
@@ -137,7 +139,10 @@ class Transport:
                 # the URL and the authentication of one service, read together (a switch may come between attempts)
                 url = path if path.startswith(("http://", "https://")) else (
                     endpoint.base + ("" if path.startswith("/") else "/") + path)
-                response = self.http.request(method, url, json=body, auth=endpoint.authentication)
+                if form is not None or files is not None:
+                    response = self.http.request(method, url, data=form, files=files, auth=endpoint.authentication)
+                else:
+                    response = self.http.request(method, url, json=body, auth=endpoint.authentication)
             except httpx.TransportError as exc:
                 if time.monotonic() + backoff >= deadline:
                     raise exceptions.ConnectError(f"{method} {path}: {exc}") from exc

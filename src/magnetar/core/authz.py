@@ -7,7 +7,8 @@ module decides what that role may do:
 - a tenant's **adminRoles** administer the tenant: its namespaces, topics, policies, permissions,
   subscriptions, and may produce and consume on its topics (Pulsar's topic-operation model);
 - **grants** give a role `produce` and/or `consume` on a whole namespace or on one topic (a
-  partitioned topic's grant covers its partitions);
+  partitioned topic's grant covers its partitions); a namespace grant with `functions` lets a
+  role manage the namespace's functions (Pulsar's allowFunctionOps);
 - a **subscription restriction** names the roles that may consume on one subscription of the
   namespace; a subscription without one is open to every role with `consume`.
 
@@ -49,6 +50,7 @@ class Access(StrEnum):
     LOOKUP = "lookup"  # tenant admin, or produce or consume on the topic
     PRODUCE = "produce"  # tenant admin, or produce on the topic
     CONSUME = "consume"  # tenant admin, or consume on the topic (and on the subscription)
+    FUNCTIONS = "functions"  # tenant admin, or the namespace's `functions` grant (Pulsar's allowFunctionOps)
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,8 @@ class AuthorizationService:
         if access is Access.TENANT_ADMIN or target.namespace is None:
             return False
         auth = self._auth_policies(target.namespace)
+        if access is Access.FUNCTIONS:
+            return "functions" in auth.get(NAMESPACE_AUTH, {}).get(role, ())
         if access is Access.NAMESPACE_MEMBER:
             return bool(auth.get(NAMESPACE_AUTH, {}).get(role)) or any(
                 role in grants for grants in auth.get(TOPIC_AUTH, {}).values())
@@ -274,5 +278,7 @@ def _what(access: Access, target: Target) -> str:
         return "do this: superusers only"
     if access is Access.NAMESPACE_MEMBER and target.namespace is not None:
         return f"access namespace {target.namespace}"
+    if access is Access.FUNCTIONS and target.namespace is not None:
+        return f"manage the functions of namespace {target.namespace}"
     where = target.topic or target.namespace or target.tenant
     return f"administer {where}" if where else "do this"

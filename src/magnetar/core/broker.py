@@ -15,6 +15,7 @@ from magnetar.core.clusters import STANDALONE
 from magnetar.core.dispatch import SubscriptionService
 from magnetar.core.entry import Entry
 from magnetar.core.errors import TopicNotFound
+from magnetar.core.functions.registry import FunctionRegistry
 from magnetar.core.ledger import EntryCache, EntryReader, LedgerWriter, Sealer
 from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, SealPacing
 from magnetar.core.lifecycle import LedgerMaintenance
@@ -44,6 +45,7 @@ class Broker:
     maintenance: LedgerMaintenance = field(init=False)
     stats: TopicStatsService = field(init=False)
     schemas: SchemaRegistry = field(init=False)
+    functions: FunctionRegistry = field(init=False)
 
     def __post_init__(self) -> None:
         self.admin = AdminService(self.metadata, self.clock, cluster_name=self.cluster_name)
@@ -58,6 +60,7 @@ class Broker:
         self.writer.quota_check = self.maintenance.quota_exceeded
         self.stats = TopicStatsService(self.metadata, self.maintenance, self.clock, self.writer.policies)
         self.schemas = SchemaRegistry(self.metadata, self.clock)
+        self.functions = FunctionRegistry(self.metadata, self.segments, self.clock, self.cluster_name)
 
     def _forget_policies(self) -> None:
         self.writer.forget_policies()

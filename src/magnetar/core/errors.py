@@ -113,6 +113,12 @@ class PayloadTooLarge(MagnetarError):
     status = 413
 
 
+class RequestTimeout(MagnetarError):
+    """Nothing came within the wait a request allows (Pulsar's 408: a function trigger's output)."""
+
+    status = 408
+
+
 class RetryableError(MagnetarError):
     """A transient refusal: nothing was acknowledged, the client retries."""
 

@@ -11,6 +11,9 @@
 | segment              | TP#<topic>               | SEG#<last entry>   |
 | cursor               | TP#<topic>               | SUB#<subscription> |
 | schema version       | SCHEMA#<tenant>/<ns>/<topic> | V#<version>    |
+| function             | FUNCTIONS#<tenant>/<ns>  | <name>             |
+| function input index | FNINPUT#<topic> / FNPATTERNS#<tenant>/<ns> | <fqfn> |
+| function state key   | FNSTATE#<fqfn>           | <key>              |
 
 Everything a dispatch step needs about one topic partition sits under one partition key, so it
 is read with one BatchGetItem; every change is a single-item conditional write or one
@@ -23,6 +26,7 @@ from magnetar.adapters.aws.dynamodb.base import DynamoBase
 from magnetar.adapters.aws.dynamodb.catalog import CatalogItems
 from magnetar.adapters.aws.dynamodb.clusters import ClusterItems
 from magnetar.adapters.aws.dynamodb.cursors import CursorItems
+from magnetar.adapters.aws.dynamodb.functions import FunctionItems
 from magnetar.adapters.aws.dynamodb.schemas import SchemaItems
 from magnetar.adapters.aws.dynamodb.sealer import SealerItems
 from magnetar.adapters.aws.dynamodb.writer import WriterItems
@@ -30,5 +34,6 @@ from magnetar.adapters.aws.dynamodb.writer import WriterItems
 __all__ = ["DynamoMetadataStore"]
 
 
-class DynamoMetadataStore(CatalogItems, ClusterItems, WriterItems, SealerItems, CursorItems, SchemaItems, DynamoBase):
+class DynamoMetadataStore(CatalogItems, ClusterItems, WriterItems, SealerItems, CursorItems, SchemaItems,
+                          FunctionItems, DynamoBase):
     """MetadataStore on one DynamoDB table: each mixin keeps the items of one responsibility."""

@@ -1,0 +1,369 @@
+"""Pulsar Functions' registry and state on the ports (plain Python).
+
+A function is instance-wide configuration (the configuration store, as Pulsar keeps it in its
+function metadata topic): its FunctionConfig, a version bumped by each update, its desired state
+(RUNNING or STOPPED), and where its code is. The code is one object in this cluster's bucket
+(the SegmentStore's write-once put), under `functions/<tenant>/<ns>/<name>/<version>/<sha256
+prefix>/<file name>` — the hash keeps a retried or concurrent upload of other bytes from taking
+another's key. An index entry per input topic (and per topics pattern) lets the system find,
+for a topic, the functions consuming it (`consumers_of`): what dispatch will use.
+
+A function's state (Pulsar's state API: values and counters by key) lives in this cluster's table,
+one item per key; a counter moves with one atomic write.
+
+Registered functions are not run yet: no dispatcher subscribes them and no Lambda function is
+created. `status` and `stats` therefore report Pulsar's shapes with zero figures.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
+from typing import Any
+
+from pydantic import ValidationError
+
+from magnetar.core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from magnetar.core.naming import NamespaceName, TopicName, check_entity
+from magnetar.core.ports import Clock, FunctionRecord, MetadataStore, SegmentStore, StateValue
+from magnetar.functions.config import FunctionConfig
+
+RUNNING, STOPPED = "RUNNING", "STOPPED"
+# The HTTP API's request reaches the broker through API Gateway (10 MB) and a synchronous Lambda
+# invocation (6 MB, the body base64-encoded: about 4.5 MB of multipart body): code up to 4 MiB.
+MAX_CODE_BYTES = 4 * 1024 * 1024
+MAX_INPUTS = 50  # a create writes the function and its index entries in one transaction (100 items)
+CODE_SUFFIXES = (".py", ".zip", ".whl", ".pex")
+# set at creation and never changed by an update (Pulsar's FunctionConfigUtils.validateUpdate)
+IMMUTABLE = {"processingGuarantees": "Processing Guarantees", "retainOrdering": "Retain Ordering",
+             "retainKeyOrdering": "Retain Key Ordering", "subName": "Subscription Name"}
+NOT_DISPATCHED = "not dispatched: Magnetar does not run registered functions yet"
+
+
+@dataclass(frozen=True)
+class FunctionCode:
+    """A function's code as uploaded (multipart `data`): its file name and bytes."""
+
+    filename: str
+    data: bytes
+
+
+def pattern_namespace(record: FunctionRecord) -> str:
+    """The namespace a topics pattern is matched in (its own prefix; a short one: public/default,
+    as Pulsar's TopicName)."""
+    return str(TopicName.parse(record.topics_pattern).namespace_name)
+
+
+def _dump(config: FunctionConfig) -> dict[str, Any]:
+    return config.model_dump(mode="json", exclude_none=True)
+
+
+class FunctionRegistry:
+    """Create, update, delete, read, start, stop functions; their state and counters."""
+
+    def __init__(self, metadata: MetadataStore, segments: SegmentStore, clock: Clock,
+                 cluster_name: str = "standalone") -> None:
+        self.metadata = metadata
+        self.segments = segments
+        self.clock = clock
+        self.cluster_name = cluster_name
+
+    # --- reading ------------------------------------------------------------------------------
+    def record(self, tenant: str, namespace: str, name: str) -> FunctionRecord:
+        record = self.metadata.get_function(check_entity("tenant", tenant), check_entity("namespace", namespace),
+                                            check_entity("function", name))
+        if record is None:
+            raise NotFound(f"Function {tenant}/{namespace}/{name} doesn't exist")
+        return record
+
+    def get(self, tenant: str, namespace: str, name: str) -> FunctionConfig:
+        return FunctionConfig.model_validate_json(self.record(tenant, namespace, name).config)
+
+    def list_functions(self, tenant: str, namespace: str) -> list[str]:
+        ns = NamespaceName.of(tenant, namespace)
+        return sorted(self.metadata.list_functions(ns.tenant, ns.namespace))
+
+    def code(self, record: FunctionRecord) -> bytes:
+        """The function's code (its object in this cluster's bucket)."""
+        if not record.code_key:
+            raise NotFound(f"Function {record.fqfn} has no code (it names a Lambda function: functionArn)")
+        return self.segments.get_range(record.code_key, 0, record.code_size)
+
+    def consumers_of(self, topic: str) -> list[str]:
+        """The functions (fqfn) whose inputs name `topic` or whose topics pattern matches it."""
+        name = TopicName.parse(topic).partitioned_topic
+        found = set(self.metadata.functions_of_input(str(name)))
+        for fqfn, pattern in self.metadata.function_patterns(str(name.namespace_name)).items():
+            if re.fullmatch(pattern, str(name)) or re.fullmatch(pattern, name.local_name):
+                found.add(fqfn)
+        return sorted(found)
+
+    # --- checks -------------------------------------------------------------------------------
+    def _check_namespace(self, tenant: str, namespace: str) -> None:
+        """Pulsar's registerFunction: an unknown tenant or namespace is a bad request (400)."""
+        if self.metadata.get_tenant(tenant) is None:
+            raise InvalidInput(f"Tenant {tenant} does not exist")
+        if self.metadata.get_namespace(NamespaceName.of(tenant, namespace)) is None:
+            raise InvalidInput(f"Namespace {tenant}/{namespace} does not exist")
+
+    @staticmethod
+    def config_of(data: dict[str, Any], tenant: str, namespace: str, name: str) -> FunctionConfig:
+        """A FunctionConfig from its JSON, the path naming the function: a tenant, namespace or
+        name the body leaves out is the path's; one that differs is refused (400)."""
+        if not isinstance(data, dict):
+            raise InvalidInput("functionConfig must be a JSON object")
+        for field, value in (("tenant", tenant), ("namespace", namespace), ("name", name)):
+            given = data.get(field)
+            if given is None:
+                data = {**data, field: value}
+            elif given != value:
+                raise InvalidInput(f"functionConfig {field} {given!r} does not match the path's {value!r}")
+        try:
+            return FunctionConfig.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ())) or "functionConfig"
+            raise InvalidInput(f"Invalid functionConfig: {where}: {first.get('msg')}") from None
+
+    @staticmethod
+    def _check(config: FunctionConfig) -> FunctionConfig:
+        """Pulsar's FunctionConfigUtils.validate (the rules that apply here); inputs and output
+        become full topic names."""
+        if not config.className and not config.functionArn:
+            raise InvalidInput("Function classname cannot be null")
+        inputs = list(dict.fromkeys(str(TopicName.parse(t)) for t in config.inputs))
+        if not inputs and not config.topicsPattern:
+            raise InvalidInput("No input topic(s) specified for the function")
+        if len(inputs) > MAX_INPUTS:
+            raise InvalidInput(f"A function takes at most {MAX_INPUTS} input topics ({len(inputs)} given)")
+        if config.topicsPattern:
+            try:
+                re.compile(config.topicsPattern)
+                TopicName.parse(config.topicsPattern)
+            except (re.error, InvalidInput) as exc:
+                raise InvalidInput(f"Invalid topicsPattern {config.topicsPattern!r}: {exc}") from None
+        output = str(TopicName.parse(config.output)) if config.output else None
+        if output is not None and output in inputs:
+            raise InvalidInput(f"Output topic {output} is also being used as an input topic "
+                               "(topics must be one or the other)")
+        log_topic = str(TopicName.parse(config.logTopic)) if config.logTopic else None
+        dead_letter = str(TopicName.parse(config.deadLetterTopic)) if config.deadLetterTopic else None
+        if config.retainOrdering and config.retainKeyOrdering:
+            raise InvalidInput("Only one of retain ordering or retain key ordering can be set")
+        if dead_letter is not None and config.maxMessageRetries < 0:
+            raise InvalidInput("Dead Letter Topic specified, however max retries is set to infinity")
+        if config.py is not None and not config.py.endswith(CODE_SUFFIXES):
+            raise InvalidInput(f"py must name a Python file or package ({', '.join(CODE_SUFFIXES)}): {config.py!r}")
+        return config.model_copy(update={"inputs": inputs, "output": output, "logTopic": log_topic,
+                                         "deadLetterTopic": dead_letter})
+
+    @staticmethod
+    def _check_code(code: FunctionCode | None) -> None:
+        if code is None:
+            return
+        if len(code.data) > MAX_CODE_BYTES:
+            raise PayloadTooLarge(f"Function code of {len(code.data)} bytes exceeds {MAX_CODE_BYTES} bytes "
+                                  "(API Gateway and Lambda's request limits)")
+        if not code.data:
+            raise InvalidInput("Function package is empty")
+
+    def _store_code(self, config: FunctionConfig, version: int, code: FunctionCode) -> tuple[str, str]:
+        digest = hashlib.sha256(code.data).hexdigest()
+        filename = PurePosixPath(code.filename.replace("\\", "/")).name or config.py or "function.py"
+        key = f"functions/{config.tenant}/{config.namespace}/{config.name}/{version}/{digest[:16]}/{filename}"
+        self.segments.put_if_absent(key, code.data)  # the same bytes when it exists (the hash is in the key)
+        return key, digest
+
+    # --- writing ------------------------------------------------------------------------------
+    def create(self, config: FunctionConfig, code: FunctionCode | None) -> FunctionRecord:
+        """Pulsar's registerFunction: 400 bad config (or tenant, namespace), 409 when it exists."""
+        config = self._check(config)
+        self._check_namespace(config.tenant, config.namespace)
+        if code is None and not config.functionArn:
+            raise InvalidInput("Function package is not provided (the multipart part `data`)")
+        self._check_code(code)
+        if self.metadata.get_function(config.tenant, config.namespace, config.name) is not None:
+            raise Conflict(f"Function {config.fqfn} already exists")
+        if code is not None and config.py is None:
+            config = config.model_copy(update={"py": PurePosixPath(code.filename).name or None})
+        now = self.clock.now_ms()
+        key, digest = self._store_code(config, 1, code) if code is not None else ("", "")
+        record = FunctionRecord(config.tenant, config.namespace, config.name, json.dumps(_dump(config)), 1, RUNNING,
+                                now, now, key, len(code.data) if code else 0, digest,
+                                self.cluster_name if code else "", tuple(config.inputs), config.topicsPattern or "")
+        if not self.metadata.create_function(record):
+            if key:
+                self.segments.delete([key])
+            raise Conflict(f"Function {config.fqfn} already exists")
+        return record
+
+    def update(self, tenant: str, namespace: str, name: str, changes: dict[str, Any],
+               code: FunctionCode | None) -> FunctionRecord:
+        """Pulsar's updateFunction: the fields given replace the stored ones (the others stay);
+        new code (optional) becomes the next version's. 404 unknown, 400 bad config or a change of
+        what cannot change, 409 when another update came in between."""
+        current = self.record(tenant, namespace, name)
+        stored = json.loads(current.config)
+        if not isinstance(changes, dict):
+            raise InvalidInput("functionConfig must be a JSON object")
+        given = self.config_of(changes, tenant, namespace, name)  # checks the names and the types
+        before = FunctionConfig.model_validate(stored)
+        for field, label in IMMUTABLE.items():
+            if field in given.model_fields_set and getattr(given, field) != getattr(before, field):
+                raise InvalidInput(f"{label} cannot be altered")
+        merged = self._check(FunctionConfig.model_validate(
+            {**stored, **{k: v for k, v in _dump(given).items() if k in given.model_fields_set}}))
+        self._check_code(code)
+        if code is not None and "py" not in given.model_fields_set:
+            merged = merged.model_copy(update={"py": PurePosixPath(code.filename).name or merged.py})
+        version = current.version + 1
+        key, digest, size = current.code_key, current.code_sha256, current.code_size
+        if code is not None:
+            key, digest = self._store_code(merged, version, code)
+            size = len(code.data)
+        record = replace(current, config=json.dumps(_dump(merged)), version=version, updated_at=self.clock.now_ms(),
+                         code_key=key, code_size=size, code_sha256=digest,
+                         code_cluster=self.cluster_name if code is not None else current.code_cluster,
+                         inputs=tuple(merged.inputs), topics_pattern=merged.topicsPattern or "")
+        if not self.metadata.update_function(record, current):
+            if key != current.code_key:
+                self.segments.delete([key])
+            if self.metadata.get_function(current.tenant, current.namespace, current.name) is None:
+                raise NotFound(f"Function {current.fqfn} doesn't exist")
+            raise Conflict(f"Function {current.fqfn} was updated concurrently; retry")
+        if current.code_key and key != current.code_key and current.code_cluster == self.cluster_name:
+            self.segments.delete([current.code_key])  # the former version's code (best effort)
+        return record
+
+    def delete(self, tenant: str, namespace: str, name: str) -> None:
+        """Pulsar's deregisterFunction: the function, its index entries, its code and its state
+        (this cluster's) are gone."""
+        record = self.record(tenant, namespace, name)
+        if not self.metadata.delete_function(record):
+            raise NotFound(f"Function {record.fqfn} doesn't exist")
+        if record.code_key and record.code_cluster == self.cluster_name:
+            self.segments.delete([record.code_key])
+        self.metadata.clear_function_state(record.fqfn)
+
+    def _set_state(self, tenant: str, namespace: str, name: str, state: str) -> None:
+        record = self.record(tenant, namespace, name)
+        if not self.metadata.set_function_state(record.tenant, record.namespace, record.name, state):
+            raise NotFound(f"Function {record.fqfn} doesn't exist")
+
+    def start(self, tenant: str, namespace: str, name: str) -> None:
+        self._set_state(tenant, namespace, name, RUNNING)
+
+    def stop(self, tenant: str, namespace: str, name: str) -> None:
+        self._set_state(tenant, namespace, name, STOPPED)
+
+    def restart(self, tenant: str, namespace: str, name: str) -> None:
+        """Pulsar restarts the instances; none runs yet, so only the function's existence is checked."""
+        self.record(tenant, namespace, name)
+
+    # --- status and stats (Pulsar's shapes; zero until a dispatcher runs functions) -------------
+    def status(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
+        record = self.record(tenant, namespace, name)
+        parallelism = self.get(tenant, namespace, name).parallelism
+        error = NOT_DISPATCHED if record.state == RUNNING else ""
+        instance = {"running": False, "error": error, "numRestarts": 0, "numReceived": 0,
+                    "numSuccessfullyProcessed": 0, "numUserExceptions": 0, "latestUserExceptions": [],
+                    "numSystemExceptions": 0, "latestSystemExceptions": [], "averageLatency": 0.0,
+                    "lastInvocationTime": 0, "workerId": ""}
+        return {"numInstances": parallelism, "numRunning": 0,
+                "instances": [{"instanceId": i, "status": dict(instance)} for i in range(parallelism)]}
+
+    def stats(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
+        parallelism = self.get(tenant, namespace, name).parallelism
+        window = {"receivedTotal": 0, "processedSuccessfullyTotal": 0, "systemExceptionsTotal": 0,
+                  "userExceptionsTotal": 0, "avgProcessLatency": None}
+        metrics = {**window, "lastInvocation": None, "oneMin": dict(window), "userMetrics": {}}
+        return {**window, "lastInvocation": None, "oneMin": dict(window),
+                "instances": [{"instanceId": i, "metrics": dict(metrics)} for i in range(parallelism)]}
+
+    # --- state --------------------------------------------------------------------------------
+    def get_state(self, tenant: str, namespace: str, name: str, key: str) -> StateValue:
+        record = self.record(tenant, namespace, name)
+        value = self.metadata.get_function_state(record.fqfn, _state_key(key))
+        if value is None:
+            raise NotFound(f"key '{key}' doesn't exist.")
+        return value
+
+    def put_state(self, tenant: str, namespace: str, name: str, key: str, value: bytes | None = None,
+                  number: int | None = None) -> int:
+        """Set a value or (`number`) a counter; the key's new version."""
+        record = self.record(tenant, namespace, name)
+        if number is not None:
+            return self.metadata.set_function_counter(record.fqfn, _state_key(key), number)
+        if value is None:
+            raise InvalidInput("State value must be one of stringValue, byteValue or numberValue")
+        if len(value) > MAX_STATE_BYTES:
+            raise PayloadTooLarge(f"State value of {len(value)} bytes exceeds {MAX_STATE_BYTES} bytes")
+        return self.metadata.put_function_state(record.fqfn, _state_key(key), value)
+
+    def incr_counter(self, tenant: str, namespace: str, name: str, key: str, amount: int) -> int:
+        record = self.record(tenant, namespace, name)
+        return self.metadata.incr_function_counter(record.fqfn, _state_key(key), amount)
+
+    def delete_counter(self, tenant: str, namespace: str, name: str, key: str) -> None:
+        record = self.record(tenant, namespace, name)
+        self.metadata.delete_function_state(record.fqfn, _state_key(key))
+
+    def state_of(self, fqfn: str) -> FunctionStateStore:
+        """The state API a running function uses (`magnetar.functions.state.FunctionState`)."""
+        return FunctionStateStore(self.metadata, fqfn)
+
+
+MAX_STATE_BYTES = 350 * 1024  # one DynamoDB item (400 KB) with its key and attributes
+MAX_STATE_KEY = 1024
+
+
+def _state_key(key: str) -> str:
+    if not key or len(key.encode()) > MAX_STATE_KEY:
+        raise InvalidInput(f"Invalid state key: {key[:40]!r} (1 to {MAX_STATE_KEY} bytes)")
+    return key
+
+
+def state_json(value: StateValue) -> dict[str, Any]:
+    """Pulsar's FunctionState: `key`, one of `stringValue` (UTF-8 text), `byteValue` (base64) or
+    `numberValue` (a counter), and `version`."""
+    import base64
+
+    out: dict[str, Any] = {"key": value.key}
+    if value.counter is not None:
+        out["numberValue"] = value.counter
+    elif value.value is not None:
+        try:
+            out["stringValue"] = value.value.decode("utf-8")
+        except UnicodeDecodeError:
+            out["byteValue"] = base64.b64encode(value.value).decode()
+    out["version"] = value.version
+    return out
+
+
+class FunctionStateStore:
+    """`magnetar.functions.state.FunctionState` on the MetadataStore, for one function (no check
+    that it exists: a running function's calls cost one request each)."""
+
+    def __init__(self, metadata: MetadataStore, fqfn: str) -> None:
+        self.metadata = metadata
+        self.fqfn = fqfn
+
+    def get_state(self, key: str) -> bytes | None:
+        value = self.metadata.get_function_state(self.fqfn, _state_key(key))
+        return None if value is None else value.value
+
+    def put_state(self, key: str, value: bytes) -> None:
+        self.metadata.put_function_state(self.fqfn, _state_key(key), value)
+
+    def incr_counter(self, key: str, amount: int) -> int:
+        return self.metadata.incr_function_counter(self.fqfn, _state_key(key), amount)
+
+    def get_counter(self, key: str) -> int:
+        value = self.metadata.get_function_state(self.fqfn, _state_key(key))
+        return value.counter or 0 if value is not None else 0
+
+    def del_counter(self, key: str) -> None:
+        self.metadata.delete_function_state(self.fqfn, _state_key(key))
