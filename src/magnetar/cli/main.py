@@ -27,6 +27,7 @@ from magnetar.cli.common import (
     on_off,
 )
 from magnetar.cli.cost import cost_command
+from magnetar.cli.functions import functions_app
 from magnetar.cli.instance import outage_command
 from magnetar.cli.perf import perf_app
 from magnetar.cli.spark import spark_app
@@ -63,6 +64,7 @@ app.add_typer(admin_app, name="admin")
 app.add_typer(perf_app, name="perf")
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(spark_app, name="spark")
+app.add_typer(functions_app, name="functions")
 app.command("verify")(verify_command)
 app.command("cost")(cost_command)
 local_app.command("outage")(outage_command)
