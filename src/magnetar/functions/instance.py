@@ -2,7 +2,7 @@
 the function's subscription, runs the runtime (functions/runtime.py) over what it receives,
 publishes with the SDK's producers, acknowledges through the consumer, until stopped.
 
-- subscription: `config.subscription` (subName, else the fqfn), type `config.subscription_type`
+- subscription: `subscription_name(config)` (subName, else the fqfn as tenant.namespace.name), type `config.subscription_type`
   (Shared; Failover with retainOrdering; Key_Shared with retainKeyOrdering) — Failover always
   under EFFECTIVELY_ONCE, as Pulsar (one consumer per partition at a time, in order); initial
   position `subscriptionPosition`; `timeoutMs` is the consumer's ack timeout; a negatively
@@ -26,7 +26,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from magnetar.functions.config import FunctionConfig, ProcessingGuarantees
-from magnetar.functions.runtime import Done, FunctionRuntime, InstanceFailure, OutputMessage, load_function
+from magnetar.functions.runtime import (
+    Done,
+    FunctionRuntime,
+    InstanceFailure,
+    OutputMessage,
+    load_function,
+    subscription_name,
+)
 from magnetar.functions.schemas import TopicSchemas
 
 if TYPE_CHECKING:
@@ -203,7 +210,7 @@ class LocalInstance:
         topics: list[str] | re.Pattern[str] = re.compile(config.topicsPattern) if config.topicsPattern \
             else list(config.inputs)
         return client.subscribe(
-            topics, config.subscription, consumer_type=consumer_type,
+            topics, subscription_name(config), consumer_type=consumer_type,
             initial_position=magnetar.InitialPosition[config.subscriptionPosition.value],
             unacked_messages_timeout_ms=config.timeoutMs, negative_ack_redelivery_delay_ms=self.options.nack_delay_ms,
             consumer_name=f"{config.name}-{self.options.instance_id}",

@@ -19,7 +19,7 @@ Per message (`process_batch`):
   - ATLEAST_ONCE: acknowledged once the output is stored (or at once when there is none); a
     failure (the function raised, or the publish failed) negatively acknowledges it: redelivered;
     after `maxMessageRetries` redeliveries a failing message goes to the dead-letter topic
-    (`deadLetterTopic`, default `<input>-<subscription>-DLQ`, Pulsar's) and is acknowledged;
+    (`deadLetterTopic`, default `<input>-<subscription>-DLQ`, Pulsar's; see `subscription_name`) and is acknowledged;
   - EFFECTIVELY_ONCE: the output is published by a producer named after the function and the
     input's partition (`producer_name`) with a sequence id derived from the input's position
     (`sequence_id`), so the broker's deduplication drops a republished output (the input
@@ -160,6 +160,13 @@ def _add_zip(path: Path) -> None:
     for directory in (base / "deps", base / "src", base, target):
         if directory.is_dir():
             sys.path.insert(0, str(directory))
+
+
+def subscription_name(config: FunctionConfig) -> str:
+    """The function's subscription: `config.subscription` (subName, else Pulsar's default, the
+    fqfn), with "/" replaced by "." since a Magnetar subscription name has no "/" (the default is
+    then `tenant.namespace.name`)."""
+    return config.subscription.replace("/", ".")
 
 
 # --- EFFECTIVELY_ONCE's deduplication keys ----------------------------------------------------------
@@ -415,7 +422,7 @@ class FunctionRuntime:
 
         if self.config.deadLetterTopic:
             return self.config.deadLetterTopic
-        return f"{TopicName.parse(message.topic_name()).partitioned_topic}-{self.config.subscription}-DLQ"
+        return f"{TopicName.parse(message.topic_name()).partitioned_topic}-{subscription_name(self.config)}-DLQ"
 
     def _dead_letter(self, message: Message, outcome: Outcome) -> None:
         """The message as it came (payload, key, properties plus Pulsar's REAL_TOPIC and
