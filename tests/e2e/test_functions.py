@@ -89,7 +89,10 @@ def running(cluster: Any, tmp_path: Path, code: str, classname: str, **fields: A
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    wait_ready(instance)
+    try:
+        wait_ready(instance)
+    except TimeoutError:
+        raise AssertionError(f"the instance did not start: {errors!r}") from None
     try:
         yield instance
     finally:

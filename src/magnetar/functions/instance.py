@@ -17,6 +17,7 @@ publishes with the SDK's producers, acknowledges through the consumer, until sto
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -140,7 +141,7 @@ class SdkAcks:
 
 def ensure_deduplication(transport: Transport, topic: str) -> bool:
     """Deduplication on for `topic` (its topic policy set when neither it nor its namespace's
-    has it); True when this call enabled it."""
+    has it; the topic created first if it does not exist); True when this call enabled it."""
     from magnetar.client import exceptions
     from magnetar.client.transport import topic_path
     from magnetar.core.naming import TopicName
@@ -149,9 +150,13 @@ def ensure_deduplication(transport: Transport, topic: str) -> bool:
     path = f"/admin/v2/{topic_path(name)}/deduplicationEnabled"
     namespace = f"/admin/v2/namespaces/{name.tenant}/{name.namespace}/deduplication"
     try:
-        if transport.call("GET", path) is True:
-            return False
-        if transport.call("GET", namespace) is True and transport.call("GET", path) is None:
+        try:
+            current = transport.call("GET", path)
+        except exceptions.TopicNotFound:  # not created yet: created now, as its first producer would
+            with contextlib.suppress(exceptions.ConsumerBusy):  # 409: created meanwhile
+                transport.call("PUT", f"/admin/v2/{topic_path(name)}")
+            current = None
+        if current is True or (current is None and transport.call("GET", namespace) is True):
             return False
         transport.call("POST", path, True)
     except exceptions.AuthorizationError as exc:
