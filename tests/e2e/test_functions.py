@@ -191,7 +191,7 @@ def test_function_on_a_json_schema_topic_receives_dicts(cluster, client: magneta
 
 
 def test_context_publish_counters_and_state(cluster, client: magnetar.Client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    source, sink, side = _topic("in"), _topic("out"), _topic("side")
+    source, sink, side, logs = _topic("in"), _topic("out"), _topic("side"), _topic("logs")
     code = f"""
 from magnetar import Function
 
@@ -199,10 +199,11 @@ class Counting(Function):
     def process(self, input, context):
         count = context.incr_counter("words", 1)
         context.put_state("last", input)
+        context.get_logger().info("counted %s", input)
         context.publish("{side}", "side:" + input, properties={{"n": str(count)}})
         return f"{{count}}:{{context.get_state('last').decode()}}:{{context.get_counter('words')}}"
 """
-    with running(cluster, tmp_path, code, "counting.Counting", inputs=[source], output=sink,
+    with running(cluster, tmp_path, code, "counting.Counting", inputs=[source], output=sink, logTopic=logs,
                  retainOrdering=True) as instance:
         _produce(client, source, [b"a", b"b", b"c"])
         assert [m.data() for m in _read(client, sink, 3)] == [b"1:a:1", b"2:b:2", b"3:c:3"]
@@ -210,6 +211,10 @@ class Counting(Function):
         assert [(m.data(), m.properties()["n"]) for m in published] == [(b"side:a", "1"), (b"side:b", "2"),
                                                                           (b"side:c", "3")]
         assert instance.runtime is not None and instance.runtime.context.get_counter("words") == 3
+        lines = _read(client, logs, 3)
+        assert [m.data().decode().rsplit(" ", 1)[-1] for m in lines] == ["a", "b", "c"]
+        assert all("INFO counted" in m.data().decode() for m in lines)
+        assert lines[0].properties()["loglevel"] == "INFO"
 
 
 def test_effectively_once_outputs_are_deduplicated_by_the_broker(cluster, client: magnetar.Client, admin,  # type: ignore[no-untyped-def]

@@ -326,3 +326,16 @@ def test_load_from_zip_and_errors(tmp_path: Path) -> None:
     assert bus.payloads(OUT) == [b"ZIP"]
     with pytest.raises(ValueError):
         load_function(archive, "")
+
+
+def test_localrun_refuses_a_function_without_inputs(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from magnetar.cli.main import app
+
+    (tmp_path / "f.py").write_text("def process(input):\n    return input\n")
+    result = CliRunner().invoke(app, ["functions", "localrun", "--py", str(tmp_path / "f.py"), "--classname", "f.process"])
+    assert result.exit_code == 1 and "--inputs or --topics-pattern" in result.output
+    result = CliRunner().invoke(app, ["functions", "localrun", "--py", str(tmp_path / "f.py"), "--classname", "f.process",
+                                      "--inputs", "in", "--processing-guarantees", "SOMETIMES"])
+    assert result.exit_code == 1 and "processingGuarantees" in result.output

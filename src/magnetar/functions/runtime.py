@@ -237,7 +237,10 @@ class FunctionRuntime:
         self._serde = IdentitySerDe()
         self._stats = _Stats()
         self._lock = threading.Lock()
-        self.context = InstanceContext(self, state, logger or logging.getLogger(f"magnetar.functions.{config.fqfn}"))
+        logger = logger or logging.getLogger(f"magnetar.functions.{config.fqfn}")
+        if logger.level == logging.NOTSET:
+            logger.setLevel(logging.INFO)  # the function's INFO lines are kept (Pulsar's level), whatever the root's
+        self.context = InstanceContext(self, state, logger)
 
     @classmethod
     def load(cls, config: FunctionConfig, code: str | Path | None, outputs: Outputs, acks: Acks,
