@@ -51,6 +51,12 @@ _SDK = {
     "ServiceInfo": "magnetar.client.failover",
     "ServiceInfoProvider": "magnetar.client.failover",
     "AutoClusterFailover": "magnetar.client.failover",
+    # Pulsar Functions (pulsar.Function, pulsar.Context, pulsar.SerDe...)
+    "Function": "magnetar.functions.function",
+    "Context": "magnetar.functions.context",
+    "SerDe": "magnetar.functions.serde",
+    "IdentitySerDe": "magnetar.functions.serde",
+    "PickleSerDe": "magnetar.functions.serde",
 }
 # pulsar-client exports every exception at the top level too (`pulsar.Timeout`)
 _EXCEPTIONS = "magnetar.client.exceptions"
@@ -90,6 +96,9 @@ if TYPE_CHECKING:
         RegexSubscriptionMode,
         Result,
     )
+    from magnetar.functions.context import Context
+    from magnetar.functions.function import Function
+    from magnetar.functions.serde import IdentitySerDe, PickleSerDe, SerDe
 
 
 def __getattr__(name: str) -> Any:
@@ -121,22 +130,27 @@ __all__ = [
     "ConsumerDeadLetterPolicy",
     "ConsumerKeySharedPolicy",
     "ConsumerType",
+    "Context",
     "CryptoKeyReader",
     "EncryptionContext",
     "EncryptionKey",
     "FileLogger",
+    "Function",
+    "IdentitySerDe",
     "InitialPosition",
     "KeySharedMode",
     "LoggerLevel",
     "Message",
     "MessageId",
     "PartitionsRoutingMode",
+    "PickleSerDe",
     "Producer",
     "ProducerAccessMode",
     "PushConsumer",
     "Reader",
     "RegexSubscriptionMode",
     "Result",
+    "SerDe",
     "ServiceInfo",
     "ServiceInfoProvider",
     "TableView",

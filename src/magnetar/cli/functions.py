@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from magnetar.cli import functions_localrun
 from magnetar.cli.common import (
     DEFAULT_URL,
     AuthParams,
@@ -33,8 +34,9 @@ from magnetar.cli.common import (
 )
 
 console = Console()
-functions_app = typer.Typer(help="Pulsar Functions: register and manage functions (pulsar-admin functions).",
+functions_app = typer.Typer(help="Pulsar Functions: register, manage and run functions (pulsar-admin functions).",
                             no_args_is_help=True)
+functions_localrun.register(functions_app)  # localrun: one instance in the foreground (cli/functions_localrun.py)
 
 Fqfn = Annotated[str | None, typer.Option("--fqfn", help="The fully qualified function name: tenant/namespace/name.")]
 Tenant = Annotated[str | None, typer.Option("--tenant", help="The function's tenant (default: public).")]

@@ -75,8 +75,9 @@ class FunctionConfig(BaseModel):
 
     @property
     def subscription(self) -> str:
-        """The function's subscription on its inputs: `subName`, else Pulsar's default, the fqfn."""
-        return self.subName or self.fqfn
+        """The function's subscription on its inputs: `subName`, else Pulsar's default, the fqfn,
+        written `tenant.namespace.name` (a Magnetar subscription name has no "/")."""
+        return (self.subName or self.fqfn).replace("/", ".")
 
     @property
     def subscription_type(self) -> str:
