@@ -133,6 +133,7 @@ class GeoRun:
     backlog_left: int = 0
     drain_s: float = 0.0
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the run had to set right before it could start
     seconds: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -159,7 +160,7 @@ class GeoRun:
             "replicated_from_violations": len(self.origin_violations),
             "replicated_subscription": self.subscription | {"skipped": len(self.subscription_skipped)},
             "replication_backlog_left": self.backlog_left, "drain_seconds": round(self.drain_s, 1),
-            "seconds": round(self.seconds, 1), "errors": self.errors[:10],
+            "seconds": round(self.seconds, 1), "errors": self.errors[:10], "notes": self.notes,
             "violation_samples": (self.lost[:5] + self.duplicated[:5] + self.order_violations[:5]
                                   + self.origin_violations[:5] + self.subscription_skipped[:5]),
         }
@@ -252,7 +253,7 @@ class GeoVerifier:
 
     # --- one run -------------------------------------------------------------------------------
     def _execute(self, plan: GeoPlan, run: GeoRun, urls: dict[str, str]) -> None:
-        self._prepare(plan, urls)
+        self._prepare(plan, run, urls)
         clients = {name: magnetar.Client(url) for name, url in urls.items()}
         try:
             subscribed = f"persistent://{plan.namespace}/{SUBSCRIBED_TOPIC}"
@@ -273,11 +274,19 @@ class GeoVerifier:
                 with contextlib.suppress(Exception):
                     client.close()
 
-    def _prepare(self, plan: GeoPlan, urls: dict[str, str]) -> None:
+    def _prepare(self, plan: GeoPlan, run: GeoRun, urls: dict[str, str]) -> None:
         from magnetar.client.admin import AdminClient
 
         admin = AdminClient(urls[plan.clusters[0]])
         try:
+            # each cluster adds itself to tenant public as it starts (read, then written): clusters
+            # starting together can drop one another from the list; the run puts them all back, and says so
+            tenant = admin.get_tenant("public")
+            missing = [c for c in plan.clusters if c not in tenant.get("allowedClusters", [])]
+            if missing:
+                admin.update_tenant("public", tenant.get("adminRoles") or None,
+                                    sorted({*tenant.get("allowedClusters", []), *plan.clusters}))
+                run.notes.append(f"tenant public did not allow {', '.join(missing)} after the start: added")
             admin.create_namespace(plan.namespace)
             admin.set_namespace_replication_clusters(plan.namespace, list(plan.clusters))
             admin.set_deduplication(plan.namespace, True)
