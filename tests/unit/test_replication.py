@@ -148,6 +148,24 @@ def test_an_unreachable_cluster_leaves_a_backlog_that_drains_when_it_returns() -
     assert texts(geo.stored("west")) == ["m0", "m1", "m2"]
 
 
+def test_a_topic_first_sealed_while_its_remote_is_paused_keeps_its_head_as_backlog() -> None:
+    geo = instance("east", "west")
+    geo.remotes["east"].down.add("west")
+    geo.publish("east", "p", ["m0"])
+    geo.seal_and_replicate("east")  # west fails: paused
+    other = TopicName.parse(f"persistent://{NS}/other")
+    geo.brokers["east"].writer.append(other, Batch.of([Message(b"o0")], sequence_id=0), "q")
+    geo.seal_and_replicate("east")  # a topic first sealed during the pause: its replicator is made, at its head
+    view = geo.brokers["east"].metadata.get_subscription_view(other, replicator_name("west"))
+    assert view.cursor is not None and view.cursor.backlog(view.seal.next_entry) == 1
+    geo.remotes["east"].down.clear()
+    geo.clock.advance(10_000)
+    geo.replicators["east"].catch_up(other)  # the maintenance run: the head is sent, not skipped
+    broker = geo.brokers["west"]
+    broker.sealer.seal(list(broker.journal.records))
+    assert texts([e for e in broker.read_entries(other, 0, 10) if not e.hole]) == ["o0"]
+
+
 def test_replication_clusters_of_a_publish_are_honoured() -> None:
     geo = instance("a", "b", "c")
     geo.publish("a", "p", ["everywhere"])

@@ -46,6 +46,7 @@ from magnetar.config import (
 from magnetar.core.clusters import valid_cluster_name
 from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, MAX_SEAL_LATENCY_MS
 from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
+from magnetar.local.fidelity import inter_region_rtt_ms as inter_region_rtt_ms_of
 
 if TYPE_CHECKING:
     from magnetar.local.cluster import LocalCluster
@@ -143,6 +144,10 @@ def local_up(
              "a region of its own, on consecutive ports from --port and --pulsar-port, sharing one configuration "
              "store.")] = None,
     instance_dir: Annotated[Path | None, typer.Option(hidden=True, help="The instance this cluster is part of.")] = None,
+    inter_region_rtt_ms: Annotated[float | None, typer.Option(
+        min=0, help="With --clusters: the round trip added to each request a cluster's replicator makes to another "
+                    "(the regions' distance; the clusters share this machine), in ms. Default: 75 with "
+                    "--aws-latency, else 0.")] = None,
 ) -> None:
     """Start the AWS emulator, the resources, the HTTP API, the journal consumer and the maintenance
     schedule; Ctrl-C stops all."""
@@ -166,7 +171,8 @@ def local_up(
                      *(["--journal-batching-window", str(journal_batching_window)]
                        if journal_batching_window is not None else []),
                      *(["--seal-latency-ms", str(seal_latency_ms)] if seal_latency_ms is not None else []),
-                     "--journal-shards", str(journal_shards), *(["--tail-reads", tail_reads] if tail_reads else [])]
+                     "--journal-shards", str(journal_shards), *(["--tail-reads", tail_reads] if tail_reads else []),
+                     *(["--inter-region-rtt-ms", str(inter_region_rtt_ms)] if inter_region_rtt_ms is not None else [])]
         run_instance([c.strip() for c in clusters.split(",") if c.strip()], host, port, pulsar_port, aws_port,
                      aws_endpoint, AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
                      forwarded)
@@ -188,7 +194,9 @@ def local_up(
                            tail_reads=None if tail_reads is None else on_off("--tail-reads", tail_reads),
                            pulsar_port=pulsar_port or None, pulsar_tls_port=pulsar_tls_port,
                            pulsar_tls_cert_file=str(pulsar_tls_cert or ""), pulsar_tls_key_file=str(pulsar_tls_key or ""),
-                           cluster_name=cluster_name)
+                           cluster_name=cluster_name,
+                           inter_region_rtt_ms=inter_region_rtt_ms_of(
+                               AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency), inter_region_rtt_ms))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:

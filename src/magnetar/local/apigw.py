@@ -8,6 +8,7 @@ import contextlib
 import json
 import logging
 import re
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -39,6 +40,30 @@ log = logging.getLogger(__name__)
 
 MAX_REQUEST_BYTES = 10 * 1024 * 1024  # HTTP API payload limit
 MAX_INVOKE_BYTES = 6 * 1024 * 1024  # Lambda synchronous invocation payload limit, each way
+
+
+class InboundReplication:
+    """What other clusters' replicators sent this cluster (requests carrying the source cluster
+    header), per source cluster: requests and request body bytes, the inter-region traffic a
+    replicated topic costs (`/_magnetar/local/stats`, `replication_in`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: dict[str, list[int]] = {}
+
+    def add(self, source: str, body_bytes: int) -> None:
+        with self._lock:
+            counts = self._counts.setdefault(source, [0, 0])
+            counts[0] += 1
+            counts[1] += body_bytes
+
+    def snapshot(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {k: {"requests": v[0], "body_bytes": v[1]} for k, v in self._counts.items()}
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
 _TEXT_TYPES = ("application/json", "text/", "application/x-www-form-urlencoded")
 
 
@@ -112,14 +137,18 @@ def _internal_error() -> Response:
 def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = None,
               websocket: LocalFunction | None = None, authorizers: LocalAuthorizers | None = None,
               fidelity: AwsFidelity = EMULATOR_AS_IS, timeouts: RuntimeTimeouts = AWS_TIMEOUTS,
-              latency: LatencyModel | None = None, network: LocalNetwork | None = None) -> Starlette:
+              latency: LatencyModel | None = None, network: LocalNetwork | None = None,
+              inter_region_rtt_ms: float = 0.0) -> Starlette:
     """The HTTP API (and, with `websocket`, the WebSocket API) in front of `function`.
 
     With `fidelity.limits`, the integration times out after `timeouts.http_integration_s` (503,
     the function keeps running); with `latency` (a model shared with the functions' settings, or
     one of `fidelity`'s), API Gateway's own overhead is added to every request. With `network`
     (a cluster of a local instance), outages are staged through it and a replicator's request from
-    a cluster off the network is refused, as a partition would."""
+    a cluster off the network is refused, as a partition would, and `inter_region_rtt_ms` is added
+    to every request another cluster's replicator makes (the round trip between two regions: the
+    local clusters share one machine)."""
+    inbound = InboundReplication()
     if latency is None and fidelity.latency:
         latency = LatencyModel(fidelity.seed)
     integration_timeout_s = timeouts.http_integration_s if fidelity.limits else None
@@ -128,6 +157,9 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
         if network is not None and network.is_out(request.headers.get(SOURCE_CLUSTER_HEADER, "")):
             return JSONResponse({"message": "Service Unavailable (the caller's cluster is off the network)"},
                                 status_code=503)
+        source = request.headers.get(SOURCE_CLUSTER_HEADER, "")
+        if source and inter_region_rtt_ms > 0:
+            await asyncio.sleep(inter_region_rtt_ms / 1000)
         if latency is not None:
             await asyncio.sleep(latency.delay(HTTP_API_OVERHEAD))
         try:
@@ -136,6 +168,8 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
             return Response(status_code=499)
         if len(body) > MAX_REQUEST_BYTES:
             return JSONResponse({"message": "Request Entity Too Large"}, status_code=413)
+        if source:
+            inbound.add(source, len(body))
         event = http_api_event(request, body)
         if authorizers is not None:  # API Gateway authorizes before the function runs
             try:
@@ -189,8 +223,11 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
         made by the emulated functions, by service and operation (and by call site, with
         MAGNETAR_REQUEST_SITES set), and each function's
         invocations and billed duration; with limits on, the account's concurrency (limit, peak since
-        the last reset, throttles). DELETE resets them."""
+        the last reset, throttles); the replication requests other clusters sent (`replication_in`);
+        the crash points fired in this process since it started (`crash_points_fired`: not reset).
+        DELETE resets the others."""
         from magnetar.adapters.aws.clients import REQUESTS
+        from magnetar.core import crashpoints
         from magnetar.local.lambda_runtime import AUTHORIZER, BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
 
         functions = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET) + ((AUTHORIZER,) if authorizers else ())
@@ -201,7 +238,9 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
                 f.reset_stats()
             if pool is not None:
                 pool.peak, pool.throttles = pool.running, 0
-        stats = {"aws_requests": REQUESTS.snapshot(), "lambda": {f.name: f.stats() for f in functions}}
+            inbound.reset()
+        stats = {"aws_requests": REQUESTS.snapshot(), "lambda": {f.name: f.stats() for f in functions},
+                 "replication_in": inbound.snapshot(), "crash_points_fired": dict(crashpoints.fired)}
         if REQUESTS.by_site:  # MAGNETAR_REQUEST_SITES: also by the core function that made them
             stats["aws_requests_by_site"] = REQUESTS.sites()
         if pool is not None:

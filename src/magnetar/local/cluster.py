@@ -147,6 +147,9 @@ class LocalCluster:
     # a cluster of a local instance (`local up --clusters`): the network where outages are staged
     # (its doors close while it is off the network)
     network: LocalNetwork | None = None
+    # added to every request another cluster's replicator makes here (the inter-region round trip;
+    # the clusters of a local instance share one machine): 0, none
+    inter_region_rtt_ms: float = 0.0
     emulator: subprocess.Popen[bytes] | None = None
     esm: KinesisEventSourceMapping | None = None
     _config: uvicorn.Config | None = None
@@ -211,7 +214,8 @@ class LocalCluster:
         self.maintenance.start()
         self._config = uvicorn.Config(
             build_app(BROKER, schedules={"maintenance": self.maintenance}, websocket=WEBSOCKET,
-                      authorizers=authorizers, fidelity=self.fidelity, latency=latency, network=self.network),
+                      authorizers=authorizers, fidelity=self.fidelity, latency=latency, network=self.network,
+                      inter_region_rtt_ms=self.inter_region_rtt_ms),
             host=self.host, port=self.port, log_level="warning", timeout_keep_alive=30
         )
         self._open_http()

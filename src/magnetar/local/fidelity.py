@@ -50,6 +50,18 @@ LAMBDA_WARM_OVERHEAD = (0.002, 0.010)  # Invoke of a warm execution environment
 LAMBDA_COLD_START = (0.8, 1.5)  # a new environment: Python 3.12, Magnetar's layer (pydantic, Powertools, boto3)
 HTTP_API_OVERHEAD = (0.004, 0.010)  # HTTP API, request and response together
 WEBSOCKET_API_OVERHEAD = (0.004, 0.010)  # WebSocket API, per message (no published figure: the HTTP API's)
+# The round trip between two regions a replicator's request makes (the clusters of a local instance
+# share one machine): ~70-80 ms between us-east-1 and eu-west-1, AWS's inter-region latency figures
+# (CloudPing); added to each replicator request with --aws-latency, unless --inter-region-rtt-ms says
+INTER_REGION_RTT_MS = 75.0
+
+
+def inter_region_rtt_ms(fidelity: AwsFidelity, explicit: float | None) -> float:
+    """The round trip added to another cluster's replicator requests: `explicit` if given, else
+    INTER_REGION_RTT_MS with modeled latency on, else none."""
+    if explicit is not None:
+        return explicit
+    return INTER_REGION_RTT_MS if fidelity.latency else 0.0
 
 
 @dataclass(frozen=True)
