@@ -207,9 +207,11 @@ class MemoryMetadataStore(MemoryFunctionStore):
         with self._lock:
             return self.tenants.setdefault(tenant.name, tenant) is tenant
 
-    def update_tenant(self, tenant: TenantInfo) -> bool:
+    def update_tenant(self, tenant: TenantInfo, expected: TenantInfo | None = None) -> bool:
         with self._lock:
             if tenant.name not in self.tenants:
+                return False
+            if expected is not None and self.tenants[tenant.name] != expected:
                 return False
             self.tenants[tenant.name] = tenant
             return True

@@ -298,7 +298,7 @@ class LocalCluster:
                 return
             known = {*store.list_clusters(), GLOBAL_CLUSTER}
             allowed = (*(c for c in tenant.allowed_clusters if c in known), self.cluster_name)
-            store.update_tenant(dataclasses.replace(tenant, allowed_clusters=allowed))
+            store.update_tenant(dataclasses.replace(tenant, allowed_clusters=allowed), expected=tenant)
         raise RuntimeError(f"tenant {DEFAULT_TENANT} does not allow cluster {self.cluster_name}: written 10 times")
 
     def _start_proxy(self, port: int) -> None:

@@ -364,8 +364,9 @@ class MetadataStore(SchemaStore, FunctionStore, Protocol):
 
     # --- tenants, namespaces, topics -------------------------------------------------------
     def create_tenant(self, tenant: TenantInfo) -> bool: ...
-    def update_tenant(self, tenant: TenantInfo) -> bool:
-        """Replace an existing tenant's admin roles and clusters; False when it does not exist."""
+    def update_tenant(self, tenant: TenantInfo, expected: TenantInfo | None = None) -> bool:
+        """Replace an existing tenant's admin roles and clusters; False when it does not exist, or
+        (with `expected`, what the caller read) when they changed since."""
         ...
 
     def get_tenant(self, name: str) -> TenantInfo | None: ...

@@ -37,15 +37,20 @@ class CatalogItems(DynamoBase):
             config=True,
         )
 
-    def update_tenant(self, tenant: TenantInfo) -> bool:
+    def update_tenant(self, tenant: TenantInfo, expected: TenantInfo | None = None) -> bool:
+        condition, values = "attribute_exists(pk)", {":a": {"L": [_s(r) for r in tenant.admin_roles]},
+                                                      ":c": {"L": [_s(c) for c in tenant.allowed_clusters]}}
+        if expected is not None:  # conditional on what was read: two clusters joining at once both stay
+            condition += " AND adminRoles = :oa AND allowedClusters = :oc"
+            values |= {":oa": {"L": [_s(r) for r in expected.admin_roles]},
+                       ":oc": {"L": [_s(c) for c in expected.allowed_clusters]}}
         return self._if(
             "update_item", True,
             TableName=self.config_table,
             Key={"pk": _s("TENANTS"), "sk": _s(tenant.name)},
             UpdateExpression="SET adminRoles = :a, allowedClusters = :c",
-            ConditionExpression="attribute_exists(pk)",
-            ExpressionAttributeValues={":a": {"L": [_s(r) for r in tenant.admin_roles]},
-                                       ":c": {"L": [_s(c) for c in tenant.allowed_clusters]}},
+            ConditionExpression=condition,
+            ExpressionAttributeValues=values,
         )
 
     def get_tenant(self, name: str) -> TenantInfo | None:
