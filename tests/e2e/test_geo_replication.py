@@ -76,16 +76,27 @@ def _receive_all(consumer: magnetar.Consumer, count: int, timeout_s: float = 60)
     return out
 
 
-def _wait_refused(url: str, timeout_s: float = 10) -> None:
-    """Until the cluster at `url` refuses connections (its doors close within a moment of the outage)."""
+def _wait_refused(url: str, pulsar_url: str | None = None, timeout_s: float = 20) -> None:
+    """Until the cluster at `url` (and its binary protocol at `pulsar_url`) refuses connections:
+    its doors close within a moment of the outage."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
             httpx.get(f"{url}/admin/v2/clusters", timeout=2)
         except httpx.TransportError:
-            return
+            if pulsar_url is None or not _listening(pulsar_url):
+                return
         time.sleep(0.1)
     raise AssertionError(f"{url} still answers")
+
+
+def _listening(pulsar_url: str) -> bool:
+    host, port = pulsar_url.removeprefix("pulsar://").rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _wait_open(url: str, timeout_s: float = 20) -> None:
@@ -336,7 +347,7 @@ def test_the_official_clients_cluster_failover_moves_to_the_other_proxy(instance
         producer = client.create_producer(topic, producer_name="official-failover", batching_enabled=False)
         producer.send(b"via-east")
         assert httpx.post(f"{_url(instance, 'west')}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
-        _wait_refused(_url(instance, "east"))
+        _wait_refused(_url(instance, "east"), urls["east"])
         producer.send(b"via-west")  # the client moved to west's proxy
         assert [m.data() for m in _receive_all(reader, 1)] == [b"via-west"]
         # what east stored before it left the network reaches west once it is back

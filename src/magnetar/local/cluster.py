@@ -251,14 +251,14 @@ class LocalCluster:
             time.sleep(0.1)
 
     def _close_doors(self) -> None:
+        if self.proxy is not None:  # the binary protocol's connections first: they are cut at once
+            self.proxy.stop()
+            self.proxy = None
         if self._server is not None:
             self._server.should_exit = True
             self._server.force_exit = True  # open connections (long polls, WebSockets) are cut
         if self._thread is not None:
             self._thread.join(timeout=10)
-        if self.proxy is not None:
-            self.proxy.stop()
-            self.proxy = None
 
     def _open_doors(self) -> None:
         self._open_http()
