@@ -252,3 +252,11 @@ def test_a_remote_failing_unexpectedly_pauses_it_and_never_fails_the_journal_bat
     geo.clock.advance(10_000)
     geo.settle()
     assert texts(geo.stored("west")) == ["m0", "m1"]
+
+
+def test_a_consumer_cannot_take_a_replicators_subscription() -> None:
+    from magnetar.core.errors import InvalidInput
+
+    broker = memory_broker()
+    with pytest.raises(InvalidInput, match="reserved"):
+        broker.subscriptions.subscribe(T, replicator_name("west"), "c", "Shared", "Earliest")

@@ -113,6 +113,8 @@ class SubscriptionService:
         other clusters (core.replication; once set, it stays)."""
         check_subscription(subscription)
         check_consumer_name(consumer)
+        if is_replicator(subscription):  # as Pulsar: the replicators' cursors are not for consumers
+            raise InvalidInput("Subscription with reserved subscription name attempted")
         if subscription_type not in SUBSCRIPTION_TYPES:
             raise InvalidInput(f"Invalid subscription type {subscription_type!r}; one of {', '.join(SUBSCRIPTION_TYPES)}")
         if initial_position not in ("Earliest", "Latest"):
