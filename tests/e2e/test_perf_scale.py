@@ -40,3 +40,19 @@ def test_scale_run_with_push_consumers_delivers_exactly_once(cluster) -> None:  
     assert delivery["unique_received"] == delivery["acked"] == result["acked"]
     assert delivery["lost"] == 0 and delivery["duplicates"] == 0
     assert delivery["consumers_receiving"] >= 1 and sum(delivery["per_consumer"].values()) == result["received"]
+
+
+def test_a_run_that_delivers_nothing_says_so_instead_of_failing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A journal batching window longer than the run: no message reaches the consumer in it."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "run.json"
+    run = subprocess.run([sys.executable, "-m", "magnetar.cli.main", "perf", "e2e", "--journal-batching-window", "250",
+                          "--duration", "2", "--no-limits", "--json", str(out)], capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert "No message was delivered in the run" in " ".join(run.stdout.split())
+    result = json.loads(out.read_text())
+    assert result["messages"] == 0 and result["cost_usd_per_million_msgs"] is None

@@ -183,6 +183,10 @@ def _perf(config: Any, credentials: Any) -> dict[str, Any]:
 
 
 def _cost(result: dict[str, Any], config: Any) -> dict[str, Any] | None:
+    """The run's measured cost per million messages; None when nothing was delivered in it (a
+    journal batching window longer than the run: no cost per message to speak of)."""
+    if result.get("messages", 0) <= 0 or result.get("seconds", 0) <= 0:
+        return None
     try:
         from magnetar.cost import cost_of_measured_run
     except ImportError:
@@ -233,13 +237,17 @@ def _summary(r: dict[str, Any]) -> None:
             if isinstance(value, int | float):
                 table.add_row(f"USD / million msgs ({variant})", f"{value:.4f}")
     console.print(table)
+    if not r.get("messages"):
+        console.print("[yellow]No message was delivered in the run[/yellow] (a journal batching window or seal "
+                      "latency longer than the run holds them back): no latency or cost per message to report. "
+                      "Run longer (--duration) or with a shorter window.")
     if r.get("aws_requests"):
         ops = Table(title="AWS requests by operation")
         ops.add_column("operation")
         ops.add_column("requests", justify="right")
         ops.add_column("per 1,000 msgs", justify="right")
         for op, n in sorted(r["aws_requests"].items(), key=lambda kv: -kv[1]):
-            ops.add_row(op, f"{n:,}", f"{n / max(r['messages'], 1) * 1000:.2f}")
+            ops.add_row(op, f"{n:,}", f"{n / r['messages'] * 1000:.2f}" if r["messages"] else "-")
         console.print(ops)
 
 
