@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -56,6 +57,14 @@ if TYPE_CHECKING:
     from magnetar.protocol import ProxyThread
 
 log = logging.getLogger(__name__)
+
+
+def _cut_lifespan(record: logging.LogRecord) -> bool:
+    """Drop uvicorn's report of the lifespan task cancelled when a cluster's doors are closed at
+    once (an outage staged on a local instance): it is what was asked, not a failure."""
+    if record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError):
+        return False
+    return "asyncio.exceptions.CancelledError" not in record.getMessage()  # logged as the traceback's text
 
 
 def free_port() -> int:
@@ -251,6 +260,7 @@ class LocalCluster:
             time.sleep(0.1)
 
     def _close_doors(self) -> None:
+        logging.getLogger("uvicorn.error").addFilter(_cut_lifespan)  # the cut lifespan is not an error
         if self.proxy is not None:  # the binary protocol's connections first: they are cut at once
             self.proxy.stop()
             self.proxy = None
