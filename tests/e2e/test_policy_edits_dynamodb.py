@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from tests.e2e.emulator_fixtures import ddb_fixture, fresh_table  # noqa: F401  (the module's emulator)
 
 from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
@@ -54,3 +55,19 @@ def test_the_bootstrap_namespace_takes_its_first_policy(ddb: Any) -> None:
     AdminService(store, SystemClock()).set_policy(NamespaceName("public", "default"), "deduplicationEnabled", True)
     assert store.get_namespace(NamespaceName("public", "default")).policies == {  # type: ignore[union-attr]
         "deduplicationEnabled": True}
+
+
+def test_two_edits_of_a_topics_policies_at_once_keep_both(ddb: Any) -> None:
+    from magnetar.core.errors import StalePolicies
+    from magnetar.core.naming import TopicName
+
+    first = _store(ddb)
+    second = _store(ddb, first.table)
+    topic = TopicName.parse("persistent://acme/orders/t")
+    assert first.create_topic(topic, 1)
+    stale = first.get_topic_policies(topic)
+    assert second.set_topic_policies(topic, {"messageTTL": 60}, {})
+    with pytest.raises(StalePolicies):  # based on the read before the other edit: refused, nothing written
+        first.set_topic_policies(topic, {"maxProducers": 3}, stale)
+    AdminService(first, SystemClock()).set_topic_policy(topic, "maxProducers", 3)  # reads again: both kept
+    assert first.get_topic_policies(topic) == {"messageTTL": 60, "maxProducers": 3}

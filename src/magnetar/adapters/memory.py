@@ -14,6 +14,7 @@ from magnetar.core.errors import (
     NotFound,
     ProducerFenced,
     RetryableError,
+    StalePolicies,
     TooManyRequests,
     TopicLimitReached,
     TopicNotFound,
@@ -395,13 +396,18 @@ class MemoryMetadataStore(MemoryFunctionStore):
         t = self.topics.get(base)
         return dict(t.policies) if t else {}
 
-    def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> bool:
+    def set_topic_policies(self, topic: TopicName, policies: dict[str, Any],
+                           expected: dict[str, Any] | None = None) -> bool:
         with self._lock:
             base = str(topic.partitioned_topic if topic.partition_index >= 0 else topic)
             if base in self.partitioned:
+                if expected is not None and self.partitioned_policies.get(base, {}) != expected:
+                    raise StalePolicies(f"The policies of {base} changed meanwhile")
                 self.partitioned_policies[base] = dict(policies)
                 return True
             if base in self.topics:
+                if expected is not None and (self.topics[base].policies or {}) != expected:
+                    raise StalePolicies(f"The policies of {base} changed meanwhile")
                 self.topics[base].policies = dict(policies)
                 return True
             return False

@@ -14,6 +14,7 @@ from magnetar.core.errors import (
     NotFound,
     PreconditionFailed,
     RetryableError,
+    StalePolicies,
     TopicLimitReached,
 )
 from magnetar.core.naming import NamespaceName, TopicName, check_entity
@@ -249,16 +250,24 @@ class AdminService:
 
     # --- topic-level policies (Pulsar's topic policies: they override the namespace's) --------
     def set_topic_policy(self, topic: TopicName, name: str, value: object) -> None:
-        policies = self.topic_policies(topic)
-        if not self.metadata.set_topic_policies(topic, _with(policies, name, value)):
-            raise NotFound(f"Topic {topic} not found")
-        self._changed()
+        self._update_topic_policies(topic, lambda policies: _with(policies, name, value))
 
     def remove_topic_policy(self, topic: TopicName, name: str, quota_type: str | None = None) -> None:
-        policies = self.topic_policies(topic)
-        if not self.metadata.set_topic_policies(topic, _without(policies, name, quota_type)):
-            raise NotFound(f"Topic {topic} not found")
-        self._changed()
+        self._update_topic_policies(topic, lambda policies: _without(policies, name, quota_type))
+
+    def _update_topic_policies(self, topic: TopicName, change: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Read, change and write a topic's overrides, the write conditional on the read (an edit
+        made meanwhile, through this cluster or another, is read again and kept)."""
+        for _ in range(POLICY_WRITE_ATTEMPTS):
+            policies = self.topic_policies(topic)
+            try:
+                if not self.metadata.set_topic_policies(topic, change(dict(policies)), policies):
+                    raise NotFound(f"Topic {topic} not found")
+            except StalePolicies:
+                continue
+            self._changed()
+            return
+        raise RetryableError(f"The policies of {topic} keep changing; retry")
 
     def topic_policies(self, topic: TopicName) -> dict[str, Any]:
         if topic.partition_index >= 0:

@@ -125,6 +125,10 @@ class RetryableError(MagnetarError):
     status = 503
 
 
+class StalePolicies(RetryableError):
+    """Policies changed between their read and a write conditional on it: read again and retry."""
+
+
 class JournalRefused(RetryableError):
     """The journal refused every attempt of an append for certain (throttled, never a timeout or a
     broken connection whose request may still land): the record is not stored, and never will be."""

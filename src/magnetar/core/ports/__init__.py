@@ -444,9 +444,11 @@ class MetadataStore(SchemaStore, FunctionStore, Protocol):
         """Topic-level policy overrides of a (non-partitioned or partitioned) topic; {} if none."""
         ...
 
-    def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> bool:
+    def set_topic_policies(self, topic: TopicName, policies: dict[str, Any],
+                           expected: dict[str, Any] | None = None) -> bool:
         """Replace a topic's overrides, and its name in its namespace's `topics_with_policies`, in
-        one write; False when the topic does not exist."""
+        one write; False when the topic does not exist. With `expected` (the overrides the caller
+        read), StalePolicies when they changed since, and nothing is written."""
         ...
 
     def set_backlog_blocked(self, topic: TopicName, policy: str) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s, _tp
-from magnetar.core.errors import NotFound, RetryableError, TopicLimitReached
+from magnetar.core.errors import NotFound, RetryableError, StalePolicies, TopicLimitReached
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.policies import TOPIC_LIMIT_REASON, has_overrides
 from magnetar.core.ports import NamespaceInfo, TenantInfo
@@ -264,7 +264,8 @@ class CatalogItems(DynamoBase):
                 return policies
         return {}
 
-    def set_topic_policies(self, topic: TopicName, policies: dict[str, Any]) -> bool:
+    def set_topic_policies(self, topic: TopicName, policies: dict[str, Any],
+                           expected: dict[str, Any] | None = None) -> bool:
         base = topic.partitioned_topic if topic.partition_index >= 0 else topic
         namespace_key = {"pk": _s(f"NAMESPACES#{base.namespace_name.tenant}"), "sk": _s(base.namespace_name.namespace)}
         if has_overrides(policies):  # listed in the namespace's index, while it holds fewer than the cap
@@ -277,10 +278,15 @@ class CatalogItems(DynamoBase):
         else:
             index_update = {"UpdateExpression": "DELETE topics_with_policies :t", "ConditionExpression": "attribute_exists(pk)",
                             "ExpressionAttributeValues": {":t": {"SS": [str(base)]}}}
+        condition, values = "attribute_exists(pk)", {":p": _s(json.dumps(policies))}
+        if expected is not None:  # conditional on the overrides read: a concurrent edit is never lost
+            condition += (" AND policies = :old" if expected else
+                          " AND (attribute_not_exists(policies) OR policies = :old OR policies = :none)")
+            values |= {":old": _s(json.dumps(expected))} | ({} if expected else {":none": _s("{}")})
         for key in reversed(self._policy_keys(topic)):  # a partitioned topic's item first
             listing_update = {
                 "TableName": self.config_table, "Key": key, "UpdateExpression": "SET policies = :p",
-                "ConditionExpression": "attribute_exists(pk)", "ExpressionAttributeValues": {":p": _s(json.dumps(policies))},
+                "ConditionExpression": condition, "ExpressionAttributeValues": values,
             }
             failed = self._transact([{"Update": listing_update},
                                      {"Update": {"TableName": self.config_table, "Key": namespace_key, **index_update}}], config=True)
@@ -288,6 +294,8 @@ class CatalogItems(DynamoBase):
                 return True
             if any(code != "ConditionalCheckFailed" for code in failed.values()):
                 raise RetryableError("topic policies not written (a conflicting write); retry")
+            if 0 in failed and expected is not None and self._get(key["pk"]["S"], key["sk"]["S"], config=True):
+                raise StalePolicies(f"The policies of {base} changed meanwhile")
             if 0 in failed:
                 continue  # not this kind of topic
             # the index is full (or the namespace item is gone): it stops being an index first
