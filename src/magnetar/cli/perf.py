@@ -128,6 +128,8 @@ def _run(mode: str, **options: Any) -> None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result, indent=2, default=str))
         console.print(f"wrote {json_out}")
+    if not result.get("messages"):
+        raise typer.Exit(1)  # an empty run is not a measurement: said above, and the exit status says it
 
 
 def _measure(mode: str, options: dict[str, Any], extra_args: list[str]) -> dict[str, Any]:
