@@ -42,14 +42,14 @@ def test_configure_python_defaults() -> None:
 
 @pytest.mark.spark
 def test_script_without_register_or_pyspark_python(cluster: Any, orders: dict[str, Any], tmp_path: Path) -> None:
-    """`.venv/bin/python job.py` with no PYSPARK_PYTHON, no register call: the read works."""
+    """`.venv/bin/python job.py` with no PYSPARK_PYTHON, no import of Magnetar and no register call,
+    the venv not activated: the read works (the install's path file, scripts/spark_path.py)."""
     from tests.spark.conftest import java_available
 
     if not java_available():
         pytest.skip("no JVM")
     script = tmp_path / "job.py"
     script.write_text(textwrap.dedent(f"""
-        import magnetar_spark  # only for the worker Python; no register call below
         from pyspark.sql import SparkSession
         spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
                  .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
