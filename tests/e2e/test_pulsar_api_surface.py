@@ -154,6 +154,17 @@ def test_key_shared_policy_is_accepted_and_validated(client: magnetar.Client, to
         client.subscribe(topic, "ks2", key_shared_policy="AutoSplit")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("ranges", [[(0, 70_000)], [(-1, 10)], [(0, 100), (50, 200)]])
+def test_invalid_sticky_ranges_are_refused_as_pulsar_client_refuses_them(ranges: list[tuple[int, int]]) -> None:
+    import pulsar
+
+    with pytest.raises(ValueError) as official:
+        pulsar.ConsumerKeySharedPolicy(pulsar.KeySharedMode.Sticky, sticky_ranges=ranges)
+    with pytest.raises(ValueError) as ours:
+        magnetar.ConsumerKeySharedPolicy(magnetar.KeySharedMode.Sticky, sticky_ranges=ranges)
+    assert str(ours.value) == str(official.value)
+
+
 def test_regex_subscription_mode_picks_the_domains(client: magnetar.Client, admin: Any) -> None:
     base = f"rx-{uuid.uuid4().hex[:8]}"
     persistent, live = f"persistent://public/default/{base}-p", f"non-persistent://public/default/{base}-n"

@@ -148,6 +148,21 @@ class LoggerLevel(Enum):
     Error = 3
 
 
+STICKY_HASH_MAX = 65535  # Pulsar's Key_Shared hash space: 0..65535
+
+
+def _check_sticky_ranges(ranges: list[tuple[int, int]]) -> None:
+    """pulsar-client's checks (its C++ KeySharedPolicy), with its messages: every bound within
+    0..65535, no two ranges overlapping (a reversed range is left to the broker, as there)."""
+    for start, end in ranges:
+        if not (0 <= start <= STICKY_HASH_MAX and 0 <= end <= STICKY_HASH_MAX):
+            raise ValueError(f"KeySharedPolicy Exception: Ranges must be [0, {STICKY_HASH_MAX}].")
+    for i, (a_start, a_end) in enumerate(ranges):
+        for b_start, b_end in ranges[i + 1:]:
+            if max(a_start, b_start) <= min(a_end, b_end):
+                raise ValueError("Ranges for KeyShared policy with overlap.")
+
+
 class ConsumerKeySharedPolicy:
     """pulsar-client's Key_Shared policy, validated as pulsar-client validates it, for
     `subscribe(key_shared_policy=...)`: AutoSplit (the consumers split the hash range evenly) or
@@ -159,6 +174,7 @@ class ConsumerKeySharedPolicy:
                  sticky_ranges: list[tuple[int, int]] | None = None) -> None:
         if key_shared_mode == KeySharedMode.Sticky and sticky_ranges is None:
             raise ValueError("When using key_shared_mode = KeySharedMode.Sticky you must also provide sticky_ranges")
+        _check_sticky_ranges(list(sticky_ranges or []))
         self._mode = key_shared_mode
         self._allow_out_of_order = allow_out_of_order_delivery
         self._ranges = list(sticky_ranges or [])
