@@ -36,6 +36,7 @@ _SDK = {
     "Result": "magnetar.client.types",
     "Authentication": "magnetar.client.auth",
     "AuthenticationToken": "magnetar.client.auth",
+    "AuthenticationTLS": "magnetar.client.auth",
     "AuthenticationBasic": "magnetar.client.auth",
     "AuthenticationAwsIam": "magnetar.client.auth",
     "KeySharedMode": "magnetar.client.types",
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
         Authentication,
         AuthenticationAwsIam,
         AuthenticationBasic,
+        AuthenticationTLS,
         AuthenticationToken,
     )
     from magnetar.client.client import Client
@@ -118,6 +120,7 @@ __all__ = [
     "Authentication",
     "AuthenticationAwsIam",
     "AuthenticationBasic",
+    "AuthenticationTLS",
     "AuthenticationToken",
     "AutoClusterFailover",
     "BatchingType",

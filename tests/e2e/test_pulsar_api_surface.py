@@ -230,3 +230,23 @@ def test_authentication_basic_sends_http_basic_as_pulsar_client() -> None:
     assert _Headers.seen == ["Basic bXktdXNlcjpteS1wYXNz"] * 3  # base64("my-user:my-pass")
     with pytest.raises(ValueError, match="password"):
         magnetar.AuthenticationBasic("my-user", None)
+
+
+def test_tls_and_library_plugins_are_accepted_and_refused_clearly_on_use(cluster: Any) -> None:
+    import pulsar
+
+    for official, ours in ((pulsar.AuthenticationTLS, magnetar.AuthenticationTLS),
+                           (pulsar.Authentication, magnetar.Authentication)):
+        with pytest.raises(ValueError) as official_error:
+            official(1, "x")  # type: ignore[arg-type]
+        with pytest.raises(ValueError) as our_error:
+            ours(1, "x")  # type: ignore[arg-type]
+        assert str(our_error.value) == str(official_error.value)
+    for auth in (magnetar.AuthenticationTLS("/certs/client.pem", "/certs/client.key"),
+                 magnetar.Authentication("/usr/lib/libauth.so", "key:value")):
+        client = magnetar.Client(cluster.url, authentication=auth)  # accepted, as pulsar-client accepts it
+        try:
+            with pytest.raises(magnetar.AuthenticationError, match="not supported"):
+                client.create_producer("persistent://public/default/tls-plugin").send(b"x")
+        finally:
+            client.close()

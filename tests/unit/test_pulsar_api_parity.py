@@ -33,7 +33,6 @@ DIFFERENCES: dict[str, str] = {
     "AuthenticationAthenz": "Athenz is a Yahoo-specific plugin; Magnetar authenticates with tokens, Basic or IAM",
     "AuthenticationOauth2": "OAuth2 client credentials flow not built; a token from any OAuth2 server works "
                             "with AuthenticationToken(supplier)",
-    "AuthenticationTLS": "mutual TLS of the binary protocol; the HTTPS API authenticates by header",
     "ServiceInfo.wrap": _NATIVE,
     "BatchReceivePolicy": _NATIVE,
     "KeySharedPolicy": _NATIVE,
@@ -47,9 +46,6 @@ DIFFERENCES: dict[str, str] = {
                                                 "otherwise (send_async under load); batching_enabled=False works",
     "Client.create_producer(batching_max_publish_delay_ms=)": "default 50, not 10: every request is an API call, "
                                                              "a Lambda invocation, a reservation and a journal record",
-    "Authentication.__init__(dynamicLibPath)": "pulsar-client loads a C++ plugin; Magnetar's Authentication "
-                                               "is the base class of its providers",
-    "Authentication.__init__(authParamsString)": "the C++ plugin's parameters (see dynamicLibPath)",
 }
 
 

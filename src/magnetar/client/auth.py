@@ -39,11 +39,26 @@ _EXECUTE_API_HOST = re.compile(r"^[^.]+\.execute-api(?:-fips)?\.(?P<region>[a-z0
 
 
 class Authentication(httpx.Auth):
-    """What a client presents; pulsar-client's base class name. Subclasses give the headers."""
+    """What a client presents; pulsar-client's base class name. Subclasses give the headers.
+
+    Built directly, as pulsar-client's `Authentication(dynamicLibPath, authParamsString)`, it names
+    a plugin in a shared library: accepted (the arguments checked as pulsar-client checks them),
+    and refused with a clear error at the first request, since Magnetar's HTTP API knows tokens,
+    Basic credentials and AWS SigV4 only."""
+
+    _plugin: str | None = None
+
+    def __init__(self, dynamicLibPath: str, authParamsString: str) -> None:
+        for name, value in (("dynamicLibPath", dynamicLibPath), ("authParamsString", authParamsString)):
+            if not isinstance(value, str):
+                raise ValueError(f"Argument {name} is expected to be of type 'str' and not '{type(value).__name__}'")
+        self._plugin = dynamicLibPath
 
     def headers(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
         """The headers that authenticate this request (`headers`: the request's own, lower-case)."""
-        raise NotImplementedError
+        raise AuthenticationError(
+            f"Authentication plugins loaded from a shared library ({self._plugin}) are not supported: use "
+            "AuthenticationToken, AuthenticationBasic or AuthenticationAwsIam")
 
     def websocket_headers(self, url: str) -> dict[str, str]:
         """Headers for the upgrade request (`GET url`) of a WebSocket connect."""
@@ -63,6 +78,22 @@ class Authentication(httpx.Auth):
             raise
         except Exception as exc:
             raise AuthenticationError(f"No credentials to present: {type(exc).__name__}: {exc}") from exc
+
+
+class AuthenticationTLS(Authentication):
+    """pulsar-client's TLS client-certificate authentication: accepted (the arguments checked as
+    pulsar-client checks them) and refused with a clear error at the first request, since
+    Magnetar's HTTP API authenticates tokens, Basic credentials and AWS SigV4, not client certificates."""
+
+    def __init__(self, certificate_path: str, private_key_path: str) -> None:
+        for name, value in (("certificate_path", certificate_path), ("private_key_path", private_key_path)):
+            if not isinstance(value, str):
+                raise ValueError(f"Argument {name} is expected to be of type 'str' and not '{type(value).__name__}'")
+        self.certificate_path, self.private_key_path = certificate_path, private_key_path
+
+    def headers(self, method: str, url: str, headers: Mapping[str, str], body: bytes) -> dict[str, str]:
+        raise AuthenticationError("TLS client certificates (AuthenticationTLS) are not supported: use "
+                                  "AuthenticationToken, AuthenticationBasic or AuthenticationAwsIam")
 
 
 # --- tokens -------------------------------------------------------------------------------------
