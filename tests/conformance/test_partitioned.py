@@ -193,3 +193,22 @@ def test_subscribe_by_regex_pattern_receives_from_all_matching_topics(
     received = receive_until_quiet(consumer)
     assert sorted(m.data().decode() for m in received) == sorted([*matching, partitioned])
     assert all(not m.topic_name().startswith(other) for m in received)
+
+
+def test_a_custom_router_sees_the_message_as_pulsar_client_gives_it(
+    client: magnetar.Client, topic: str, cluster
+) -> None:  # type: ignore[no-untyped-def]
+    create_partitioned(cluster, topic, 3)
+    seen: list[tuple[str, str, dict[str, str], int]] = []
+
+    def route(msg: magnetar.Message, partitions: int) -> int:
+        seen.append((msg.partition_key(), msg.ordering_key().decode() if isinstance(msg.ordering_key(), bytes)
+                     else msg.ordering_key(), msg.properties(), msg.event_timestamp()))
+        return int(msg.properties()["to"])
+
+    producer = client.create_producer(topic, batching_enabled=False, message_routing_mode=Routing.CustomPartition,
+                                      message_router=route)
+    producer.send(b"x", partition_key="pk", ordering_key="ok", properties={"to": "2"}, event_timestamp=1234)
+    assert seen == [("pk", "ok", {"to": "2"}, 1234)]
+    direct = client.subscribe(f"{topic}-partition-2", "direct", initial_position=Earliest)
+    assert direct.receive(timeout_millis=5000).data() == b"x"

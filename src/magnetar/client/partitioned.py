@@ -51,11 +51,17 @@ class PartitionedProducer:
         if mode is PartitionsRoutingMode.CustomPartition and router is None:
             raise exceptions.InvalidConfiguration("CustomPartition routing needs a message_router")
 
-    def _choose(self, content: bytes, partition_key: str | None, ordering_key: str | None) -> Producer:
+    def _choose(self, content: bytes, partition_key: str | None, ordering_key: str | None,
+                properties: dict[str, str] | None = None, event_timestamp: int | None = None) -> Producer:
         key = ordering_key or partition_key
         if self._mode is PartitionsRoutingMode.CustomPartition:
             assert self._router is not None
-            index = self._router(Message(content or b"", MessageId(), self._topic, {}, key or ""), self._n)
+            # the message as pulsar-client hands it to the router: its own partition key, ordering
+            # key, properties and event time
+            message = Message(content or b"", MessageId(), self._topic, dict(properties or {}), partition_key or "",
+                              _event_timestamp=event_timestamp or 0)
+            message._ordering_key = ordering_key or ""
+            index = self._router(message, self._n)
             if not 0 <= index < self._n:
                 raise exceptions.InvalidConfiguration(f"message_router returned {index} for {self._n} partitions")
         elif key:
@@ -80,10 +86,12 @@ class PartitionedProducer:
         return max(p.last_sequence_id() for p in self._producers)
 
     def send(self, content: bytes, **kwargs: Any) -> MessageId:
-        return self._choose(content, kwargs.get("partition_key"), kwargs.get("ordering_key")).send(content, **kwargs)
+        return self._choose(content, kwargs.get("partition_key"), kwargs.get("ordering_key"), kwargs.get("properties"),
+                            kwargs.get("event_timestamp")).send(content, **kwargs)
 
     def send_async(self, content: bytes, callback: SendCallback | None, **kwargs: Any) -> None:
-        producer = self._choose(content, kwargs.get("partition_key"), kwargs.get("ordering_key"))
+        producer = self._choose(content, kwargs.get("partition_key"), kwargs.get("ordering_key"),
+                                kwargs.get("properties"), kwargs.get("event_timestamp"))
         producer.send_async(content, callback, **kwargs)
 
     def flush(self) -> None:
