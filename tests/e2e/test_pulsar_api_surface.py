@@ -250,3 +250,13 @@ def test_tls_and_library_plugins_are_accepted_and_refused_clearly_on_use(cluster
                 client.create_producer("persistent://public/default/tls-plugin").send(b"x")
         finally:
             client.close()
+
+
+def test_a_wrong_authentication_type_is_the_value_error_pulsar_client_raises(cluster: Any) -> None:
+    import pulsar
+
+    with pytest.raises(ValueError) as official:
+        pulsar.Client("pulsar://127.0.0.1:1", authentication="token")  # type: ignore[arg-type]
+    with pytest.raises(ValueError) as ours:
+        magnetar.Client(cluster.url, authentication="token")  # type: ignore[arg-type]
+    assert str(ours.value) == str(official.value)

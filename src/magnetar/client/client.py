@@ -108,6 +108,7 @@ class Client:
                 "Argument service_url is expected to be of type 'str', 'AutoClusterFailover' or "
                 "'ServiceInfoProvider'"
             )
+        check_type_or_none(Authentication, authentication, "authentication")  # pulsar-client's ValueError
         failover = not isinstance(service_url, str)
         if failover and authentication is not None:
             raise ValueError(
