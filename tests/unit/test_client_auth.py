@@ -135,8 +135,8 @@ def test_client_passes_authentication_positionally_like_pulsar_client(mock_http:
     finally:
         client.close()
     assert mock_http["requests"][0].headers["authorization"] == "Bearer tok"
-    with pytest.raises(exceptions.InvalidConfiguration):
-        magnetar.Client(URL, "a-token-string")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="Argument authentication is expected to be either None or of type"):
+        magnetar.Client(URL, "a-token-string")  # type: ignore[arg-type]  # pulsar-client's error
 
 
 def test_admin_permission_paths_and_bodies(mock_http: dict[str, Any]) -> None:
