@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
 
-.PHONY: install run test lint typecheck unit synth layer bench openapi proto clean
+.PHONY: install run test lint typecheck unit synth layer bench openapi proto clean docs docs-serve
 
 install: $(STAMP) $(NODE_STAMP)
 
@@ -89,3 +89,10 @@ test-localstack: install $(LS_STAMP)
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out layers/core/build .pytest_cache .mypy_cache .ruff_cache
+
+# The documentation site (mkdocs-material; the SDK reference from the docstrings): site/, strict
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
