@@ -360,3 +360,28 @@ class FunctionTriggers:
             except Exception as exc:  # the maintenance run serves what is left
                 log.warning("could not start the dispatcher of %s: %r", fqfn, exc)
         return started
+
+
+def backlogged_functions(broker: Broker) -> list[str]:
+    """The RUNNING functions of this instance whose subscription has a backlog on an input
+    partition (messages not acknowledged yet, negatively acknowledged ones due for redelivery
+    among them): the maintenance run serves these, so nothing waits on a new message to come."""
+    found = []
+    metadata = broker.metadata
+    for tenant in metadata.list_tenants():
+        for namespace in metadata.list_namespaces(tenant):
+            for name in metadata.list_functions(tenant, namespace):
+                record = metadata.get_function(tenant, namespace, name)
+                if record is None or record.state != "RUNNING":
+                    continue
+                config = FunctionConfig.model_validate_json(record.config)
+                for topic in config.inputs:
+                    base = TopicName.parse(topic)
+                    count = metadata.get_partitions(base)
+                    partitions = [base.partition(i) for i in range(count)] if count else [base]
+                    views = metadata.get_subscription_views([(p, config.subscription) for p in partitions])
+                    if any(v.cursor is not None and v.writer is not None and v.cursor.backlog(v.writer.next_entry) > 0
+                           for v in views):
+                        found.append(record.fqfn)
+                        break
+    return found
