@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from typing import Any
 from urllib.parse import unquote
 
@@ -105,6 +106,19 @@ def list_functions(tenant: str, namespace: str) -> Response[str]:
     return json_response(build_broker().functions.list_functions(unquote(tenant), unquote(namespace)))
 
 
+def _subscribe(config_json: str) -> None:
+    """The function's subscription on its inputs, from now on (core/functions/dispatch.py)."""
+    from magnetar.core.functions.dispatch import subscribe_inputs
+    from magnetar.functions.config import FunctionConfig
+
+    config = FunctionConfig.model_validate_json(config_json)
+    try:
+        subscribe_inputs(build_broker(), config)
+    except Exception as exc:  # registered all the same: its first dispatch subscribes (an input that cannot be
+        # created yet, a namespace limit): messages published before then are not its own at Latest
+        logging.getLogger(__name__).warning("function %s: subscribing its inputs failed: %r", config.fqfn, exc)
+
+
 @guarded(router, "POST", FUNCTION, Access.FUNCTIONS, request=REGISTER_FORM)
 def register_function(tenant: str, namespace: str, function: str) -> Response[str]:
     """Register a function: its FunctionConfig and its code (multipart)."""
@@ -113,7 +127,8 @@ def register_function(tenant: str, namespace: str, function: str) -> Response[st
     if not multipart.is_multipart():
         raise InvalidInput("Expected a multipart/form-data body with the parts functionConfig and data")
     data, code = _form()
-    registry.create(registry.config_of(data, *names), code)
+    record = registry.create(registry.config_of(data, *names), code)
+    _subscribe(record.config)
     return no_content()
 
 
@@ -123,7 +138,8 @@ def update_function(tenant: str, namespace: str, function: str) -> Response[str]
     if not multipart.is_multipart():
         raise InvalidInput("Expected a multipart/form-data body with the parts functionConfig and data")
     data, code = _form()
-    build_broker().functions.update(*_names(tenant, namespace, function), data, code)
+    record = build_broker().functions.update(*_names(tenant, namespace, function), data, code)
+    _subscribe(record.config)
     return no_content()
 
 

@@ -73,6 +73,29 @@ def subscription_type(config: FunctionConfig) -> str:
     return config.subscription_type
 
 
+def dispatcher_consumer(config: FunctionConfig) -> str:
+    """The consumer name every dispatcher of the function uses (a Failover subscription's active
+    consumer stays the same whichever dispatcher serves it)."""
+    return f"{config.name}-dispatcher"
+
+
+def subscribe_inputs(broker: Broker, config: FunctionConfig, lease_ms: int = 30_000) -> list[TopicName]:
+    """The function's subscription on each partition of each input (created at
+    `subscriptionPosition` when missing, the input created as a consumer would); the partitions.
+    Called when the function is registered or updated, so that messages published from then on
+    are the function's, as a Pulsar function's consumer subscribes when its instance starts."""
+    partitions = []
+    for topic in config.inputs:
+        base = TopicName.parse(topic)
+        count = broker.metadata.get_partitions(base)
+        partitions.extend([base.partition(i) for i in range(count)] if count else [base])
+    for partition in partitions:
+        broker.subscriptions.subscribe(partition, config.subscription, dispatcher_consumer(config),
+                                       subscription_type(config), config.subscriptionPosition.value,
+                                       lease_ms=lease_ms)
+    return partitions
+
+
 # --- stats ---------------------------------------------------------------------------------------
 class FunctionStats:
     """A function's instance stats, added up per invocation in the registry's store: counters
@@ -163,12 +186,9 @@ class FunctionDispatcher:
         config = FunctionConfig.model_validate_json(record.config)
         report.served = True
         deadline = self.broker.clock.now_ms() + budget_ms
-        consumer = f"{config.name}-dispatcher"
-        partitions = [p for topic in config.inputs for p in self._partitions(TopicName.parse(topic))]
-        subscription, kind = config.subscription, subscription_type(config)
-        for partition in partitions:
-            self.broker.subscriptions.subscribe(partition, subscription, consumer, kind,
-                                                config.subscriptionPosition.value, lease_ms=max(budget_ms, 30_000))
+        consumer = dispatcher_consumer(config)
+        partitions = subscribe_inputs(self.broker, config, lease_ms=max(budget_ms, 30_000))
+        subscription = config.subscription
         while self.broker.clock.now_ms() < deadline:
             batches = self._receive(partitions, subscription, consumer)
             if not batches:

@@ -1,0 +1,69 @@
+"""Registered functions run end to end on the local cluster: `magnetar functions create` (the CLI,
+the HTTP API), messages produced to the input are sealed by the journal consumer, which starts the
+dispatcher (the emulated Invoke API's `Event` invocation), which invokes the function's runtime
+(the emulated Invoke API, RequestResponse), stores its outputs and acknowledges; `functions stats`
+shows the figures."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import magnetar
+from magnetar.cli.main import app as cli
+
+runner = CliRunner()
+EXCLAMATION = (
+    "from magnetar import Function\n\n\n"
+    "class ExclamationFunction(Function):\n"
+    "    def process(self, input, context):\n"
+    "        return input + '!'\n"
+)
+
+
+def test_exclamation_function_runs_on_its_input(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    code = tmp_path / "exclamation.py"
+    code.write_text(EXCLAMATION)
+    suffix = uuid.uuid4().hex[:8]
+    name, source, sink = f"ex-{suffix}", f"in-{suffix}", f"out-{suffix}"
+    url = ["--service-url", cluster.url]
+    result = runner.invoke(cli, ["functions", "create", "--py", str(code), "--classname",
+                                 "exclamation.ExclamationFunction", "--inputs", source, "--output", sink,
+                                 "--name", name, *url])
+    assert result.exit_code == 0 and "Created" in result.output, result.output
+    client = magnetar.Client(cluster.url)
+    try:
+        consumer = client.subscribe(sink, "reader", initial_position=magnetar.InitialPosition.Earliest)
+        producer = client.create_producer(source)
+        values = [f"hello-{i}" for i in range(5)]
+        started = time.monotonic()
+        for value in values:
+            producer.send(value.encode())
+        got = []
+        while len(got) < 5 and time.monotonic() - started < 30:
+            try:
+                message = consumer.receive(timeout_millis=2000)
+            except magnetar.Timeout:
+                continue
+            got.append(message.data().decode())
+            consumer.acknowledge(message)
+        assert sorted(got) == sorted(f"{v}!" for v in values), got
+    finally:
+        client.close()
+    fqfn = ["--tenant", "public", "--namespace", "default", "--name", name]
+    deadline = time.monotonic() + 10  # the figures are added once the outputs are stored and acknowledged
+    while True:
+        result = runner.invoke(cli, ["functions", "stats", *fqfn, *url])
+        assert result.exit_code == 0, result.output
+        stats = json.loads(result.output)
+        if stats["processedSuccessfullyTotal"] == 5 or time.monotonic() > deadline:
+            break
+        time.sleep(0.3)
+    assert stats["processedSuccessfullyTotal"] == 5 and stats["receivedTotal"] == 5, stats
+    assert stats["userExceptionsTotal"] == 0 and stats["lastInvocation"]
+    status = json.loads(runner.invoke(cli, ["functions", "status", *fqfn, *url]).output)
+    assert status["instances"][0]["status"]["numSuccessfullyProcessed"] == 5
