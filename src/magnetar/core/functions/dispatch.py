@@ -181,7 +181,7 @@ class FunctionDispatcher:
             record = self.broker.functions.record(tenant, namespace, name)
         except NotFound:
             return report
-        if record.state != "RUNNING":
+        if record.state != "RUNNING" or not record.code_key:  # (a functionArn alone is not run yet)
             return report
         config = FunctionConfig.model_validate_json(record.config)
         report.served = True
@@ -392,7 +392,7 @@ def backlogged_functions(broker: Broker) -> list[str]:
         for namespace in metadata.list_namespaces(tenant):
             for name in metadata.list_functions(tenant, namespace):
                 record = metadata.get_function(tenant, namespace, name)
-                if record is None or record.state != "RUNNING":
+                if record is None or record.state != "RUNNING" or not record.code_key:
                     continue
                 config = FunctionConfig.model_validate_json(record.config)
                 for topic in config.inputs:
