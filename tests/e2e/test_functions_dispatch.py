@@ -7,6 +7,7 @@ shows the figures."""
 from __future__ import annotations
 
 import json
+import os
 import time
 import uuid
 from pathlib import Path
@@ -15,6 +16,7 @@ from typer.testing import CliRunner
 
 import magnetar
 from magnetar.cli.main import app as cli
+from magnetar.local.function_workers import WORKERS
 
 runner = CliRunner()
 EXCLAMATION = (
@@ -67,3 +69,6 @@ def test_exclamation_function_runs_on_its_input(cluster, tmp_path: Path) -> None
     assert stats["userExceptionsTotal"] == 0 and stats["lastInvocation"]
     status = json.loads(runner.invoke(cli, ["functions", "status", *fqfn, *url]).output)
     assert status["instances"][0]["status"]["numSuccessfullyProcessed"] == 5
+    # the code ran in the function's worker process, not in the cluster's (this test's) process
+    pid = WORKERS.pids().get(f"public/default/{name}")
+    assert pid is not None and pid != os.getpid()
