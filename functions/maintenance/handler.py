@@ -51,8 +51,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # Push consumers: due redeliveries (negative-ack delays, ack timeouts), acknowledgements still in
     # connection inboxes, connections whose $disconnect never came.
     pushed = build_push().redispatch()
-    # Pulsar Functions: a dispatcher for each RUNNING function with a backlog (redeliveries due)
-    functions = serve_backlogged_functions()
+    # Pulsar Functions: a dispatcher for each RUNNING function with a backlog (redeliveries due);
+    # on the schedule's runs only (a run for named topics is an operator's, about those topics)
+    functions = serve_backlogged_functions() if topics is None else []
     metrics = EphemeralMetrics(namespace="Magnetar")
     metrics.add_metric("TopicsMaintained", MetricUnit.Count, report.topics)
     metrics.add_metric("ExpiredEntries", MetricUnit.Count, report.expired_entries)
