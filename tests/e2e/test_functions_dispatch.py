@@ -72,3 +72,49 @@ def test_exclamation_function_runs_on_its_input(cluster, tmp_path: Path) -> None
     # the code ran in the function's worker process, not in the cluster's (this test's) process
     pid = WORKERS.pids().get(f"public/default/{name}")
     assert pid is not None and pid != os.getpid()
+
+
+def test_a_crashed_worker_fails_the_batch_which_the_maintenance_run_serves_again(  # type: ignore[no-untyped-def]
+        cluster, tmp_path: Path) -> None:
+    import httpx
+
+    marker = tmp_path / "crashed-once"
+    code = tmp_path / "crashy.py"
+    code.write_text(
+        "import os\n\n\n"
+        "def process(value):\n"
+        f"    if not os.path.exists({str(marker)!r}):\n"
+        f"        open({str(marker)!r}, 'w').close()\n"
+        "        os._exit(3)  # the worker process dies mid-invocation\n"
+        "    return value + '!'\n")
+    suffix = uuid.uuid4().hex[:8]
+    name, source, sink = f"crashy-{suffix}", f"cin-{suffix}", f"cout-{suffix}"
+    url = ["--service-url", cluster.url]
+    result = runner.invoke(cli, ["functions", "create", "--py", str(code), "--classname", "crashy.process",
+                                 "--inputs", source, "--output", sink, "--name", name, *url])
+    assert result.exit_code == 0, result.output
+    fqfn = f"public/default/{name}"
+    client = magnetar.Client(cluster.url)
+    try:
+        consumer = client.subscribe(sink, "reader", initial_position=magnetar.InitialPosition.Earliest)
+        client.create_producer(source).send(b"again")
+        deadline = time.monotonic() + 20
+        while not marker.exists():  # the first invocation's worker died
+            assert time.monotonic() < deadline, "the function never ran"
+            time.sleep(0.2)
+        answer = None
+        while answer is None:  # redelivered: the scheduled maintenance run starts its dispatcher
+            assert time.monotonic() < deadline, "the message was never processed again"
+            time.sleep(1.2)  # past the negative acknowledgement's delay
+            response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", json={}, timeout=120)
+            assert response.status_code == 200, response.text
+            try:
+                answer = consumer.receive(timeout_millis=3000)
+            except magnetar.Timeout:
+                continue
+        assert answer.data() == b"again!"
+    finally:
+        client.close()
+    stats = json.loads(runner.invoke(cli, ["functions", "stats", "--fqfn", fqfn, *url]).output)
+    assert stats["systemExceptionsTotal"] >= 1 and stats["processedSuccessfullyTotal"] == 1, stats
+    assert WORKERS.pids().get(fqfn) not in (None, os.getpid())

@@ -13,10 +13,17 @@ import pytest
 from magnetar.adapters.memory import memory_broker
 from magnetar.core.broker import Broker
 from magnetar.core.entry import Batch, Message
-from magnetar.core.functions.dispatch import FunctionDispatcher, FunctionStats, FunctionTriggers
+from magnetar.core.functions.dispatch import (
+    FunctionDispatcher,
+    FunctionStats,
+    FunctionTriggers,
+    backlogged_functions,
+    subscribe_inputs,
+)
 from magnetar.core.functions.registry import FunctionCode, FunctionRegistry
 from magnetar.core.naming import TopicName
 from magnetar.core.policies import TopicPolicies
+from magnetar.functions.config import FunctionConfig
 from magnetar.functions.invocation import FunctionHost, InProcessInvoker
 
 EXCLAMATION = FunctionCode("exclamation.py", (
@@ -209,3 +216,20 @@ def test_triggers_find_consumers_and_cache_them(broker: Broker) -> None:
     assert triggers.functions_of(["persistent://public/default/in"]) == [fqfn]  # cached
     now[0] = 1000
     assert triggers.functions_of(["persistent://public/default/in"]) == [fqfn, "public/default/second"]
+
+
+def test_backlog_sweep_names_functions_with_messages_due(broker: Broker, tmp_path: Path) -> None:
+    fqfn = _create(broker)
+    _create(broker, "idle", inputs=["elsewhere"])
+    for name in ("ex", "idle"):
+        subscribe_inputs(broker, FunctionConfig.model_validate_json(broker.functions.record("public", "default", name)
+                                                                     .config))
+    assert backlogged_functions(broker) == []  # subscribed, nothing published: nothing to serve
+    _produce(broker, "in", "hello")
+    assert backlogged_functions(broker) == [fqfn]
+    broker.functions.stop("public", "default", "ex")
+    assert backlogged_functions(broker) == []  # STOPPED: not served
+    broker.functions.start("public", "default", "ex")
+    dispatcher, _ = _dispatcher(broker, tmp_path)
+    dispatcher.serve(fqfn, 10_000)
+    assert backlogged_functions(broker) == []
