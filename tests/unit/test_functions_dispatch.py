@@ -233,3 +233,37 @@ def test_backlog_sweep_names_functions_with_messages_due(broker: Broker, tmp_pat
     dispatcher, _ = _dispatcher(broker, tmp_path)
     dispatcher.serve(fqfn, 10_000)
     assert backlogged_functions(broker) == []
+
+
+class _Died(BaseException):
+    """A dispatcher's Lambda ending mid-batch (a timeout, a crash): nothing after it runs."""
+
+
+def test_a_batch_left_by_a_dead_dispatcher_comes_back_after_the_ack_timeout(tmp_path: Path) -> None:
+    from magnetar.adapters.memory import ManualClock
+    from magnetar.core.functions.dispatch import DISPATCH_ACK_TIMEOUT_MS
+
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    fqfn = _create(broker)
+    _produce(broker, "in", "hello")
+    dispatcher, invoker = _dispatcher(broker, tmp_path)
+    invoke = invoker.invoke
+
+    def die(name: str, event: dict[str, Any]) -> dict[str, Any]:
+        raise _Died()
+
+    invoker.invoke = die  # type: ignore[method-assign]
+    with pytest.raises(_Died):
+        dispatcher.serve(fqfn, 10_000)
+    invoker.invoke = invoke  # type: ignore[method-assign]
+    # later dispatchers renew the (shared) consumer's lease every 25 s: it never ends, the batch
+    # comes back by the ack timeout
+    waited, report = 0, dispatcher.serve(fqfn, 10_000)
+    while report.received == 0:
+        assert waited <= DISPATCH_ACK_TIMEOUT_MS, "the batch never came back"
+        clock.advance(25_000)
+        waited += 25_000
+        report = dispatcher.serve(fqfn, 10_000)
+    assert waited >= DISPATCH_ACK_TIMEOUT_MS - 25_000  # not before the ack timeout
+    assert report.received == 1 and report.acked == 1 and _read(broker, "out") == [b"hello!"]

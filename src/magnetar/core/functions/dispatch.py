@@ -51,6 +51,7 @@ DEFAULT_BUDGET_MS = 60_000
 BATCH_MESSAGES = 100
 NACK_DELAY_MS = 1_000
 TRIGGER_CACHE_MS = 10_000
+DISPATCH_ACK_TIMEOUT_MS = 180_000  # longer than any invocation (functions/invocation.py stops a batch at 20 s)
 STATS_SUFFIX = "#stats"  # the stats' items sit beside the function's state, under their own name
 ACK, NACK, DEAD_LETTER = "ack", "nack", "deadLetter"
 
@@ -90,9 +91,11 @@ def subscribe_inputs(broker: Broker, config: FunctionConfig, lease_ms: int = 30_
         count = broker.metadata.get_partitions(base)
         partitions.extend([base.partition(i) for i in range(count)] if count else [base])
     for partition in partitions:
+        # every dispatcher renews the same consumer's lease: a batch a dispatcher took and never
+        # settled (it died) comes back after the ack timeout, not when the lease ends
         broker.subscriptions.subscribe(partition, config.subscription, dispatcher_consumer(config),
                                        subscription_type(config), config.subscriptionPosition.value,
-                                       lease_ms=lease_ms)
+                                       ack_timeout_ms=DISPATCH_ACK_TIMEOUT_MS, lease_ms=lease_ms)
     return partitions
 
 
