@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from magnetar.adapters.aws import build_broker, build_replicator
 from magnetar.adapters.aws.connections import build_push
+from magnetar.adapters.aws.functions import LambdaDispatcherInvoker, build_triggers
 from magnetar.core.ports import JournalPosition, JournalRecord
 from magnetar.core.replication import replication_by_remote
 
@@ -40,6 +41,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     plan = push.plan_journal_batch(records)  # the batch's seal states and the entries it settles
     outcome = sealer.seal(records, plan.states)
     pushed = push.dispatch_journal_batch(plan)  # to the connections found now, served from memory
+    # Pulsar Functions: a dispatcher for each function consuming a topic of the batch (async)
+    triggered = build_triggers().trigger(
+        [r.partition_key for r in records if not r.partition_key.startswith("sha256:")], LambdaDispatcherInvoker())
     # geo-replication: the sealed entries of topics with other clusters, to those clusters
     replicated = build_replicator().replicate_batch(records, build_broker().cache)
     # One metrics object per invocation: Powertools' shared Metrics keeps accumulating while
@@ -66,7 +70,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         per_remote.add_metric("ReplicationDelay", MetricUnit.Milliseconds, delay_ms)
         per_remote.flush_metrics()
     logger.info("sealed", extra={"outcome": outcome.__dict__, "records": len(records), "held_ms": held_ms,
-                                 "pushed": pushed.__dict__})
+                                 "pushed": pushed.__dict__, "functions": triggered})
     if outcome.retry_from is not None:
         return {"batchItemFailures": [{"itemIdentifier": outcome.retry_from}]}
     return {"batchItemFailures": []}

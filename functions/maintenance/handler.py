@@ -21,6 +21,23 @@ from magnetar.adapters.aws.connections import build_push
 logger = Logger()
 
 
+def serve_backlogged_functions() -> list[str]:
+    from magnetar.adapters.aws.functions import LambdaDispatcherInvoker
+    from magnetar.core.functions.dispatch import backlogged_functions
+
+    try:
+        started = backlogged_functions(build_broker())
+    except Exception as exc:  # the ledger's maintenance still reports
+        logger.warning("functions: the backlog sweep failed", extra={"error": repr(exc)})
+        return []
+    for fqfn in started:
+        try:
+            LambdaDispatcherInvoker().serve_async(fqfn)
+        except Exception as exc:
+            logger.warning("functions: could not start a dispatcher", extra={"fqfn": fqfn, "error": repr(exc)})
+    return started
+
+
 @logger.inject_lambda_context(clear_state=True)
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # The schedule's event, or a rule's constant input {"topics": [...]} naming the topics to visit
@@ -34,6 +51,9 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # Push consumers: due redeliveries (negative-ack delays, ack timeouts), acknowledgements still in
     # connection inboxes, connections whose $disconnect never came.
     pushed = build_push().redispatch()
+    # Pulsar Functions: a dispatcher for each RUNNING function with a backlog (redeliveries due);
+    # on the schedule's runs only (a run for named topics is an operator's, about those topics)
+    functions = serve_backlogged_functions() if topics is None else []
     metrics = EphemeralMetrics(namespace="Magnetar")
     metrics.add_metric("TopicsMaintained", MetricUnit.Count, report.topics)
     metrics.add_metric("ExpiredEntries", MetricUnit.Count, report.expired_entries)
@@ -50,6 +70,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "deletedObjects": report.deleted_objects,
         "blockedTopics": report.blocked_topics,
         "redispatched": pushed.pushed,
+        "functionsServed": functions,
     }
     logger.info("maintenance run", extra={"report": result})
     return result

@@ -118,15 +118,17 @@ def test_delete_removes_code_index_and_state(registry: FunctionRegistry, broker:
 def test_start_stop_status_and_stats(registry: FunctionRegistry) -> None:
     registry.create(_config(parallelism=2), CODE)
     status = registry.status("public", "default", "excl")
-    assert status["numInstances"] == 2 and status["numRunning"] == 0 and len(status["instances"]) == 2
-    assert "not dispatched" in status["instances"][0]["status"]["error"]
+    # one instance whatever the parallelism: the dispatcher (core/functions/dispatch.py)
+    assert status["numInstances"] == 1 and status["numRunning"] == 1 and len(status["instances"]) == 1
+    assert status["instances"][0]["status"]["running"] and status["instances"][0]["status"]["numReceived"] == 0
     registry.stop("public", "default", "excl")
     assert registry.record("public", "default", "excl").state == "STOPPED"
-    assert registry.status("public", "default", "excl")["instances"][0]["status"]["error"] == ""
+    stopped = registry.status("public", "default", "excl")
+    assert stopped["numRunning"] == 0 and not stopped["instances"][0]["status"]["running"]
     registry.start("public", "default", "excl")
     assert registry.record("public", "default", "excl").state == "RUNNING"
     stats = registry.stats("public", "default", "excl")
-    assert stats["receivedTotal"] == 0 and stats["processedSuccessfullyTotal"] == 0 and len(stats["instances"]) == 2
+    assert stats["receivedTotal"] == 0 and stats["processedSuccessfullyTotal"] == 0 and len(stats["instances"]) == 1
     with pytest.raises(NotFound):
         registry.restart("public", "default", "nope")
 

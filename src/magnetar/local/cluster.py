@@ -40,6 +40,7 @@ from magnetar.local.apigw import build_app
 from magnetar.local.authorizers import LocalAuthorizers
 from magnetar.local.esm import KinesisEventSourceMapping, poll_interval
 from magnetar.local.fidelity import EMULATOR_AS_IS, AwsFidelity, latency_model
+from magnetar.local.function_workers import ENV_FUNCTION_WORKERS, WORKERS
 from magnetar.local.lambda_runtime import (
     AUTHORIZER,
     BROKER,
@@ -203,6 +204,7 @@ class LocalCluster:
         # the WebSocket API's management endpoint and Lambda's Invoke API are emulated on our port
         os.environ[ENV_WS_ENDPOINT] = self.url
         os.environ["AWS_ENDPOINT_URL_LAMBDA"] = self.url
+        os.environ[ENV_FUNCTION_WORKERS] = "process"  # registered functions' code: a worker process each
         authorizers = self._configure_auth()
         # the runtime's fidelity: one account (one concurrency pool) and one latency model for all
         latency = latency_model(self.fidelity)
@@ -349,6 +351,7 @@ class LocalCluster:
             self.maintenance.stop()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        WORKERS.close()
         if self.emulator is not None:
             self.emulator.terminate()
             try:

@@ -220,7 +220,13 @@ JOURNAL_CONSUMER = LocalFunction("magnetar-journal-consumer", "functions/journal
 MAINTENANCE = LocalFunction("magnetar-maintenance", "functions/maintenance", timeout_s=300)
 WEBSOCKET = LocalFunction("magnetar-websocket", "functions/websocket", timeout_s=29)
 AUTHORIZER = LocalFunction("magnetar-authorizer", "functions/authorizer", timeout_s=10)
-FUNCTIONS = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET, AUTHORIZER)  # one account: one concurrency pool
+# Pulsar Functions: the dispatcher, and the runtime that every registered function's Lambda name
+# resolves to locally (on AWS each registered function is a Lambda function of its own; here they
+# share these environments and run the user code in this process)
+FUNCTION_DISPATCHER = LocalFunction("magnetar-function-dispatcher", "functions/function_dispatcher", timeout_s=180)
+FUNCTION_RUNTIME = LocalFunction("magnetar-function-runtime", "functions/function_runtime", timeout_s=90)
+FUNCTIONS = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET, AUTHORIZER, FUNCTION_DISPATCHER,
+             FUNCTION_RUNTIME)  # one account: one concurrency pool
 
 
 def configure(settings: LambdaSettings, functions: tuple[LocalFunction, ...] = FUNCTIONS) -> None:

@@ -300,37 +300,56 @@ class LocalWebSocketApi:
     # --- Lambda's Invoke API, for the function's own asynchronous invocations --------------------
     async def invoke(self, request: Request) -> Response:
         name = unquote(request.path_params["name"]).split(":function:")[-1].split(":")[0]
-        if name != self.function.name:
+        function = self._function(name)
+        if function is None:
             return JSONResponse({"Type": "User", "Message": f"Function not found: {name}"}, status_code=404,
                                 headers={"x-amzn-ErrorType": "ResourceNotFoundException"})
         payload = json.loads(await request.body() or b"{}")
         if request.headers.get("x-amz-invocation-type", "RequestResponse") == "Event":
-            threading.Thread(target=self._invoke_quietly, args=(payload,), name=f"{name}-async", daemon=True).start()
+            threading.Thread(target=self._invoke_quietly, args=(function, payload), name=f"{name}-async",
+                             daemon=True).start()
             return Response(status_code=202)
         try:
-            result = await run_in_threadpool(self.function.invoke, payload)
+            result = await run_in_threadpool(function.invoke, payload)
         except Throttled:  # Lambda's answer to a synchronous invocation it cannot run
             return JSONResponse({"Type": "User", "message": "Rate Exceeded.", "Reason": "ConcurrentInvocationLimitExceeded"},
                                 status_code=429, headers={"x-amzn-ErrorType": "TooManyRequestsException"})
         except ResponseTooLarge as exc:  # a function error: 200 with X-Amz-Function-Error, as Lambda
             return JSONResponse({"errorType": exc.error_type, "errorMessage": str(exc)},
                                 headers={"X-Amz-Function-Error": "Unhandled"})
+        except Exception as exc:  # the handler raised: Lambda's 200 with X-Amz-Function-Error
+            return JSONResponse({"errorType": type(exc).__name__, "errorMessage": str(exc)},
+                                headers={"X-Amz-Function-Error": "Unhandled"})
         return JSONResponse(result)
 
-    def _invoke_quietly(self, payload: dict[str, Any]) -> None:
+    def _function(self, name: str) -> LocalFunction | None:
+        """The local function a name invokes: this API's own (the WebSocket function), the
+        functions' dispatcher, or a registered function's Lambda name (the local functions runtime)."""
+        from magnetar.adapters.aws.functions import DEFAULT_FUNCTION_PREFIX, ENV_FUNCTION_PREFIX
+        from magnetar.local.lambda_runtime import FUNCTION_DISPATCHER, FUNCTION_RUNTIME
+
+        if name == self.function.name:
+            return self.function
+        if name == FUNCTION_DISPATCHER.name:
+            return FUNCTION_DISPATCHER
+        if name.startswith(os.environ.get(ENV_FUNCTION_PREFIX, DEFAULT_FUNCTION_PREFIX)):
+            return FUNCTION_RUNTIME
+        return None
+
+    def _invoke_quietly(self, function: LocalFunction, payload: dict[str, Any]) -> None:
         """An asynchronous invocation: Lambda's event queue retries it while it is throttled."""
         wait, given_up_at = ASYNC_RETRY_FIRST_S, time.monotonic() + ASYNC_RETRY_FOR_S
         while True:
             try:
-                self.function.invoke(payload)
+                function.invoke(payload)
                 return
             except Throttled as exc:
                 if time.monotonic() + wait > given_up_at:
-                    log.warning("%s: an asynchronous invocation throttled for 6 h is dropped", self.function.name)
+                    log.warning("%s: an asynchronous invocation throttled for 6 h is dropped", function.name)
                     return
-                log.debug("%s: asynchronous invocation throttled (%s), retried in %ss", self.function.name, exc, wait)
+                log.debug("%s: asynchronous invocation throttled (%s), retried in %ss", function.name, exc, wait)
                 time.sleep(wait)
                 wait = min(wait * 2, ASYNC_RETRY_MAX_S)
             except BaseException as exc:  # (also when the cluster stops meanwhile) the maintenance run catches up
-                log.debug("%s failed on an asynchronous invocation: %s", self.function.name, exc)
+                log.debug("%s failed on an asynchronous invocation: %s", function.name, exc)
                 return

@@ -3,8 +3,9 @@ status, stats, start, stop, restart, trigger and the state API, on Pulsar's path
 bodies and status codes; Magnetar's own counters and registry record under `/magnetar/v1/functions`.
 
 Every route needs the namespace's `functions` grant, a tenant admin or a superuser
-(`Access.FUNCTIONS`). Registered functions are not dispatched yet (no Lambda function runs them):
-status and stats answer Pulsar's shapes with zero figures.
+(`Access.FUNCTIONS`). A registered function with code is run by the dispatcher
+(core/functions/dispatch.py) when its inputs have messages; status and stats answer Pulsar's shapes
+with the dispatcher's figures (one instance: the dispatcher).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from typing import Any
 from urllib.parse import unquote
 
@@ -51,15 +53,15 @@ _INSTANCE_STATUS = {"type": "object", "properties": {name: {"type": kind} for na
     ("running", "boolean"), ("error", "string"), ("numRestarts", "integer"), ("numReceived", "integer"),
     ("numSuccessfullyProcessed", "integer"), ("numUserExceptions", "integer"), ("numSystemExceptions", "integer"),
     ("averageLatency", "number"), ("lastInvocationTime", "integer"), ("workerId", "string"))}}
-FUNCTION_STATUS = {"type": "object", "description": "Pulsar's FunctionStatus (zero figures until functions are "
-                   "dispatched).", "properties": {
+FUNCTION_STATUS = {"type": "object", "description": "Pulsar's FunctionStatus (one instance: the "
+                   "dispatcher).", "properties": {
     "numInstances": {"type": "integer"}, "numRunning": {"type": "integer"},
     "instances": {"type": "array", "items": {"type": "object", "properties": {
         "instanceId": {"type": "integer"}, "status": _INSTANCE_STATUS}}}}}
 _TOTALS = {name: {"type": "integer"} for name in (
     "receivedTotal", "processedSuccessfullyTotal", "systemExceptionsTotal", "userExceptionsTotal")}
-FUNCTION_STATS = {"type": "object", "description": "Pulsar's FunctionStats (zero figures until functions are "
-                  "dispatched).", "properties": {
+FUNCTION_STATS = {"type": "object", "description": "Pulsar's FunctionStats (the dispatcher's "
+                  "figures).", "properties": {
     **_TOTALS, "avgProcessLatency": {"type": ["number", "null"]}, "lastInvocation": {"type": ["integer", "null"]},
     "oneMin": {"type": "object"}, "instances": {"type": "array", "items": {"type": "object"}}}}
 FUNCTION_RECORD = {"type": "object", "description": "The registry's record of a function.", "properties": {
@@ -96,13 +98,26 @@ def record_json(record: FunctionRecord) -> dict[str, Any]:
     return {"functionConfig": json.loads(record.config), "version": record.version, "state": record.state,
             "createdAt": record.created_at, "updatedAt": record.updated_at, "codeKey": record.code_key,
             "codeSize": record.code_size, "codeSha256": record.code_sha256, "codeCluster": record.code_cluster,
-            "dispatched": False}
+            "dispatched": bool(record.code_key)}  # run by the dispatcher (a functionArn alone: not yet)
 
 
 @guarded(router, "GET", FUNCTIONS, Access.FUNCTIONS, response=STRINGS)
 def list_functions(tenant: str, namespace: str) -> Response[str]:
     """The names of the namespace's functions."""
     return json_response(build_broker().functions.list_functions(unquote(tenant), unquote(namespace)))
+
+
+def _subscribe(config_json: str) -> None:
+    """The function's subscription on its inputs, from now on (core/functions/dispatch.py)."""
+    from magnetar.core.functions.dispatch import subscribe_inputs
+    from magnetar.functions.config import FunctionConfig
+
+    config = FunctionConfig.model_validate_json(config_json)
+    try:
+        subscribe_inputs(build_broker(), config)
+    except Exception as exc:  # registered all the same: its first dispatch subscribes (an input that cannot be
+        # created yet, a namespace limit): messages published before then are not its own at Latest
+        logging.getLogger(__name__).warning("function %s: subscribing its inputs failed: %r", config.fqfn, exc)
 
 
 @guarded(router, "POST", FUNCTION, Access.FUNCTIONS, request=REGISTER_FORM)
@@ -113,7 +128,8 @@ def register_function(tenant: str, namespace: str, function: str) -> Response[st
     if not multipart.is_multipart():
         raise InvalidInput("Expected a multipart/form-data body with the parts functionConfig and data")
     data, code = _form()
-    registry.create(registry.config_of(data, *names), code)
+    record = registry.create(registry.config_of(data, *names), code)
+    _subscribe(record.config)
     return no_content()
 
 
@@ -123,7 +139,8 @@ def update_function(tenant: str, namespace: str, function: str) -> Response[str]
     if not multipart.is_multipart():
         raise InvalidInput("Expected a multipart/form-data body with the parts functionConfig and data")
     data, code = _form()
-    build_broker().functions.update(*_names(tenant, namespace, function), data, code)
+    record = build_broker().functions.update(*_names(tenant, namespace, function), data, code)
+    _subscribe(record.config)
     return no_content()
 
 
@@ -143,13 +160,13 @@ def delete_function(tenant: str, namespace: str, function: str) -> Response[str]
 
 @guarded(router, "GET", f"{FUNCTION}/status", Access.FUNCTIONS, response=FUNCTION_STATUS)
 def function_status(tenant: str, namespace: str, function: str) -> Response[str]:
-    """A function's status (Pulsar's FunctionStatus; no instance runs yet)."""
+    """A function's status (Pulsar's FunctionStatus; one instance, the dispatcher)."""
     return json_response(build_broker().functions.status(*_names(tenant, namespace, function)))
 
 
 @guarded(router, "GET", f"{FUNCTION}/stats", Access.FUNCTIONS, response=FUNCTION_STATS)
 def function_stats(tenant: str, namespace: str, function: str) -> Response[str]:
-    """A function's stats (Pulsar's FunctionStats; zero until functions are dispatched)."""
+    """A function's stats (Pulsar's FunctionStats, added up by the dispatcher)."""
     return json_response(build_broker().functions.stats(*_names(tenant, namespace, function)))
 
 

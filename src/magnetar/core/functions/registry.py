@@ -11,8 +11,8 @@ for a topic, the functions consuming it (`consumers_of`): what dispatch will use
 A function's state (Pulsar's state API: values and counters by key) lives in this cluster's table,
 one item per key; a counter moves with one atomic write.
 
-Registered functions are not run yet: no dispatcher subscribes them and no Lambda function is
-created. `status` and `stats` therefore report Pulsar's shapes with zero figures.
+Registered functions are run by the dispatcher (`core/functions/dispatch.py`) when their inputs
+have messages; `status` and `stats` report its figures (added up in this cluster's table).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ CODE_SUFFIXES = (".py", ".zip", ".whl", ".pex")
 # set at creation and never changed by an update (Pulsar's FunctionConfigUtils.validateUpdate)
 IMMUTABLE = {"processingGuarantees": "Processing Guarantees", "retainOrdering": "Retain Ordering",
              "retainKeyOrdering": "Retain Key Ordering", "subName": "Subscription Name"}
-NOT_DISPATCHED = "not dispatched: Magnetar does not run registered functions yet"
+DISPATCHER_WORKER = "magnetar-function-dispatcher"  # the "worker" of every function: its dispatcher
 
 
 @dataclass(frozen=True)
@@ -247,6 +247,7 @@ class FunctionRegistry:
         if record.code_key and record.code_cluster == self.cluster_name:
             self.segments.delete([record.code_key])
         self.metadata.clear_function_state(record.fqfn)
+        self.metadata.clear_function_state(record.fqfn + "#stats")  # the dispatcher's figures
 
     def _set_state(self, tenant: str, namespace: str, name: str, state: str) -> None:
         record = self.record(tenant, namespace, name)
@@ -260,28 +261,48 @@ class FunctionRegistry:
         self._set_state(tenant, namespace, name, STOPPED)
 
     def restart(self, tenant: str, namespace: str, name: str) -> None:
-        """Pulsar restarts the instances; none runs yet, so only the function's existence is checked."""
+        """Pulsar restarts the instances; a dispatched function has none between invocations (each
+        invocation loads the current version), so only the function's existence is checked."""
         self.record(tenant, namespace, name)
 
-    # --- status and stats (Pulsar's shapes; zero until a dispatcher runs functions) -------------
+    # --- status and stats (Pulsar's shapes; the dispatcher's figures, core/functions/dispatch.py) --
+    def _figures(self, fqfn: str) -> dict[str, Any]:
+        from magnetar.core.functions.dispatch import FunctionStats
+
+        return FunctionStats(self.metadata, fqfn).read()
+
     def status(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
+        """One instance: the dispatcher, which runs the function when its inputs have messages
+        ("running" while the function is RUNNING, though nothing runs while it is idle)."""
         record = self.record(tenant, namespace, name)
-        parallelism = self.get(tenant, namespace, name).parallelism
-        error = NOT_DISPATCHED if record.state == RUNNING else ""
-        instance = {"running": False, "error": error, "numRestarts": 0, "numReceived": 0,
-                    "numSuccessfullyProcessed": 0, "numUserExceptions": 0, "latestUserExceptions": [],
-                    "numSystemExceptions": 0, "latestSystemExceptions": [], "averageLatency": 0.0,
-                    "lastInvocationTime": 0, "workerId": ""}
-        return {"numInstances": parallelism, "numRunning": 0,
-                "instances": [{"instanceId": i, "status": dict(instance)} for i in range(parallelism)]}
+        figures = self._figures(record.fqfn)
+        latency = figures["latencyUsTotal"] / 1000 / figures["latencyCount"] if figures["latencyCount"] else 0.0
+        running = record.state == RUNNING
+        instance = {"running": running, "error": "", "numRestarts": 0, "numReceived": figures["received"],
+                    "numSuccessfullyProcessed": figures["processed"],
+                    "numUserExceptions": figures["userExceptions"],
+                    "latestUserExceptions": figures["latestUserExceptions"] or [],
+                    "numSystemExceptions": figures["systemExceptions"],
+                    "latestSystemExceptions": figures["latestSystemExceptions"] or [], "averageLatency": latency,
+                    "lastInvocationTime": figures["lastInvocation"] or 0, "workerId": DISPATCHER_WORKER}
+        return {"numInstances": 1, "numRunning": 1 if running else 0,
+                "instances": [{"instanceId": 0, "status": instance}]}
 
     def stats(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
-        parallelism = self.get(tenant, namespace, name).parallelism
-        window = {"receivedTotal": 0, "processedSuccessfullyTotal": 0, "systemExceptionsTotal": 0,
-                  "userExceptionsTotal": 0, "avgProcessLatency": None}
-        metrics = {**window, "lastInvocation": None, "oneMin": dict(window), "userMetrics": {}}
-        return {**window, "lastInvocation": None, "oneMin": dict(window),
-                "instances": [{"instanceId": i, "metrics": dict(metrics)} for i in range(parallelism)]}
+        record = self.record(tenant, namespace, name)
+        figures = self._figures(record.fqfn)
+        window = {"receivedTotal": figures["received"], "processedSuccessfullyTotal": figures["processed"],
+                  "systemExceptionsTotal": figures["systemExceptions"],
+                  "userExceptionsTotal": figures["userExceptions"],
+                  "avgProcessLatency": figures["latencyUsTotal"] / 1000 / figures["latencyCount"]
+                  if figures["latencyCount"] else None}
+        # oneMin: no per-minute window is kept (the totals are counters): zeros, as an idle minute
+        one_min = {"receivedTotal": 0, "processedSuccessfullyTotal": 0, "systemExceptionsTotal": 0,
+                   "userExceptionsTotal": 0, "avgProcessLatency": None}
+        last = figures["lastInvocation"]
+        metrics = {**window, "lastInvocation": last, "oneMin": dict(one_min), "userMetrics": {}}
+        return {**window, "lastInvocation": last, "oneMin": dict(one_min),
+                "instances": [{"instanceId": 0, "metrics": metrics}]}
 
     # --- state --------------------------------------------------------------------------------
     def get_state(self, tenant: str, namespace: str, name: str, key: str) -> StateValue:

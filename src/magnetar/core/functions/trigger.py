@@ -4,8 +4,9 @@ function publishes on its output next.
 Before publishing, the output's end is noted (a reader from latest); the value is then published
 to the first input (or the input named) and the output is read from that end until a message
 arrives or the wait ends (408, Pulsar's "Request Timed Out"). A function without an output: the
-value is published and nothing is awaited. Registered functions are not dispatched yet, so today
-an answer comes only from whatever else consumes the input and publishes to the output.
+value is published and nothing is awaited. The answer comes from the function itself, run by the
+dispatcher (core/functions/dispatch.py) once the value is sealed, or from anything else that
+consumes the input and publishes to the output.
 """
 
 from __future__ import annotations

@@ -1,0 +1,39 @@
+"""The functions' dispatcher Lambda (core/functions/dispatch.py), invoked asynchronously:
+
+- `{"fqfn": ...}` (the journal consumer, once a sealed batch touched the function's inputs):
+  serves that function while messages come, within the invocation's time;
+- `{"backlog": true}` (the maintenance run): starts a dispatcher for every function with a
+  backlog (redeliveries due, messages left by a dispatcher that ran out of time).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from magnetar.adapters.aws import build_broker
+from magnetar.adapters.aws.functions import LambdaDispatcherInvoker, LambdaFunctionInvoker
+from magnetar.core.functions.dispatch import FunctionDispatcher, backlogged_functions
+
+logger = Logger()
+MARGIN_MS = 80_000  # an invocation of the function may take INVOKE_TIMEOUT_S: none starts past this margin
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    broker = build_broker()
+    if event.get("backlog"):
+        started = backlogged_functions(broker)
+        for fqfn in started:
+            LambdaDispatcherInvoker().serve_async(fqfn)
+        return {"started": started}
+    named = event.get("fqfn")
+    if not isinstance(named, str) or named.count("/") != 2:
+        raise ValueError("'fqfn' must name a function: tenant/namespace/name")
+    fqfn = named
+    budget = max(1_000, context.get_remaining_time_in_millis() - MARGIN_MS)
+    report = FunctionDispatcher(broker, LambdaFunctionInvoker()).serve(fqfn, budget)
+    logger.info("served", extra={"report": report.__dict__})
+    return dict(report.__dict__)

@@ -1,0 +1,410 @@
+"""Pulsar Functions' dispatch: a registered function runs when its input topics have messages.
+
+`FunctionDispatcher.serve(fqfn, budget_ms)` serves one RUNNING function for a while: it receives
+from the function's subscription on each partition of each input topic (created at
+`subscriptionPosition` when missing; the subscription's claims make concurrent dispatchers
+safe), invokes the function (the `FunctionInvoker` port: a Lambda invocation on AWS, the local
+runtime's function locally, the code in process in tests) with a batch, stores the outputs the
+invocation returns through the ledger writer, and acknowledges by the processing guarantee:
+
+- ATMOST_ONCE: acknowledged before the invocation (a failure loses the message, as Pulsar);
+- ATLEAST_ONCE: acknowledged once the outputs are stored; a failure is negatively acknowledged
+  and redelivered; after `maxMessageRetries` redeliveries it goes to the dead-letter topic;
+- EFFECTIVELY_ONCE: as ATLEAST_ONCE, the outputs published with the runtime's producer name and
+  sequence id (the input's position) on an output topic with deduplication on (enabled as a topic
+  policy when neither the topic nor its namespace has it, as `functions localrun` does), so an
+  output stored twice (a dispatcher dying between store and ack) is dropped the second time; the
+  subscription is Failover, as Pulsar's.
+
+It loops while messages come and the budget lasts. Pulsar's instance stats (received, processed,
+user and system exceptions, latency, last invocation) are added up in the registry's store
+(`FunctionStats`), which `functions status|stats` read.
+
+`FunctionTriggers` is the other half: which functions consume a topic (cached per topic for
+`TRIGGER_CACHE_MS`), so the journal consumer can invoke a dispatcher for each function whose
+inputs a sealed batch touched, and nothing runs for an idle function.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from magnetar.core.acks import Acks
+from magnetar.core.entry import Batch, Message
+from magnetar.core.errors import NotFound
+from magnetar.core.naming import TopicName
+from magnetar.core.policies import DEDUPLICATION, TopicPolicies
+from magnetar.functions.config import FunctionConfig, ProcessingGuarantees
+
+if TYPE_CHECKING:
+    from magnetar.core.broker import Broker
+    from magnetar.core.ports import MetadataStore
+
+log = logging.getLogger(__name__)
+DEFAULT_BUDGET_MS = 60_000
+BATCH_MESSAGES = 100
+NACK_DELAY_MS = 1_000
+TRIGGER_CACHE_MS = 10_000
+DISPATCH_ACK_TIMEOUT_MS = 180_000  # longer than any invocation (functions/invocation.py stops a batch at 20 s)
+STATS_SUFFIX = "#stats"  # the stats' items sit beside the function's state, under their own name
+ACK, NACK, DEAD_LETTER = "ack", "nack", "deadLetter"
+
+
+class FunctionInvoker(Protocol):
+    """Runs one invocation of a registered function (functions/invocation.py's event and result)."""
+
+    def invoke(self, fqfn: str, event: dict[str, Any]) -> dict[str, Any]: ...
+
+
+class DispatcherInvoker(Protocol):
+    """Starts a dispatcher for a function asynchronously (Lambda's `Event` invocation)."""
+
+    def serve_async(self, fqfn: str) -> None: ...
+
+
+def subscription_type(config: FunctionConfig) -> str:
+    if config.processingGuarantees is ProcessingGuarantees.EFFECTIVELY_ONCE:
+        return "Failover"
+    return config.subscription_type
+
+
+def dispatcher_consumer(config: FunctionConfig) -> str:
+    """The consumer name every dispatcher of the function uses (a Failover subscription's active
+    consumer stays the same whichever dispatcher serves it)."""
+    return f"{config.name}-dispatcher"
+
+
+def subscribe_inputs(broker: Broker, config: FunctionConfig, lease_ms: int = 30_000) -> list[TopicName]:
+    """The function's subscription on each partition of each input (created at
+    `subscriptionPosition` when missing, the input created as a consumer would); the partitions.
+    Called when the function is registered or updated, so that messages published from then on
+    are the function's, as a Pulsar function's consumer subscribes when its instance starts."""
+    partitions = []
+    for topic in config.inputs:
+        base = TopicName.parse(topic)
+        count = broker.metadata.get_partitions(base)
+        partitions.extend([base.partition(i) for i in range(count)] if count else [base])
+    for partition in partitions:
+        # every dispatcher renews the same consumer's lease: a batch a dispatcher took and never
+        # settled (it died) comes back after the ack timeout, not when the lease ends
+        broker.subscriptions.subscribe(partition, config.subscription, dispatcher_consumer(config),
+                                       subscription_type(config), config.subscriptionPosition.value,
+                                       ack_timeout_ms=DISPATCH_ACK_TIMEOUT_MS, lease_ms=lease_ms)
+    return partitions
+
+
+# --- stats ---------------------------------------------------------------------------------------
+class FunctionStats:
+    """A function's instance stats, added up per invocation in the registry's store: counters
+    (one atomic write each) and the last invocation and latest exceptions as values."""
+
+    COUNTERS = ("received", "processed", "userExceptions", "systemExceptions", "latencyUsTotal", "latencyCount")
+
+    def __init__(self, metadata: MetadataStore, fqfn: str) -> None:
+        self.metadata = metadata
+        self.key = fqfn + STATS_SUFFIX
+
+    def add(self, stats: dict[str, Any]) -> None:
+        amounts = {"received": int(stats.get("received", 0)), "processed": int(stats.get("processed", 0)),
+                   "userExceptions": int(stats.get("userExceptions", 0)),
+                   "systemExceptions": int(stats.get("systemExceptions", 0)),
+                   "latencyUsTotal": int(float(stats.get("latencyMsTotal", 0.0)) * 1000),
+                   "latencyCount": int(stats.get("latencyCount", 0))}
+        for name, amount in amounts.items():
+            if amount:
+                self.metadata.incr_function_counter(self.key, name, amount)
+        last = int(stats.get("lastInvocation") or 0)
+        if last:
+            self.metadata.put_function_state(self.key, "lastInvocation", str(last).encode())
+        for name in ("latestUserExceptions", "latestSystemExceptions"):
+            if stats.get(name):
+                self.metadata.put_function_state(self.key, name, json.dumps(stats[name][-10:]).encode())
+
+    def read(self) -> dict[str, Any]:
+        values: dict[str, Any] = {}
+        for name in self.COUNTERS:
+            item = self.metadata.get_function_state(self.key, name)
+            values[name] = (item.counter or 0) if item is not None else 0
+        for name in ("lastInvocation", "latestUserExceptions", "latestSystemExceptions"):
+            item = self.metadata.get_function_state(self.key, name)
+            raw = item.value if item is not None and item.value is not None else None
+            values[name] = (int(raw) if name == "lastInvocation" else json.loads(raw)) if raw else None
+        return values
+
+    def clear(self) -> None:
+        self.metadata.clear_function_state(self.key)
+
+
+# --- serving one function ------------------------------------------------------------------------
+@dataclass
+class ServeReport:
+    fqfn: str
+    served: bool = False  # False: not RUNNING (or unknown)
+    invocations: int = 0
+    received: int = 0
+    acked: int = 0
+    nacked: int = 0
+    dead_lettered: int = 0
+    published: int = 0
+    failures: int = 0  # invocations that failed as a whole (the invoker raised)
+
+
+@dataclass
+class _Received:
+    partition: TopicName
+    epoch: int
+    messages: list[Any] = field(default_factory=list)  # magnetar.client.message.Message
+
+
+class FunctionDispatcher:
+    def __init__(self, broker: Broker, invoker: FunctionInvoker, batch_messages: int = BATCH_MESSAGES,
+                 nack_delay_ms: int = NACK_DELAY_MS) -> None:
+        self.broker = broker
+        self.invoker = invoker
+        self.batch_messages = batch_messages
+        self.nack_delay_ms = nack_delay_ms
+        self._round_robin = 0
+
+    def _partitions(self, topic: TopicName) -> list[TopicName]:
+        count = self.broker.metadata.get_partitions(topic)
+        return [topic.partition(i) for i in range(count)] if count else [topic]
+
+    def serve(self, fqfn: str, budget_ms: int = DEFAULT_BUDGET_MS) -> ServeReport:
+        """Serve `fqfn` while messages come, for `budget_ms` at most (a new batch is not started
+        past it)."""
+        report = ServeReport(fqfn)
+        tenant, namespace, name = fqfn.split("/", 2)
+        try:
+            record = self.broker.functions.record(tenant, namespace, name)
+        except NotFound:
+            return report
+        if record.state != "RUNNING" or not record.code_key:  # (a functionArn alone is not run yet)
+            return report
+        config = FunctionConfig.model_validate_json(record.config)
+        report.served = True
+        deadline = self.broker.clock.now_ms() + budget_ms
+        consumer = dispatcher_consumer(config)
+        partitions = subscribe_inputs(self.broker, config, lease_ms=max(budget_ms, 30_000))
+        subscription = config.subscription
+        while self.broker.clock.now_ms() < deadline:
+            batches = self._receive(partitions, subscription, consumer)
+            if not batches:
+                break
+            self._run(config, record.version, batches, subscription, consumer, report)
+        return report
+
+    def _receive(self, partitions: list[TopicName], subscription: str, consumer: str) -> list[_Received]:
+        from magnetar.client.message import Message as ClientMessage
+
+        out, room = [], self.batch_messages
+        for partition in partitions:
+            if room <= 0:
+                break
+            received = self.broker.subscriptions.receive(partition, subscription, consumer, max_messages=room,
+                                                         wait_ms=0, request_id=uuid.uuid4().hex)
+            got = _Received(partition, received.epoch)
+            for delivered in received.entries:
+                entry = delivered.entry
+                if entry.hole or entry.chunk is not None:
+                    continue  # (chunked inputs are not reassembled by the dispatcher yet)
+                got.messages.extend(ClientMessage.from_entry(entry, partition.partition_index,
+                                                             delivered.redelivery_count, set(delivered.acked_indexes)))
+            if got.messages:
+                out.append(got)
+                room -= len(got.messages)
+        return out
+
+    def _run(self, config: FunctionConfig, version: int, batches: list[_Received], subscription: str,
+             consumer: str, report: ServeReport) -> None:
+        from magnetar.functions.invocation import message_json
+
+        messages = [m for b in batches for m in b.messages]
+        report.received += len(messages)
+        guarantee = config.processingGuarantees
+        stats = FunctionStats(self.broker.metadata, config.fqfn)
+        if guarantee is ProcessingGuarantees.ATMOST_ONCE:
+            self._acknowledge(batches, {_id(m): ACK for m in messages}, subscription, consumer, report)
+        event = {"fqfn": config.fqfn, "version": version, "messages": [message_json(m) for m in messages]}
+        report.invocations += 1
+        try:
+            result = self.invoker.invoke(config.fqfn, event)
+            if "errorMessage" in result and "results" not in result:
+                raise RuntimeError(f"{result.get('errorType', 'Error')}: {result['errorMessage']}")
+        except Exception as exc:
+            log.warning("%s: the invocation failed: %r", config.fqfn, exc)
+            report.failures += 1
+            stats.add({"received": len(messages), "systemExceptions": 1,
+                       "latestSystemExceptions": [_exception(exc, self.broker.clock.now_ms())]})
+            if guarantee is not ProcessingGuarantees.ATMOST_ONCE:
+                self._acknowledge(batches, {_id(m): NACK for m in messages}, subscription, consumer, report)
+            return
+        actions = {str(r["messageId"]): str(r["action"]) for r in result.get("results") or []}
+        try:
+            self._store(config, result.get("outputs") or [])
+            report.published += len(result.get("outputs") or [])
+        except Exception as exc:  # nothing is acknowledged: all of it comes again (EFFECTIVELY_ONCE: deduplicated)
+            log.warning("%s: storing the outputs failed: %r", config.fqfn, exc)
+            stats.add({**(result.get("stats") or {}), "systemExceptions": 1 + int((result.get("stats") or {})
+                                                                                  .get("systemExceptions", 0)),
+                       "latestSystemExceptions": [_exception(exc, self.broker.clock.now_ms())]})
+            if guarantee is not ProcessingGuarantees.ATMOST_ONCE:
+                self._acknowledge(batches, {_id(m): NACK for m in messages}, subscription, consumer, report)
+            return
+        stats.add(result.get("stats") or {})
+        if guarantee is ProcessingGuarantees.ATMOST_ONCE:
+            return
+        decided = {}
+        for message in messages:
+            action = actions.get(_id(message), NACK)
+            # "none": the function left it (autoAck off, or the invocation stopped before it): redelivered
+            decided[_id(message)] = ACK if action in (ACK, DEAD_LETTER) else (NACK if action == NACK else "none")
+            if action == DEAD_LETTER:
+                report.dead_lettered += 1
+        self._acknowledge(batches, decided, subscription, consumer, report)
+
+    def _store(self, config: FunctionConfig, outputs: list[dict[str, Any]]) -> None:
+        """The outputs in order, each its own entry (EFFECTIVELY_ONCE: with its producer's sequence id)."""
+        import base64
+
+        deduplicated: set[str] = set()
+        for output in outputs:
+            topic = TopicName.parse(str(output["topic"]))
+            producer = output.get("producerName")
+            sequence = output.get("sequenceId")
+            if producer and sequence is not None and str(topic) not in deduplicated:
+                self._ensure_deduplication(topic)
+                deduplicated.add(str(topic))
+            message = Message(base64.b64decode(output.get("payload") or ""), output.get("key") or None,
+                              dict(output.get("properties") or {}), int(output.get("eventTime") or 0),
+                              output.get("orderingKey") or None)
+            batch = Batch.of([message], batched=False, sequence_id=int(sequence) if sequence is not None else -1)
+            target = self._route(topic, message.key)
+            self.broker.writer.append(target, batch, str(producer or f"{config.tenant}.{config.namespace}.{config.name}"))
+
+    def _route(self, topic: TopicName, key: str | None) -> TopicName:
+        partitions = self._partitions(topic)
+        if len(partitions) == 1:
+            return partitions[0]
+        if key:
+            return partitions[zlib.crc32(key.encode()) % len(partitions)]
+        self._round_robin += 1
+        return partitions[self._round_robin % len(partitions)]
+
+    def _ensure_deduplication(self, topic: TopicName) -> None:
+        from magnetar.core.ledger.writer import ensure_topic
+
+        base = topic.partitioned_topic
+        if TopicPolicies.of(self.broker.writer.policies(topic)).deduplication:
+            return
+        if not self.broker.metadata.get_partitions(base):
+            ensure_topic(self.broker.metadata, base, self.broker.clock.now_ms())
+        self.broker.admin.set_topic_policy(base, DEDUPLICATION, True)
+        self.broker.writer.forget_policies()
+
+    def _acknowledge(self, batches: list[_Received], actions: dict[str, str], subscription: str, consumer: str,
+                     report: ServeReport) -> None:
+        for got in batches:
+            entries: list[int] = []
+            batch: dict[int, tuple[int, list[int]]] = {}
+            nacks: list[int] = []
+            for message in got.messages:
+                action = actions.get(_id(message))
+                mid = message.message_id()
+                if action == ACK:
+                    report.acked += 1
+                    if mid.batch_index() < 0:
+                        entries.append(mid.entry_id())
+                    else:
+                        batch.setdefault(mid.entry_id(), (mid._batch_size, []))[1].append(mid.batch_index())
+                elif action in (NACK, "none"):
+                    report.nacked += 1
+                    if mid.entry_id() not in nacks:
+                        nacks.append(mid.entry_id())
+            acks = Acks(entries=tuple(entries), batch=tuple((e, n, tuple(ix)) for e, (n, ix) in batch.items()),
+                        nacks=tuple(nacks), nack_delay_ms=self.nack_delay_ms, epoch=got.epoch, consumer=consumer)
+            if acks:
+                self.broker.subscriptions.acknowledge(got.partition, subscription, acks)
+
+
+def _id(message: Any) -> str:
+    mid = message.message_id()
+    return f"{mid.ledger_id()}:{mid.entry_id()}:{mid.partition()}:{mid.batch_index()}"
+
+
+def _exception(exc: BaseException, now_ms: int) -> dict[str, Any]:
+    return {"exceptionString": repr(exc), "timestampMs": now_ms}
+
+
+# --- which functions a topic triggers ------------------------------------------------------------
+class FunctionTriggers:
+    """The functions consuming a topic (the registry's input index), cached per topic partition
+    for `period_ms` (a sealed batch's topics cost one read each per period, not per batch)."""
+
+    def __init__(self, broker: Broker, period_ms: int = TRIGGER_CACHE_MS,
+                 now_ms: Callable[[], int] | None = None) -> None:
+        self.broker = broker
+        self.period_ms = period_ms
+        self._now = now_ms or broker.clock.now_ms
+        self._cache: dict[str, tuple[int, list[str]]] = {}
+
+    def consumers_of(self, topic: str) -> list[str]:
+        base = str(TopicName.parse(topic).partitioned_topic)
+        now = self._now()
+        cached = self._cache.get(base)
+        if cached is not None and now - cached[0] < self.period_ms:
+            return cached[1]
+        found = self.broker.functions.consumers_of(base)
+        if len(self._cache) > 10_000:
+            self._cache.clear()
+        self._cache[base] = (now, found)
+        return found
+
+    def functions_of(self, topics: list[str]) -> list[str]:
+        found: set[str] = set()
+        for topic in set(topics):
+            try:
+                found.update(self.consumers_of(topic))
+            except Exception as exc:  # a name that is not a topic's (a journal key hashed): skipped
+                log.debug("no functions for %r: %r", topic, exc)
+        return sorted(found)
+
+    def trigger(self, topics: list[str], dispatchers: DispatcherInvoker) -> list[str]:
+        """Start a dispatcher for each function consuming one of `topics`; the functions started."""
+        started = self.functions_of(topics)
+        for fqfn in started:
+            try:
+                dispatchers.serve_async(fqfn)
+            except Exception as exc:  # the maintenance run serves what is left
+                log.warning("could not start the dispatcher of %s: %r", fqfn, exc)
+        return started
+
+
+def backlogged_functions(broker: Broker) -> list[str]:
+    """The RUNNING functions of this instance whose subscription has a backlog on an input
+    partition (messages not acknowledged yet, negatively acknowledged ones due for redelivery
+    among them): the maintenance run serves these, so nothing waits on a new message to come."""
+    found = []
+    metadata = broker.metadata
+    for tenant in metadata.list_tenants():
+        for namespace in metadata.list_namespaces(tenant):
+            for name in metadata.list_functions(tenant, namespace):
+                record = metadata.get_function(tenant, namespace, name)
+                if record is None or record.state != "RUNNING" or not record.code_key:
+                    continue
+                config = FunctionConfig.model_validate_json(record.config)
+                for topic in config.inputs:
+                    base = TopicName.parse(topic)
+                    count = metadata.get_partitions(base)
+                    partitions = [base.partition(i) for i in range(count)] if count else [base]
+                    views = metadata.get_subscription_views([(p, config.subscription) for p in partitions])
+                    if any(v.cursor is not None and v.writer is not None and v.cursor.backlog(v.writer.next_entry) > 0
+                           for v in views):
+                        found.append(record.fqfn)
+                        break
+    return found
