@@ -12,31 +12,13 @@ import httpx
 import pytest
 
 import magnetar
-from magnetar.local.cluster import free_port
+from magnetar.local.cluster import free_port, free_run
 from magnetar.local.instance import LocalInstance
-
-
-def _free_run(n: int) -> int:
-    """A first port with the n - 1 following ones free too."""
-    for _ in range(50):
-        base = free_port()
-        if base + n < 65535 and all(_free(base + i) for i in range(n)):
-            return base
-    raise RuntimeError("no run of free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 @pytest.fixture(scope="module")
 def instance() -> Iterator[LocalInstance]:
-    with LocalInstance(["east", "west"], port=_free_run(2), pulsar_port=_free_run(2), aws_port=free_port(),
+    with LocalInstance(["east", "west"], port=free_run(2), pulsar_port=free_run(2), aws_port=free_port(),
                        cluster_args=["--maintenance-interval", "0"]) as running:
         yield running
 
@@ -290,7 +272,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalIns
     key = new_secret_key()
     key_file = tmp_path_factory.mktemp("geo-auth") / "secret.key"
     key_file.write_bytes(key)
-    with LocalInstance(["east", "west"], port=_free_run(2), pulsar_port=0, aws_port=free_port(),
+    with LocalInstance(["east", "west"], port=free_run(2), pulsar_port=0, aws_port=free_port(),
                        cluster_args=["--maintenance-interval", "0", "--auth", "--token-secret-key", str(key_file),
                                      "--superuser-role", "admin"]) as running:
         yield running, key

@@ -109,6 +109,20 @@ def _submit(verb: str, fqfn: str | None, tenant: str | None, namespace: str | No
     return f"{t}/{ns}/{n}"
 
 
+def _options(classname: str | None, inputs: list[str] | None, topics_pattern: str | None, output: str | None,
+             log_topic: str | None, processing_guarantees: str | None, parallelism: int | None,
+             user_config: str | None, retain_ordering: bool | None, retain_key_ordering: bool | None,
+             max_message_retries: int | None, dead_letter_topic: str | None, subs_name: str | None,
+             subs_position: str | None, timeout_ms: int | None, cpu: float | None, ram: int | None) -> dict[str, Any]:
+    """pulsar-admin's options as FunctionConfig's fields (None: not given)."""
+    return {"className": classname, "inputs": split_list(inputs) or None, "topicsPattern": topics_pattern,
+            "output": output, "logTopic": log_topic, "processingGuarantees": processing_guarantees,
+            "parallelism": parallelism, "userConfig": user_config, "retainOrdering": retain_ordering,
+            "retainKeyOrdering": retain_key_ordering, "maxMessageRetries": max_message_retries,
+            "deadLetterTopic": dead_letter_topic, "subName": subs_name, "subscriptionPosition": subs_position,
+            "timeoutMs": timeout_ms, "cpu": cpu, "ram": ram}
+
+
 @functions_app.command("create")
 def create(fqfn: Fqfn = None, tenant: Tenant = None, namespace: NamespaceOpt = None, name: Name = None,
            py: Py = None, classname: ClassName = None, inputs: Inputs = None, topics_pattern: TopicsPattern = None,
@@ -119,12 +133,9 @@ def create(fqfn: Fqfn = None, tenant: Tenant = None, namespace: NamespaceOpt = N
            timeout_ms: TimeoutMs = None, cpu: Cpu = None, ram: Ram = None, service_url: ServiceUrl = DEFAULT_URL,
            auth_plugin: AuthPlugin = None, auth_params: AuthParams = None) -> None:
     """Register a function (its code: --py)."""
-    options = {"className": classname, "inputs": split_list(inputs) or None, "topicsPattern": topics_pattern,
-               "output": output, "logTopic": log_topic, "processingGuarantees": processing_guarantees,
-               "parallelism": parallelism, "userConfig": user_config, "retainOrdering": retain_ordering,
-               "retainKeyOrdering": retain_key_ordering, "maxMessageRetries": max_message_retries,
-               "deadLetterTopic": dead_letter_topic, "subName": subs_name, "subscriptionPosition": subs_position,
-               "timeoutMs": timeout_ms, "cpu": cpu, "ram": ram}
+    options = _options(classname, inputs, topics_pattern, output, log_topic, processing_guarantees, parallelism,
+                       user_config, retain_ordering, retain_key_ordering, max_message_retries, dead_letter_topic,
+                       subs_name, subs_position, timeout_ms, cpu, ram)
     created = _submit("create", fqfn, tenant, namespace, name, py, options, service_url, auth_plugin, auth_params)
     console.print(f"Created {created} successfully")
 
@@ -139,12 +150,9 @@ def update(fqfn: Fqfn = None, tenant: Tenant = None, namespace: NamespaceOpt = N
            timeout_ms: TimeoutMs = None, cpu: Cpu = None, ram: Ram = None, service_url: ServiceUrl = DEFAULT_URL,
            auth_plugin: AuthPlugin = None, auth_params: AuthParams = None) -> None:
     """Update a function: the options given replace the stored ones (new code: --py)."""
-    options = {"className": classname, "inputs": split_list(inputs) or None, "topicsPattern": topics_pattern,
-               "output": output, "logTopic": log_topic, "processingGuarantees": processing_guarantees,
-               "parallelism": parallelism, "userConfig": user_config, "retainOrdering": retain_ordering,
-               "retainKeyOrdering": retain_key_ordering, "maxMessageRetries": max_message_retries,
-               "deadLetterTopic": dead_letter_topic, "subName": subs_name, "subscriptionPosition": subs_position,
-               "timeoutMs": timeout_ms, "cpu": cpu, "ram": ram}
+    options = _options(classname, inputs, topics_pattern, output, log_topic, processing_guarantees, parallelism,
+                       user_config, retain_ordering, retain_key_ordering, max_message_retries, dead_letter_topic,
+                       subs_name, subs_position, timeout_ms, cpu, ram)
     updated = _submit("update", fqfn, tenant, namespace, name, py, options, service_url, auth_plugin, auth_params)
     console.print(f"Updated {updated} successfully")
 

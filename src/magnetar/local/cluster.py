@@ -75,6 +75,24 @@ def free_port() -> int:
         return port
 
 
+def free_run(n: int) -> int:
+    """A first port with the n - 1 following ones free too (a local instance's clusters)."""
+    for _ in range(50):
+        base = free_port()
+        if base + n < 65535 and all(_is_free(base + i) for i in range(n)):
+            return base
+    raise RuntimeError("no run of free ports")
+
+
+def _is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def _wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

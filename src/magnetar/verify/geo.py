@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import os
 import random
-import socket
 import threading
 import time
 import uuid
@@ -216,7 +215,7 @@ class GeoVerifier:
         return results
 
     def run_one(self, plan: GeoPlan) -> GeoRun:
-        from magnetar.local.cluster import free_port
+        from magnetar.local.cluster import free_port, free_run
         from magnetar.local.fidelity import AwsFidelity
         from magnetar.local.instance import LocalInstance
 
@@ -474,26 +473,6 @@ def _request(method: str, url: str) -> None:
     response = httpx.request(method, url, timeout=10)
     if response.status_code >= 300:
         raise RuntimeError(f"{method} {url}: {response.status_code} {response.text[:200]}")
-
-
-def free_run(n: int) -> int:
-    """A first port with the n - 1 following ones free too (a local instance's clusters)."""
-    from magnetar.local.cluster import free_port
-
-    for _ in range(50):
-        base = free_port()
-        if base + n < 65535 and all(_free(base + i) for i in range(n)):
-            return base
-    raise RuntimeError("no run of free ports")
-
-
-def _free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 def summarize(runs: list[GeoRun]) -> dict[str, Any]:
