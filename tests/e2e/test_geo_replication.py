@@ -298,6 +298,7 @@ def test_with_authentication_replicators_come_in_as_superusers_and_nobody_else_m
         producer = east.create_producer(topic, producer_name="p-app")
         for i in range(5):
             producer.send(f"s{i}".encode())
+        _maintenance(instance, "east")  # a first append refused while west was still starting is sent again
         messages = _receive_all(consumer, 5)
         assert [m.data() for m in messages] == [f"s{i}".encode() for i in range(5)]
         assert {m.replicated_from() for m in messages} == {"east"}
