@@ -32,8 +32,10 @@ def test_10k_messages_from_2_producers_reach_2_shared_consumers_exactly_once(
     client: magnetar.Client, topic: str
 ) -> None:
     consumers = [
+        # a poll claims up to the receiver queue's size: 100 (not 1,000) so that one consumer's
+        # polls cannot take the whole backlog while the other's are in flight (both get work)
         client.subscribe(topic, "shared", consumer_type=magnetar.ConsumerType.Shared, consumer_name=f"c{i}",
-                         initial_position=magnetar.InitialPosition.Earliest)
+                         initial_position=magnetar.InitialPosition.Earliest, receiver_queue_size=100)
         for i in range(2)
     ]
     sent: dict[str, bytes] = {}
