@@ -42,8 +42,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     outcome = sealer.seal(records, plan.states)
     pushed = push.dispatch_journal_batch(plan)  # to the connections found now, served from memory
     # Pulsar Functions: a dispatcher for each function consuming a topic of the batch (async)
-    triggered = build_triggers().trigger(
-        [r.partition_key for r in records if not r.partition_key.startswith("sha256:")], LambdaDispatcherInvoker())
+    triggered = build_triggers().trigger_batch([r.data for r in records], LambdaDispatcherInvoker())
     # geo-replication: the sealed entries of topics with other clusters, to those clusters
     replicated = build_replicator().replicate_batch(records, build_broker().cache)
     # One metrics object per invocation: Powertools' shared Metrics keeps accumulating while

@@ -169,3 +169,19 @@ def test_a_broker_knows_its_cluster_name() -> None:
     broker = Broker(metadata, MemorySegmentStore(), MemoryJournal(clock), clock, cluster_name="east")
     assert broker.admin.namespace_replication_clusters(NS) == ["east"]
     assert broker.admin.list_clusters() == ["east"]
+
+
+def test_clusters_joining_the_instance_all_stay_allowed_by_public() -> None:
+    from magnetar.adapters.memory import MemoryMetadataStore
+    from magnetar.core.admin import AdminService
+    from magnetar.core.clusters import ClusterData
+    from magnetar.core.ports import SystemClock, TenantInfo
+
+    store = MemoryMetadataStore()
+    store.create_tenant(TenantInfo("public", (), ("standalone",)))  # the bootstrap's, before any cluster records itself
+    for name in ("east", "west", "east"):  # a restart joins again: nothing changes
+        AdminService(store, SystemClock(), cluster_name=name).join_instance(name, ClusterData(f"http://{name}:8080"))
+    tenant = store.get_tenant("public")
+    assert tenant is not None and tenant.allowed_clusters == ("east", "west")  # the unrecorded standalone left
+    assert sorted(store.list_clusters()) == ["east", "west"]
+    assert store.get_cluster("west") == ClusterData("http://west:8080")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from magnetar.core.clusters import GLOBAL_CLUSTER, STANDALONE, ClusterData, valid_cluster_name
@@ -17,7 +18,7 @@ from magnetar.core.errors import (
     StalePolicies,
     TopicLimitReached,
 )
-from magnetar.core.naming import NamespaceName, TopicName, check_entity
+from magnetar.core.naming import DEFAULT_TENANT, NamespaceName, TopicName, check_entity
 from magnetar.core.policies import (
     BACKLOG_QUOTA,
     MAX_TOPICS,
@@ -115,6 +116,23 @@ class AdminService:
     def update_cluster(self, name: str, data: ClusterData) -> None:
         if not self.metadata.update_cluster(name, data.check()):
             raise NotFound(f"Cluster {name} does not exist")
+
+    def join_instance(self, name: str, data: ClusterData) -> None:
+        """A deployment records itself as a cluster of the instance (created or updated: running it
+        again changes nothing) and joins tenant `public`'s allowed clusters. Clusters `public`
+        names that were never recorded (the bootstrap's `standalone` under another cluster name)
+        leave its list; the tenant is written conditionally on what was read, so clusters joining
+        at once all stay allowed."""
+        if not self.metadata.create_cluster(name, data):
+            self.metadata.update_cluster(name, data)
+        for _ in range(POLICY_WRITE_ATTEMPTS):
+            tenant = self.metadata.get_tenant(DEFAULT_TENANT)
+            if tenant is None or name in tenant.allowed_clusters:
+                return
+            known = {*self.metadata.list_clusters(), GLOBAL_CLUSTER}
+            allowed = (*(c for c in tenant.allowed_clusters if c in known), name)
+            self.metadata.update_tenant(replace(tenant, allowed_clusters=allowed), expected=tenant)
+        raise RetryableError(f"Tenant {DEFAULT_TENANT} keeps changing: cluster {name} not added; retry")
 
     def delete_cluster(self, name: str) -> None:
         """Pulsar's deleteCluster: refused (412) while a tenant allows the cluster or a namespace

@@ -21,6 +21,7 @@ only, so sealing an envelope copies its entries' bytes, still without re-encodin
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -362,6 +363,20 @@ def record_entries(data: bytes) -> list[bytes]:
         return [bytes(item) for item in items[1:]]
     except Exception as exc:
         raise InvalidInput(f"Undecodable journal record: {exc}") from None
+
+
+def batch_topics(records: Iterable[bytes]) -> dict[str, int]:
+    """The topic partitions a journal batch holds, each with its lowest entry id there (records
+    that do not decode are skipped: the sealer reports them)."""
+    first: dict[str, int] = {}
+    for data in records:
+        try:
+            headers = [peek_header(item) for item in record_entries(data)]
+        except InvalidInput:
+            continue
+        for header in headers:
+            first[header.topic] = min(first.get(header.topic, header.entry_id), header.entry_id)
+    return first
 
 
 def record_headers(data: bytes) -> list[tuple[bytes, Entry]]:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
-from magnetar.core.entry import Batch, Entry, Origin, decode_entry, peek_header, record_entries
+from magnetar.core.entry import Batch, Entry, Origin, batch_topics, decode_entry, peek_header, record_entries
 from magnetar.core.errors import InvalidInput, RetryableError
 from magnetar.core.key_shared import key_hash
 from magnetar.core.ledger.reader import EntryCache, EntryReader
@@ -133,22 +133,18 @@ class Replicator:
     def replicate_batch(self, records: list[JournalRecord], cache: EntryCache) -> list[ReplicationResult]:
         """After a journal batch is sealed: replicate its topics that have other clusters, their
         entries taken from the batch (put in the reader's cache: no segment read)."""
-        first: dict[str, int] = {}
-        replicated: dict[str, bool] = {}
+        first = {topic: entry for topic, entry in batch_topics(r.data for r in records).items()
+                 if self.remotes_of(TopicName.parse(topic))}
+        if not first:
+            return []
         for record in records:
             try:
                 items = record_entries(record.data)
-            except InvalidInput:
+            except InvalidInput:  # (the sealer reports it)
                 continue
             for data in items:
                 header = peek_header(data)
-                topic = header.topic
-                if topic not in replicated:
-                    replicated[topic] = bool(self.remotes_of(TopicName.parse(topic)))
-                if not replicated[topic]:
-                    continue
-                first[topic] = min(first.get(topic, header.entry_id), header.entry_id)
-                if not header.hole:
+                if header.topic in first and not header.hole:
                     cache.put(decode_entry(data))
         return self.replicate([TopicName.parse(t) for t in first], first)
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import signal
@@ -296,16 +295,13 @@ class LocalCluster:
             self._start_proxy(self.pulsar_port)
 
     def register_cluster(self) -> None:
-        """Record this cluster in the instance's configuration store with its URLs (created or
-        updated: running it again changes nothing), and make tenant `public` allow it. Clusters
-        `public` names that were never recorded (the bootstrap's `standalone` under another
-        cluster name) leave its list; each cluster records itself before it joins the list, so a
-        concurrent start of another cluster of the instance keeps its place (the list is read and
-        written again until it holds this cluster)."""
+        """Record this cluster, with its URLs, in the instance's configuration store and let tenant
+        `public` allow it (the core's `AdminService.join_instance`, as the stack's registration does)."""
         from magnetar.adapters.aws.clients import client
         from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
-        from magnetar.config import DEFAULT_TENANT
-        from magnetar.core.clusters import GLOBAL_CLUSTER, ClusterData
+        from magnetar.core.admin import AdminService
+        from magnetar.core.clusters import ClusterData
+        from magnetar.core.ports import SystemClock
 
         names = self.names
         store = DynamoMetadataStore(names.table, config_table=names.config_table,
@@ -320,16 +316,7 @@ class LocalCluster:
         data = ClusterData(service_url=self.url, broker_service_url=self.pulsar_url or "",
                            broker_service_url_tls=self.pulsar_tls_url or "", authentication_plugin=plugin,
                            authentication_parameters=parameters)
-        if not store.create_cluster(self.cluster_name, data):
-            store.update_cluster(self.cluster_name, data)
-        for _ in range(10):
-            tenant = store.get_tenant(DEFAULT_TENANT)
-            if tenant is None or self.cluster_name in tenant.allowed_clusters:
-                return
-            known = {*store.list_clusters(), GLOBAL_CLUSTER}
-            allowed = (*(c for c in tenant.allowed_clusters if c in known), self.cluster_name)
-            store.update_tenant(dataclasses.replace(tenant, allowed_clusters=allowed), expected=tenant)
-        raise RuntimeError(f"tenant {DEFAULT_TENANT} does not allow cluster {self.cluster_name}: written 10 times")
+        AdminService(store, SystemClock(), cluster_name=self.cluster_name).join_instance(self.cluster_name, data)
 
     def _start_proxy(self, port: int) -> None:
         """The binary protocol proxy, in process, on the same core and adapters as the broker function."""

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.core.acks import Acks
-from magnetar.core.entry import Batch, Message
+from magnetar.core.entry import Batch, Message, batch_topics
 from magnetar.core.errors import NotFound
 from magnetar.core.naming import TopicName
 from magnetar.core.policies import DEDUPLICATION, TopicPolicies
@@ -373,6 +373,12 @@ class FunctionTriggers:
             except Exception as exc:  # a name that is not a topic's (a journal key hashed): skipped
                 log.debug("no functions for %r: %r", topic, exc)
         return sorted(found)
+
+    def trigger_batch(self, records: list[bytes], dispatchers: DispatcherInvoker) -> list[str]:
+        """After a journal batch is sealed: start a dispatcher for each function consuming one of
+        its topics (read from the entries, not from the records' partition keys, which are hashed
+        for long names); the functions started."""
+        return self.trigger(list(batch_topics(records)), dispatchers)
 
     def trigger(self, topics: list[str], dispatchers: DispatcherInvoker) -> list[str]:
         """Start a dispatcher for each function consuming one of `topics`; the functions started."""
