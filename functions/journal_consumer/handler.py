@@ -36,7 +36,13 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         for r in KinesisStreamEvent(event).records
     ]
     sealer = build_broker().sealer
-    held_ms = sealer.hold(records)  # a busy shard's small batch waits for its seal latency target
+    # a busy shard's small batch waits for its seal latency target, and what arrives meanwhile is
+    # read ahead and sealed with it; records this container sealed from its last read-ahead are skipped
+    gathered = sealer.gather(records)
+    records = gathered.records
+    if not records:
+        logger.info("sealed already", extra={"skipped": gathered.skipped})
+        return {"batchItemFailures": []}
     push = build_push()
     plan = push.plan_journal_batch(records)  # the batch's seal states and the entries it settles
     outcome = sealer.seal(records, plan.states)
@@ -68,8 +74,10 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         per_remote.add_metric("ReplicationBacklog", MetricUnit.Count, backlog)
         per_remote.add_metric("ReplicationDelay", MetricUnit.Milliseconds, delay_ms)
         per_remote.flush_metrics()
-    logger.info("sealed", extra={"outcome": outcome.__dict__, "records": len(records), "held_ms": held_ms,
+    logger.info("sealed", extra={"outcome": outcome.__dict__, "records": len(records), "held_ms": gathered.held_ms,
+                                 "read_ahead": gathered.read_ahead, "skipped": gathered.skipped,
                                  "pushed": pushed.__dict__, "functions": triggered})
-    if outcome.retry_from is not None:
-        return {"batchItemFailures": [{"itemIdentifier": outcome.retry_from}]}
+    retry_from = sealer.settle(gathered, outcome)
+    if retry_from is not None:
+        return {"batchItemFailures": [{"itemIdentifier": retry_from}]}
     return {"batchItemFailures": []}

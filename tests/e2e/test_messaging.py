@@ -207,3 +207,54 @@ def test_a_batch_receive_short_last_time_waits_in_the_client_and_looks_once(clus
     assert after["invocations"] - broker["invocations"] <= 2  # (a lease heartbeat may fall in the window)
     assert after["duration_ms_total"] - broker["duration_ms_total"] < 300
     consumer.close()
+
+
+def test_a_busy_topics_poll_says_when_its_next_seal_is_due(cluster, client, topic) -> None:  # type: ignore[no-untyped-def]
+    """While a producer keeps a topic busy, a poll's answer says when the next seal is due
+    (`nextSealInMs`), and the SDK's batch receive, which looks no earlier, still gets every message."""
+    import httpx
+
+    from magnetar.client.transport import topic_path
+    from magnetar.core.naming import TopicName
+
+    consumer = client.subscribe(topic, "paced", initial_position=magnetar.InitialPosition.Earliest,
+                                batch_receive_policy=magnetar.ConsumerBatchReceivePolicy(1000, -1, 100))
+    http = httpx.Client(base_url=cluster.url, timeout=30)
+    path = f"/magnetar/v1/consumer/{topic_path(TopicName.parse(topic))}/probe/probe"
+    assert http.put(path, json={"subscriptionType": "Shared", "initialPosition": "Earliest"}).status_code in (200, 204)
+    producer = client.create_producer(topic, batching_max_publish_delay_ms=20)
+    stop = threading.Event()
+    sent: list[bytes] = []
+
+    def produce() -> None:
+        while not stop.is_set():
+            payload = f"m{len(sent)}".encode()
+            producer.send_async(payload, None)
+            sent.append(payload)
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    hints: list[int] = []
+    got: list[bytes] = []
+    deadline = time.monotonic() + 20
+    try:
+        while time.monotonic() < deadline and not hints:
+            answer = http.post(f"{path}/receive", json={"maxMessages": 1000, "waitMs": 0}).json()
+            if answer.get("nextSealInMs") is not None:
+                hints.append(answer["nextSealInMs"])
+            got += [m.data() for m in consumer.batch_receive()]
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join()
+        producer.flush()
+    assert hints and 0 < hints[0] <= 2_000
+    while len(got) < len(sent) and time.monotonic() < deadline + 20:
+        batch = consumer.batch_receive()
+        for message in batch:
+            consumer.acknowledge(message)
+        got += [m.data() for m in batch]
+    assert sorted(got) == sorted(sent)
+    consumer.close()
+    http.close()

@@ -208,3 +208,91 @@ def test_a_push_connection_announced_while_a_seal_is_prepared_fails_its_commit()
     assert again[str(T)].push_epoch == 1  # read again: its connections are looked up after this seal
     assert broker.sealer.seal(list(broker.journal.records)[1:], again).sealed_entries == 1
     assert broker.metadata.get_seal_states([str(T)])[str(T)].push_epoch == 1  # the commit leaves it as it is
+
+
+class ArrivingClock(ManualClock):
+    """A clock on which a message reaches the journal while the sealer holds its batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.during_hold: list[bytes] = []
+        self.broker: object = None
+
+    def sleep(self, seconds: float) -> None:
+        super().sleep(seconds)
+        for payload in self.during_hold:
+            self.broker.writer.append(T, Batch.of([Message(payload)]), "p")  # type: ignore[attr-defined]
+        self.during_hold = []
+
+
+def test_a_held_batch_reads_ahead_and_the_next_batch_skips_what_was_sealed() -> None:
+    """What reaches the shard while a busy shard's batch is held is sealed with it (one segment,
+    not two seals in a row), and the mapping's next batch, which starts with those records,
+    skips them in the container that sealed them."""
+    clock = ArrivingClock()
+    broker = memory_broker(clock)
+    clock.broker = broker
+    broker.writer.append(T, Batch.of([Message(b"a")]), "p")
+    first = broker.sealer.gather(list(broker.journal.records))
+    assert first.held_ms == 0 and first.read_ahead == 0  # a quiet shard: sealed at once, nothing read ahead
+    assert broker.sealer.settle(first, broker.sealer.seal(first.records)) is None
+    clock.advance(50)
+    broker.writer.append(T, Batch.of([Message(b"b")]), "p")
+    clock.during_hold = [b"c", b"d"]
+    second = broker.sealer.gather(list(broker.journal.records)[1:])  # the mapping's batch: b
+    assert second.held_ms > 0 and second.from_batch == 1 and second.read_ahead == 2
+    outcome = broker.sealer.seal(second.records)
+    assert outcome.sealed_entries == 3 and outcome.segments_written == 1
+    assert broker.sealer.settle(second, outcome) is None
+    broker.writer.append(T, Batch.of([Message(b"e")]), "p")
+    third = broker.sealer.gather(list(broker.journal.records)[1:])  # b, c, d (sealed here), then e
+    assert third.skipped == 3 and [r.data for r in third.records] == [broker.journal.records[4].data]
+    # another container (no read-ahead remembered) gets them all and skips them as a replay
+    elsewhere = Sealer(broker.metadata, broker.segments, broker.clock, broker.journal)
+    assert elsewhere.pacing.fresh(list(broker.journal.records)[1:]) == list(broker.journal.records)[1:]
+    assert elsewhere.seal(list(broker.journal.records)[1:]).sealed_entries == 1  # only e is new
+    state = broker.metadata.get_seal_states([str(T)])[str(T)]
+    assert state.next_entry == 5
+
+
+def test_a_record_read_ahead_that_cannot_be_sealed_yet_is_left_to_the_mapping() -> None:
+    from magnetar.core.ledger import Gathered, SealOutcome
+
+    broker = memory_broker()
+    for n in range(3):
+        broker.writer.append(T, Batch.of([Message(f"m{n}".encode())]), "p")
+    records = list(broker.journal.records)
+    gathered = Gathered(records, from_batch=1, held_ms=100, skipped=0)
+    # blocked at a record read ahead: the mapping's batch is done, the records before it are remembered
+    assert broker.sealer.settle(gathered, SealOutcome(retry_from=records[2].position.sequence)) is None
+    assert broker.sealer.pacing.fresh(records) == records[2:]
+    # blocked inside the mapping's batch: the mapping resumes there, nothing more is remembered
+    other = memory_broker()
+    blocked = Gathered(records, from_batch=2, held_ms=100, skipped=0)
+    assert other.sealer.settle(blocked, SealOutcome(retry_from=records[1].position.sequence)) == (
+        records[1].position.sequence)
+    assert other.sealer.pacing.fresh(records) == records
+
+
+def test_a_poll_says_when_a_busy_topics_next_seal_is_due() -> None:
+    """Two seals 250 ms apart: a poll 50 ms after the second hears the next is due in 200 ms (a
+    consumer that keeps up need not look before); once it is overdue, or for a quiet topic, nothing."""
+    from magnetar.core.ledger.pacing import next_seal_in_ms
+
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    broker.subscriptions.subscribe(T, "s", "c1", "Shared", "Earliest")
+    broker.writer.append(T, Batch.of([Message(b"a")]), "p")
+    broker.sealer.seal(list(broker.journal.records))
+    first = broker.subscriptions.receive(T, "s", "c1", 100)
+    assert [d.entry.entry_id for d in first.entries] == [0] and first.next_seal_in_ms is None  # one seal: no cadence
+    clock.advance(250)
+    broker.writer.append(T, Batch.of([Message(b"b")]), "p")
+    broker.sealer.seal(list(broker.journal.records)[1:])
+    clock.advance(50)
+    second = broker.subscriptions.receive(T, "s", "c1", 100)
+    assert [d.entry.entry_id for d in second.entries] == [1] and second.next_seal_in_ms == 200
+    clock.advance(300)
+    assert broker.subscriptions.receive(T, "s", "c1", 100).next_seal_in_ms is None  # overdue: not predicted
+    seal = broker.metadata.get_seal_states([str(T)])[str(T)]
+    assert next_seal_in_ms(seal, seal.recent_segments[-1].created_at) == 250

@@ -33,6 +33,9 @@ class RefusingJournal:
     def read_after(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         return self.inner.read_after(*args, **kwargs)
 
+    def read_shard_after(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return self.inner.read_shard_after(*args, **kwargs)
+
 
 def batch(text: str, seq: int = -1) -> Batch:
     return Batch.of([Message(text.encode())], sequence_id=seq, highest_sequence_id=seq)

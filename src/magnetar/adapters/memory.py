@@ -78,6 +78,16 @@ class MemoryJournal:
         out = [r for r in self.records[start:] if r.partition_key == partition_key and (after or r.arrival_ms >= since_ms)]
         return out[:max_records]
 
+    def read_shard_after(self, after: JournalPosition, max_records: int, max_bytes: int) -> list[JournalRecord]:
+        out: list[JournalRecord] = []
+        size = 0
+        for r in self.records[int(after.sequence) + 1:][:max_records]:
+            if out and size + len(r.data) > max_bytes:
+                break
+            out.append(r)
+            size += len(r.data)
+        return out
+
 
 class MemorySegmentStore:
     def __init__(self) -> None:

@@ -48,6 +48,9 @@ ACK_GROUP_S = 0.1
 ACK_MAX_DELAY_S = 1.0
 HEARTBEAT_S = 10.0
 MAX_POLL_MS = 20_000
+# a seal is readable this long after the time the broker predicts for it (its segment's write,
+# then the S3 put and the commit): a look this much after it finds it
+SEAL_VISIBLE_S = 0.05
 
 
 def ack_flush_due(waited_s: float, polling: bool) -> bool:
@@ -123,6 +126,7 @@ class Consumer(ConsumerBase):
         self._pending = AckGroup()
         self._closed = threading.Event()
         self._batch_short = False  # the previous batch receive's poll ended short of its count
+        self._next_seal_at: float | None = None  # when the topic's next seal is due (monotonic), if known
         # polled by a partitioned consumer's shared poll (client/partitioned.py), which then
         # takes its messages (`_sink`), its acks and its heartbeats: this one polls nothing itself
         self._grouped = False
@@ -168,8 +172,18 @@ class Consumer(ConsumerBase):
                 wait_ms = max(0, self._batch_policy.timeout_ms)
                 if self._batch_short and 0 < wait_ms <= LOOK_ONCE_MAX_WAIT_MS:
                     # short of its count last time: this one would be too, so wait here and look once
-                    # at the end; a broker function waiting bills its memory for the whole wait
-                    self._closed.wait(wait_ms / 1000)
+                    # at the end (a broker function waiting bills its memory for the whole wait), or
+                    # as soon as the topic's next seal is due; not at all when it is due after the wait
+                    wait_s = wait_ms / 1000
+                    due = self._next_seal_at
+                    if due is not None:
+                        readable_in = due + SEAL_VISIBLE_S - time.monotonic()
+                        if readable_in > wait_s:
+                            self._closed.wait(wait_s)
+                            self._check_open()
+                            return self._take_batch(limit)
+                        wait_s = max(0.0, readable_in)
+                    self._closed.wait(wait_s)
                     self._check_open()
                     wait_ms = 0
                 self._poll(wait_ms, min_messages=want, max_messages=max(want, 1))
@@ -313,6 +327,8 @@ class Consumer(ConsumerBase):
         except exceptions.PulsarException:
             self._restore_acks(acks)
             raise
+        next_seal_in_ms = response.get("nextSealInMs")
+        self._next_seal_at = None if next_seal_in_ms is None else time.monotonic() + int(next_seal_in_ms) / 1000
         self._accept(response["entries"], int(response.get("epoch", self._epoch)), generation)
 
     def _accept(self, wires: list[dict[str, Any]], epoch: int, generation: int | None = None) -> None:

@@ -35,9 +35,10 @@ from magnetar.core.errors import (
 )
 from magnetar.core.key_shared import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.ledger import EntryReader, ensure_topic
+from magnetar.core.ledger.pacing import next_seal_in_ms
 from magnetar.core.naming import TopicName, check_consumer_name, check_subscription
 from magnetar.core.policies import TopicPolicies, subscription_limit_reason
-from magnetar.core.ports import Clock, MetadataStore, SubscriptionView
+from magnetar.core.ports import Clock, MetadataStore, SealState, SubscriptionView
 from magnetar.core.replication import is_replicator
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,9 @@ UNKNOWN_END = 2**62  # "the writer may be anywhere": the journal tail read finds
 class Received:
     entries: list[DeliveredEntry]
     epoch: int  # the cursor's epoch: acknowledgements must carry it (a seek bumps it)
+    # when the topic's next seal is due (ms from now; None: unknown): a consumer that keeps up and
+    # found its batch short need not look again before then (`ledger.pacing.next_seal_in_ms`)
+    next_seal_in_ms: int | None = None
 
 
 @dataclass
@@ -89,6 +93,7 @@ class SubscriptionService:
         self.policies = policies  # the topic's effective policies (cached by the ledger writer)
         self.claims = Claims(metadata, reader, clock, policies)  # the in-memory half of a step
         self._short: dict[tuple[str, str, str], bool] = {}  # (topic, subscription, consumer): last poll short
+        self._seals: dict[str, SealState] = {}  # topic -> the seal state its last look here saw
 
     # --- subscribe / close ---------------------------------------------------------------
     def subscribe(
@@ -232,7 +237,10 @@ class SubscriptionService:
         if len(self._short) > 10_000:
             self._short.clear()
         self._short[key] = sum(d.entry.num_messages for d in received.entries) < min_messages
-        return received
+        seal = self._seals.get(str(topic))
+        if seal is None:
+            return received
+        return replace(received, next_seal_in_ms=next_seal_in_ms(seal, self.clock.now_ms()))
 
     def _poll(self, topic: TopicName, subscription: str, consumer: str, max_messages: int, request_id: str,
               acks: Acks, min_messages: int, deadline: int) -> Received:
@@ -287,6 +295,9 @@ class SubscriptionService:
                 view = refill
             else:
                 view = self.metadata.get_subscription_view(topic, subscription)
+            if len(self._seals) > 10_000:
+                self._seals.clear()
+            self._seals[str(topic)] = view.seal
             pristine = copy.deepcopy(view)
             step = self.step(topic, view, consumer, max_messages, request_id, acks, self.clock.now_ms(),
                              subscription=subscription)

@@ -71,6 +71,9 @@ class KinesisJournal:
         # a tailing reader continues with one GetRecords instead of GetShardIterator + GetRecords.
         # Iterators live 5 minutes; an expired one falls back to a new iterator.
         self._next_iterators: dict[str, tuple[str, str]] = {}
+        # shard -> (sequence of the last record of the last page read ahead, the iterator after it):
+        # the journal consumer's read-ahead continues where its previous one ended with one GetRecords
+        self._shard_iterators: dict[str, tuple[str, str]] = {}
 
     def append(self, partition_key: str, data: bytes, patience_s: float | None = None) -> JournalPosition:
         """One PutRecord. A shard's write throughput (1 MiB/s) refuses a large record until its
@@ -154,6 +157,41 @@ class KinesisJournal:
                 Timestamp=datetime.fromtimestamp(max(since_ms, 0) / 1000, tz=UTC),
             )["ShardIterator"]
         return self._read_pages(partition_key, shard_id, iterator, max_records)
+
+    def read_shard_after(self, after: JournalPosition, max_records: int, max_bytes: int) -> list[JournalRecord]:
+        """One GetRecords on `after`'s shard (after a GetShardIterator unless the previous read ahead
+        ended at or before `after`), one attempt: a throttled read (the shard's 5 reads a second
+        are shared) or an expired iterator gives [], the caller seals what it has."""
+        cached = self._shard_iterators.pop(after.shard_id, None)
+        try:
+            start = after.sequence
+            if cached is not None and int(cached[0]) <= int(after.sequence):
+                start, iterator = cached
+            else:
+                iterator = self._writer.get_shard_iterator(
+                    StreamName=self.stream, ShardId=after.shard_id,
+                    ShardIteratorType="AFTER_SEQUENCE_NUMBER", StartingSequenceNumber=after.sequence,
+                )["ShardIterator"]
+            page = self._writer.get_records(ShardIterator=iterator, Limit=max(1, min(max_records, 10_000)))
+        except (ClientError, BotoConnectionError, HTTPClientError):
+            return []
+        out: list[JournalRecord] = []
+        size, whole_page = 0, True
+        for r in page["Records"]:
+            if int(r["SequenceNumber"]) <= int(after.sequence):
+                continue  # read by the cached iterator, already in the caller's batch
+            if out and size + len(r["Data"]) > max_bytes:
+                whole_page = False
+                break
+            arrival = int(r["ApproximateArrivalTimestamp"].timestamp() * 1000)
+            out.append(JournalRecord(JournalPosition(after.shard_id, r["SequenceNumber"]), r["PartitionKey"],
+                                     r["Data"], arrival))
+            size += len(r["Data"])
+        following = page.get("NextShardIterator")
+        if whole_page and following:
+            last = page["Records"][-1]["SequenceNumber"] if page["Records"] else start
+            self._shard_iterators[after.shard_id] = (last, following)
+        return out
 
     def _read_pages(self, partition_key: str, shard_id: str, iterator: str, max_records: int) -> list[JournalRecord]:
         out: list[JournalRecord] = []

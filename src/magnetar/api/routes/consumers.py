@@ -114,7 +114,10 @@ def _bind(domain: str) -> None:
         )
         partition = name.partition_index
         entries = [entry_to_wire(d.entry, partition, d.redelivery_count, d.acked_indexes) for d in result.entries]
-        return json_response({"entries": entries, "epoch": result.epoch})
+        answer: dict[str, object] = {"entries": entries, "epoch": result.epoch}
+        if result.next_seal_in_ms is not None:
+            answer["nextSealInMs"] = result.next_seal_in_ms
+        return json_response(answer)
 
     @guarded(router, "POST", f"{base}/<consumer>/ack", Access.CONSUME, domain, request=AckRequest, response=AckResponse,
              errors=(405,))

@@ -24,7 +24,7 @@ by setting `ledger.common.WRITE_DEADLINE_MS` / `HOLE_GRACE_MS`.
 from magnetar.core.ledger import common
 from magnetar.core.ledger.common import HOLE_GRACE_MS, WRITE_DEADLINE_MS, journal_key, segment_key
 from magnetar.core.ledger.reader import EntryCache, EntryReader
-from magnetar.core.ledger.sealer import MAX_SEGMENT_BYTES, MAX_SEGMENT_ENTRIES, Sealer, SealOutcome
+from magnetar.core.ledger.sealer import MAX_SEGMENT_BYTES, MAX_SEGMENT_ENTRIES, Gathered, Sealer, SealOutcome
 from magnetar.core.ledger.writer import (
     MAX_ENTRIES_PER_APPEND,
     MAX_ENTRIES_PER_LEDGER,
@@ -58,6 +58,7 @@ __all__ = [
     "AppendResult",
     "EntryCache",
     "EntryReader",
+    "Gathered",
     "LedgerWriter",
     "SealOutcome",
     "Sealer",

@@ -13,9 +13,13 @@ next one gets. `SealPacing` turns that into the rule:
 - otherwise the batch is held until its oldest record has waited `latency_target_ms` since it
   reached the journal, and what arrives meanwhile gathers for the next invocation.
 
-A busy shard is therefore sealed about every half target (the held invocation, then the one that
-gathered during it), in segments that grow with the rate, and a message waits at most about the
-target plus a seal for it. The mapping's own batching window (`journalBatchingWindow`, whole
+When a batch was held, the sealer also reads ahead (`Sealer.gather`): what reached the shard
+during the hold is read with one GetRecords and sealed with the batch, instead of gathering for
+an invocation of its own that would be sealed at once (its oldest record having waited most of a
+target already). The mapping still delivers those records in its next batch; the container
+remembers how far it sealed (`gathered_through`) and that batch skips them (`fresh`). A busy
+shard is therefore sealed about once per target, in segments that grow with the rate, and a
+message waits at most about the target plus a seal for it. The mapping's own batching window (`journalBatchingWindow`, whole
 seconds) still adds to this for those who trade more latency for still fewer seals.
 
 Holding costs Lambda duration (at most the target per seal), priced in docs/cost-model.md: at
@@ -28,11 +32,29 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from magnetar.core.errors import InvalidInput
-from magnetar.core.ports import JournalRecord
+from magnetar.core.ports import JournalPosition, JournalRecord, SealState
 
 DEFAULT_SEAL_LATENCY_MS = 250  # keeps end-to-end p99 under ~700 ms at the defaults (docs/benchmarks.md)
 MAX_SEAL_LATENCY_MS = 10_000  # well inside the writers' 10 s deadline and the 60 s hole grace
 FULL_SEGMENT_BYTES = 1024 * 1024  # a batch this big is sealed at once: its PUT is well spent
+
+
+MAX_PREDICTED_SEAL_INTERVAL_MS = 2 * MAX_SEAL_LATENCY_MS // 10  # a slower cadence is not a busy topic's
+
+
+def next_seal_in_ms(seal: SealState, now_ms: int) -> int | None:
+    """When a busy topic's next seal is due, in ms from `now_ms`, from the cadence of its two newest
+    segments (a busy shard is sealed about once per latency target): a consumer that keeps up needs
+    no look before then. None when it cannot be told: a quiet topic is sealed as soon as something
+    arrives, and a seal already overdue is not predicted again."""
+    recent = seal.recent_segments
+    if len(recent) < 2:
+        return None
+    last = recent[-1].created_at
+    interval = last - recent[-2].created_at
+    if not 0 < interval <= MAX_PREDICTED_SEAL_INTERVAL_MS or last + interval <= now_ms:
+        return None
+    return last + interval - now_ms
 
 
 def check_seal_latency(ms: int) -> int:
@@ -50,6 +72,9 @@ class SealPacing:
     latency_target_ms: int = DEFAULT_SEAL_LATENCY_MS
     full_bytes: int = FULL_SEGMENT_BYTES
     _last_sealed: dict[str, int] = field(default_factory=dict)  # shard -> when its last batch was sealed here
+    # shard -> the sequence number through which this container sealed records it read ahead of
+    # the mapping (the mapping's next batch starts with them)
+    _gathered: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_seal_latency(self.latency_target_ms)
@@ -72,3 +97,18 @@ class SealPacing:
             if len(self._last_sealed) > 10_000:  # shards come and go with resharding
                 self._last_sealed.clear()
             self._last_sealed[records[0].position.shard_id] = now_ms
+
+    def fresh(self, records: Sequence[JournalRecord]) -> list[JournalRecord]:
+        """`records` (one shard's batch) without those this container already sealed from a read-ahead."""
+        if not records:
+            return []
+        through = self._gathered.get(records[0].position.shard_id)
+        if through is None:
+            return list(records)
+        return [r for r in records if int(r.position.sequence) > through]
+
+    def gathered_through(self, position: JournalPosition) -> None:
+        """Note that every record of `position`'s shard through it is sealed (read ahead of the mapping)."""
+        if len(self._gathered) > 10_000:
+            self._gathered.clear()
+        self._gathered[position.shard_id] = int(position.sequence)

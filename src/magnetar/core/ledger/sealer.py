@@ -45,6 +45,8 @@ MAX_SEGMENT_BYTES = 16 * 1024 * 1024
 MAX_FENCE_ENTRIES = 5_000  # tombstones in one journal record (~60 bytes each)
 FENCE_EVERY_MS = 1_000  # the same missing ids are tombstoned again at most this often (per container)
 SEAL_CONCURRENCY = 16  # topics of one journal batch sealed at once (I/O bound: S3 put, DynamoDB commit)
+READ_AHEAD_RECORDS = 10_000  # a read-ahead is one GetRecords (at most 10,000 records)
+READ_AHEAD_BYTES = 4 * 1024 * 1024  # and about this many bytes with the batch (the function's memory)
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,21 @@ class SealOutcome:
         for f in fields(self):
             if f.name != "retry_from":
                 setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What one journal-consumer invocation seals (`Sealer.gather`): the mapping's batch without
+    the records this container already sealed from a read-ahead, then those it read ahead now."""
+
+    records: list[JournalRecord]
+    from_batch: int  # how many of `records` came in the mapping's batch (the rest were read ahead)
+    held_ms: int
+    skipped: int  # records of the mapping's batch sealed already (read ahead by the previous invocation)
+
+    @property
+    def read_ahead(self) -> int:
+        return len(self.records) - self.from_batch
 
 
 @dataclass(frozen=True)
@@ -117,6 +134,7 @@ class Sealer:
         self.segments = segments
         self.clock = clock
         self.pacing = pacing or SealPacing()
+        self.journal = journal
         # topic -> the seal state this container's last commit left: the next batch of a shard
         # that continues exactly there needs no read (`seal_states`). Only a saving: a state
         # moved by another container fails the commit's condition, which forgets it here.
@@ -132,6 +150,35 @@ class Sealer:
         if held:
             self.clock.sleep(held / 1000)
         return held
+
+    def gather(self, records: list[JournalRecord]) -> Gathered:
+        """The records one invocation seals, from the mapping's batch `records` (one shard's): those
+        this container has not sealed yet, held as the pacing says, then what reached the shard
+        during the hold, read ahead with one GetRecords (best effort), so that it is sealed with
+        them rather than in an invocation of its own right after."""
+        fresh = self.pacing.fresh(records)
+        held = self.hold(fresh) if fresh else 0
+        ahead: list[JournalRecord] = []
+        if held and self.journal is not None:
+            room = READ_AHEAD_BYTES - sum(len(r.data) for r in fresh)
+            if room > 0:
+                ahead = self.journal.read_shard_after(fresh[-1].position, READ_AHEAD_RECORDS, room)
+        return Gathered(fresh + ahead, len(fresh), held, len(records) - len(fresh))
+
+    def settle(self, gathered: Gathered, outcome: SealOutcome) -> str | None:
+        """Once everything else the invocation does with `gathered` succeeded: the sequence number of
+        the mapping's batch to resume from (None: the whole batch is done). A record read ahead that
+        could not be sealed yet is not the mapping's to retry (it delivers it next anyway); what was
+        sealed before it is remembered, so that the next batch skips it."""
+        if outcome.retry_from is None:
+            done = len(gathered.records)
+        else:
+            done = next(i for i, r in enumerate(gathered.records) if r.position.sequence == outcome.retry_from)
+            if done < gathered.from_batch:
+                return outcome.retry_from
+        if done > gathered.from_batch:
+            self.pacing.gathered_through(gathered.records[done - 1].position)
+        return None
 
     def seal_states(self, first_ids: dict[str, int]) -> dict[str, SealState]:
         """The seal states of a batch's topics, given each topic's lowest entry id in the batch:

@@ -237,6 +237,11 @@ class Journal(Protocol):
         """Records with this partition key after `after` (or, when None, arrived since `since_ms`)."""
         ...
 
+    def read_shard_after(self, after: JournalPosition, max_records: int, max_bytes: int) -> list[JournalRecord]:
+        """Records of every key in `after`'s shard after it, in shard order, at most `max_records`
+        and about `max_bytes` (one read, best effort: [] when the shard's read budget is spent)."""
+        ...
+
 
 class SegmentStore(Protocol):
     """Immutable segment objects (S3)."""
