@@ -140,8 +140,10 @@ def _shape(w: Workload, p: Parameters, mode: Mode) -> Shape:
     busy = min(w.topic_partitions, shards)
     pps = w.topic_partitions / busy
     r_s = e / busy  # records per second on a busy shard
-    if w.journal_consumer_reads == "enhanced_fan_out":  # records pushed as they come; the pacing holds them
-        cadence = 2000 / (p.seal_latency_ms + 2 * w.seal_lambda_ms) if p.seal_latency_ms else r_s
+    if w.journal_consumer_reads == "enhanced_fan_out":
+        # records pushed as they come; the pacing holds a busy shard's batch for the target and reads
+        # ahead what came meanwhile: one seal per target (and its invocation's own time)
+        cadence = 1000 / (p.seal_latency_ms + w.seal_lambda_ms) if p.seal_latency_ms else r_s
     else:  # the polling mapping's batching window
         cadence = 1 / p.esm_window_s
     inv = min(r_s, max(cadence, r_s / p.esm_batch_size, r_s * record / p.esm_max_payload_bytes))
@@ -200,6 +202,8 @@ def _magnetar_usage(w: Workload, p: Parameters, mode: Mode) -> tuple[Shape, dict
     segment_item = p.segment_item_base_bytes + p.segment_offset_bytes_per_entry * s.entries_per_segment
     efo = w.journal_consumer_reads == "enhanced_fan_out"
     esm_gb = e * s.record_bytes / GiB
+    # a held seal reads ahead (GetRecords) what reached the shard during its hold: most records, read twice
+    read_ahead = efo and bool(p.seal_latency_ms) and inv < e
     seal = Usage(
         lambda_requests=inv,
         lambda_gb_s=inv * _gb_s(w, w.seal_lambda_ms + w.seal_lambda_ms_per_partition * s.partitions_per_seal),
@@ -207,7 +211,7 @@ def _magnetar_usage(w: Workload, p: Parameters, mode: Mode) -> tuple[Shape, dict
         dynamodb_wru=sealed * (wru(segment_item, transactional=True) + wru(p.seal_item_bytes, transactional=True)),
         s3_put_requests=sealed * p.segment_puts_per_partition,
         # the event-source mapping reads every record once: shared throughput, or enhanced fan-out
-        kinesis_od_retrieval_gb=0.0 if efo else esm_gb,
+        kinesis_od_retrieval_gb=esm_gb if read_ahead or not efo else 0.0,
         kinesis_od_efo_retrieval_gb=esm_gb if efo else 0.0,
         kinesis_efo_retrieval_gb=esm_gb if efo else 0.0,
         logs_gb=inv * logs,
@@ -263,7 +267,9 @@ def _magnetar_usage(w: Workload, p: Parameters, mode: Mode) -> tuple[Shape, dict
         "dynamodb.PutItem": r * p.cursor_puts_per_receive + flushes,
         "dynamodb.Query": backlog * p.backlog_queries_per_receive,
         "kinesis.PutRecord": e * p.journal_puts_per_entry,
-        "kinesis.GetRecords": s.shards * p.esm_getrecords_per_shard_per_s * _esm_shared_reads(w) + tail * p.getrecords_per_tail_read,
+        # the journal consumer's read-ahead: one GetRecords per held seal (enhanced fan-out, pacing on)
+        "kinesis.GetRecords": s.shards * p.esm_getrecords_per_shard_per_s * _esm_shared_reads(w) + tail * p.getrecords_per_tail_read
+        + (inv if read_ahead else 0.0),
         "kinesis.GetShardIterator": tail * p.getshard_iterators_per_tail_read,
         "s3.PutObject": sealed * p.segment_puts_per_partition,
         "s3.GetObject": backlog * p.backlog_gets_per_receive,
