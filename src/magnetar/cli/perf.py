@@ -201,6 +201,7 @@ def _cost(result: dict[str, Any], config: Any) -> dict[str, Any] | None:
         lambda_invocations={k: int(v["invocations"]) for k, v in lambdas.items()},
         lambda_ms={k: (v["duration_ms_total"] / v["invocations"] if v["invocations"] else 0.0) for k, v in lambdas.items()},
         seconds=result["seconds"],
+        item_bytes=result.get("item_bytes") or None,  # the run's own items, when it could read them
     ))
 
 

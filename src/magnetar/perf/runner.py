@@ -30,6 +30,7 @@ from hdrh.histogram import HdrHistogram
 import magnetar
 from magnetar.client.auth import Authentication
 from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS
+from magnetar.core.naming import TopicName
 from magnetar.perf.protocol import PROTOCOLS, api_of, official_client
 
 MODES = ("produce", "consume", "e2e")
@@ -297,6 +298,7 @@ class PerfRun:
         if cfg.aws_endpoint:
             result["refusals"] = _delta(self._refusals(), refusals_before)
             result["declined_conditions"] = _delta(self._refusals("declined"), declined_before)
+            result["item_bytes"] = self._item_sizes()
         return result
 
     def _undelivered(self) -> bool:
@@ -322,6 +324,36 @@ class PerfRun:
 
         client._transport.http.event_hooks["response"].append(count)
         return client
+
+    def _item_sizes(self) -> dict[str, int]:
+        """The billed sizes of the run's DynamoDB items (its topic's, or its first partition's): the
+        writer, seal-state and cursor items and the newest segment item, read from the emulator once
+        the run is over, so that its cost prices the units its requests really consumed."""
+        import boto3
+
+        from magnetar.config import ENV_TABLE, LOCAL_TABLE_NAME
+        from magnetar.cost.units import dynamodb_item_bytes
+
+        topic = TopicName.parse(self.config.topic)
+        if self.config.partitions > 1:
+            topic = topic.partition(0)
+        ddb = boto3.client("dynamodb", endpoint_url=self.config.aws_endpoint, region_name="us-east-1",
+                           aws_access_key_id="test", aws_secret_access_key="test")  # the emulator's
+        table, pk = os.environ.get(ENV_TABLE, LOCAL_TABLE_NAME), {"S": f"TP#{topic}"}
+        sizes: dict[str, int] = {}
+        try:
+            for name, sk in (("writer", "WRITER"), ("seal", "SEAL"), ("cursor", f"SUB#{self.config.subscription}")):
+                item = ddb.get_item(TableName=table, Key={"pk": pk, "sk": {"S": sk}}).get("Item")
+                if item:
+                    sizes[name] = dynamodb_item_bytes(item)
+            newest = ddb.query(TableName=table, KeyConditionExpression="pk = :pk AND begins_with(sk, :seg)",
+                               ExpressionAttributeValues={":pk": pk, ":seg": {"S": "SEG#"}},
+                               ScanIndexForward=False, Limit=1)["Items"]
+            if newest:
+                sizes["segment"] = dynamodb_item_bytes(newest[0])
+        except Exception:  # another table, a stopped emulator: priced with the model's sizes
+            return {}
+        return sizes
 
     def _refusals(self, kind: str = "refusals") -> dict[str, int]:
         """What the emulator's AWS limits have refused so far, by `service.operation:code`
