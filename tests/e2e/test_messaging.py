@@ -249,7 +249,7 @@ def test_a_busy_topics_poll_says_when_its_next_seal_is_due(cluster, client, topi
         stop.set()
         thread.join()
         producer.flush()
-    assert hints and 0 < hints[0] <= 2_000
+    assert hints and 0 < hints[0] <= 1_000
     while len(got) < len(sent) and time.monotonic() < deadline + 20:
         batch = consumer.batch_receive()
         for message in batch:

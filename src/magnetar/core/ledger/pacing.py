@@ -39,7 +39,7 @@ MAX_SEAL_LATENCY_MS = 10_000  # well inside the writers' 10 s deadline and the 6
 FULL_SEGMENT_BYTES = 1024 * 1024  # a batch this big is sealed at once: its PUT is well spent
 
 
-MAX_PREDICTED_SEAL_INTERVAL_MS = 2 * MAX_SEAL_LATENCY_MS // 10  # a slower cadence is not a busy topic's
+MAX_PREDICTED_SEAL_INTERVAL_MS = 1_000  # a slower cadence is not a busy topic's: not predicted
 
 
 def next_seal_in_ms(seal: SealState, now_ms: int) -> int | None:
