@@ -6,7 +6,8 @@
 Each workload is one `magnetar perf e2e` run on its own local cluster (AWS limits on, the
 journal consumer on enhanced fan-out, consumers reading sealed entries only: the defaults), with
 the raw Kinesis limit measured in the same run. Writes bench/results/message-cost-<name>.json
-and bench/results/message-cost-summary.json, and prints the table.
+and bench/results/message-cost-summary.json, and prints the table; `make bench-report` then
+regenerates the document's tables from them.
 """
 
 from __future__ import annotations

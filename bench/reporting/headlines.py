@@ -211,7 +211,7 @@ def spark(results: Results) -> str:
             rows.append(["Spark, through the broker", str(s["tasks"]), n(s["rows_per_s"]), n(broker_raw.get(s["tasks"])),
                          ratio(s["ratio_to_raw_get_same_concurrency"]), broker_label])
     best = (f"Best against best: {n(data['best_direct_rows_per_s'])} rows/s direct against "
-            f"{n(data['best_raw_get_msgs_per_s'])} raw GETs, {bold(ratio(data['ratio_best_direct_to_best_raw']))}. "
+            f"{n(data['best_raw_get_msgs_per_s'])} raw GETs, {bold(format(data['ratio_best_direct_to_best_raw'], '.3f'))}. "
             f"{n(data['messages'])} messages of {n(data['message_bytes'])} bytes in {n(data['segments'])} segments "
             f"({n(data['segment_bytes'] / 1e6)} MB), Spark {data['pyspark']}, {data['cpus']} cores.")
     return join(commands(*lines),
