@@ -242,6 +242,8 @@ def protocol(results: Results) -> str:
 
 
 # --- verify ---------------------------------------------------------------------------------------------
+# Each verify run, with the command and configuration of runs that did not record them (a run of
+# `magnetar verify` records its command line and time: a new one is labelled from those).
 VERIFY: list[tuple[str, str, str]] = [
     ("verify-12-seed25.json", "magnetar verify --runs 12 --seed 25 --delay-points all "
      "--json bench/results/verify-12-seed25.json", TODAY),
@@ -260,7 +262,9 @@ def verify_rows(results: Results) -> list[tuple[str, str, dict[str, Any], str]]:
     out = []
     for name, command, label in VERIFY:
         data: dict[str, Any] = results.load(name)
-        out.append((name, command or cited_command(data["command"], name), data, label))
+        if data.get("command"):
+            command = cited_command(data["command"], name)
+        out.append((name, command, data, measured_at(data, label)))
     return out
 
 
