@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
 
-.PHONY: install run test lint typecheck unit synth layer bench openapi proto clean docs docs-serve
+.PHONY: install run test lint typecheck unit synth layer bench bench-report openapi proto clean docs docs-serve
 
 install: $(STAMP) $(NODE_STAMP)
 
@@ -51,6 +51,11 @@ deploy: layer
 
 bench: install
 	$(BIN)/magnetar perf e2e --duration 20 --json bench/results/perf-e2e-latest.json
+
+# docs/benchmarks.md's tables, generated again from the results in bench/results/ (the prose around
+# them is left alone; tests/unit/test_bench_report.py fails when the document is stale)
+bench-report:
+	$(PYTHON) bench/report.py --unused
 
 # The binary protocol's Python module, generated from Magnetar's own .proto (protoc from grpcio-tools)
 proto: install

@@ -6,7 +6,8 @@
 Each workload is one `magnetar perf e2e` run on its own local cluster (AWS limits on, the
 journal consumer on enhanced fan-out, consumers reading sealed entries only: the defaults), with
 the raw Kinesis limit measured in the same run. Writes bench/results/message-cost-<name>.json
-and bench/results/message-cost-summary.json, and prints the table.
+and bench/results/message-cost-summary.json, and prints the table; `make bench-report` then
+regenerates the document's tables from them.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ WORKLOADS: dict[str, list[str]] = {
     "steady-300-linger-10": ["--rate", "300", "--duration", "60", "--batch-max-delay-ms", "10"],  # pulsar-client's
     "steady-100": ["--rate", "100", "--duration", "60"],
     "steady-300-2x2": ["--rate", "300", "--duration", "60", "--producers", "2", "--consumers", "2"],
+    # the seal latency target on either side of its default (250 ms)
+    **{f"steady-{rate}-seal-{ms}": ["--rate", str(rate), "--duration", "60", "--seal-latency-ms", str(ms)]
+       for rate in (300, 100) for ms in (200, 300)},
     "flat-out": ["--duration", "20"],
     "key-shared-8p": ["-p", "8", "--producers", "4", "--consumers", "4", "--subscription-type", "Key_Shared",
                       "--keys", "32", "--duration", "20"],

@@ -26,6 +26,8 @@ def test_a_short_two_cluster_run_is_clean_and_its_crash_points_fired(tmp_path: P
     run = result["per_run"][0]
     assert done.returncode == 0, json.dumps(run, indent=1)
     assert run["verdict"] == "ok" and result["violations"] == 0 and not result["errors"]
+    # what bench/report.py labels a results file by: the command that made it and when
+    assert result["command"].startswith("magnetar verify --clusters 2 --runs 1") and result["when"].endswith("Z")
     assert run["acked"] > 0 and all(n >= run["acked"] for n in run["stored"].values())
     # the crash points fired in the cluster processes: both kinds, as armed
     assert all(result["crash_points_fired"].get(p, 0) > 0

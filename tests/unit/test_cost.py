@@ -190,7 +190,7 @@ def test_a_measured_run_is_priced_like_the_model() -> None:
 
 
 def test_a_measured_run_without_item_sizes_uses_documented_units() -> None:
-    run = json.loads((ROOT / "bench" / "results" / "e2e-20261122-004705.json").read_text())["end_to_end"]
+    run = json.loads((ROOT / "bench" / "results" / "e2e-throughput-2x2-batch100.json").read_text())["end_to_end"]
     out = cost_of_measured_run(
         run["aws_requests"], messages=run["messages"], message_bytes=1024,
         lambda_invocations={"magnetar-broker": 321, "magnetar-journal-consumer": 5},

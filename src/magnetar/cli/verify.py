@@ -89,7 +89,7 @@ def verify_command(
             summary = Verifier(cluster.url, authentication=credentials).run_all(runs, seed, allowed, on_run, delays)
     result = summary.as_dict() | {"seed": seed, "crash_points_allowed": list(allowed),
                                   "delay_points_allowed": list(delays),
-                                  "seconds": round(time.monotonic() - started, 1)}
+                                  "seconds": round(time.monotonic() - started, 1)} | _provenance()
     table = Table(title=f"magnetar verify: {runs} runs, seed {seed}")
     table.add_column("figure")
     table.add_column("value", justify="right")
@@ -115,6 +115,12 @@ def verify_command(
     console.print("[green]no violations[/green]")
 
 
+def _provenance() -> dict[str, str]:
+    """What a results file records of the run: the command line and when it ended (UTC)."""
+    return {"command": " ".join(["magnetar", *sys.argv[1:]]),
+            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+
+
 def _verify_geo(clusters: int, runs: int, seed: int, seconds: float, aws_limits: bool, json_out: Path | None) -> None:
     from magnetar.verify.geo import GeoRun, GeoVerifier, summarize
 
@@ -135,8 +141,8 @@ def _verify_geo(clusters: int, runs: int, seed: int, seconds: float, aws_limits:
                                                 "partial": True, "seconds": round(time.monotonic() - started, 1)})
 
     results = GeoVerifier(clusters, seconds, aws_limits, log=lambda line: console.log(line)).run_all(runs, seed, on_run)
-    result = summarize(results) | {"command": command, "seed": seed, "clusters": clusters,
-                                   "seconds": round(time.monotonic() - started, 1)}
+    result = summarize(results) | {"seed": seed, "clusters": clusters,
+                                   "seconds": round(time.monotonic() - started, 1)} | _provenance()
     table = Table(title=f"magnetar verify --clusters {clusters}: {runs} runs, seed {seed}")
     table.add_column("figure")
     table.add_column("value", justify="right")

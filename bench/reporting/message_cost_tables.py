@@ -1,0 +1,269 @@
+"""The first section: what a message costs at the defaults (bench/message_cost.py's workloads,
+bench/results/message-cost-*.json)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from message_cost import (  # bench/message_cost.py: the workloads, their commands, its summary
+    WORKLOADS,
+    summarize,
+)
+
+from .base import (
+    FAN_OUT,
+    MIB,
+    UNPACED,
+    ReportError,
+    Results,
+    billed_per_1000,
+    bold,
+    commands,
+    join,
+    measured_at,
+    messages,
+    n,
+    pair,
+    pct,
+    per_1000,
+    ratio,
+    raw_limit,
+    table,
+    usd,
+    usd_per_million,
+    yes_no,
+)
+
+NAMES = {
+    "steady-300": "steady 300 msg/s",
+    "steady-300-linger-100": "steady 300 msg/s, producer lingering 100 ms",
+    "steady-300-linger-10": "steady 300 msg/s, producer lingering 10 ms",
+    "steady-100": "steady 100 msg/s",
+    "steady-300-2x2": "steady 300 msg/s, 2 producers, 2 consumers (Shared)",
+    "flat-out": "flat out, batch 100",
+    "key-shared-8p": "partitioned Key_Shared",
+}
+MAIN = ("steady-300", "steady-300-linger-100", "steady-100", "steady-300-2x2", "flat-out", "key-shared-8p")
+
+
+def run(results: Results, workload: str) -> dict[str, Any]:
+    data: dict[str, Any] = results.load(f"message-cost-{workload}.json")
+    return data
+
+
+def command(workload: str) -> str:
+    return "magnetar perf e2e " + " ".join(WORKLOADS[workload])
+
+
+def short(workload: str) -> str:
+    """The workload's own options, as the table's command column shows them."""
+    return f"`{' '.join(WORKLOADS[workload])}`"
+
+
+def label(r: dict[str, Any]) -> str:
+    return measured_at(r, UNPACED)
+
+
+def summary_of(results: Results, workload: str) -> dict[str, Any]:
+    """The workload's row of message-cost-summary.json, checked against its run's own file."""
+    summary = results.load("message-cost-summary.json")
+    if workload not in summary or summary[workload] != summarize(workload, run(results, workload)):
+        raise ReportError(f"message-cost-summary.json does not hold message-cost-{workload}.json's figures: "
+                          f"bench/message_cost.py {workload} (or --reprice {workload}) writes both")
+    row: dict[str, Any] = summary[workload]
+    return row
+
+
+def workloads(results: Results) -> str:
+    rows = []
+    for w in MAIN:
+        r, s = run(results, w), summary_of(results, w)
+        rows.append([NAMES[w], short(w), n(s["msgs_per_s"]), n(raw_limit(r)), ratio(s["ratio_to_limit"]),
+                     f"{n(s['requests_per_1000'], 1)} ({bold(n(s['requests_per_1000_without_fan_out'], 1))})",
+                     pair(s["e2e_p50_ms"], s["e2e_p99_ms"]), usd(s["usd_per_million_provisioned"]), label(r)])
+    return table(["workload", "command (`magnetar perf e2e …`)", "msg/s", "raw limit msg/s (same run)",
+                  "ratio to raw limit", "AWS requests / 1,000 msgs (without fan-out reads)", "e2e p50 / p99 ms",
+                  "$ / M msgs (provisioned Kinesis)", "measured at"], rows)
+
+
+@dataclass
+class Check:
+    name: str
+    value: str
+    ok: bool
+
+
+def _met(checks: list[Check]) -> str:
+    if len(checks) == 1 or len({c.ok for c in checks}) == 1:
+        return yes_no(all(c.ok for c in checks))
+    return ", ".join(f"{c.name} {yes_no(c.ok)}" for c in checks)
+
+
+def goals(results: Results) -> str:
+    s300, s100, linger, two = (run(results, w) for w in ("steady-300", "steady-100", "steady-300-linger-100",
+                                                          "steady-300-2x2"))
+    flat, ks = run(results, "flat-out"), run(results, "key-shared-8p")
+
+    def req(r: dict[str, Any], limit: float) -> Check:
+        return Check("requests", n(billed_per_1000(r), 1), billed_per_1000(r) <= limit)
+
+    def cost(r: dict[str, Any], limit: float) -> Check:
+        value = usd_per_million(r)
+        return Check("cost", usd(value), value is not None and value <= limit)
+
+    def p99(r: dict[str, Any], limit: float) -> Check:
+        value = r["e2e_latency_ms"]["p99"]
+        return Check("latency", f"{n(value)} ms", value <= limit)
+
+    share = ks["msgs_per_s"] / max(flat["msgs_per_s"], 1e-9)
+    rows: list[tuple[str, list[Check]]] = [
+        ("steady 300 msg/s: ≤ 250 requests per 1,000 (fan-out reads apart)", [req(s300, 250)]),
+        ("steady 300 msg/s: ≤ $0.30 per million", [cost(s300, 0.30)]),
+        ("steady 300 msg/s: e2e p99 ≤ 700 ms", [p99(s300, 700)]),
+        ("producer lingering 100 ms: ≤ $0.12 per million (batched SQS), e2e p99 ≤ 1 s",
+         [cost(linger, 0.12), p99(linger, 1000)]),
+        ("flat out: ≤ 30 requests per 1,000, ≤ $0.05 per million, e2e p99 ≤ 700 ms",
+         [req(flat, 30), cost(flat, 0.05), p99(flat, 700)]),
+        ("partitioned Key_Shared: ≤ 40 requests per 1,000; throughput ≥ 0.5 of the single-topic flat-out run",
+         [req(ks, 40), Check("throughput", f"{n(ks['msgs_per_s'])} / {n(flat['msgs_per_s'])} = {ratio(share)}",
+                             share >= 0.5)]),
+        ("100 msg/s: e2e p99 ≤ 500 ms", [p99(s100, 500)]),
+        ("2 producers and 2 consumers cost no more per message than 1 and 1",
+         [Check("requests", f"{n(billed_per_1000(two), 1)} against {n(billed_per_1000(s300), 1)} requests per 1,000",
+                billed_per_1000(two) <= billed_per_1000(s300))]),
+    ]
+    return table(["goal", "measured", "met"],
+                 [[goal, "; ".join(c.value for c in checks), _met(checks)] for goal, checks in rows])
+
+
+# Where a message's requests go: each step's operations, and what they are.
+STEPS: list[tuple[str, tuple[str, ...], str]] = [
+    ("publish", ("dynamodb.UpdateItem", "kinesis.PutRecord"),
+     "one reservation and one journal record per publish request (its batches as one envelope)"),
+    ("seal", ("s3.PutObject", "dynamodb.TransactWriteItems", "kinesis.GetRecords", "kinesis.GetShardIterator"),
+     "one segment object and one commit per seal; a held seal's read-ahead of what reached the shard meanwhile"),
+    ("consume", ("dynamodb.BatchGetItem", "dynamodb.PutItem", "s3.GetObject"),
+     "one look per poll (cursor, seal state with its newest segments, writer counter), one claim per poll that "
+     "gets entries (its acknowledgements with it), one ranged GET per new segment"),
+    ("maintenance and look-ups", ("dynamodb.GetItem", "dynamodb.Query", "s3.DeleteObjects", "dynamodb.DeleteItem"),
+     "the maintenance function every minute (retention, compaction checks), policy and segment look-ups"),
+    ("fan-out reads (not billed per request)", FAN_OUT,
+     "the journal consumer's enhanced fan-out: on AWS one SubscribeToShard per shard every 5 minutes, billed "
+     "per consumer-shard hour and GB"),
+]
+
+
+def _ops(r: dict[str, Any], ops: tuple[str, ...]) -> str:
+    present = [op for op in ops if r["aws_requests"].get(op)]
+    return " + ".join(f"`{op.split('.', 1)[1]}` {n(per_1000(r['aws_requests'][op], r), 1)}" for op in present)
+
+
+def requests_by_step(results: Results) -> str:
+    r = run(results, "steady-300")
+    rows: list[list[str]] = []
+    seen: set[str] = set()
+    for step, ops, what in STEPS:
+        seen.update(ops)
+        if any(r["aws_requests"].get(op) for op in ops):
+            rows.append([step, _ops(r, ops), what])
+    other = tuple(sorted(op for op in r["aws_requests"] if op not in seen))
+    if other:
+        rows.append(["other", _ops(r, other), ""])
+    steps = table(["step", "requests / 1,000 msgs", "what"], rows)
+    return join(steps, cadence(r))
+
+
+def _http_2xx(r: dict[str, Any], side: str) -> int:
+    statuses = r.get("http_statuses", {}).get(side, {})
+    return int(statuses.get("200", 0))
+
+
+def cadence(r: dict[str, Any]) -> str:
+    seconds, msgs = r["seconds"], messages(r)
+    publishes, polls = _http_2xx(r, "producers"), _http_2xx(r, "consumers")
+    seals = r["aws_requests"].get("s3.PutObject", 0)
+    rows = [[name, n(count / seconds, 1), n(msgs / count, 1) if count else "—"]
+            for name, count in (("publish requests", publishes), ("seals (segment objects)", seals),
+                                ("polls that answered", polls))]
+    return table(["at steady 300 msg/s", "per second", "messages each"], rows)
+
+
+COMPONENTS: list[tuple[str, str, str]] = [
+    ("api_gateway", "API Gateway", "a request per publish and per poll"),
+    ("lambda_requests", "Lambda requests", "publishes, polls, the journal consumer's invocations"),
+    ("lambda_compute", "Lambda duration", "the same, and the journal consumer's holds"),
+    ("dynamodb", "DynamoDB", "reservations, seal commits, cursor looks and claims, priced by the items' sizes"),
+    ("s3_requests", "S3 requests", "the segment PUTs and the consumers' GETs"),
+    ("s3_storage", "S3 storage", "segments kept for the retention"),
+    ("kinesis", "Kinesis", "a provisioned shard, and the journal consumer's enhanced fan-out (consumer-shard "
+     "hours and GB)"),
+    ("eventbridge", "EventBridge", "the maintenance schedule"),
+    ("cloudwatch_logs", "CloudWatch Logs", "the functions' logs"),
+]
+
+
+def dollars(results: Results) -> str:
+    r = run(results, "steady-300")
+    parts = r["cost_usd_per_million_msgs"]["by_mode"]["provisioned"]["usd_per_million_messages"]
+    rows = [[name, usd(parts.get(key)), what] for key, name, what in COMPONENTS if key in parts]
+    rows.append([bold("total"), bold(usd(parts["total"])), ""])
+    return table(["steady 300 msg/s: component", "$ / M msgs", "for"], rows)
+
+
+def linger(results: Results) -> str:
+    rows = []
+    for w in ("steady-300-linger-10", "steady-300", "steady-300-linger-100"):
+        r = run(results, w)
+        delay = r["config"]["batch_max_delay_ms"]
+        name = f"{delay} (pulsar-client's)" if delay == 10 else f"{delay} (the default)" if delay == 50 else str(delay)
+        rows.append([name, n(_http_2xx(r, "producers") / r["seconds"], 1), n(billed_per_1000(r), 1),
+                     pct(r["e2e_latency_ms"], "p50", "p99"), usd(usd_per_million(r))])
+    return table(["`batching_max_publish_delay_ms`", "publish requests / s", "AWS requests / 1,000 (without fan-out)",
+                  "e2e p50 / p99 ms", "$ / M"], rows)
+
+
+def seal_target(results: Results) -> str:
+    rows = []
+    for rate in (300, 100):
+        for ms in (200, 250, 300):
+            w = f"steady-{rate}" if ms == 250 else f"steady-{rate}-seal-{ms}"
+            target = f"{ms} ms (the default)" if ms == 250 else f"{ms} ms"
+            if not results.exists(f"message-cost-{w}.json"):
+                rows.append([f"{rate} msg/s", target, f"not measured yet: `bench/message_cost.py {w}`", "", "", ""])
+                continue
+            r = run(results, w)
+            seals = r["aws_requests"].get("s3.PutObject", 0) / r["seconds"]
+            rows.append([f"{rate} msg/s", target, n(seals, 1), n(billed_per_1000(r), 1),
+                         pct(r["e2e_latency_ms"], "p50", "p99"), usd(usd_per_million(r))])
+    return table(["rate", "seal latency target", "seals / s", "AWS requests / 1,000 (without fan-out)",
+                  "e2e p50 / p99 ms", "$ / M"], rows)
+
+
+def ceiling(results: Results) -> str:
+    rows = []
+    for p in (1, 2, 4, 8):
+        r = run(results, f"ceiling-{p}p")
+        refused = sum(v for k, v in (r.get("refusals") or {}).items() if k.startswith("kinesis.PutRecord"))
+        of_shards = r["mb_per_s"] * 1e6 / MIB / p
+        received = f"{n(r['received'])} / {n(r['sent'])}" + (" (drain timed out)" if r.get("drain_timed_out") else "")
+        rows.append([str(p), n(r["msgs_per_s"]), n(r["mb_per_s"], 2), bold(ratio(of_shards)), received,
+                     pct(r["e2e_latency_ms"], "p50", "p99"), n(refused), label(r)])
+    return table(["partitions = shards", "msg/s", "MB/s in", "of the shards' 1 MiB/s each", "received / sent",
+                  "e2e p50 / p99 ms", "journal writes refused (retried)", "measured at"], rows)
+
+
+def message_cost_commands(results: Results) -> str:
+    return commands(*(f"{command(w)}   # {w}" for w in WORKLOADS))
+
+
+BLOCKS = {
+    "message-cost": workloads,
+    "message-cost-commands": message_cost_commands,
+    "message-cost-goals": goals,
+    "message-cost-requests": requests_by_step,
+    "message-cost-dollars": dollars,
+    "message-cost-linger": linger,
+    "message-cost-seal-target": seal_target,
+    "message-cost-ceiling": ceiling,
+}
