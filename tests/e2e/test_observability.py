@@ -129,3 +129,81 @@ def test_maintenance_emits_backlogs_per_namespace(cluster: Any, client: magnetar
     _eventually(run_has_backlog, 30)
     ratios = maintenance.values(m.BACKLOG_QUOTA_RATIO, namespace)
     assert ratios and 0.3 < ratios[-1] < 1.0  # ~4 KB of a 10 KB quota
+
+
+# --- a message's trace context ------------------------------------------------------------------
+XRAY_HEADER = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+PRODUCER_TRACEPARENT = "00-5759e988bd862e3fe1be46a994272793-53995c3f42cd8ad8-01"
+BROKER_TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+class _TracedInvocation:
+    """A tracer whose invocation is always traced (as a sampled Lambda invocation's X-Ray segment)."""
+
+    active = True
+
+    def span(self, name: str) -> Any:
+        from magnetar.core.ports.telemetry import NoTracer
+
+        return NoTracer().span(name)
+
+    def traceparent(self) -> str:
+        return BROKER_TRACEPARENT
+
+
+@pytest.fixture
+def traced_broker(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local functions' broker traces its invocations (the runtime is this process)."""
+    from magnetar.adapters.aws import build_broker
+    from magnetar.core.ports.telemetry import Telemetry
+
+    broker = build_broker()
+    monkeypatch.setattr(broker, "telemetry", Telemetry(broker.telemetry.metrics, _TracedInvocation()))
+
+
+def _receive_properties(client: magnetar.Client, topic: str, count: int) -> list[dict[str, str]]:
+    consumer = client.subscribe(topic, "traced", initial_position=magnetar.InitialPosition.Earliest)
+    out = []
+    for _ in range(count):
+        msg = consumer.receive(timeout_millis=10_000)
+        consumer.acknowledge(msg)
+        out.append(msg.properties())
+    consumer.close()
+    return out
+
+
+def test_the_sdk_producer_sends_the_active_trace_and_the_consumer_gets_it(
+        client: magnetar.Client, topic: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    producer = client.create_producer(topic, batching_enabled=False)
+    monkeypatch.setenv("_X_AMZN_TRACE_ID", XRAY_HEADER)  # as in a traced Lambda invocation
+    producer.send(b"traced", properties={"k": "v"})
+    producer.send(b"its own", properties={"traceparent": BROKER_TRACEPARENT})  # the message's own wins
+    monkeypatch.delenv("_X_AMZN_TRACE_ID")
+    producer.send(b"untraced")
+    first, own, untraced = _receive_properties(client, topic, 3)
+    assert first == {"k": "v", "traceparent": PRODUCER_TRACEPARENT}
+    assert own == {"traceparent": BROKER_TRACEPARENT}
+    assert untraced == {}
+
+
+def test_the_rest_producer_keeps_a_trace_context_and_a_traced_broker_sets_one(
+        cluster: Any, client: magnetar.Client, topic: str, traced_broker: None) -> None:
+    path = f"{cluster.url}/topics/{topic.replace('://', '/', 1)}"
+    given = httpx.post(path, json={"messages": [{"payload": "YQ==", "properties": {"traceparent": PRODUCER_TRACEPARENT}}]},
+                       timeout=30)
+    assert given.status_code == 200, given.text
+    plain = httpx.post(path, json={"messages": [{"payload": "Yg=="}]}, timeout=30)
+    assert plain.status_code == 200, plain.text
+    own, set_by_broker = _receive_properties(client, topic, 2)
+    assert own == {"traceparent": PRODUCER_TRACEPARENT}
+    assert set_by_broker == {"traceparent": BROKER_TRACEPARENT}
+
+
+def test_a_traced_websocket_producer_door_sets_the_trace_context(
+        cluster: Any, client: magnetar.Client, topic: str, traced_broker: None) -> None:
+    from ws_helpers import open_ws, send, topic_path
+
+    with open_ws(cluster, f"/ws/v2/producer/{topic_path(topic)}") as ws:
+        assert send(ws, "hello")["result"] == "ok"
+    [properties] = _receive_properties(client, topic, 1)
+    assert properties == {"traceparent": BROKER_TRACEPARENT}
