@@ -55,11 +55,14 @@ from magnetar.config import (
     ENV_WS_ENDPOINT,
     JOURNAL_CONSUMER_FUNCTION_ID,
     JOURNAL_CONSUMER_MEMORY_MB,
+    LAMBDA_MEMORY_MB,
     MAINTENANCE_FUNCTION_ID,
     MAINTENANCE_INTERVAL_S,
     WEBSOCKET_FUNCTION_ID,
 )
+from magnetar_cdk import alarms as alarms_part
 from magnetar_cdk import apis, functions, observability, storage
+from magnetar_cdk import dashboard as dashboard_part
 from magnetar_cdk import emr as emr_part
 from magnetar_cdk import instance as instance_part
 from magnetar_cdk import pulsar_protocol as pulsar_protocol_proxy
@@ -69,7 +72,16 @@ from magnetar_cdk.instance import (
     Instance,
 )
 from magnetar_cdk.observability import JOURNAL_CONSUMER_SERVICE
-from magnetar_cdk.settings import DEFAULT_LAYER_DIR, context_flag, resolve_settings
+from magnetar_cdk.settings import (
+    AUTHORIZER_SERVICE,
+    BROKER_SERVICE,
+    DEFAULT_LAYER_DIR,
+    JOURNAL_STREAM_CONSUMER_NAME,
+    MAINTENANCE_SERVICE,
+    WEBSOCKET_SERVICE,
+    context_flag,
+    resolve_settings,
+)
 
 __all__ = ["DEFAULT_LAYER_DIR", "Instance", "MagnetarStack", "context_flag", "instance_stacks"]
 BASIC_AUTH_SECRET_ID = "BasicAuthUsers"  # the imported secret (no resource of the stack's own)
@@ -179,7 +191,7 @@ class MagnetarStack(Stack):
             timeout=Duration.seconds(10),
             environment={
                 ENV_TOKEN_KEYS_SECRET: self.token_keys.secret_arn,
-                "POWERTOOLS_SERVICE_NAME": "magnetar-authorizer",
+                "POWERTOOLS_SERVICE_NAME": AUTHORIZER_SERVICE,
             },
         )
         self.token_keys.grant_read(self.authorizer)  # the authorizer only: GetSecretValue, DescribeSecret
@@ -203,7 +215,7 @@ class MagnetarStack(Stack):
                 **resource_env,
                 **auth_env,
                 **tail_env,
-                "POWERTOOLS_SERVICE_NAME": "magnetar-broker",
+                "POWERTOOLS_SERVICE_NAME": BROKER_SERVICE,
             },
         )
         self._grant_broker_access(self.broker)
@@ -253,7 +265,7 @@ class MagnetarStack(Stack):
                 **resource_env,
                 **auth_env,
                 **tail_env,
-                "POWERTOOLS_SERVICE_NAME": "magnetar-websocket",
+                "POWERTOOLS_SERVICE_NAME": WEBSOCKET_SERVICE,
             },
         )
         self._grant_broker_access(self.websocket_function)
@@ -270,7 +282,7 @@ class MagnetarStack(Stack):
             MAINTENANCE_FUNCTION_ID,
             "maintenance",
             timeout=Duration.minutes(5),
-            environment={**resource_env, "POWERTOOLS_SERVICE_NAME": "magnetar-maintenance"},
+            environment={**resource_env, "POWERTOOLS_SERVICE_NAME": MAINTENANCE_SERVICE},
             # One run at a time: a tick that arrives while a run is still going is throttled, and
             # Lambda drops it once it is older than the interval (the next tick comes anyway).
             reserved_concurrent_executions=1,
@@ -288,6 +300,7 @@ class MagnetarStack(Stack):
         self.alarms = observability.alarms(
             self, self.journal_consumer, settings.iterator_age_alarm_threshold, self.alarm_topic
         )
+        self._operations(settings)
         # --- optional: Spark on EMR Serverless (emr=True or -c emr=true) --------------------------------
         self.emr = emr_part.spark_on_emr(self, emr, segment_bucket=self.bucket, iam_http_api=self.iam_http_api)
         # --- optional: Pulsar's binary protocol, the proxy on ECS Fargate (magnetar_cdk/pulsar_protocol.py) ---
@@ -303,6 +316,26 @@ class MagnetarStack(Stack):
         if instance:
             self._join_instance(instance, bootstrap, provider_role, provider_logs,
                                 replication_backlog_alarm_threshold, replication_delay_alarm_threshold)
+
+    def _operations(self, settings: Any) -> None:
+        """The operations dashboard and the operational alarms (magnetar_cdk/dashboard.py, alarms.py)."""
+        handlers = [(BROKER_SERVICE, self.broker, LAMBDA_MEMORY_MB),
+                    (JOURNAL_CONSUMER_SERVICE, self.journal_consumer, JOURNAL_CONSUMER_MEMORY_MB),
+                    (WEBSOCKET_SERVICE, self.websocket_function, LAMBDA_MEMORY_MB),
+                    (MAINTENANCE_SERVICE, self.maintenance, LAMBDA_MEMORY_MB),
+                    (AUTHORIZER_SERVICE, self.authorizer, LAMBDA_MEMORY_MB)]
+        self.dashboard = dashboard_part.operations_dashboard(self, dashboard_part.DashboardSources(
+            functions=[dashboard_part.DashboardFunction(*h) for h in handlers],
+            journal_consumer=self.journal_consumer, table=self.table, stream=self.stream,
+            stream_consumer_name=JOURNAL_STREAM_CONSUMER_NAME if self.journal_stream_consumer is not None else None,
+            http_apis=[self.http_api, self.iam_http_api], websocket_api=self.websocket_api,
+        ), settings.backlog_quota_alarm_ratio)
+        self.operational_alarms = alarms_part.operational_alarms(self, alarms_part.AlarmSources(
+            broker_service=BROKER_SERVICE, websocket_service=WEBSOCKET_SERVICE, maintenance_service=MAINTENANCE_SERVICE,
+            authorizer_service=AUTHORIZER_SERVICE, table=self.table, stream=self.stream,
+            serving_functions=[self.broker, self.websocket_function, self.journal_consumer, self.authorizer],
+        ), alarms_part.AlarmThresholds(settings.backlog_quota_alarm_ratio, settings.authorizer_denials_alarm))
+        observability.notify(self.alarm_topic, *self.operational_alarms)
 
     def _cluster_name(self, cluster_name: str | None, instance: Instance | None) -> str:
         """The argument, else the instance's name for this region, else the context clusterName,

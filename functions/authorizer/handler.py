@@ -25,18 +25,26 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from magnetar.adapters.aws.telemetry import EmfMetrics, LambdaTelemetry
+from magnetar.core.metric_names import AUTHORIZATIONS, AUTHORIZER_DENIALS
 from magnetar.security import identity
 
 logger = Logger()
+telemetry = LambdaTelemetry()
+metrics = EmfMetrics()
 ANONYMOUS_PRINCIPAL = "anonymous"
 
 
 @logger.inject_lambda_context(clear_state=True)
+@telemetry.instrument
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     answer = identity.authenticate_request(_strings(event.get("headers")),
                                            _strings(event.get("queryStringParameters")))
     # never log the credentials; the role and the refusal reason are what an operator needs
     logger.info("authorized", extra={"role": answer.get("role"), "refused": answer.get("refused")})
+    metrics.add(AUTHORIZATIONS, 1)
+    if answer.get("refused"):
+        metrics.add(AUTHORIZER_DENIALS, 1)
     if "methodArn" in event:  # WebSocket REQUEST authorizer (REST-style policy response)
         return _policy(str(event["methodArn"]), answer)
     return {"isAuthorized": True, "context": answer}

@@ -16,9 +16,11 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from magnetar.adapters.aws import build_broker
+from magnetar.adapters.aws.telemetry import LambdaTelemetry
 from magnetar.functions.invocation import FunctionHost
 
 logger = Logger()
+telemetry = LambdaTelemetry()
 
 
 @cache
@@ -27,6 +29,7 @@ def _host() -> FunctionHost:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@telemetry.instrument
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from magnetar.local.function_workers import ENV_FUNCTION_WORKERS
 

@@ -18,13 +18,18 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from magnetar.adapters.aws import build_broker, build_replicator
 from magnetar.adapters.aws.connections import build_push
 from magnetar.adapters.aws.functions import LambdaDispatcherInvoker, build_triggers
+from magnetar.adapters.aws.telemetry import LambdaTelemetry
 from magnetar.core.ports import JournalPosition, JournalRecord
 from magnetar.core.replication import replication_by_remote
 
 logger = Logger()
+# EMF metrics at the end of each invocation: what the batch sealed (SealedEntries, SegmentsWritten,
+# Holes, LateAfterHole, ...: core/ledger/sealer.py) and pushed (PushedMessages per namespace)
+telemetry = LambdaTelemetry()
 
 
 @logger.inject_lambda_context(clear_state=True)
+@telemetry.instrument
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     records = [
         JournalRecord(
@@ -51,22 +56,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     triggered = build_triggers().trigger_batch([r.data for r in records], LambdaDispatcherInvoker())
     # geo-replication: the sealed entries of topics with other clusters, to those clusters
     replicated = build_replicator().replicate_batch(records, build_broker().cache)
-    # One metrics object per invocation: Powertools' shared Metrics keeps accumulating while
-    # metrics are disabled (locally) and then prints anyway at 100 values.
-    metrics = EphemeralMetrics(namespace="Magnetar")
-    metrics.add_metric("SealedEntries", MetricUnit.Count, outcome.sealed_entries)
-    metrics.add_metric("SegmentsWritten", MetricUnit.Count, outcome.segments_written)
-    if outcome.holes:
-        metrics.add_metric("Holes", MetricUnit.Count, outcome.holes)
-    if outcome.late_after_hole:
-        metrics.add_metric("LateAfterHole", MetricUnit.Count, outcome.late_after_hole)
-    if outcome.late_reappended:
-        metrics.add_metric("LateReappended", MetricUnit.Count, outcome.late_reappended)
-    if outcome.late_dead_lettered:
-        metrics.add_metric("LateDeadLettered", MetricUnit.Count, outcome.late_dead_lettered)
-    if plan.connections:
-        metrics.add_metric("PushedMessages", MetricUnit.Count, pushed.pushed)
-    metrics.flush_metrics()
+    # geo-replication per remote cluster (dimension RemoteCluster: the instance's replication alarms)
     for remote, (messages, backlog, delay_ms) in replication_by_remote(replicated).items():
         per_remote = EphemeralMetrics(namespace="Magnetar")
         per_remote.add_dimension("RemoteCluster", remote)

@@ -11,14 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from magnetar.adapters.aws import build_broker, build_replicator
 from magnetar.adapters.aws.compaction import build_compactor
 from magnetar.adapters.aws.connections import build_push
+from magnetar.adapters.aws.telemetry import EmfMetrics, LambdaTelemetry
+from magnetar.core.metric_names import REDISPATCHED
 
 logger = Logger()
+telemetry = LambdaTelemetry()  # the run's metrics (backlogs per namespace: core/lifecycle.py) as EMF
 
 
 def serve_backlogged_functions() -> list[str]:
@@ -39,6 +41,7 @@ def serve_backlogged_functions() -> list[str]:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@telemetry.instrument
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # The schedule's event, or a rule's constant input {"topics": [...]} naming the topics to visit
     # (an operator's one-off run for a few topics).
@@ -54,14 +57,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # Pulsar Functions: a dispatcher for each RUNNING function with a backlog (redeliveries due);
     # on the schedule's runs only (a run for named topics is an operator's, about those topics)
     functions = serve_backlogged_functions() if topics is None else []
-    metrics = EphemeralMetrics(namespace="Magnetar")
-    metrics.add_metric("TopicsMaintained", MetricUnit.Count, report.topics)
-    metrics.add_metric("ExpiredEntries", MetricUnit.Count, report.expired_entries)
-    metrics.add_metric("EvictedEntries", MetricUnit.Count, report.evicted_entries)
-    metrics.add_metric("TrimmedSegments", MetricUnit.Count, report.trimmed_segments)
-    metrics.add_metric("BacklogBlockedTopics", MetricUnit.Count, len(report.blocked_topics))
-    metrics.add_metric("Redispatched", MetricUnit.Count, pushed.pushed)
-    metrics.flush_metrics()
+    EmfMetrics().add(REDISPATCHED, pushed.pushed)
     result = {
         "topics": report.topics,
         "expiredEntries": report.expired_entries,

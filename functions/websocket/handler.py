@@ -19,14 +19,17 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from magnetar.adapters.aws.connections import LambdaSelfInvoker, build_push
+from magnetar.adapters.aws.telemetry import LambdaTelemetry
 from magnetar.core.errors import MagnetarError
 from magnetar.security.identity import principal_of_websocket_connect
 
 logger = Logger()
+telemetry = LambdaTelemetry()
 BACKLOG_EVENT = "magnetarBacklog"
 
 
 @logger.inject_lambda_context(clear_state=True)
+@telemetry.instrument
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if BACKLOG_EVENT in event:
         return {"pushed": build_push().deliver_backlog(str(event[BACKLOG_EVENT]))}

@@ -38,6 +38,20 @@ API_GATEWAY_LOGS_ROLE_ID = "ApiGatewayCloudWatchRole"
 ITERATOR_AGE_ALARM_ID = "JournalIteratorAgeAlarm"
 ALARM_TOPIC_ID = "AlarmTopic"  # the alarms' topic: imported (alarmTopicArn), else an instance stack's own
 LATE_AFTER_HOLE_ALARM_ID = "LateAfterHoleAlarm"
+# the operations dashboard and alarms (dashboard.py, alarms.py)
+OPERATIONS_DASHBOARD_ID = "OperationsDashboard"
+BACKLOG_QUOTA_ALARM_ID = "BacklogQuotaAlarm"
+DEAD_LETTER_ALARM_ID = "DeadLetterAlarm"
+PUBLISH_ERRORS_ALARM_ID = "PublishErrorsAlarm"
+DYNAMODB_THROTTLE_ALARM_ID = "DynamoDbThrottleAlarm"
+KINESIS_THROTTLE_ALARM_ID = "KinesisThrottleAlarm"
+LAMBDA_THROTTLE_ALARM_ID = "LambdaThrottleAlarm"
+AUTHORIZER_DENIALS_ALARM_ID = "AuthorizerDenialsAlarm"
+# the functions' `service` (POWERTOOLS_SERVICE_NAME): the dimension of their EMF metrics
+BROKER_SERVICE = "magnetar-broker"
+WEBSOCKET_SERVICE = "magnetar-websocket"
+MAINTENANCE_SERVICE = "magnetar-maintenance"
+AUTHORIZER_SERVICE = "magnetar-authorizer"
 HTTP_API_ACCESS_LOGS_ID = "HttpApiAccessLogs"
 IAM_HTTP_API_ACCESS_LOGS_ID = "IamHttpApiAccessLogs"
 WEBSOCKET_ACCESS_LOGS_ID = "WebSocketAccessLogs"
@@ -54,6 +68,8 @@ DEFAULT_LOG_RETENTION_DAYS = 30  # context logRetentionDays: function and access
 # plus the write deadline, so the alarm starts well above that: only a shard that stopped sealing
 # (a poison record; the mapping retries it forever by design) stays this far behind.
 DEFAULT_ITERATOR_AGE_ALARM_S = 300
+DEFAULT_BACKLOG_QUOTA_ALARM_RATIO = 0.8  # context backlogQuotaAlarmRatio: a namespace's backlog / its quota
+DEFAULT_AUTHORIZER_DENIALS_ALARM = 100  # context authorizerDenialsAlarm: refusals per 5 minutes
 # CloudWatch accepts only these retention periods (days).
 LOG_RETENTION_DAYS = frozenset(
     {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
@@ -103,6 +119,15 @@ class StackSettings:
     # Pulsar's basic authentication: the ARN of a Secrets Manager secret holding an htpasswd file's
     # text (the operator's; the authorizer reads it); "" leaves basic authentication off
     basic_auth_secret_arn: str = ""
+    # the operational alarms' thresholds (alarms.py)
+    backlog_quota_alarm_ratio: float = DEFAULT_BACKLOG_QUOTA_ALARM_RATIO
+    authorizer_denials_alarm: int = DEFAULT_AUTHORIZER_DENIALS_ALARM
+
+
+def _ratio(value: float) -> float:
+    if not 0 < value <= 1:
+        raise ValueError(f"backlogQuotaAlarmRatio {value}: a share of the quota, above 0 and at most 1")
+    return value
 
 
 def resolve_settings(
@@ -155,6 +180,10 @@ def resolve_settings(
         journal_batching_window_s=journal_batching_window(
             fan_out, setting(scope, journal_batching_window_s, "journalBatchingWindow", None, int)),
         basic_auth_secret_arn=setting(scope, basic_auth_secret_arn, "basicAuthSecretArn", "", str),
+        backlog_quota_alarm_ratio=_ratio(
+            setting(scope, None, "backlogQuotaAlarmRatio", DEFAULT_BACKLOG_QUOTA_ALARM_RATIO, float)),
+        authorizer_denials_alarm=max(1, setting(scope, None, "authorizerDenialsAlarm",
+                                                DEFAULT_AUTHORIZER_DENIALS_ALARM, int)),
         seal_latency_ms=check_seal_latency(
             setting(scope, seal_latency_ms, "sealLatencyMs", DEFAULT_SEAL_LATENCY_MS, int)),
     )

@@ -228,7 +228,8 @@ def test_replication_alarms_per_remote_cluster_notify_the_alarm_topic(
 ) -> None:
     template = templates[region]
     alarms = [a["Properties"] for a in _of_type(template, "AWS::CloudWatch::Alarm").values()
-              if a["Properties"]["Namespace"] == "Magnetar" and a["Properties"]["MetricName"].startswith("Replication")]
+              if a["Properties"].get("Namespace") == "Magnetar"
+              and a["Properties"].get("MetricName", "").startswith("Replication")]
     by_metric = {a["MetricName"]: a for a in alarms}
     assert sorted(by_metric) == ["ReplicationBacklog", "ReplicationDelay"]
     for alarm in alarms:
@@ -256,7 +257,7 @@ def test_an_operators_alarm_topic_is_used_instead(
     template = dict(Template.from_stack(stacks[1]).to_json())
     assert not _of_type(template, "AWS::SNS::Topic")
     replication = [a for a in _of_type(template, "AWS::CloudWatch::Alarm").values()
-                   if a["Properties"]["MetricName"].startswith("Replication")]
+                   if a["Properties"].get("MetricName", "").startswith("Replication")]
     assert replication and all(a["Properties"]["AlarmActions"] == [topic] for a in replication)
     # default cluster names: the regions
     assert _text(_variables(template, "BrokerFunction")["MAGNETAR_CLUSTER_NAME"]) == OTHER

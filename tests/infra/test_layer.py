@@ -47,3 +47,9 @@ def test_no_deps_build_is_not_a_full_build(builder: ModuleType, tmp_path: Path) 
     assert (out / "python" / "magnetar" / "security").is_dir()
     assert not (out / "python" / "magnetar" / "local").exists()
     assert not builder.has_dependencies(out)
+
+
+def test_requirements_carry_the_tracer(builder: ModuleType) -> None:
+    """Powertools' Tracer imports aws-xray-sdk, which the [tracer] extra brings (active tracing)."""
+    requirements = builder.REQUIREMENTS.read_text()
+    assert "aws-lambda-powertools[tracer]" in requirements

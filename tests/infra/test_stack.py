@@ -535,6 +535,8 @@ def test_authorizer_function(template: Template, config: ModuleType) -> None:
         "logs:PutLogEvents",
         "secretsmanager:GetSecretValue",
         "secretsmanager:DescribeSecret",
+        "xray:PutTraceSegments",  # active tracing
+        "xray:PutTelemetryRecords",
     }
 
 
@@ -796,9 +798,16 @@ def test_alarms(template: Template, config: ModuleType) -> None:
 
 
 def test_late_after_hole_is_the_consumers_metric_name() -> None:
-    source = (REPO_ROOT / "functions" / "journal_consumer" / "handler.py").read_text()
-    assert '"LateAfterHole"' in source
-    assert 'namespace="Magnetar"' in source
+    """The alarm reads what the sealer emits (core/ledger/sealer.py through the journal consumer's
+    EMF lines: adapters/aws/telemetry.py), by the names both take from core/metric_names.py."""
+    from magnetar.core import metric_names
+
+    handler = (REPO_ROOT / "functions" / "journal_consumer" / "handler.py").read_text()
+    sealer = (REPO_ROOT / "src" / "magnetar" / "core" / "ledger" / "sealer.py").read_text()
+    assert "@telemetry.instrument" in handler
+    assert "m.LATE_AFTER_HOLE" in sealer
+    assert metric_names.LATE_AFTER_HOLE == "LateAfterHole"
+    assert metric_names.CLOUDWATCH_NAMESPACE == "Magnetar"
 
 
 def _all_policy_statements(template: Template) -> list[tuple[str, Mapping[str, Any]]]:
@@ -812,10 +821,12 @@ def _all_policy_statements(template: Template) -> list[tuple[str, Mapping[str, A
     return found
 
 
-# Statements that must name Resource "*" because AWS offers no resource for the action. None today;
-# an entry would be (action, why), e.g. ("xray:PutTraceSegments", "X-Ray has no resource-level
-# permissions"). Adding one needs its reason here and an acknowledgement in the stack.
-STAR_RESOURCE_EXCEPTIONS: dict[str, str] = {}
+# Statements that must name Resource "*" because AWS offers no resource for the action: action -> why.
+# Adding one needs its reason here and an acknowledgement in the stack.
+STAR_RESOURCE_EXCEPTIONS: dict[str, str] = {
+    "xray:PutTraceSegments": "active tracing: X-Ray has no resource-level permissions",
+    "xray:PutTelemetryRecords": "active tracing: X-Ray has no resource-level permissions",
+}
 
 
 def test_no_policy_statement_allows_every_resource(template: Template) -> None:

@@ -558,13 +558,17 @@ class MemoryMetadataStore(MemoryFunctionStore):
             return True
 
 
-def memory_broker(clock: ManualClock | None = None, tail_reads: bool = True):  # type: ignore[no-untyped-def]
-    """A broker on in-memory ports with tenant `public` and namespace `public/default`."""
+def memory_broker(clock: ManualClock | None = None, tail_reads: bool = True,  # type: ignore[no-untyped-def]
+                  telemetry: Any = None):
+    """A broker on in-memory ports with tenant `public` and namespace `public/default`
+    (`telemetry`: adapters.memory_telemetry's, to read what the core emitted)."""
     from magnetar.core.broker import Broker
+    from magnetar.core.ports.telemetry import NO_TELEMETRY
 
     clock = clock or ManualClock()
     metadata = MemoryMetadataStore()
     metadata.create_tenant(TenantInfo("public", (), ("standalone",)))
     metadata.create_namespace(NamespaceInfo(NamespaceName("public", "default")))
-    return Broker(metadata, MemorySegmentStore(), MemoryJournal(clock), clock, tail_reads=tail_reads)
+    return Broker(metadata, MemorySegmentStore(), MemoryJournal(clock), clock, tail_reads=tail_reads,
+                  telemetry=telemetry or NO_TELEMETRY)
 

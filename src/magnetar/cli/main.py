@@ -144,6 +144,13 @@ def local_up(
              "a region of its own, on consecutive ports from --port and --pulsar-port, sharing one configuration "
              "store.")] = None,
     instance_dir: Annotated[Path | None, typer.Option(hidden=True, help="The instance this cluster is part of.")] = None,
+    logs_dir: Annotated[Path | None, typer.Option(
+        help="Where the functions' logs go (their stdout: log lines and EMF metric lines), one file per function. "
+             "Default: <temp dir>/magnetar-<port>/logs.")] = None,
+    tracing: Annotated[bool, typer.Option(
+        "--tracing", help="Trace the functions with X-Ray (MAGNETAR_TRACING=on): segments go to the X-Ray daemon at "
+                          "AWS_XRAY_DAEMON_ADDRESS (127.0.0.1:2000); off by default, as no daemon runs locally.")
+    ] = False,
     inter_region_rtt_ms: Annotated[float | None, typer.Option(
         min=0, help="With --clusters: the round trip added to each request a cluster's replicator makes to another "
                     "(the regions' distance; the clusters share this machine), in ms. Default: 75 with "
@@ -194,9 +201,13 @@ def local_up(
                            tail_reads=None if tail_reads is None else on_off("--tail-reads", tail_reads),
                            pulsar_port=pulsar_port or None, pulsar_tls_port=pulsar_tls_port,
                            pulsar_tls_cert_file=str(pulsar_tls_cert or ""), pulsar_tls_key_file=str(pulsar_tls_key or ""),
-                           cluster_name=cluster_name,
+                           cluster_name=cluster_name, logs_dir=str(logs_dir) if logs_dir else None,
                            inter_region_rtt_ms=inter_region_rtt_ms_of(
                                AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency), inter_region_rtt_ms))
+    if tracing:
+        from magnetar.adapters.aws.telemetry import ENV_TRACING
+
+        os.environ[ENV_TRACING] = "on"
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -205,6 +216,8 @@ def local_up(
         console.print(f"[green]Magnetar is up[/green]  cluster [bold]{cluster.cluster_name}[/bold]  "
                       f"HTTP API [bold]{cluster.url}[/bold]  AWS endpoint {cluster.endpoint}")
         console.print(f"  export {SERVICE_URL_ENV}={cluster.url}    (Ctrl-C to stop)")
+        if cluster.function_logs is not None:
+            console.print(f"  function logs (and EMF metrics) in {cluster.function_logs.directory}")
         if cluster.pulsar_url:
             console.print(f"  Pulsar binary protocol [bold]{cluster.pulsar_url}[/bold]  (the official clients)")
             if cluster.pulsar_tls_url:

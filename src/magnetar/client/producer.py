@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.client import exceptions
 from magnetar.client.message import MessageId
+from magnetar.client.tracing import traced_properties
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
     BatchingType,
@@ -277,7 +278,8 @@ class Producer:
         at = int(deliver_at or 0)
         if deliver_after:
             at = int(time.time() * 1000) + int(deliver_after)
-        message = Message(bytes(content), partition_key, {str(k): str(v) for k, v in (properties or {}).items()},
+        message = Message(bytes(content), partition_key,
+                          traced_properties({str(k): str(v) for k, v in (properties or {}).items()}),
                           int(event_timestamp or 0), ordering_key, null_value=null_value,
                           schema_version=self._schema_version)
         if self._encryptor is not None:

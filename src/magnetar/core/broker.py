@@ -21,6 +21,7 @@ from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, SealPacing
 from magnetar.core.lifecycle import LedgerMaintenance
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import Clock, Journal, MetadataStore, SegmentStore, SystemClock
+from magnetar.core.ports.telemetry import NO_TELEMETRY, Telemetry
 from magnetar.core.schema import SchemaRegistry
 from magnetar.core.stats import TopicStatsService
 
@@ -36,6 +37,7 @@ class Broker:
     tail_reads: bool = True  # read unsealed entries from the journal (see EntryReader)
     seal_latency_ms: int = DEFAULT_SEAL_LATENCY_MS  # the journal consumer's hold (ledger.pacing)
     cluster_name: str = STANDALONE  # the cluster of the instance this deployment is (Pulsar's clusterName)
+    telemetry: Telemetry = NO_TELEMETRY  # metrics and trace spans (adapters: EMF and X-Ray on AWS)
     admin: AdminService = field(init=False)
     authz: AuthorizationService = field(init=False)
     writer: LedgerWriter = field(init=False)
@@ -61,6 +63,8 @@ class Broker:
         self.stats = TopicStatsService(self.metadata, self.maintenance, self.clock, self.writer.policies)
         self.schemas = SchemaRegistry(self.metadata, self.clock)
         self.functions = FunctionRegistry(self.metadata, self.segments, self.clock, self.cluster_name)
+        for service in (self.writer, self.subscriptions, self.sealer, self.maintenance):
+            service.telemetry = self.telemetry
 
     def _forget_policies(self) -> None:
         self.writer.forget_policies()

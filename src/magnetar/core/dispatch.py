@@ -25,6 +25,7 @@ from magnetar.core.claims import MAX_RECEIVE_BYTES, Claims, DeliveredEntry
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import SUBSCRIPTION_TYPES, CursorState
 from magnetar.core.delaypoints import delay_point
+from magnetar.core.delivery_telemetry import record_delivery
 from magnetar.core.errors import (
     Conflict,
     ConsumerLimitReached,
@@ -36,9 +37,11 @@ from magnetar.core.errors import (
 from magnetar.core.key_shared import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.ledger import EntryReader, ensure_topic
 from magnetar.core.ledger.pacing import next_seal_in_ms
+from magnetar.core.metric_names import DISPATCHED_MESSAGES
 from magnetar.core.naming import TopicName, check_consumer_name, check_subscription
 from magnetar.core.policies import TopicPolicies, subscription_limit_reason
 from magnetar.core.ports import Clock, MetadataStore, SealState, SubscriptionView
+from magnetar.core.ports.telemetry import NO_TELEMETRY, Telemetry
 from magnetar.core.replication import is_replicator
 
 log = logging.getLogger(__name__)
@@ -85,6 +88,8 @@ class Step:
 
 
 class SubscriptionService:
+    telemetry: Telemetry = NO_TELEMETRY  # messages dispatched per namespace, their latency; the spans
+
     def __init__(self, metadata: MetadataStore, reader: EntryReader, clock: Clock,
                  policies: Callable[[TopicName], dict[str, Any]] | None = None) -> None:
         self.metadata = metadata
@@ -233,7 +238,11 @@ class SubscriptionService:
         key = (str(topic), subscription, consumer)
         if min_messages > 1 and 0 < wait_ms <= LOOK_ONCE_MAX_WAIT_MS and self._short.get(key):
             self.clock.sleep(wait_ms / 1000)  # look once, at the deadline (LOOK_ONCE_MAX_WAIT_MS)
-        received = self._poll(topic, subscription, consumer, max_messages, request_id, acks, min_messages, deadline)
+        with self.telemetry.tracer.span("dispatch") as span:
+            span.annotate("namespace", str(topic.namespace_name))
+            received = self._poll(topic, subscription, consumer, max_messages, request_id, acks, min_messages,
+                                  deadline)
+            record_delivery(self.telemetry, topic, received.entries, DISPATCHED_MESSAGES, self.clock.now_ms(), span)
         if len(self._short) > 10_000:
             self._short.clear()
         self._short[key] = sum(d.entry.num_messages for d in received.entries) < min_messages
@@ -369,7 +378,9 @@ class SubscriptionService:
 
     # --- acknowledge ---------------------------------------------------------------------
     def acknowledge(self, topic: TopicName, subscription: str, acks: Acks) -> CursorState:
-        return self._update(topic, subscription, acks.apply)
+        with self.telemetry.tracer.span("acknowledge") as span:
+            span.annotate("namespace", str(topic.namespace_name))
+            return self._update(topic, subscription, acks.apply)
 
     # --- plumbing ------------------------------------------------------------------------
     def _update(

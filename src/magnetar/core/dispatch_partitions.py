@@ -105,12 +105,25 @@ def receive_partitions(
             continue
         acks = {}  # written with the cursors
         if final or any(r.entries for r in got.values()):
+            _record(service, parent, got)
             return got
         if throttled_until:  # every partition's dispatch rate is used up: wait for the next period
             clock.sleep(min(max(throttled_until - clock.now_ms(), 1) / 1000, left_s + 0.001))
             continue
         clock.sleep(min(idle_interval, left_s + 0.001))
         idle_interval = min(idle_interval * 2, MAX_POLL_INTERVAL_S)
+
+
+def _record(service: SubscriptionService, parent: TopicName, got: dict[int, PartitionReceived]) -> None:
+    """The messages a partitioned receive handed out, to the telemetry (one namespace)."""
+    from magnetar.core.delivery_telemetry import record_delivery
+    from magnetar.core.metric_names import DISPATCHED_MESSAGES
+
+    delivered = [d for r in got.values() for d in r.entries]
+    if delivered:
+        with service.telemetry.tracer.span("dispatch") as span:
+            span.annotate("namespace", str(parent.namespace_name))
+            record_delivery(service.telemetry, parent, delivered, DISPATCHED_MESSAGES, service.clock.now_ms(), span)
 
 
 def acknowledge_partitions(service: SubscriptionService, parent: TopicName, subscription: str,

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from magnetar.core import metric_names as m
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
 from magnetar.core.dispatch import SubscriptionService
@@ -42,6 +43,7 @@ from magnetar.core.ledger.common import sealed_bytes
 from magnetar.core.naming import NamespaceName, TopicDomain, TopicName
 from magnetar.core.policies import TopicPolicies, effective_policies
 from magnetar.core.ports import Clock, MetadataStore, SealState, SegmentMeta, SegmentStore, WriterState
+from magnetar.core.ports.telemetry import NO_TELEMETRY, Telemetry, Unit
 from magnetar.core.replication import is_replicator
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,15 @@ class TopicReport:
     deleted_objects: int = 0
     backlog_bytes: int = 0
     quota_exceeded: bool = False
+    backlog_entries: int = 0  # behind the slowest cursor
+    quota_ratio: float | None = None  # the backlog against its quota (size or age, the fuller); None: no quota
+
+
+@dataclass
+class NamespaceBacklog:
+    entries: int = 0
+    bytes: int = 0
+    quota_ratio: float | None = None  # the fullest of its topics with a quota
 
 
 @dataclass
@@ -69,9 +80,16 @@ class MaintenanceReport:
     trimmed_segments: int = 0
     deleted_objects: int = 0
     blocked_topics: list[str] = field(default_factory=list)
+    # per namespace: entries behind the slowest cursors, bytes measured for quotas, the fullest quota
+    namespaces: dict[str, NamespaceBacklog] = field(default_factory=dict)
 
     def add(self, topic: str, report: TopicReport) -> None:
         self.topics += 1
+        backlog = self.namespaces.setdefault(str(TopicName.parse(topic).namespace_name), NamespaceBacklog())
+        backlog.entries += report.backlog_entries
+        backlog.bytes += report.backlog_bytes
+        if report.quota_ratio is not None:
+            backlog.quota_ratio = max(backlog.quota_ratio or 0.0, report.quota_ratio)
         self.expired_entries += report.expired_entries
         self.evicted_entries += report.evicted_entries
         self.trimmed_segments += report.trimmed_segments
@@ -109,6 +127,7 @@ def estimated_entry_size(seal: SealState) -> int:
 
 
 class LedgerMaintenance:
+    telemetry: Telemetry = NO_TELEMETRY  # each run's backlogs per namespace
     # topic compaction (magnetar.core.compaction.Compactor), when wired: the run starts and
     # continues compactions, and retention keeps what the compacted view still needs
     compaction: Any = None
@@ -141,7 +160,22 @@ class LedgerMaintenance:
                 report.add(name, self.maintain(topic, namespaces))
             except Exception:  # one broken topic must not stop the others; the next run retries
                 log.exception("maintenance of %s failed", name)
+        self._emit(report)
         return report
+
+    def _emit(self, report: MaintenanceReport) -> None:
+        """The run's backlogs per namespace, to the telemetry (the dashboard's backlog, the quota alarm)."""
+        metrics = self.telemetry.metrics
+        for name, value in ((m.TOPICS_MAINTAINED, report.topics), (m.EXPIRED_ENTRIES, report.expired_entries),
+                            (m.EVICTED_ENTRIES, report.evicted_entries),
+                            (m.TRIMMED_SEGMENTS, report.trimmed_segments),
+                            (m.BACKLOG_BLOCKED_TOPICS, len(report.blocked_topics))):
+            metrics.add(name, value)
+        for namespace, backlog in sorted(report.namespaces.items()):
+            metrics.add(m.BACKLOG_ENTRIES, backlog.entries, namespace=namespace)
+            if backlog.quota_ratio is not None:
+                metrics.add(m.BACKLOG_BYTES, backlog.bytes, Unit.BYTES, namespace=namespace)
+                metrics.add(m.BACKLOG_QUOTA_RATIO, round(backlog.quota_ratio, 4), Unit.NONE, namespace=namespace)
 
     def _all_topics(self) -> Iterator[str]:
         for tenant in self.metadata.list_tenants():
@@ -164,6 +198,8 @@ class LedgerMaintenance:
         if seal.trash:
             report.deleted_objects += self._empty_trash(topic, list(seal.trash))
         cursors = self.metadata.list_cursors(topic)
+        start, end = backlog_range(seal, writer, cursors)
+        report.backlog_entries = max(0, end - start)
         if self.replication is not None and any(
                 is_replicator(name) and cursor.mark_delete < seal.next_entry for name, (cursor, _) in cursors.items()):
             try:
@@ -236,6 +272,18 @@ class LedgerMaintenance:
             self.metadata.set_backlog_blocked(topic, "")
         return exceeded
 
+    def _quota_ratio(self, policies: TopicPolicies, backlog: Backlog) -> float:
+        """How full the quota is: the backlog's size against limitSize, its age against limitTime,
+        the fuller of the two (1.0: at the quota)."""
+        quota = policies.backlog_quota
+        if backlog.start >= backlog.end:
+            return 0.0
+        ratio = backlog.size / quota.limit_size if quota.limit_size > 0 else 0.0
+        if quota.limit_time > 0 and backlog.oldest_publish_time is not None:
+            age_ms = max(0, self.clock.now_ms() - backlog.oldest_publish_time)
+            ratio = max(ratio, age_ms / (quota.limit_time * 1000))
+        return ratio
+
     def _over_quota(self, policies: TopicPolicies, backlog: Backlog) -> bool:
         quota = policies.backlog_quota
         if not quota.active or backlog.start >= backlog.end:
@@ -255,6 +303,8 @@ class LedgerMaintenance:
             return
         backlog = self.backlog(topic, seal, writer, cursors, with_age=quota.limit_time > 0)
         report.backlog_bytes = backlog.size
+        report.backlog_entries = max(0, backlog.end - backlog.start)
+        report.quota_ratio = self._quota_ratio(policies, backlog)
         exceeded = self._over_quota(policies, backlog)
         if exceeded and quota.policy == "consumer_backlog_eviction":
             target = self._eviction_point(topic, seal, writer, backlog, policies, cursors)

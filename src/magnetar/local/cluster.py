@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import uvicorn
@@ -39,6 +40,7 @@ from magnetar.local.apigw import build_app
 from magnetar.local.authorizers import LocalAuthorizers
 from magnetar.local.esm import KinesisEventSourceMapping, poll_interval
 from magnetar.local.fidelity import EMULATOR_AS_IS, AwsFidelity, latency_model
+from magnetar.local.function_logs import FunctionLogs, default_directory
 from magnetar.local.function_workers import ENV_FUNCTION_WORKERS, WORKERS
 from magnetar.local.lambda_runtime import (
     AUTHORIZER,
@@ -127,7 +129,6 @@ def configure_aws_environment(endpoint: str | None) -> None:
         os.environ["AWS_ENDPOINT_URL"] = endpoint
     os.environ.setdefault("AWS_DEFAULT_REGION", os.environ.get("AWS_REGION", "us-east-1"))
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")  # the functions log at INFO on AWS
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")  # no CloudWatch to ship EMF to
     os.environ.setdefault("POWERTOOLS_SERVICE_NAME", "magnetar")
     if not (os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")):
         os.environ["AWS_ACCESS_KEY_ID"] = "test"
@@ -177,6 +178,10 @@ class LocalCluster:
     # added to every request another cluster's replicator makes here (the inter-region round trip;
     # the clusters of a local instance share one machine): 0, none
     inter_region_rtt_ms: float = 0.0
+    # the functions' logs (their stdout: log lines and EMF metrics), one file per function; None:
+    # <temp dir>/magnetar-<port>/logs (function_logs.default_directory)
+    logs_dir: str | None = None
+    function_logs: FunctionLogs | None = None
     emulator: subprocess.Popen[bytes] | None = None
     esm: KinesisEventSourceMapping | None = None
     _config: uvicorn.Config | None = None
@@ -225,7 +230,10 @@ class LocalCluster:
         authorizers = self._configure_auth()
         # the runtime's fidelity: one account (one concurrency pool) and one latency model for all
         latency = latency_model(self.fidelity)
-        configure(LambdaSettings.from_fidelity(self.fidelity, latency))
+        settings = LambdaSettings.from_fidelity(self.fidelity, latency)
+        self.function_logs = settings.logs = FunctionLogs(
+            Path(self.logs_dir) if self.logs_dir else default_directory(self.port))
+        configure(settings)
         from magnetar.local.provision import provision
 
         provision(self.names, self.journal_shards, self.cluster_name)
@@ -357,6 +365,8 @@ class LocalCluster:
         if self._thread is not None:
             self._thread.join(timeout=5)
         WORKERS.close()
+        if self.function_logs is not None:
+            self.function_logs.close()
         if self.emulator is not None:
             self.emulator.terminate()
             try:

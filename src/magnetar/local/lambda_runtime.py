@@ -21,6 +21,7 @@ from magnetar.local.fidelity import (
     LatencyModel,
     latency_model,
 )
+from magnetar.local.function_logs import FunctionLogs
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
@@ -80,6 +81,7 @@ class LambdaSettings:
     concurrency: AccountConcurrency | None = None  # limits: the account's concurrency quota
     check_response_size: bool = False  # limits: a response over 6 MB is a function error
     latency: LatencyModel | None = None  # modeled invocation overhead and cold starts
+    logs: FunctionLogs | None = None  # each function's stdout (log lines, EMF metrics) to a file of its own
 
     @classmethod
     def from_fidelity(cls, fidelity: AwsFidelity, latency: LatencyModel | None = None) -> LambdaSettings:
@@ -172,6 +174,13 @@ class LocalFunction:
                 concurrency.release()
 
     def _run(self, event: dict[str, Any]) -> dict[str, Any]:
+        logs = self.settings.logs
+        if logs is None:
+            return self._run_logged(event)
+        with logs.capture(self.name):  # as Lambda sends a function's stdout to its log group
+            return self._run_logged(event)
+
+    def _run_logged(self, event: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             fn = self._warm.pop() if self._warm else None
         cold_s = 0.0

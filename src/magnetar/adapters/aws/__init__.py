@@ -22,6 +22,7 @@ def build_broker() -> Broker:
     from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
     from magnetar.adapters.aws.kinesis import KinesisJournal
     from magnetar.adapters.aws.s3 import S3SegmentStore
+    from magnetar.adapters.aws.telemetry import aws_telemetry
 
     names = ResourceNames.from_env()
     config = None
@@ -32,7 +33,8 @@ def build_broker() -> Broker:
     metadata = DynamoMetadataStore(names.table, config_table=names.config_table, config_dynamodb=config)
     return Broker(metadata, S3SegmentStore(names.bucket), KinesisJournal(names.stream),
                   auth=auth_settings_from_env(), tail_reads=tail_reads_from_env(),
-                  seal_latency_ms=seal_latency_ms_from_env(), cluster_name=cluster_name_from_env())
+                  seal_latency_ms=seal_latency_ms_from_env(), cluster_name=cluster_name_from_env(),
+                  telemetry=aws_telemetry())
 
 
 @cache

@@ -22,6 +22,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
+from magnetar.adapters.aws.telemetry import on_needs_retry, on_request_created
+
 _CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 4},
     connect_timeout=3,
@@ -91,8 +93,13 @@ REQUESTS = RequestCounter(by_site=bool(os.environ.get("MAGNETAR_REQUEST_SITES"))
 UNPROCESSED_ATTEMPTS = 8
 
 
-def unprocessed_backoff(attempt: int) -> None:
-    """Wait before retrying a batch's unprocessed items: full jitter, 50 ms doubling up to 2 s."""
+def unprocessed_backoff(attempt: int, service: str = "dynamodb") -> None:
+    """Wait before retrying a batch's unprocessed items: full jitter, 50 ms doubling up to 2 s.
+    The items were throttled: counted as such (AwsThrottles)."""
+    from magnetar.adapters.aws.telemetry import record_aws
+    from magnetar.core.metric_names import AWS_THROTTLES
+
+    record_aws(AWS_THROTTLES, service)
     time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
 
 
@@ -110,4 +117,7 @@ def _client(service: str, endpoint: str | None, region: str | None = None) -> An
     session = boto3.session.Session()
     c = session.client(service, config=_CONFIG, region_name=region)  # type: ignore[call-overload]
     c.meta.events.register("before-send", REQUESTS)
+    # the invocation's telemetry: throttled answers, retried attempts, S3 requests (adapters/aws/telemetry.py)
+    c.meta.events.register("request-created", on_request_created)
+    c.meta.events.register_first("needs-retry", on_needs_retry)
     return c

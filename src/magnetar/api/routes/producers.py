@@ -28,6 +28,7 @@ from magnetar.core.compression import decompress
 from magnetar.core.entry import decode_messages
 from magnetar.core.errors import InvalidInput
 from magnetar.core.naming import TopicName
+from magnetar.core.tracecontext import with_trace_context
 
 router = Router()  # type: ignore[no-untyped-call]
 
@@ -42,6 +43,18 @@ def _publish_non_persistent(name: TopicName, request: ProduceRequest) -> dict[st
     first = next((i for i in ids if i.entry_id >= 0), ids[0])
     return ProduceResponse(messagePublishResults=[PublishResult(messageId=str(i)) for i in ids],
                            ledgerId=first.ledger_id, entryId=first.entry_id).model_dump(exclude_none=True)
+
+
+def _traced(request: ProduceRequest) -> ProduceRequest:
+    """REST messages published while this invocation is traced carry its trace context (the
+    `traceparent` property), unless they name one of their own. SDK batches come encoded: the SDK
+    sets it (client/tracing.py)."""
+    traceparent = build_broker().telemetry.tracer.traceparent()
+    if traceparent is None or request.messages is None:
+        return request
+    messages = [m.model_copy(update={"properties": with_trace_context(m.properties, traceparent)})
+                for m in request.messages]
+    return request.model_copy(update={"messages": messages})
 
 
 def _each_batch(request: ProduceRequest) -> list[ProduceRequest]:
@@ -86,7 +99,7 @@ def _bind(domain: str) -> None:
         """Publish messages (Pulsar's REST producer), one SDK-encoded batch, or several batches
         appended together (consecutive entries, all or nothing)."""
         name = topic_name(domain, tenant, namespace, topic)
-        request = produce_request(name)  # typed REST messages encoded with the topic's schema (routes/schemas.py)
+        request = _traced(produce_request(name))  # typed REST messages encoded with the topic's schema (routes/schemas.py)
         refuse_untyped_publish(name, request)  # schemaValidationEnforced
         if any(b is not None and b.origin is not None for b in [request.batch, *(request.batches or [])]):
             require(Access.SUPERUSER)  # replicated copies: the other clusters' replicators

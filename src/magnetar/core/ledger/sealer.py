@@ -13,10 +13,12 @@ missing id is certainly past its deadline, and a tombstone takes the id (consume
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 
+from magnetar.core import metric_names as m
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.delaypoints import delay_point
 from magnetar.core.entry import encode_entry, encode_envelope, hole_entry, peek_header, record_headers
@@ -36,6 +38,7 @@ from magnetar.core.ports import (
     SegmentMeta,
     SegmentStore,
 )
+from magnetar.core.ports.telemetry import NO_TELEMETRY, Telemetry
 from magnetar.core.rates import ewma_add
 
 log = logging.getLogger(__name__)
@@ -128,6 +131,8 @@ class Sealer:
     after a crash between the S3 write and the DynamoDB commit writes the same bytes again.
     """
 
+    telemetry: Telemetry = NO_TELEMETRY  # what each batch sealed (SealedEntries, Holes, ...); the seal span
+
     def __init__(self, metadata: MetadataStore, segments: SegmentStore, clock: Clock,
                  journal: Journal | None = None, pacing: SealPacing | None = None) -> None:
         self.metadata = metadata
@@ -195,6 +200,21 @@ class Sealer:
     def seal(self, records: list[JournalRecord], states: dict[str, SealState] | None = None) -> SealOutcome:
         """Seal a journal batch; `states`: the seal states of its topics when the caller has just
         read them (the journal consumer's push plan), saving the read."""
+        with self.telemetry.tracer.span("seal") as span:
+            span.annotate("records", len(records))
+            outcome = self._seal(records, states)
+            span.annotate("sealed_entries", outcome.sealed_entries)
+        metrics = self.telemetry.metrics
+        metrics.add(m.SEALED_ENTRIES, outcome.sealed_entries)
+        metrics.add(m.SEGMENTS_WRITTEN, outcome.segments_written)
+        for name, value in ((m.HOLES, outcome.holes), (m.LATE_AFTER_HOLE, outcome.late_after_hole),
+                            (m.LATE_REAPPENDED, outcome.late_reappended),
+                            (m.LATE_DEAD_LETTERED, outcome.late_dead_lettered)):
+            if value:  # emitted only when it happens (the alarms treat a missing value as none)
+                metrics.add(name, value)
+        return outcome
+
+    def _seal(self, records: list[JournalRecord], states: dict[str, SealState] | None) -> SealOutcome:
         outcome = SealOutcome()
         by_topic: dict[str, list[_Item]] = {}
         for index, record in enumerate(records):
@@ -228,7 +248,8 @@ class Sealer:
             prepared: list[_TopicSeal | BaseException] = [prepare(topics[0])]
         else:
             with ThreadPoolExecutor(max_workers=min(SEAL_CONCURRENCY, len(topics))) as pool:
-                futures = [pool.submit(prepare, topic) for topic in topics]
+                # each in a copy of this context: the invocation's telemetry goes along
+                futures = [pool.submit(contextvars.copy_context().run, prepare, topic) for topic in topics]
                 prepared = [f.exception() or f.result() for f in futures]
         seals = [p for p in prepared if not isinstance(p, BaseException)]
         self._commit_all(seals)

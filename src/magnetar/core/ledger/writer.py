@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from magnetar.core import metric_names as m
 from magnetar.core.crashpoints import crash_point, refusal_point
 from magnetar.core.delaypoints import delay_point
 from magnetar.core.entry import (
@@ -42,6 +43,7 @@ from magnetar.core.errors import (
     BacklogQuotaExceeded,
     InvalidInput,
     JournalRefused,
+    MagnetarError,
     PayloadTooLarge,
     ProducerBusy,
     ProducerFenced,
@@ -70,6 +72,7 @@ from magnetar.core.ports import (
     RateClaim,
     Reservation,
 )
+from magnetar.core.ports.telemetry import NO_TELEMETRY, Telemetry, Unit
 
 log = logging.getLogger(__name__)
 
@@ -94,10 +97,13 @@ QUOTA_HOLD_POLL_S = 1.0
 QUOTA_RECHECK_MS = 1_000
 FENCE_PATIENCE_S = 3.0  # how long a writer tries to tombstone ids it did not store (a publish answers within 29 s)
 PRODUCER_IDLE_MS = 5 * 60_000  # a producer silent this long no longer counts (stats, max producers)
+DEAD_LETTER_SUFFIX = "-DLQ"  # the SDK's dead-letter topics: <topic>-<subscription>-DLQ (pulsar-client's)
 END_OF_TIME_MS = 1 << 62  # a clock no lease outlives (ExclusiveWithFencing's take-over)
 
 
 class LedgerWriter:
+    telemetry: Telemetry = NO_TELEMETRY  # publishes, refusals and errors per namespace; the publish spans
+
     def __init__(self, metadata: MetadataStore, journal: Journal, clock: Clock,
                  lookup: Callable[[TopicName, int], Entry | None] | None = None) -> None:
         self.metadata = metadata
@@ -122,6 +128,29 @@ class LedgerWriter:
         """Append consecutive batches as consecutive entries, all or nothing: one reservation of
         their ids (admission checks for the whole group), one journal record (an envelope).
         The results are in the order of `batches`; the ids are final once this returns."""
+        namespace = str(topic.namespace_name)
+        metrics = self.telemetry.metrics
+        with self.telemetry.tracer.span("publish") as span:
+            span.annotate("namespace", namespace)
+            try:
+                results = self._append_group(topic, batches, producer_name, create_topic)
+            except MagnetarError as exc:
+                refused = exc.status < 500 and not isinstance(exc, RetryableError)
+                metrics.add(m.PUBLISH_REFUSED if refused else m.PUBLISH_ERRORS, 1, namespace=namespace)
+                raise
+            except Exception:
+                metrics.add(m.PUBLISH_ERRORS, 1, namespace=namespace)
+                raise
+            messages = sum(b.num_messages for b in batches)
+            span.annotate("messages", messages)
+        metrics.add(m.PUBLISHED_MESSAGES, messages, namespace=namespace)
+        metrics.add(m.PUBLISHED_BYTES, sum(len(b.payload) for b in batches), Unit.BYTES, namespace=namespace)
+        if topic.partitioned_topic.local_name.endswith(DEAD_LETTER_SUFFIX):
+            metrics.add(m.DEAD_LETTERED_MESSAGES, messages, namespace=namespace)
+        return results
+
+    def _append_group(self, topic: TopicName, batches: list[Batch], producer_name: str,
+                      create_topic: bool) -> list[AppendResult]:
         if not batches:
             raise InvalidInput("No batches to publish")
         if len(batches) > MAX_ENTRIES_PER_APPEND:
@@ -194,7 +223,8 @@ class LedgerWriter:
         try:
             if refusal_point("produce.journal_refused"):  # a shard refusing every attempt: nothing stored
                 raise JournalRefused("The journal's shard refused the write (write throughput exceeded); retry")
-            self.journal.append(journal_key(key), data)
+            with self.telemetry.tracer.span("journal.write"):
+                self.journal.append(journal_key(key), data)
         except JournalRefused:
             self._fence_own(topic, entries, fence)
             raise

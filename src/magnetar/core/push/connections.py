@@ -31,6 +31,7 @@ from magnetar.core.ports.push import Connection, ConnectionRegistry, PushGateway
 from magnetar.core.push.common import ConnectionCache, Namespaces, inbox_acks
 from magnetar.core.push.dispatch import Dispatcher
 from magnetar.core.push.fanout import NonPersistentFanout
+from magnetar.core.tracecontext import with_trace_context
 from magnetar.core.websocket import (
     FAILED_TO_DESERIALIZE,
     PAYLOAD_ENCODING_ERROR,
@@ -228,6 +229,11 @@ class Connections:
             request = producer_frame(frame, conn.encryption_keys)
         except InvalidInput as exc:
             return producer_error(PAYLOAD_ENCODING_ERROR, exc.reason, frame.get("context"))
+        traceparent = self.broker.telemetry.tracer.traceparent()  # a traced invocation: the message names it
+        if traceparent is not None:
+            message = request.message
+            request = replace(request, message=replace(
+                message, properties=with_trace_context(message.properties, traceparent)))
         topic = TopicName.parse(conn.topic)
         try:
             self.broker.schemas.check_publish(  # its schemaVersion is the topic's; schemaValidationEnforced

@@ -28,6 +28,7 @@ connection's item too (it has no cursor), moved by a conditional write before it
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import logging
 import math
@@ -43,6 +44,7 @@ from magnetar.core.broker import Broker
 from magnetar.core.claims import MAX_ENTRIES_PER_RECEIVE, DeliveredEntry
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
+from magnetar.core.delivery_telemetry import record_delivery
 from magnetar.core.entry import Entry
 from magnetar.core.errors import (
     MagnetarError,
@@ -50,6 +52,7 @@ from magnetar.core.errors import (
     SubscriptionNotFound,
     TopicNotFound,
 )
+from magnetar.core.metric_names import PUSHED_MESSAGES
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import (
     SubscriptionView,
@@ -177,6 +180,7 @@ class Dispatcher:
             if sent < len(frames):
                 self.known.drop(conn)  # gone: its deliveries are released for the others
                 break
+            self._record(topic, delivered)
             if cap is not None or not more:
                 break
         return pushed
@@ -235,6 +239,13 @@ class Dispatcher:
                 return
             position = entries[-1].entry_id + 1
 
+    def _record(self, topic: TopicName, delivered: list[DeliveredEntry]) -> None:
+        """Pushed messages and their latency, to the telemetry (the delivery span)."""
+        telemetry = self.broker.telemetry
+        with telemetry.tracer.span("deliver") as span:
+            span.annotate("namespace", str(topic.namespace_name))
+            record_delivery(telemetry, topic, delivered, PUSHED_MESSAGES, self.clock.now_ms(), span)
+
     def _release(self, topic: TopicName, conn: Connection, delivered: list[DeliveredEntry]) -> None:
         entries = tuple(sorted({d.entry.entry_id for d in delivered}))
         self.broker.subscriptions.acknowledge(topic, conn.subscription,
@@ -277,6 +288,8 @@ class Dispatcher:
                 self.known.drop(conn)
                 break
             conn = replace(conn, position=position, skip=skip, inflight=conn.inflight + len(frames))
+            self._record(topic, [DeliveredEntry(e, 0) for e in entries if e.entry_id < position
+                                 or (e.entry_id == position and skip >= 0)])
             if len(entries) < MAX_ENTRIES_PER_RECEIVE:
                 break
         return pushed
@@ -392,7 +405,9 @@ class Dispatcher:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="push")
             pool = self._pool
-        return list(pool.map(lambda task: task(), tasks))
+        # each task in a copy of this context: the invocation's telemetry goes along
+        runs = [(contextvars.copy_context(), task) for task in tasks]
+        return list(pool.map(lambda run: run[0].run(run[1]), runs))
 
     def send_each(self, pushes: list[tuple[Connection, list[str]]]) -> list[int | None]:
         """Each connection's frames in order, the connections in parallel: a PostToConnection
@@ -414,7 +429,8 @@ class Dispatcher:
             if self._senders is None:
                 self._senders = ThreadPoolExecutor(SEND_WORKERS, thread_name_prefix="send")
             senders = self._senders
-        return list(senders.map(send, pushes))
+        runs = [(contextvars.copy_context(), push) for push in pushes]
+        return list(senders.map(lambda run: run[0].run(send, run[1]), runs))
 
     def safely(self, dispatch: Callable[[Connection], int], conn: Connection) -> int:
         return self._count(dispatch, conn).pushed
