@@ -296,6 +296,12 @@ class MemoryMetadataStore(MemoryFunctionStore):
     def list_topics(self, namespace: NamespaceName) -> list[str]:
         return [t for t in self.topics if TopicName.parse(t).namespace_name == namespace]
 
+    def list_topics_page(self, namespace: NamespaceName, prefix: str, start_after: str, limit: int,
+                         contains: str = "") -> list[str]:
+        names = sorted(t for t in self.list_topics(namespace)
+                       if t.startswith(prefix) and t > start_after and contains.lower() in t[len(prefix):].lower())
+        return names[:limit]
+
     def create_partitioned_topic(self, topic: TopicName, partitions: int, max_topics: int = 0) -> bool:
         with self._lock:
             if str(topic) in self.partitioned or str(topic) in self.topics:

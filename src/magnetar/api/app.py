@@ -30,6 +30,7 @@ from magnetar.api.routes import (
     read_plan,
     replication,
     schemas,
+    subscriptions,
     tenants,
     topics,
 )
@@ -39,8 +40,8 @@ from magnetar.core.errors import MagnetarError
 def build_app() -> HttpApiResolver:
     """A resolver with every resource's routes and Pulsar's error handlers."""
     resolver = HttpApiResolver()
-    for module in (tenants, clusters, namespaces, policies, topics, producers, consumers, read_plan, schemas,
-                   compaction, replication, functions, openapi):
+    for module in (tenants, clusters, namespaces, policies, topics, subscriptions, producers, consumers, read_plan,
+                   schemas, compaction, replication, functions, openapi):
         resolver.include_router(module.router)
     resolver.exception_handler(MagnetarError)(_refused)
     resolver.exception_handler(ValidationError)(_invalid)

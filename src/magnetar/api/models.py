@@ -273,6 +273,8 @@ class ReadRequest(_Body):
     startEntryId: int = Field(default=0, ge=0, le=INT64_MAX)
     maxEntries: int = Field(default=100, ge=1, le=1000)
     format: Literal["messages", "entries"] = "messages"
+    # messages only: each value decoded with the topic's schema (`value`, `schemaType`; `valueError`)
+    decode: bool = False
 
 
 class SeekRequest(_Body):
@@ -304,6 +306,10 @@ class ConsumerMessage(BaseModel):
     # compressionType, uncompressedMessageSize
     encryptionContext: dict[str, Any] | None = None
     schemaVersion: int | None = None  # written with this version of the topic's schema (absent: none)
+    # a reader's `decode`: the value decoded with its schema (JSON data), the schema's type, or why not
+    value: Any = None
+    schemaType: str | None = None
+    valueError: str | None = None
 
 
 class RetentionPolicies(_Body):
@@ -367,6 +373,16 @@ class LastMessageId(BaseModel):
     ledgerId: int
     entryId: int
     partitionIndex: int
+
+
+class MessageIdBody(BaseModel):
+    """Pulsar's MessageIdImpl as the admin API takes it (create a subscription at, reset a cursor
+    to): `MessageId.earliest` is (-1, -1), `MessageId.latest` (INT64_MAX, INT64_MAX)."""
+
+    model_config = ConfigDict(extra="ignore")  # batchIndex, isExcluded... of Pulsar's clients
+    ledgerId: int = Field(ge=-1, le=INT64_MAX)
+    entryId: int = Field(ge=-1, le=INT64_MAX)
+    partitionIndex: int = -1
 
 
 class AttachProducerResponse(BaseModel):

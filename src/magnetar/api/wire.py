@@ -120,7 +120,8 @@ def entry_messages(topic: str, partition: int, entry: Entry, redelivery_count: i
         ).model_dump()
         if message["nullValue"] is None:
             del message["nullValue"]
-        message.pop("encryptionContext", None)
+        for absent in ("encryptionContext", "value", "schemaType", "valueError"):  # set below, or by a decoding read
+            message.pop(absent, None)
         if m.schema_version is not None:  # the topic schema's version the value was written with
             message["schemaVersion"] = m.schema_version
         if entry.origin is not None:  # a replicated copy: the cluster it was published in

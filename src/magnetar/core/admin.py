@@ -18,7 +18,7 @@ from magnetar.core.errors import (
     StalePolicies,
     TopicLimitReached,
 )
-from magnetar.core.naming import DEFAULT_TENANT, NamespaceName, TopicName, check_entity
+from magnetar.core.naming import DEFAULT_TENANT, MAX_NAME_LENGTH, NamespaceName, TopicName, check_entity
 from magnetar.core.policies import (
     BACKLOG_QUOTA,
     MAX_TOPICS,
@@ -32,6 +32,8 @@ from magnetar.core.ports import Clock, MetadataStore, NamespaceInfo, TenantInfo
 from magnetar.core.replication import is_replicator
 
 MAX_PARTITIONS = 1024
+DEFAULT_TOPIC_PAGE = 100  # a page of list_topics_page
+MAX_TOPIC_PAGE = 1000
 POLICY_WRITE_ATTEMPTS = 10  # a policy edit read again after a concurrent one, this many times
 
 
@@ -299,6 +301,21 @@ class AdminService:
         self.get_namespace(namespace)
         topics = self.metadata.list_topics(namespace)
         return sorted(t for t in topics if domain is None or t.startswith(f"{domain}://"))
+
+    def list_topics_page(self, namespace: NamespaceName, domain: str, search: str = "", start_after: str = "",
+                         limit: int = DEFAULT_TOPIC_PAGE) -> list[str]:
+        """One page of the namespace's topics of `domain`, sorted by name: those after
+        `start_after` (a full name, or a topic's local name) whose local name holds `search`
+        (case-insensitive), at most `limit`. A console pages through a namespace of any size
+        this way: the next page starts after the last name of this one."""
+        if not 1 <= limit <= MAX_TOPIC_PAGE:
+            raise InvalidInput(f"limit must be between 1 and {MAX_TOPIC_PAGE}")
+        if len(search) > MAX_NAME_LENGTH or len(start_after) > 3 * MAX_NAME_LENGTH:
+            raise InvalidInput("search and startAfter are at most a topic name long")
+        self.get_namespace(namespace)
+        prefix = f"{domain}://{namespace}/"
+        after = start_after if "://" in start_after or not start_after else prefix + start_after
+        return self.metadata.list_topics_page(namespace, prefix, after, limit, search)
 
     def create_topic(self, topic: TopicName) -> None:
         max_topics = self._max_topics(topic.namespace_name)

@@ -24,6 +24,7 @@ from magnetar.core.ports import Clock, Journal, MetadataStore, SegmentStore, Sys
 from magnetar.core.ports.telemetry import NO_TELEMETRY, Telemetry
 from magnetar.core.schema import SchemaRegistry
 from magnetar.core.stats import TopicStatsService
+from magnetar.core.subscription_admin import SubscriptionAdmin
 
 
 @dataclass
@@ -44,6 +45,7 @@ class Broker:
     reader: EntryReader = field(init=False)
     sealer: Sealer = field(init=False)
     subscriptions: SubscriptionService = field(init=False)
+    subscription_admin: SubscriptionAdmin = field(init=False)
     maintenance: LedgerMaintenance = field(init=False)
     stats: TopicStatsService = field(init=False)
     schemas: SchemaRegistry = field(init=False)
@@ -57,6 +59,7 @@ class Broker:
         self.reader = EntryReader(self.metadata, self.segments, self.journal, self.cache, self.tail_reads)
         self.sealer = Sealer(self.metadata, self.segments, self.clock, self.journal, SealPacing(self.seal_latency_ms))
         self.subscriptions = SubscriptionService(self.metadata, self.reader, self.clock, self.writer.policies)
+        self.subscription_admin = SubscriptionAdmin(self.metadata, self.subscriptions, self.clock)
         self.maintenance = LedgerMaintenance(self.metadata, self.segments, self.reader, self.writer,
                                              self.subscriptions, self.clock)
         self.writer.quota_check = self.maintenance.quota_exceeded

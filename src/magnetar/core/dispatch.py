@@ -159,7 +159,7 @@ class SubscriptionService:
         if len(live) >= limit:
             raise ConsumerLimitReached(f"Topic {topic} reached its maximum number of consumers ({limit})")
 
-    def _check_subscription_limit(self, topic: TopicName) -> None:
+    def check_subscription_limit(self, topic: TopicName) -> None:
         """Pulsar's maxSubscriptionsPerTopic, checked when a new subscription's cursor is created
         (one Query, only then); refused with Pulsar's NotAllowedError (405)."""
         limit = TopicPolicies.of(self.policies(topic)).max_subscriptions if self.policies else 0
@@ -383,6 +383,11 @@ class SubscriptionService:
             return self._update(topic, subscription, acks.apply)
 
     # --- plumbing ------------------------------------------------------------------------
+    def update_cursor(self, topic: TopicName, subscription: str, change: Callable[[CursorState, int], None]) -> CursorState:
+        """Apply `change(state, now)` to an existing cursor (SubscriptionNotFound otherwise), with
+        the conditional write and retries of every cursor change (the admin API's skips)."""
+        return self._update(topic, subscription, change)
+
     def _update(
         self,
         topic: TopicName,
@@ -400,7 +405,7 @@ class SubscriptionService:
                 if view.writer is None:  # a first subscription may create the topic (auto-creation)
                     ensure_topic(self.metadata, topic, now)
                     continue
-                self._check_subscription_limit(topic)
+                self.check_subscription_limit(topic)
                 sub_type, initial = create
                 end = view.writer.next_entry if view.writer else 0
                 start = first_available_entry(view)

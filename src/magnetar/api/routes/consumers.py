@@ -12,6 +12,7 @@ for its partitions' operations, and a grant on the partitioned topic covers its 
 
 from __future__ import annotations
 
+import base64
 import uuid
 from typing import Any
 from urllib.parse import unquote
@@ -47,6 +48,8 @@ from magnetar.core.errors import InvalidInput, NotAllowed
 from magnetar.core.key_shared import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.naming import TopicName
 from magnetar.core.push import NON_PERSISTENT_POLL_REASON
+from magnetar.core.schema.registry import schema_id
+from magnetar.core.schema.values import ValueDecoder
 
 router = Router()  # type: ignore[no-untyped-call]
 
@@ -174,9 +177,17 @@ def _bind(domain: str) -> None:
         live = [e for e in entries if not e.hole]
         out: dict[str, Any] = {"nextEntryId": next_entry, "firstEntryId": first}
         if request.format == "entries":
+            if request.decode:
+                raise InvalidInput("decode applies to format messages")
             out["entries"] = [entry_to_wire(e, name.partition_index, 0, []) for e in live]
         else:
             out["messages"] = [m for e in live for m in entry_messages(str(name), name.partition_index, e)]
+            if request.decode and out["messages"]:
+                decoder = ValueDecoder(build_broker().schemas.store.get_schemas(schema_id(name)))
+                for message in out["messages"]:
+                    if "encryptionContext" not in message and not message.get("nullValue"):
+                        message.update(decoder.decode(base64.b64decode(message["payload"]),
+                                                      message.get("schemaVersion")))
         return json_response(out)
 
     @guarded(router, "GET", f"{reader}/position", Access.CONSUME, domain, response=PositionResponse,

@@ -18,14 +18,24 @@ from magnetar.api.http import (
     json_response,
     namespace_name,
     no_content,
+    query,
     topic_name,
 )
 from magnetar.api.models import LastMessageId, PartitionedTopicMetadata
 from magnetar.api.openapi import OBJECT, STRINGS, Param
 from magnetar.api.routes.namespaces import ACTION_LIST, PERMISSIONS
+from magnetar.core.admin import DEFAULT_TOPIC_PAGE, MAX_TOPIC_PAGE
 from magnetar.core.authz import Access, check_actions
+from magnetar.core.errors import InvalidInput
 
 router = Router()  # type: ignore[no-untyped-call]
+PAGE_QUERY = {
+    "limit": Param({"type": "integer", "minimum": 1, "maximum": MAX_TOPIC_PAGE},
+                   description=f"At most this many topics (a page; {DEFAULT_TOPIC_PAGE} when only startAfter or search "
+                               "is given)"),
+    "startAfter": Param({"type": "string"}, description="The topics after this one (the last name of the previous page)"),
+    "search": Param({"type": "string"}, description="Only topics whose local name holds this text (any case)"),
+}
 PARTITIONS = {"type": "integer", "minimum": 1, "description": "The number of partitions."}
 
 
@@ -33,10 +43,18 @@ def _bind(domain: str) -> None:
     ns = f"/admin/v2/{domain}/<tenant>/<namespace>"
     one = f"{ns}/<topic>"
 
-    @guarded(router, "GET", ns, Access.NAMESPACE_MEMBER, response=STRINGS)
+    @guarded(router, "GET", ns, Access.NAMESPACE_MEMBER, response=STRINGS, query=PAGE_QUERY)
     def list_topics(tenant: str, namespace: str) -> Response[str]:
-        """The namespace's topics of this domain."""
-        return json_response(build_broker().admin.list_topics(namespace_name(tenant, namespace), domain))
+        """The namespace's topics of this domain; with `limit`, `startAfter` or `search`, one page."""
+        name = namespace_name(tenant, namespace)
+        limit, start_after, search = query("limit"), query("startAfter"), query("search")
+        if limit is None and start_after is None and search is None:  # Pulsar's call: every topic
+            return json_response(build_broker().admin.list_topics(name, domain))
+        if limit is not None and not (limit.isdigit() and len(limit) < 6):
+            raise InvalidInput("Query parameter limit must be a positive integer")
+        page = build_broker().admin.list_topics_page(name, domain, search or "", start_after or "",
+                                                     int(limit) if limit is not None else DEFAULT_TOPIC_PAGE)
+        return json_response(page)
 
     @guarded(router, "GET", f"{ns}/partitioned", Access.NAMESPACE_MEMBER, response=STRINGS)
     def list_partitioned(tenant: str, namespace: str) -> Response[str]:

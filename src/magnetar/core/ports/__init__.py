@@ -401,6 +401,14 @@ class MetadataStore(SchemaStore, FunctionStore, Protocol):
         ...
 
     def list_topics(self, namespace: NamespaceName) -> list[str]: ...
+    def list_topics_page(self, namespace: NamespaceName, prefix: str, start_after: str, limit: int,
+                         contains: str = "") -> list[str]:
+        """Up to `limit` of the namespace's topics, sorted, whose names begin with `prefix` (a
+        domain's `persistent://tenant/ns/`), come after `start_after` and hold `contains`: one
+        page, read from the listing's sort order (no more of the listing than the page needs
+        unless `contains` filters it)."""
+        ...
+
     def create_partitioned_topic(self, topic: TopicName, partitions: int, max_topics: int = 0) -> bool:
         """False if a partitioned or a plain topic of that name exists; each partition counts
         against `max_topics` (as create_topic)."""

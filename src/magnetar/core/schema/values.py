@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime
+import decimal
 import io
 import json
 import struct
+import uuid
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
 import fastavro
 
 from magnetar.core.errors import InvalidInput
-from magnetar.core.schema.types import SchemaData
+from magnetar.core.schema.types import SchemaData, StoredSchema
 
 FIXED = {"BOOLEAN": ">?", "INT8": ">b", "INT16": ">h", "INT32": ">i", "INT64": ">q", "FLOAT": ">f", "DOUBLE": ">d"}
 
@@ -77,3 +81,48 @@ def decode_value(schema: SchemaData, data: bytes, reader: SchemaData | None = No
     if kind == "JSON":
         return json.loads(data)
     return data
+
+
+def jsonable(value: Any) -> Any:
+    """A decoded value as JSON data: bytes as base64, times and dates in ISO 8601, decimals and
+    UUIDs as text (Avro's logical types), records and arrays through."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode()
+    if isinstance(value, datetime.datetime | datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal | uuid.UUID):
+        return str(value)
+    if isinstance(value, float) and value != value:  # NaN has no JSON form
+        return None
+    return value
+
+
+class ValueDecoder:
+    """A topic's messages decoded for display (the reader's `decode`): each with the schema
+    version it was written with, a message without one with the topic's current schema."""
+
+    DECODED = ("STRING", "AVRO", "JSON", *FIXED)
+
+    def __init__(self, history: Iterable[StoredSchema]) -> None:
+        self.versions: dict[int, SchemaData] = {}
+        self.current: SchemaData | None = None
+        for stored in history:  # oldest first; a delete marker ends the current schema
+            if stored.deleted:
+                self.current = None
+            else:
+                self.versions[stored.version] = self.current = stored.schema
+
+    def decode(self, payload: bytes, version: int | None) -> dict[str, Any]:
+        """{"value", "schemaType"}, {"valueError", "schemaType"} when the bytes are not a value
+        of the schema, or {} when there is no schema to decode with (or it is BYTES and the like)."""
+        schema = self.versions.get(version) if version is not None else self.current
+        if schema is None or schema.type not in self.DECODED:
+            return {}
+        try:
+            return {"value": jsonable(decode_value(schema, payload)), "schemaType": schema.type}
+        except Exception as exc:  # bytes that are not a value of the schema are shown as such
+            return {"valueError": f"{type(exc).__name__}: {exc}"[:300], "schemaType": schema.type}

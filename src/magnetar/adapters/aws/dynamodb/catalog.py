@@ -179,6 +179,35 @@ class CatalogItems(DynamoBase):
     def list_topics(self, namespace: NamespaceName) -> list[str]:
         return self._query_sks(f"TOPICS#{namespace}", config=True)
 
+    def list_topics_page(self, namespace: NamespaceName, prefix: str, start_after: str, limit: int,
+                         contains: str = "") -> list[str]:
+        """One Query of `limit` + 1 keys from `start_after` on (the listing is sorted by name);
+        with `contains`, further pages until the page is full (the match is made here,
+        case-insensitively: a filter expression would read as much)."""
+        table, ddb = self._db(True)
+        pk = f"TOPICS#{namespace}"
+        kwargs: dict[str, Any] = {
+            "TableName": table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :p)",
+            "ExpressionAttributeValues": {":pk": _s(pk), ":p": _s(prefix)},
+            "ProjectionExpression": "sk",
+            "Limit": min(limit + 1, 1000) if not contains else 1000,
+        }
+        if start_after.startswith(prefix) and start_after > prefix:
+            kwargs["ExclusiveStartKey"] = {"pk": _s(pk), "sk": _s(start_after)}
+        wanted = contains.lower()
+        out: list[str] = []
+        while len(out) < limit:
+            page = ddb.query(**kwargs)
+            for item in page["Items"]:
+                name: str = item["sk"]["S"]
+                if name > start_after and wanted in name[len(prefix):].lower():
+                    out.append(name)
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return out[:limit]
+
     def create_partitioned_topic(self, topic: TopicName, partitions: int, max_topics: int = 0) -> bool:
         return self._transact_counted(
             topic.namespace_name, partitions, max_topics,
