@@ -3,14 +3,23 @@ topic listing, on in-memory ports."""
 
 from __future__ import annotations
 
+import io
+import json
 from typing import Any
 
+import fastavro
 import pytest
 
 from magnetar.adapters.memory import ManualClock, memory_broker
 from magnetar.core.acks import Acks
 from magnetar.core.entry import Batch, Message
-from magnetar.core.errors import AlreadyExists, InvalidInput, NotFound, PreconditionFailed, SubscriptionNotFound
+from magnetar.core.errors import (
+    AlreadyExists,
+    InvalidInput,
+    NotFound,
+    PreconditionFailed,
+    SubscriptionNotFound,
+)
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.schema.types import SchemaData, StoredSchema
 from magnetar.core.schema.values import ValueDecoder
@@ -175,12 +184,8 @@ def test_values_decode_with_the_version_they_were_written_with() -> None:
         StoredSchema(2, SchemaData("STRING"), 3, deleted=True),
         StoredSchema(3, SchemaData("JSON", avro), 4),
     ])
-    import io
-
-    import fastavro
-
     buffer = io.BytesIO()
-    fastavro.schemaless_writer(buffer, fastavro.parse_schema(__import__("json").loads(avro)), {"id": 7, "note": b"\x01"})
+    fastavro.schemaless_writer(buffer, fastavro.parse_schema(json.loads(avro)), {"id": 7, "note": b"\x01"})
     assert decoder.decode(buffer.getvalue(), 1) == {"value": {"id": 7, "note": "AQ=="}, "schemaType": "AVRO"}
     assert decoder.decode("héllo".encode(), 0) == {"value": "héllo", "schemaType": "STRING"}
     assert decoder.decode(b'{"id": 1}', None) == {"value": {"id": 1}, "schemaType": "JSON"}  # the current one

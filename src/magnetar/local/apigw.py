@@ -23,6 +23,7 @@ from starlette.routing import Route
 
 from magnetar.config import SOURCE_CLUSTER_HEADER
 from magnetar.local.authorizers import LocalAuthorizers, Refused
+from magnetar.local.console import console_routes
 from magnetar.local.fidelity import (
     AWS_TIMEOUTS,
     EMULATOR_AS_IS,
@@ -296,6 +297,7 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
             Route("/_magnetar/local/stats", local_stats, methods=["GET", "DELETE"]),
             Route("/_magnetar/local/schedules/{name}", run_schedule, methods=["POST"]),
             Route("/_magnetar/local/clusters/{name}/outage", outage, methods=["POST", "DELETE"]),
+            *console_routes(authentication=authorizers is not None),  # the web console (static files)
             # the WebSocket API, its management API and Lambda's Invoke API (magnetar.local.websocket)
             *(LocalWebSocketApi(websocket, authorizers, fidelity=fidelity, timeouts=timeouts, latency=latency).routes()
               if websocket is not None else []),
