@@ -98,7 +98,7 @@ def expected(access: Access, role: str) -> bool:
 
 PARAMS = {"tenant": TENANT_A, "namespace": "ns", "topic": "table-topic", "subscription": "table-sub",
           "consumer": "c1", "producer": "p1", "role": "somebody-else", "version": "0", "cluster": "table-cluster",
-          "function": "table-function", "key": "table-key"}
+          "function": "table-function", "key": "table-key", "numMessages": "1", "timestamp": "0"}
 
 
 def concrete(path: str) -> str:

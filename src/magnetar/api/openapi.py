@@ -110,6 +110,10 @@ PATH_PARAMETERS: dict[str, dict[str, Any]] = {
                  "description": "A function's name (Pulsar's functionName)."},
     "key": {"schema": {"type": "string", "pattern": _NAME_PATTERN, "maxLength": 1024}, "example": "visits",
             "description": "A key of the function's state."},
+    "numMessages": {"schema": {"type": "string", "pattern": r"^\d+$", "maxLength": 18}, "example": "10",
+                    "description": "How many entries to skip (a batch is one entry)."},
+    "timestamp": {"schema": {"type": "string", "pattern": r"^\d+$", "maxLength": 18}, "example": "1700000000000",
+                  "description": "A publish time, in ms since the epoch."},
 }
 
 _RESPONSE_NAMES = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
