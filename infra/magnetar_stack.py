@@ -62,6 +62,7 @@ from magnetar.config import (
 )
 from magnetar_cdk import alarms as alarms_part
 from magnetar_cdk import apis, functions, observability, storage
+from magnetar_cdk import console as console_part
 from magnetar_cdk import dashboard as dashboard_part
 from magnetar_cdk import emr as emr_part
 from magnetar_cdk import instance as instance_part
@@ -121,6 +122,7 @@ class MagnetarStack(Stack):
         instance: Instance | None = None,  # one cluster of an instance across regions (instance_stacks)
         replication_backlog_alarm_threshold: int | None = None,  # messages (replicationBacklogAlarm)
         replication_delay_alarm_threshold: Duration | None = None,  # (replicationDelayAlarmSeconds)
+        console: bool | None = None,  # the web console on S3 + CloudFront (context console): magnetar_cdk/console.py
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -311,6 +313,9 @@ class MagnetarStack(Stack):
             self.basic_auth_users.grant_read(self.pulsar_protocol.task.task_role)  # CONNECT's basic credentials
         if self.pulsar_protocol is not None:
             self._grant_config(self.pulsar_protocol.task.task_role)
+        # --- optional: the web console, static files on S3 behind CloudFront (magnetar_cdk/console.py) ---
+        self.console = console_part.add_if_enabled(self, console, http_api=self.http_api, http_stage=self.http_stage,
+                                                   broker=self.broker)
         # --- an instance across regions: replication, registration, replication alarms (magnetar_cdk/instance.py) ---
         self.replication_alarms: list[Any] = []
         if instance:
