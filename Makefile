@@ -5,9 +5,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 NODE_STAMP := node_modules/.installed-stamp
 
-.PHONY: install run test lint typecheck unit synth layer bench bench-report openapi proto clean docs docs-serve
+.PHONY: install run test lint typecheck unit synth layer bench bench-report openapi proto clean docs docs-serve browser console-vendor screenshots
 
-install: $(STAMP) $(NODE_STAMP)
+install: $(STAMP) $(NODE_STAMP) browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,23 @@ $(STAMP): pyproject.toml
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $(NODE_STAMP)
+
+# Headless Chromium for the console's browser tests (tests/e2e/test_console.py) and screenshots: Debian's
+# package, installed when no Chromium is on the PATH (as root, else with sudo). Playwright drives it and
+# downloads no browser of its own.
+browser:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then :; \
+	elif ! command -v apt-get >/dev/null 2>&1; then echo "no Chromium: install one for the console's browser tests"; \
+	elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; \
+	else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; fi
+
+# The console's vendored libraries (console/vendor) from the npm packages package.json pins
+console-vendor: $(NODE_STAMP)
+	$(BIN)/python scripts/console_vendor.py
+
+# The console's screenshots in docs/img (a local cluster of their own, some traffic, headless Chromium)
+screenshots: install
+	$(BIN)/python scripts/console_screenshots.py
 
 run: install
 	$(BIN)/magnetar local up

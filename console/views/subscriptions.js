@@ -9,9 +9,10 @@ function subPath(topic, name) {
 }
 
 function parseMessageId(text) {
+  // ledger:entry, or a message id as the console shows it (ledger:entry:partition:batch)
   const parts = text.trim().split(":").map(Number);
-  if (parts.length < 2 || parts.some((n) => !Number.isInteger(n) || n < 0)) return null;
-  return { ledgerId: parts[0], entryId: parts[1], partitionIndex: parts.length > 2 ? parts[2] : -1 };
+  if (parts.length < 2 || parts.some((n) => !Number.isInteger(n)) || parts[0] < 0 || parts[1] < 0) return null;
+  return { ledgerId: parts[0], entryId: parts[1], partitionIndex: parts.length > 2 && parts[2] >= 0 ? parts[2] : -1 };
 }
 
 function SubscriptionActions({ topic, name, partitions, run, busy }) {
@@ -30,7 +31,7 @@ function SubscriptionActions({ topic, name, partitions, run, busy }) {
     event.preventDefault();
     const id = parseMessageId(messageId);
     if (!id) {
-      run(() => Promise.reject(new Error("A message id is ledger:entry (or ledger:entry:partition)")), "");
+      run(() => Promise.reject(new Error("A message id is ledger:entry (or ledger:entry:partition:batch)")), "");
       return;
     }
     run(() => api("POST", `${path}/resetcursor`, { body: id }), `${name} reset to ${messageId}`);

@@ -149,16 +149,16 @@ def test_topics_are_paged_and_searched_on_the_server(console: Console) -> None:
             admin.create_topic(f"persistent://{NS}/bulk-{i:03d}")
     page = console.signed_in("admin")
     console.open(page, f"namespace/{TENANT}/ns")
-    topics = page.get_by_role("list", name="Topics")
+    topics = page.get_by_role("list", name="Topics", exact=True)
     topics.locator("li").first.wait_for(timeout=WAIT_MS)
     assert topics.locator("li").count() == 50  # one page
     page.get_by_role("button", name="Next page").click()
     page.locator('[data-page="2"]').wait_for(timeout=WAIT_MS)
-    second = page.get_by_role("list", name="Topics").locator("li").all_inner_texts()
+    second = page.get_by_role("list", name="Topics", exact=True).locator("li").all_inner_texts()
     assert "bulk-054" in second and "bulk-000" not in second
     page.get_by_label("Search topics").fill("BULK-04")
     page.get_by_text("matching “BULK-04”").wait_for(timeout=WAIT_MS)
-    eventually(lambda: page.get_by_role("list", name="Topics").locator("li").all_inner_texts()
+    eventually(lambda: page.get_by_role("list", name="Topics", exact=True).locator("li").all_inner_texts()
                == [f"bulk-04{i}" for i in range(10)])
     page.close()
 
@@ -169,7 +169,7 @@ def test_a_role_without_a_grant_is_refused(console: Console) -> None:
     refusal = page.get_by_role("alert").first
     refusal.wait_for(timeout=WAIT_MS)
     assert "(403)" in refusal.inner_text()
-    assert page.get_by_role("list", name="Topics").count() == 0
+    assert page.get_by_role("list", name="Topics", exact=True).count() == 0
     console.open(page, f"topic/persistent/{TENANT}/ns/orders/messages")
     page.get_by_role("button", name="Peek").click()
     page.get_by_role("alert").filter(has_text="403").first.wait_for(timeout=WAIT_MS)
