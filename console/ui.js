@@ -141,11 +141,20 @@ export function Select({ label, value, onValue, options }) {
 // A button that asks again before doing something that cannot be undone.
 export function ConfirmButton({ label, confirmLabel, onConfirm, disabled, danger = true }) {
   const [asking, setAsking] = useState(false);
+  const yes = useRef(null);
+  const first = useRef(null);
+  const wasAsking = useRef(false);
+  useEffect(() => {  // the focus follows the question, and comes back when it is answered
+    if (asking) yes.current?.focus();
+    else if (wasAsking.current) first.current?.focus();
+    wasAsking.current = asking;
+  }, [asking]);
   if (!asking) {
-    return html`<button class=${danger ? "danger" : ""} disabled=${disabled} onClick=${() => setAsking(true)}>${label}</button>`;
+    return html`<button ref=${first} class=${danger ? "danger" : ""} disabled=${disabled}
+      onClick=${() => setAsking(true)}>${label}</button>`;
   }
   return html`<span class="confirm" role="group" aria-label=${`Confirm: ${label}`}>
-    <button class="danger" onClick=${() => { setAsking(false); onConfirm(); }}>${confirmLabel || `Yes, ${label.toLowerCase()}`}</button>
+    <button ref=${yes} class="danger" onClick=${() => { setAsking(false); onConfirm(); }}>${confirmLabel || `Yes, ${label.toLowerCase()}`}</button>
     <button onClick=${() => setAsking(false)}>Cancel</button>
   </span>`;
 }

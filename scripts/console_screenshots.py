@@ -12,7 +12,7 @@ import argparse
 import tempfile
 import threading
 import time
-from contextlib import closing
+from contextlib import closing, suppress
 from pathlib import Path
 
 import magnetar
@@ -46,10 +46,8 @@ def traffic(url: str, token: str, stop: threading.Event) -> None:
             producer.send(Order(sku=f"SKU-{1000 + i % 37}", quantity=1 + i % 5, customer=f"c-{i % 11}"),
                           partition_key=f"c-{i % 11}", properties={"channel": "web" if i % 3 else "app"})
             if i % 2 == 0:
-                try:
+                with suppress(magnetar.Timeout):
                     consumer.acknowledge(consumer.receive(timeout_millis=200))
-                except magnetar.Timeout:
-                    pass
             i += 1
             time.sleep(0.04)
 
@@ -58,8 +56,6 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "img")
     args = parser.parse_args()
-    from playwright.sync_api import sync_playwright
-
     chromium = find_chromium()
     if chromium is None:
         raise SystemExit("no Chromium on the PATH (make browser installs Debian's)")

@@ -382,7 +382,7 @@ class MessageIdBody(BaseModel):
     model_config = ConfigDict(extra="ignore")  # batchIndex, isExcluded... of Pulsar's clients
     ledgerId: int = Field(ge=-1, le=INT64_MAX)
     entryId: int = Field(ge=-1, le=INT64_MAX)
-    partitionIndex: int = -1
+    partitionIndex: int = Field(default=-1, ge=-1, le=INT32_MAX)
 
 
 class AttachProducerResponse(BaseModel):
