@@ -17,7 +17,8 @@ function TopicList({ tenant, namespace }) {
   const [query, setQuery] = useState("");
   const [domain, setDomain] = useState("persistent");
   const [starts, setStarts] = useState([""]);  // startAfter of each page shown so far
-  useEffect(() => {  // search as the user types, once they pause
+  useEffect(() => {  // search as the user types, once they pause (from the first page)
+    if (search.trim() === query) return undefined;
     const timer = setTimeout(() => { setQuery(search.trim()); setStarts([""]); }, 300);
     return () => clearTimeout(timer);
   }, [search]);
@@ -44,7 +45,7 @@ function TopicList({ tenant, namespace }) {
     ${page.loading && html`<${Loading} what="topics" />`}
     <${ErrorNote} error=${page.error} />
     ${page.data && (names.length
-      ? html`<ul class="topics" aria-label="Topics" data-page=${starts.length}>
+      ? html`<ul class="topics" aria-label="Topics" data-page=${starts.length} aria-busy=${page.loading ? "true" : "false"}>
           ${names.map((t) => html`<li><a href=${topicLink(t)}>${parseTopic(t)?.name || t}</a></li>`)}
         </ul>`
       : html`<p class="muted">No topics${query ? " match" : " yet"}.</p>`)}

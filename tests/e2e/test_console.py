@@ -153,7 +153,7 @@ def test_topics_are_paged_and_searched_on_the_server(console: Console) -> None:
     topics.locator("li").first.wait_for(timeout=WAIT_MS)
     assert topics.locator("li").count() == 50  # one page
     page.get_by_role("button", name="Next page").click()
-    page.locator('[data-page="2"]').wait_for(timeout=WAIT_MS)
+    page.locator('[data-page="2"][aria-busy="false"]').wait_for(timeout=WAIT_MS)
     second = page.get_by_role("list", name="Topics", exact=True).locator("li").all_inner_texts()
     assert "bulk-054" in second and "bulk-000" not in second
     page.get_by_label("Search topics").fill("BULK-04")
