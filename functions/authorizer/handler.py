@@ -25,6 +25,7 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from magnetar.core.metrics.container import counted
 from magnetar.security import identity
 
 logger = Logger()
@@ -32,6 +33,7 @@ ANONYMOUS_PRINCIPAL = "anonymous"
 
 
 @logger.inject_lambda_context(clear_state=True)
+@counted
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     answer = identity.authenticate_request(_strings(event.get("headers")),
                                            _strings(event.get("queryStringParameters")))

@@ -16,12 +16,14 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from magnetar.adapters.aws import build_broker
 from magnetar.adapters.aws.functions import LambdaDispatcherInvoker, LambdaFunctionInvoker
 from magnetar.core.functions.dispatch import FunctionDispatcher, backlogged_functions
+from magnetar.core.metrics.container import counted
 
 logger = Logger()
 MARGIN_MS = 80_000  # an invocation of the function may take INVOKE_TIMEOUT_S: none starts past this margin
 
 
 @logger.inject_lambda_context(clear_state=True)
+@counted
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     broker = build_broker()
     if event.get("backlog"):

@@ -16,6 +16,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from magnetar.adapters.aws import build_broker
+from magnetar.core.metrics.container import counted
 from magnetar.functions.invocation import FunctionHost
 
 logger = Logger()
@@ -27,6 +28,7 @@ def _host() -> FunctionHost:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@counted
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     from magnetar.local.function_workers import ENV_FUNCTION_WORKERS
 

@@ -18,6 +18,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from magnetar.adapters.aws import build_broker, build_replicator
 from magnetar.adapters.aws.connections import build_push
 from magnetar.adapters.aws.functions import LambdaDispatcherInvoker, build_triggers
+from magnetar.core.metrics.container import counted
 from magnetar.core.ports import JournalPosition, JournalRecord
 from magnetar.core.replication import replication_by_remote
 
@@ -25,6 +26,7 @@ logger = Logger()
 
 
 @logger.inject_lambda_context(clear_state=True)
+@counted
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     records = [
         JournalRecord(

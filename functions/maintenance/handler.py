@@ -17,6 +17,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from magnetar.adapters.aws import build_broker, build_replicator
 from magnetar.adapters.aws.compaction import build_compactor
 from magnetar.adapters.aws.connections import build_push
+from magnetar.core.metrics.container import counted
 
 logger = Logger()
 
@@ -39,6 +40,7 @@ def serve_backlogged_functions() -> list[str]:
 
 
 @logger.inject_lambda_context(clear_state=True)
+@counted
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # The schedule's event, or a rule's constant input {"topics": [...]} naming the topics to visit
     # (an operator's one-off run for a few topics).

@@ -20,6 +20,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from magnetar.adapters.aws.connections import LambdaSelfInvoker, build_push
 from magnetar.core.errors import MagnetarError
+from magnetar.core.metrics.container import counted
 from magnetar.security.identity import principal_of_websocket_connect
 
 logger = Logger()
@@ -27,6 +28,7 @@ BACKLOG_EVENT = "magnetarBacklog"
 
 
 @logger.inject_lambda_context(clear_state=True)
+@counted
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if BACKLOG_EVENT in event:
         return {"pushed": build_push().deliver_backlog(str(event[BACKLOG_EVENT]))}
