@@ -54,8 +54,9 @@ def metrics() -> Response[str]:
     seconds = time.perf_counter() - started
     families = scrape_families(figures, broker.cluster_name, topic_level, _container(), dict(scrape_requests),
                                seconds, time.time())
-    body, content_type = render(families, current_event().get_header_value("accept"))
-    return Response(status_code=200, content_type=content_type, body=body, compress=True)  # type: ignore[arg-type]
+    body, content_type = render(families, current_event().headers.get("accept"))
+    # text (not bytes: no base64), gzipped when the client accepts it (Prometheus does)
+    return Response(status_code=200, content_type=content_type, body=body.decode(), compress=True)
 
 
 def _container() -> ContainerFigures:
