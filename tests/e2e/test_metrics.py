@@ -157,12 +157,21 @@ def test_magnetar_counters_of_the_container(cluster: Any, client: magnetar.Clien
     producer.close()
 
 
-def test_bad_options_are_refused_with_a_reason(cluster: Any) -> None:
+def test_bad_options_are_refused_with_a_reason(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     for params, status in (({"topics": "maybe"}, 400), ({"namespace": "no-slash"}, 400),
                            ({"namespace": "public/does-not-exist"}, 404)):
         response = httpx.get(f"{cluster.url}/metrics", params=params, timeout=30)
         assert response.status_code == status and response.json()["reason"], (params, response.text)
     assert httpx.post(f"{cluster.url}/metrics", timeout=30).status_code == 405
+    # an answer over what Lambda may return goes out gzipped, or is refused (here: a limit of 100 bytes)
+    from magnetar.api.routes import metrics
+
+    monkeypatch.setattr(metrics, "MAX_PLAIN_BYTES", 100)
+    plain = httpx.get(f"{cluster.url}/metrics", headers={"Accept-Encoding": "identity"}, timeout=30)
+    assert plain.status_code == 400 and "Accept-Encoding: gzip" in plain.json()["reason"]
+    gzipped = httpx.get(f"{cluster.url}/metrics", headers={"Accept-Encoding": "gzip"}, timeout=30)
+    assert gzipped.status_code == 200 and gzipped.headers["content-encoding"] == "gzip"
+    assert "pulsar_topics_count" in gzipped.text
 
 
 def test_a_1000_topic_namespace_costs_a_known_number_of_requests(cluster: Any, admin: AdminClient, namespace: str,
