@@ -180,6 +180,10 @@ def test_the_catalog_names_every_family_a_scrape_makes() -> None:
         names = {s.name for f in text_string_to_metric_families(body.decode()) for s in f.samples}
         assert names <= exposed_names()
     assert names >= {spec.sample for spec in CATALOG if spec.scope in ("container", "scrape")}
+    per_hour = [s for f in text_string_to_metric_families(body.decode()) for s in f.samples
+                if s.name == "magnetar_estimated_cost_dollars_per_hour"]
+    assert [(s.labels["component"], s.labels["container"], s.value) for s in per_hour] == [
+        ("dynamodb", "c0ffee00", pytest.approx(0.001))], "USD 0.001 over the container's one hour"
     assert all(spec.sample.endswith("_total") == (spec.kind == COUNTER) for spec in CATALOG)
     openmetrics, content_type = render(families, "application/openmetrics-text; version=1.0.0")
     assert content_type.startswith("application/openmetrics-text") and openmetrics.endswith(b"# EOF\n")
@@ -249,3 +253,21 @@ def test_cost_of_counted_requests_prices_each_component() -> None:
     assert cost["s3_requests"] == pytest.approx(0.005 + 0.004)
     assert cost["api_gateway"] == pytest.approx(1.0) and cost["lambda_requests"] == pytest.approx(0.2)
     assert "kinesis" not in cost, "the local emulation's fan-out reads are not billed requests"
+
+
+def test_the_metrics_page_documents_every_metric() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+
+    def documented(name: str) -> bool:
+        base, _, bound = name.rpartition("_le_")
+        if base:  # a bucket: the family and its bound
+            return f"`{base}_le_*" in doc and f"_le_{bound}`" in doc
+        for suffix in ("_count", "_sum"):
+            if name.endswith(suffix) and f"`{name.removesuffix(suffix)}_le_*`, `_count`, `_sum`" in doc:
+                return True
+        return f"`{name}`" in doc
+
+    missing = [spec.sample for spec in CATALOG if not documented(spec.sample)]
+    assert not missing, f"docs/metrics.md does not describe {missing}"

@@ -8,6 +8,7 @@ shapes the answer (the format the `Accept` header asks for, gzip when accepted).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -22,10 +23,10 @@ from magnetar.config import topic_level_metrics_from_env
 from magnetar.core.authz import Access
 from magnetar.core.errors import InvalidInput
 from magnetar.core.metrics.container import COUNTERS
-from magnetar.core.metrics.families import ContainerFigures, render, scrape_families
-from magnetar.core.metrics.scrape import MetricsReader
 from magnetar.core.naming import NamespaceName
-from magnetar.cost.measured import cost_of_counted_requests
+
+if TYPE_CHECKING:
+    from magnetar.core.metrics.families import ContainerFigures
 
 router = Router()  # type: ignore[no-untyped-call]
 # Lambda answers at most 6 MB (6,291,556 bytes with the response's envelope): a bigger exposition
@@ -46,6 +47,10 @@ QUERY = {
          query=QUERY, errors=(400, 404))
 def metrics() -> Response[str]:
     """Prometheus metrics: Pulsar's names by namespace (or topic), and this container's counters."""
+    # imported on the first scrape, not at every broker container's start (prometheus_client, the cost model)
+    from magnetar.core.metrics.families import render, scrape_families
+    from magnetar.core.metrics.scrape import MetricsReader
+
     topic_level = flag_query("topics", topic_level_metrics_from_env())
     asked = query("namespace")
     namespaces = None
@@ -70,6 +75,9 @@ def metrics() -> Response[str]:
 
 def _container() -> ContainerFigures:
     """This container's counters, AWS requests and their estimated cost."""
+    from magnetar.core.metrics.families import ContainerFigures
+    from magnetar.cost.measured import cost_of_counted_requests
+
     counters = COUNTERS.snapshot()
     aws = REQUESTS.by_operation()
     requests = {f"{service}.{operation}": n for (service, operation), n in aws["requests"].items()}
