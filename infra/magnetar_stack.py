@@ -46,12 +46,14 @@ from magnetar.config import (
     ENV_CLUSTER_NAME,
     ENV_CONFIG_REGION,
     ENV_CONFIG_TABLE,
+    ENV_METRICS_ROLES,
     ENV_SEAL_LATENCY_MS,
     ENV_STREAM,
     ENV_SUPERUSER_ROLES,
     ENV_TABLE,
     ENV_TAIL_READS,
     ENV_TOKEN_KEYS_SECRET,
+    ENV_TOPIC_LEVEL_METRICS,
     ENV_WS_ENDPOINT,
     JOURNAL_CONSUMER_FUNCTION_ID,
     JOURNAL_CONSUMER_MEMORY_MB,
@@ -115,6 +117,8 @@ class MagnetarStack(Stack):
         journal_batching_window_s: int | None = None,
         seal_latency_ms: int | None = None,
         basic_auth_secret_arn: str | None = None,
+        metrics_roles: str | None = None,  # context metricsRoles: who may scrape GET /metrics besides superusers
+        topic_level_metrics: bool | None = None,  # context topicLevelMetrics: GET /metrics per topic by default
         emr: bool | None = None,  # Spark on EMR Serverless (context emr): magnetar_cdk/emr.py
         pulsar_protocol: bool | None = None,  # the binary protocol proxy on Fargate (context pulsarProtocol)
         pulsar_protocol_certificate_arn: str | None = None,  # its TLS listener's (pulsarProtocolCertificateArn)
@@ -142,6 +146,8 @@ class MagnetarStack(Stack):
             journal_batching_window_s=journal_batching_window_s,
             seal_latency_ms=seal_latency_ms,
             basic_auth_secret_arn=basic_auth_secret_arn,
+            metrics_roles=metrics_roles,
+            topic_level_metrics=topic_level_metrics,
         )
         self.settings = settings
         # An instance's clusters replicate to each other as superusers (their journal consumers' roles).
@@ -217,6 +223,7 @@ class MagnetarStack(Stack):
                 **resource_env,
                 **auth_env,
                 **tail_env,
+                **self._metrics_env(settings),
                 "POWERTOOLS_SERVICE_NAME": BROKER_SERVICE,
             },
         )
@@ -341,6 +348,14 @@ class MagnetarStack(Stack):
             serving_functions=[self.broker, self.websocket_function, self.journal_consumer, self.authorizer],
         ), alarms_part.AlarmThresholds(settings.backlog_quota_alarm_ratio, settings.authorizer_denials_alarm))
         observability.notify(self.alarm_topic, *self.operational_alarms)
+
+    @staticmethod
+    def _metrics_env(settings: Any) -> dict[str, str]:
+        """GET /metrics' settings for the broker (docs/metrics.md), only those set."""
+        env = {ENV_METRICS_ROLES: settings.metrics_roles} if settings.metrics_roles else {}
+        if settings.topic_level_metrics:
+            env[ENV_TOPIC_LEVEL_METRICS] = "true"
+        return env
 
     def _cluster_name(self, cluster_name: str | None, instance: Instance | None) -> str:
         """The argument, else the instance's name for this region, else the context clusterName,

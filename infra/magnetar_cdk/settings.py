@@ -122,6 +122,10 @@ class StackSettings:
     # the operational alarms' thresholds (alarms.py)
     backlog_quota_alarm_ratio: float = DEFAULT_BACKLOG_QUOTA_ALARM_RATIO
     authorizer_denials_alarm: int = DEFAULT_AUTHORIZER_DENIALS_ALARM
+    # roles that may scrape GET /metrics besides the superusers (comma-separated; MAGNETAR_METRICS_ROLES)
+    metrics_roles: str = ""
+    # GET /metrics per topic and subscription by default (Pulsar's exposeTopicLevelMetricsInPrometheus)
+    topic_level_metrics: bool = False
 
 
 def _ratio(value: float) -> float:
@@ -145,6 +149,8 @@ def resolve_settings(
     journal_batching_window_s: int | None = None,
     basic_auth_secret_arn: str | None = None,
     seal_latency_ms: int | None = None,
+    metrics_roles: str | None = None,
+    topic_level_metrics: bool | None = None,
 ) -> StackSettings:
     """Each setting from its argument, else from the context of `scope`, else its default (in this order)."""
     roles = setting(scope, superuser_roles, "superuserRoles", DEFAULT_SUPERUSER_ROLE, str)
@@ -186,4 +192,6 @@ def resolve_settings(
                                                 DEFAULT_AUTHORIZER_DENIALS_ALARM, int)),
         seal_latency_ms=check_seal_latency(
             setting(scope, seal_latency_ms, "sealLatencyMs", DEFAULT_SEAL_LATENCY_MS, int)),
+        metrics_roles=setting(scope, metrics_roles, "metricsRoles", "", str),
+        topic_level_metrics=setting(scope, topic_level_metrics, "topicLevelMetrics", False, context_flag),
     )

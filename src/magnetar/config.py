@@ -58,6 +58,11 @@ ENV_TOKEN_KEYS_SECRET = "MAGNETAR_TOKEN_KEYS_SECRET"
 ENV_BASIC_AUTH_CONF = "MAGNETAR_AUTH_BASIC_CONF"
 ENV_BASIC_AUTH_SECRET = "MAGNETAR_AUTH_BASIC_SECRET"
 DEFAULT_SUPERUSER_ROLE = "admin"
+# Roles that may scrape GET /metrics besides the superusers (comma-separated; docs/metrics.md)
+ENV_METRICS_ROLES = "MAGNETAR_METRICS_ROLES"
+# GET /metrics at topic level (Pulsar's exposeTopicLevelMetricsInPrometheus) unless the scrape asks
+# otherwise (?topics=true|false); namespace level by default
+ENV_TOPIC_LEVEL_METRICS = "MAGNETAR_TOPIC_LEVEL_METRICS"
 # "off": consumers read sealed entries only and the journal consumer is the journal's one reader
 # (Kinesis allows 5 reads/s per shard for all readers together); "on": they also read its tail.
 ENV_TAIL_READS = "MAGNETAR_TAIL_READS"
@@ -106,13 +111,21 @@ def cluster_name_from_env() -> str:
     return os.environ.get(ENV_CLUSTER_NAME, "").strip() or CLUSTER_NAME
 
 
+def _roles(name: str) -> frozenset[str]:
+    return frozenset(r.strip() for r in os.environ.get(name, "").split(",") if r.strip())
+
+
 def auth_settings_from_env() -> AuthSettings:
     """The broker's authorization settings from its environment."""
     from magnetar.core.authz import AuthSettings
 
     enabled = _env_flag(ENV_AUTH_ENABLED, default=False)
-    roles = os.environ.get(ENV_SUPERUSER_ROLES, "")
-    return AuthSettings(enabled, frozenset(r.strip() for r in roles.split(",") if r.strip()))
+    return AuthSettings(enabled, _roles(ENV_SUPERUSER_ROLES), _roles(ENV_METRICS_ROLES))
+
+
+def topic_level_metrics_from_env() -> bool:
+    """Whether GET /metrics reports topics (and subscriptions) by default, rather than namespaces."""
+    return _env_flag(ENV_TOPIC_LEVEL_METRICS, default=False)
 
 
 # The maintenance function (ledger lifecycle: TTL, backlog quotas, retention) runs on this schedule.

@@ -59,7 +59,8 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     key_file = Path(tmp_path_factory.mktemp("auth")) / "secret.key"
     key_file.write_bytes(key)
     with LocalUpProcess(maintenance_interval_s=0, extra_args=[
-            "--auth", "--token-secret-key", str(key_file), "--superuser-role", "admin"]) as proc:
+            "--auth", "--token-secret-key", str(key_file), "--superuser-role", "admin",
+            "--metrics-role", "prometheus"]) as proc:
         s = Secured(proc, key)
         admin = s.admin()
         admin.create_tenant(TENANT_A, admin_roles=["alice"], allowed_clusters=["standalone"])
@@ -93,6 +94,7 @@ def expected(access: Access, role: str) -> bool:
         Access.PRODUCE: role in ("admin", "alice", "writer-a"),
         Access.CONSUME: role in ("admin", "alice", "reader-a"),
         Access.FUNCTIONS: role in ("admin", "alice"),  # or a `functions` grant: none in this table
+        Access.METRICS: role == "admin",  # or a metrics role (`prometheus` here): none in this table
     }[access]
 
 
@@ -124,6 +126,21 @@ def test_every_route_enforces_the_role_table(secured: Secured) -> None:
     with ThreadPoolExecutor(8) as pool:  # the routes' checks are independent of each other
         wrong = [w for w in pool.map(lambda case: call(*case), [(r, role) for r in ROUTE_TABLE for role in ROLES]) if w]
     assert not wrong, "\n".join(wrong)
+
+
+def test_metrics_are_for_superusers_and_the_metrics_role_only(secured: Secured) -> None:
+    for role, status in (("anonymous", 401), ("nobody", 403), ("alice", 403), ("writer-a", 403),
+                         ("admin", 200), ("prometheus", 200)):
+        response = secured.http("GET", "/metrics", None if role == "anonymous" else role)
+        assert response.status_code == status, (role, response.text[:200])
+        if status == 200:
+            assert f'pulsar_topics_count{{cluster="standalone",namespace="{NS_A}"}}' in response.text
+        else:
+            assert response.json()["reason"], role
+    # the metrics role reads metrics, nothing else
+    assert secured.http("GET", f"/admin/v2/namespaces/{TENANT_A}", "prometheus").status_code == 403
+    assert secured.http("GET", "/admin/v2/tenants", "prometheus").status_code == 403
+    assert secured.http("GET", "/admin/v2/brokers/health", "prometheus").status_code == 200  # any authenticated role
 
 
 def test_security_doc_has_the_route_table_of_the_code() -> None:

@@ -957,11 +957,16 @@ def test_settings_from_context(tmp_path_factory: pytest.TempPathFactory, config:
         "throttleBurstLimit": "20",
         "logRetentionDays": "7",
         "apiGatewayCloudWatchRole": "false",
+        "metricsRoles": "prometheus,arn:aws:iam::111122223333:role/amp",
+        "topicLevelMetrics": "true",
     }
     app = App(context=context, outdir=str(tmp_path_factory.mktemp("cdk.out4")))
     template = Template.from_stack(stack_module.MagnetarStack(app, "FromContext", layer_dir=layer_dir))
     websocket = _resource(template, config.WEBSOCKET_FUNCTION_ID, "AWS::Lambda::Function")["Properties"]
     assert websocket["Environment"]["Variables"][config.ENV_SUPERUSER_ROLES] == context["superuserRoles"]
+    broker = _resource(template, config.BROKER_FUNCTION_ID, "AWS::Lambda::Function")["Properties"]
+    assert broker["Environment"]["Variables"][config.ENV_METRICS_ROLES] == context["metricsRoles"]
+    assert broker["Environment"]["Variables"][config.ENV_TOPIC_LEVEL_METRICS] == "true"
     template.has_resource_properties(
         "AWS::ApiGatewayV2::Authorizer",
         {"ApiId": {"Ref": config.HTTP_API_ID}, "AuthorizerResultTtlInSeconds": 0},

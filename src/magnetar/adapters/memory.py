@@ -507,6 +507,11 @@ class MemoryMetadataStore(MemoryFunctionStore):
         t = self.topics.get(str(topic))
         return (t.seal, t.writer) if t else (SealState(), None)
 
+    def get_topic_states(self, topics: list[TopicName],
+                         consistent: bool = True) -> dict[str, tuple[SealState, WriterState | None]]:
+        found = {str(topic): self.topics.get(str(topic)) for topic in topics}
+        return {name: (t.seal, t.writer) if t else (SealState(), None) for name, t in found.items()}
+
     def get_subscription_view(self, topic: TopicName, subscription: str) -> SubscriptionView:
         with self._lock:
             t = self.topics.get(str(topic))
@@ -543,7 +548,7 @@ class MemoryMetadataStore(MemoryFunctionStore):
         t = self.topics.get(str(topic))
         return list(t.cursors) if t else []
 
-    def list_cursors(self, topic: TopicName) -> dict[str, tuple[CursorState, int]]:
+    def list_cursors(self, topic: TopicName, consistent: bool = True) -> dict[str, tuple[CursorState, int]]:
         with self._lock:
             t = self.topics.get(str(topic))
             if t is None:

@@ -23,6 +23,7 @@ from magnetar.api.routes import (
     compaction,
     consumers,
     functions,
+    metrics,
     namespaces,
     openapi,
     policies,
@@ -41,7 +42,7 @@ def build_app() -> HttpApiResolver:
     """A resolver with every resource's routes and Pulsar's error handlers."""
     resolver = HttpApiResolver()
     for module in (tenants, clusters, namespaces, policies, topics, subscriptions, producers, consumers, read_plan,
-                   schemas, compaction, replication, functions, openapi):
+                   schemas, compaction, replication, functions, metrics, openapi):
         resolver.include_router(module.router)
     resolver.exception_handler(MagnetarError)(_refused)
     resolver.exception_handler(ValidationError)(_invalid)

@@ -100,6 +100,14 @@ def local_up(
     superuser_role: Annotated[
         list[str], typer.Option(help="Superuser role (repeatable; --auth).")
     ] = [DEFAULT_SUPERUSER_ROLE],  # noqa: B006 - typer reads the default, nothing mutates it
+    metrics_role: Annotated[
+        list[str] | None, typer.Option(help="A role that may scrape GET /metrics besides the superusers (repeatable; --auth).")
+    ] = None,
+    topic_level_metrics: Annotated[bool | None, typer.Option(
+        "--topic-level-metrics/--namespace-level-metrics",
+        help="GET /metrics reports each topic and subscription (Pulsar's exposeTopicLevelMetricsInPrometheus) or "
+             "each namespace (MAGNETAR_TOPIC_LEVEL_METRICS; default: namespace level); ?topics= overrides it per scrape.")
+    ] = None,
     aws_limits: Annotated[
         str, typer.Option(help="Enforce AWS's service limits (Kinesis, DynamoDB, S3, Lambda, API Gateway): on|off.")
     ] = "on",
@@ -172,6 +180,9 @@ def local_up(
 
         forwarded = [*(["--auth", "--token-secret-key", str(key_file)] if auth else []),
                      *[a for role in superuser_role for a in ("--superuser-role", role)],
+                     *[a for role in metrics_role or [] for a in ("--metrics-role", role)],
+                     *([] if topic_level_metrics is None else
+                       ["--topic-level-metrics" if topic_level_metrics else "--namespace-level-metrics"]),
                      "--maintenance-interval", str(maintenance_interval), "--aws-limits", aws_limits,
                      *(["--aws-latency"] if aws_latency else []), "--lambda-concurrency", str(lambda_concurrency),
                      "--journal-fan-out" if journal_fan_out else "--no-journal-fan-out",
@@ -194,7 +205,8 @@ def local_up(
                               base.config_region)
     cluster = LocalCluster(names=names, network=network, host=host, port=port, aws_port=aws_port, aws_endpoint=aws_endpoint,
                            maintenance_interval_s=maintenance_interval, auth=auth, token_secret_key=key_file,
-                           superuser_roles=tuple(superuser_role),
+                           superuser_roles=tuple(superuser_role), metrics_roles=tuple(metrics_role or ()),
+                           topic_level_metrics=topic_level_metrics,
                            fidelity=AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
                            journal_fan_out=journal_fan_out, journal_batching_window_s=journal_batching_window,
                            seal_latency_ms=seal_latency_ms, journal_shards=journal_shards,

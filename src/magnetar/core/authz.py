@@ -4,6 +4,8 @@ Who a caller is comes from outside (a token or an AWS principal, `magnetar.secur
 module decides what that role may do:
 
 - a **superuser** role may do everything (broker setting, `MAGNETAR_SUPERUSER_ROLES`);
+- a **metrics** role may scrape `GET /metrics` and nothing else (broker setting,
+  `MAGNETAR_METRICS_ROLES`; Pulsar lets superusers read its broker metrics);
 - a tenant's **adminRoles** administer the tenant: its namespaces, topics, policies, permissions,
   subscriptions, and may produce and consume on its topics (Pulsar's topic-operation model);
 - **grants** give a role `produce` and/or `consume` on a whole namespace or on one topic (a
@@ -51,6 +53,7 @@ class Access(StrEnum):
     PRODUCE = "produce"  # tenant admin, or produce on the topic
     CONSUME = "consume"  # tenant admin, or consume on the topic (and on the subscription)
     FUNCTIONS = "functions"  # tenant admin, or the namespace's `functions` grant (Pulsar's allowFunctionOps)
+    METRICS = "metrics"  # superuser, or one of the metrics roles (GET /metrics)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class Target:
 class AuthSettings:
     enabled: bool = False
     superusers: frozenset[str] = frozenset()
+    metrics_roles: frozenset[str] = frozenset()  # may scrape GET /metrics
 
 
 def check_actions(actions: object) -> list[str]:
@@ -141,6 +145,8 @@ class AuthorizationService:
     def allowed(self, role: str, access: Access, target: Target) -> bool:
         if access is Access.AUTHENTICATED or role in self.settings.superusers:
             return True
+        if access is Access.METRICS:
+            return role in self.settings.metrics_roles
         if access is Access.SUPERUSER or target.tenant is None:
             return False
         if role in self._admin_roles(target.tenant):
@@ -276,6 +282,8 @@ def _what(access: Access, target: Target) -> str:
         return f"{verb} {target.topic}{sub}"
     if access is Access.SUPERUSER:
         return "do this: superusers only"
+    if access is Access.METRICS:
+        return "read the metrics: superusers and the metrics roles only"
     if access is Access.NAMESPACE_MEMBER and target.namespace is not None:
         return f"access namespace {target.namespace}"
     if access is Access.FUNCTIONS and target.namespace is not None:

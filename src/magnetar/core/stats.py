@@ -115,6 +115,16 @@ class TopicStatsService:
         total["partitions"] = {str(n): s for n, s in zip(names, each, strict=True)} if per_partition else {}
         return total
 
+    def brief_stats(self, topic: TopicName, seal: SealState, writer: WriterState | None,
+                    cursors: dict[str, tuple[CursorState, int]]) -> dict[str, Any]:
+        """`topic_stats` of states read already (`/metrics` reads many topics' in batches), without
+        the figures that would read more: no backlogSize, backlogQuotaLimit*, deduplicationStatus,
+        consumers' keyHashRanges, replicationDelayInSeconds. A topic without a writer item (`writer`
+        None: a partition never used, a non-persistent topic) answers what `topic_stats` answers."""
+        snap = (_Snapshot(topic, seal, writer, cursors, exists=True) if writer is not None
+                else _Snapshot(topic, SealState(), WriterState(0, 0, 0, 0, 0), {}, exists=False))
+        return self._topic_stats(snap, brief=True)
+
     def partitioned_internal_stats(self, topic: TopicName) -> dict[str, Any]:
         """Pulsar's PartitionedTopicInternalStats: each partition's internal stats."""
         partitions = self._partitions(topic)
@@ -171,21 +181,22 @@ class TopicStatsService:
         raise TopicNotFound(f"Topic {topic} not found")
 
     # --- TopicStats ---------------------------------------------------------------------------------
-    def _topic_stats(self, snap: _Snapshot) -> dict[str, Any]:
+    def _topic_stats(self, snap: _Snapshot, brief: bool = False) -> dict[str, Any]:
+        """Pulsar's TopicStats; `brief`: only what the snapshot holds (`brief_stats`)."""
         now = self.clock.now_ms()
         seal, writer = snap.seal, snap.writer
         rate_in, throughput_in = seal.rates_at(now)
-        subscriptions = {name: self._subscription_stats(snap, state, now)
+        subscriptions = {name: self._subscription_stats(snap, state, now, brief)
                          for name, (state, _) in sorted(snap.cursors.items()) if not is_replicator(name)}
-        replication = {name.removeprefix(REPLICATOR_PREFIX): self._replicator_stats(snap, state, now)
+        replication = {name.removeprefix(REPLICATOR_PREFIX): self._replicator_stats(snap, state, now, brief)
                        for name, (state, _) in sorted(snap.cursors.items())
                        if is_replicator(name) and snap.topic.is_persistent}
         outgoing = [*subscriptions.values(), *replication.values()]
-        policies = TopicPolicies.of(self.policies(snap.topic))
+        policies = TopicPolicies.of({} if brief else self.policies(snap.topic))
         backlog = 0
-        if snap.exists and snap.topic.is_persistent:
+        if snap.exists and snap.topic.is_persistent and not brief:
             backlog = self.maintenance.backlog_size(snap.topic, seal, writer, snap.cursors)
-        return {
+        stats: dict[str, Any] = {
             "msgRateIn": rate_in,
             "msgThroughputIn": throughput_in,
             "msgRateOut": sum(s["msgRateOut"] for s in outgoing),  # replicators included, as in Pulsar
@@ -208,6 +219,10 @@ class TopicStatsService:
             "nonContiguousDeletedMessagesRanges": sum(s["nonContiguousDeletedMessagesRanges"]
                                                       for s in subscriptions.values()),
         }
+        if brief:  # what would need reads of their own
+            for name in ("backlogSize", "backlogQuotaLimitSize", "backlogQuotaLimitTime", "deduplicationStatus"):
+                del stats[name]
+        return stats
 
     @staticmethod
     def _publishers(writer: WriterState, now: int) -> list[dict[str, Any]]:
@@ -229,11 +244,11 @@ class TopicStatsService:
             })
         return out
 
-    def _subscription_stats(self, snap: _Snapshot, state: CursorState, now: int) -> dict[str, Any]:
+    def _subscription_stats(self, snap: _Snapshot, state: CursorState, now: int, brief: bool = False) -> dict[str, Any]:
         state.expire(now)  # a local view only (never written): lapsed consumers hold nothing
         live = state.live_consumers(now)
         owner = None  # Key_Shared AutoSplit on a partition: the consumer owning all its keys, if one does
-        if snap.topic.partition_index >= 0 and state.splits_keys(live):
+        if snap.topic.partition_index >= 0 and state.splits_keys(live) and not brief:
             owner = state.partition_owner(now, snap.topic.partition_index, self._partition_count(snap))
         rate_msgs, rate_bytes, rate_at = state.rate_out
         consumers: list[dict[str, Any]] = []
@@ -244,11 +259,12 @@ class TopicStatsService:
                 "connectedSince": iso_time(attached) if (attached := state.consumers[name].attached_at) else None,
             }
             sticky = state.consumers[name].key_shared.ranges
-            if state.subscription_type == "Key_Shared" and sticky is not None:  # its own Sticky ranges
+            key_shared = state.subscription_type == "Key_Shared" and not brief  # brief: no keyHashRanges
+            if key_shared and sticky is not None:  # its own Sticky ranges
                 consumer["keyHashRanges"] = [f"[{lo}, {hi}]" for lo, hi in sorted(sticky)]
-            elif state.subscription_type == "Key_Shared" and owner is not None:  # the partition's owner
+            elif key_shared and owner is not None:  # the partition's owner
                 consumer["keyHashRanges"] = [f"[0, {HASH_RANGE - 1}]"] if name == owner else []
-            elif state.subscription_type == "Key_Shared":  # CursorState.key_owner's split of the hash range
+            elif key_shared:  # CursorState.key_owner's split of the hash range
                 lo, hi = -(-i * HASH_RANGE // len(live)), -(-(i + 1) * HASH_RANGE // len(live)) - 1
                 consumer["keyHashRanges"] = [f"[{lo}, {hi}]"]
             consumers.append(consumer)
@@ -271,12 +287,12 @@ class TopicStatsService:
             stats["activeConsumerName"] = state.active_consumer(now, snap.topic.partition_index)
         return stats
 
-    def _replicator_stats(self, snap: _Snapshot, state: CursorState, now: int) -> dict[str, Any]:
+    def _replicator_stats(self, snap: _Snapshot, state: CursorState, now: int, brief: bool = False) -> dict[str, Any]:
         """Pulsar's ReplicatorStats of one remote cluster, from its replicator's cursor."""
         rate_msgs, rate_bytes, moved_at = state.rate_out
         backlog = replicator_backlog(state, snap.seal)
         delay_s = 0.0
-        if backlog:  # the age of the oldest entry not replicated yet: one entry read
+        if backlog and not brief:  # the age of the oldest entry not replicated yet: one entry read
             first = max(state.mark_delete, snap.seal.first_entry)
             try:
                 entries = self.maintenance.reader.read(snap.topic, first, 1, snap.seal, None)

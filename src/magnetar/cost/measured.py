@@ -196,3 +196,42 @@ def cost_of_measured_run(
         "free_tiers": "ignored",
     }
     return out
+
+
+# S3's request classes (PUT, COPY, POST, LIST are billed as PUT requests)
+_S3_PUT_CLASS = ("PutObject", "CopyObject", "DeleteObjects", "ListObjects", "ListObjectsV2", "CreateMultipartUpload",
+                 "UploadPart", "CompleteMultipartUpload")
+
+
+def cost_of_counted_requests(
+    aws_requests: Mapping[str, int],
+    gb_seconds: float,
+    invocations: int,
+    apigw_requests: int,
+    *,
+    lambda_architecture: Literal["arm64", "x86_64"] = "arm64",
+) -> dict[str, float]:
+    """USD by component of requests counted as they were made (`/metrics`' per-container counters):
+    `aws_requests` by "service.Operation" (the botocore hook's keys), Lambda invocations and
+    GB-seconds, API Gateway requests (the broker's invocations). Request-driven charges only, at
+    first-tier on-demand prices: DynamoDB units per request are `DEFAULT_UNITS_PER_REQUEST`
+    (eventually consistent reads counted as strongly consistent), a Kinesis put ingests 1 KB (what a
+    record of up to 1 KB is billed; the counters hold no sizes); hourly charges (the stream's, shard-hours) and storage are not
+    requests and are left out (`magnetar cost` models the whole bill)."""
+    units = {k: v for k, (_, v) in DEFAULT_UNITS_PER_REQUEST.items()}
+    kinds = {k: kind for k, (kind, _) in DEFAULT_UNITS_PER_REQUEST.items()}
+    req = {k: n for k, n in aws_requests.items() if not k.endswith("(fan-out)")}  # the local emulation's reads
+    puts = req.get("kinesis.PutRecord", 0) + req.get("kinesis.PutRecords", 0)
+    s3 = {k.split(".", 1)[1]: n for k, n in req.items() if k.startswith("s3.")}
+    usage = Usage(
+        apigw_requests=float(apigw_requests),
+        lambda_requests=float(invocations),
+        lambda_gb_s=gb_seconds,
+        dynamodb_wru=sum(n * units.get(k, 1.0) for k, n in req.items() if _ddb_kind(k, kinds) == "wru"),
+        dynamodb_rru=sum(n * units.get(k, 1.0) for k, n in req.items() if _ddb_kind(k, kinds) == "rru"),
+        kinesis_od_ingest_gb=puts * kinesis_ondemand_ingest_bytes(0) / GiB,
+        s3_put_requests=float(sum(n for op, n in s3.items() if op in _S3_PUT_CLASS)),
+        s3_get_requests=float(sum(n for op, n in s3.items() if op not in _S3_PUT_CLASS)),
+    )
+    priced = price_usage({"counted": usage}, "on_demand", lambda_architecture, tiered=False)["counted"]
+    return {component: usd for component, usd in priced.items() if usd > 0}

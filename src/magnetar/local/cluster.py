@@ -23,10 +23,12 @@ from magnetar.config import (
     DEFAULT_SUPERUSER_ROLE,
     ENV_AUTH_ENABLED,
     ENV_CLUSTER_NAME,
+    ENV_METRICS_ROLES,
     ENV_SEAL_LATENCY_MS,
     ENV_SUPERUSER_ROLES,
     ENV_TAIL_READS,
     ENV_TOKEN_SECRET_KEY,
+    ENV_TOPIC_LEVEL_METRICS,
     ENV_WS_ENDPOINT,
     JOURNAL_BATCH_SIZE,
     LOCAL_RESOURCES,
@@ -150,6 +152,9 @@ class LocalCluster:
     auth: bool = False
     token_secret_key: str | None = None
     superuser_roles: tuple[str, ...] = (DEFAULT_SUPERUSER_ROLE,)
+    metrics_roles: tuple[str, ...] = ()  # may scrape GET /metrics besides the superusers (MAGNETAR_METRICS_ROLES)
+    # GET /metrics at topic level by default (MAGNETAR_TOPIC_LEVEL_METRICS); None: as the environment says
+    topic_level_metrics: bool | None = None
     fidelity: AwsFidelity = field(default_factory=AwsFidelity)  # AWS limits and modeled latency (magnetar.local.fidelity)
     # the journal consumer's mapping on an enhanced fan-out consumer (SubscribeToShard, emulated:
     # magnetar.local.esm): its own 2 MiB/s per shard, records pushed ~70 ms after arrival. On by
@@ -219,6 +224,8 @@ class LocalCluster:
         os.environ[ENV_CLUSTER_NAME] = self.cluster_name
         tail_reads = (not self.journal_fan_out) if self.tail_reads is None else self.tail_reads
         os.environ[ENV_TAIL_READS] = "on" if tail_reads else "off"
+        if self.topic_level_metrics is not None:
+            os.environ[ENV_TOPIC_LEVEL_METRICS] = "true" if self.topic_level_metrics else "false"
         if self.seal_latency_ms is None:
             os.environ.pop(ENV_SEAL_LATENCY_MS, None)
         else:
@@ -346,6 +353,7 @@ class LocalCluster:
             raise ValueError("Authentication needs a token secret key file")
         os.environ[ENV_AUTH_ENABLED] = "true"
         os.environ[ENV_SUPERUSER_ROLES] = ",".join(self.superuser_roles)
+        os.environ[ENV_METRICS_ROLES] = ",".join(self.metrics_roles)
         key = self.token_secret_key
         os.environ[ENV_TOKEN_SECRET_KEY] = key if key.startswith(("file:", "data:")) else f"file://{os.path.abspath(key)}"
         return LocalAuthorizers(AUTHORIZER, EmulatorIam(self.endpoint))

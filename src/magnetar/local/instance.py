@@ -24,6 +24,7 @@ from magnetar.config import (
     ENV_CLUSTER_NAME,
     ENV_CONFIG_REGION,
     ENV_CONFIG_TABLE,
+    ENV_METRICS_ROLES,
     ENV_SEAL_LATENCY_MS,
     ENV_STREAM,
     ENV_SUPERUSER_ROLES,
@@ -45,7 +46,8 @@ LOCAL_REGIONS = ("us-east-1", "eu-west-1", "us-west-2", "ap-southeast-1", "eu-ce
 MAX_LOCAL_CLUSTERS = len(LOCAL_REGIONS)
 # what each cluster process sets for itself: never inherited from the process that starts the instance
 _CLUSTER_SETTINGS = frozenset({ENV_TABLE, ENV_BUCKET, ENV_STREAM, ENV_WS_ENDPOINT, ENV_CLUSTER_NAME, ENV_AUTH_ENABLED,
-                               ENV_SUPERUSER_ROLES, ENV_TOKEN_SECRET_KEY, ENV_TAIL_READS, ENV_SEAL_LATENCY_MS})
+                               ENV_SUPERUSER_ROLES, ENV_METRICS_ROLES, ENV_TOKEN_SECRET_KEY, ENV_TAIL_READS,
+                               ENV_SEAL_LATENCY_MS})
 
 
 @dataclass(frozen=True)

@@ -5,17 +5,22 @@ Endpoints and credentials come from the environment, profiles and the default cr
 endpoint, so the same code talks to AWS, to the embedded emulator or to LocalStack.
 
 Every request is counted where it is made (a botocore `before-send` hook, once per HTTP
-attempt, i.e. per billed request) so benchmarks report measured, not estimated, AWS calls.
+attempt, i.e. per billed request) so benchmarks report measured, not estimated, AWS calls; with
+the refusals for throttling and the SDK's retries, they are `/metrics`' `magnetar_aws_*`.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import re
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import cache
 from typing import Any
 
@@ -33,29 +38,80 @@ _CONFIG = Config(
 )
 
 
+# the error codes botocore's standard retry mode treats as throttling, and DynamoDB's cancellation
+# reason for a throttled item of a transaction (which is the caller's to retry)
+THROTTLING_CODES = frozenset({
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException", "TooManyRequestsException",
+    "ProvisionedThroughputExceededException", "TransactionInProgressException", "RequestLimitExceeded",
+    "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
+    "EC2ThrottledException",
+})
+_ATTEMPT = re.compile(r"attempt=(\d+)")
+# the requests made within `RequestCounter.scoped()` (and in the threads its caller hands that context to)
+_SCOPE: ContextVar[Counter[tuple[str, str]] | None] = ContextVar("magnetar_request_scope", default=None)
+
+
 class RequestCounter:
     """AWS requests made by this process, by (service, operation); with `by_site` (the
     MAGNETAR_REQUEST_SITES variable, a diagnostic: it walks the caller's frames on every request)
-    also by the Magnetar functions that made them ("dynamodb.Query@core/push/x.py:f<core/y.py:g")."""
+    also by the Magnetar functions that made them ("dynamodb.Query@core/push/x.py:f<core/y.py:g").
+    Also the refusals for throttling (`attempted`, after each attempt) and the SDK's retries (an
+    attempt past the first, from botocore's `amz-sdk-request` header)."""
 
     def __init__(self, by_site: bool = False) -> None:
         self._counts: Counter[tuple[str, str]] = Counter()
+        self._throttles: Counter[tuple[str, str]] = Counter()
+        self._retries: Counter[tuple[str, str]] = Counter()
         self._sites: Counter[str] = Counter()
         self.by_site = by_site
         self._lock = threading.Lock()
 
-    def __call__(self, event_name: str = "", **kwargs: Any) -> None:
+    def __call__(self, event_name: str = "", request: Any = None, **kwargs: Any) -> None:
         # event_name: "before-send.<service>.<Operation>"
         _event, service, operation = event_name.split(".", 2)
         site = f"{service}.{operation}@{_call_site()}" if self.by_site else ""
+        header = request.headers.get("amz-sdk-request") if request is not None else None
+        attempt = _ATTEMPT.search(header.decode() if isinstance(header, bytes) else header or "")
+        scope = _SCOPE.get()
         with self._lock:
             self._counts[(service, operation)] += 1
+            if attempt is not None and int(attempt.group(1)) > 1:
+                self._retries[(service, operation)] += 1
             if site:
                 self._sites[site] += 1
+            if scope is not None:
+                scope[(service, operation)] += 1
+
+    def attempted(self, event_name: str = "", response: Any = None, **kwargs: Any) -> None:
+        """botocore's `needs-retry.<service>.<Operation>`, after every attempt: count a throttled one."""
+        if not response:
+            return
+        error = response[1].get("Error") or {}
+        reasons = response[1].get("CancellationReasons") or []
+        if error.get("Code") in THROTTLING_CODES or any(r.get("Code") == "ThrottlingError" for r in reasons):
+            _event, service, operation = event_name.split(".", 2)
+            with self._lock:
+                self._throttles[(service, operation)] += 1
+
+    @contextmanager
+    def scoped(self) -> Iterator[Counter[tuple[str, str]]]:
+        """Count the requests made within the block (this thread, and threads that run with a copy
+        of its context: `contextvars.copy_context()`), by (service, operation)."""
+        counts: Counter[tuple[str, str]] = Counter()
+        token = _SCOPE.set(counts)
+        try:
+            yield counts
+        finally:
+            _SCOPE.reset(token)
 
     def snapshot(self) -> dict[str, int]:
         with self._lock:
             return {f"{s}.{o}": n for (s, o), n in sorted(self._counts.items())}
+
+    def by_operation(self) -> dict[str, dict[tuple[str, str], int]]:
+        """Requests, throttles and retries, each by (service, operation)."""
+        with self._lock:
+            return {"requests": dict(self._counts), "throttles": dict(self._throttles), "retries": dict(self._retries)}
 
     def sites(self) -> dict[str, int]:
         """Requests by operation and call site (empty unless counted `by_site`)."""
@@ -69,6 +125,8 @@ class RequestCounter:
     def reset(self) -> None:
         with self._lock:
             self._counts.clear()
+            self._throttles.clear()
+            self._retries.clear()
             self._sites.clear()
 
 
@@ -86,6 +144,17 @@ def _call_site(depth: int = 3) -> str:
 
 
 REQUESTS = RequestCounter(by_site=bool(os.environ.get("MAGNETAR_REQUEST_SITES")))
+
+
+def count_requests(c: Any) -> Any:
+    """Count a client's requests, throttles and retries in REQUESTS (every client of this process)."""
+    c.meta.events.register("before-send", REQUESTS)
+    c.meta.events.register("needs-retry", REQUESTS.attempted)
+    # the invocation's telemetry: throttled answers, retried attempts, S3 requests (adapters/aws/telemetry.py)
+    c.meta.events.register("request-created", on_request_created)
+    c.meta.events.register_first("needs-retry", on_needs_retry)
+    return c
+
 
 # BatchGetItem/BatchWriteItem answer the items a throttled partition could not take as
 # UnprocessedKeys/UnprocessedItems (HTTP 200, so botocore does not retry them): AWS asks callers to
@@ -116,8 +185,4 @@ def client(service: str, region: str | None = None) -> Any:
 def _client(service: str, endpoint: str | None, region: str | None = None) -> Any:
     session = boto3.session.Session()
     c = session.client(service, config=_CONFIG, region_name=region)  # type: ignore[call-overload]
-    c.meta.events.register("before-send", REQUESTS)
-    # the invocation's telemetry: throttled answers, retried attempts, S3 requests (adapters/aws/telemetry.py)
-    c.meta.events.register("request-created", on_request_created)
-    c.meta.events.register_first("needs-retry", on_needs_retry)
-    return c
+    return count_requests(c)

@@ -36,10 +36,17 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from magnetar.adapters.aws.clients import _CONFIG, REQUESTS, UNPROCESSED_ATTEMPTS, client, unprocessed_backoff
+from magnetar.adapters.aws.clients import (
+    _CONFIG,
+    UNPROCESSED_ATTEMPTS,
+    client,
+    count_requests,
+    unprocessed_backoff,
+)
 from magnetar.adapters.aws.dynamodb.base import DynamoBase
 from magnetar.config import ENV_WS_ENDPOINT, ResourceNames
 from magnetar.core.errors import RetryableError
+from magnetar.core.metrics.container import COUNTERS
 from magnetar.core.ports.push import Connection
 from magnetar.core.push import PushService
 from magnetar.core.websocket import MAX_CONNECTION_MS
@@ -263,19 +270,24 @@ class ApiGatewayPushGateway:
                 raise RuntimeError(f"{ENV_WS_ENDPOINT} is not set: no WebSocket API to push to")
             session = boto3.session.Session()
             api = session.client("apigatewaymanagementapi", endpoint_url=self.endpoint, config=_CONFIG)
-            api.meta.events.register("before-send", REQUESTS)
+            count_requests(api)
             self._api = api
         return self._api
 
     def send(self, connection_id: str, frames: list[str]) -> int:
-        for sent, frame in enumerate(frames):
-            try:
-                self.api.post_to_connection(ConnectionId=connection_id, Data=frame.encode())
-            except ClientError as exc:
-                if _gone(exc):
-                    return sent
-                raise
-        return len(frames)
+        sent = 0
+        try:
+            for frame in frames:
+                try:
+                    self.api.post_to_connection(ConnectionId=connection_id, Data=frame.encode())
+                except ClientError as exc:
+                    if _gone(exc):
+                        return sent
+                    raise
+                sent += 1
+            return sent
+        finally:
+            COUNTERS.pushed(sent)  # each frame is one message (`magnetar_push_deliveries`)
 
     def connected(self, connection_id: str) -> bool:
         try:

@@ -21,7 +21,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError, HTTPClientError
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from magnetar.adapters.aws.clients import REQUESTS, client
+from magnetar.adapters.aws.clients import client, count_requests
 from magnetar.core.errors import InvalidInput, JournalRefused, RetryableError
 from magnetar.core.ledger import common
 from magnetar.core.naming import TopicName
@@ -217,8 +217,7 @@ def _writer_client() -> Any:
     config = Config(retries={"total_max_attempts": 1}, connect_timeout=3, read_timeout=10,
                     max_pool_connections=64, tcp_keepalive=True)
     c = session.client("kinesis", config=config)
-    c.meta.events.register("before-send", REQUESTS)  # counted like every other request
-    return c
+    return count_requests(c)  # counted like every other request
 
 
 def _throttled(exc: Exception) -> bool:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from magnetar.core import metric_names as m
+from magnetar.core.metrics.container import counted
 from magnetar.core.ports.telemetry import NO_SPAN, Span, Telemetry, Unit
 from magnetar.core.tracecontext import format_traceparent, xray_to_w3c_trace_id
 
@@ -273,6 +274,10 @@ class LambdaTelemetry:
         return str(getattr(context, "function_name", "") or GENERIC_SERVICE)
 
     def instrument(self, handler: Handler) -> Handler:
+        """The handler with its EMF metrics, its spans when traced, and the container's counters
+        that `GET /metrics` shows (`core.metrics.container.counted`): one decorator per handler."""
+        handler = counted(handler)
+
         @functools.wraps(handler)
         def run(event: Any, context: Any) -> Any:
             invocation = Invocation()

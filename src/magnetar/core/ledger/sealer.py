@@ -27,6 +27,8 @@ from magnetar.core.ledger import common
 from magnetar.core.ledger.common import journal_key, segment_key
 from magnetar.core.ledger.late import LateRecords, Settled
 from magnetar.core.ledger.pacing import SealPacing
+from magnetar.core.metrics import buckets
+from magnetar.core.metrics.container import COUNTERS
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import (
     Clock,
@@ -263,6 +265,7 @@ class Sealer:
             blocked_at = topic_seal.blocked_at
             if blocked_at is not None and (retry_index is None or blocked_at < retry_index):
                 retry_index = blocked_at
+        COUNTERS.late_records(outcome.late_after_hole, outcome.late_reappended, outcome.late_dead_lettered)
         failure = next((p for p in prepared if isinstance(p, BaseException)), None) or next(
             (p.failure for p in seals if p.failure is not None), None)
         if failure is not None:
@@ -435,12 +438,20 @@ class Sealer:
             offsets.append(offsets[-1] + len(data))
         blob = b"".join(data for data, _, _ in chunk)
         max_publish_time = 0
+        latency, latency_ms = state.write_latency, state.write_latency_ms
+        sizes, size_bytes = state.entry_sizes, state.entry_size_bytes
         for data, _, item in chunk:
             if item is not None:
                 header = peek_header(data)
                 messages += header.num_messages
                 if not header.hole:  # a tombstone's time is the sealer's, not a publish
                     max_publish_time = max(max_publish_time, header.publish_time)
+                    # the storage write: from the reservation to the record's arrival in the journal
+                    waited = max(0, item.record.arrival_ms - item.reserved_at)
+                    latency = buckets.counted(latency, waited, buckets.WRITE_LATENCY_BOUNDS_MS)
+                    latency_ms += waited
+                    sizes = buckets.counted(sizes, len(data), buckets.ENTRY_SIZE_BOUNDS)
+                    size_bytes += len(data)
         key = segment_key(topic, ledger_id, first, last)
         self.segments.put_if_absent(key, blob)
         crash_point("seal.after_segment_put")  # object in S3, not in the metadata: a replay re-puts it
@@ -464,6 +475,11 @@ class Sealer:
             rate_msgs=ewma_add(state.rate_msgs, state.rate_at, messages, now),
             rate_bytes=ewma_add(state.rate_bytes, state.rate_at, len(blob), now),
             rate_at=now,
+            write_latency=latency,
+            write_latency_ms=latency_ms,
+            entry_sizes=sizes,
+            entry_size_bytes=size_bytes,
+            hole_entries=state.hole_entries + len(chunk_holes),
         )
         return _Chunk(SegmentCommit(meta, state.next_entry, new_state), len(chunk), len(chunk_holes))
 

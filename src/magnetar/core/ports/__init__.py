@@ -146,6 +146,14 @@ class SealState:
     # > 0 once a WebSocket consumer or reader has connected to the topic partition (each connect
     # adds one): only then does the journal consumer look up its connections after a seal
     push_epoch: int = 0
+    # counted by the sealer in the same write (`core.metrics.buckets`, Pulsar's buckets): entries by
+    # storage write latency (reservation to arrival in the journal) and by size, with their sums
+    # (ms, bytes); and the ids sealed as holes
+    write_latency: tuple[int, ...] = ()
+    write_latency_ms: int = 0
+    entry_sizes: tuple[int, ...] = ()
+    entry_size_bytes: int = 0
+    hole_entries: int = 0
 
     def rates_at(self, now_ms: int) -> tuple[float, float]:
         """The in-rates (messages/s, bytes/s) decayed to `now_ms`."""
@@ -499,6 +507,12 @@ class MetadataStore(SchemaStore, FunctionStore, Protocol):
         """Seal and writer states of a topic partition (writer None: no such topic)."""
         ...
 
+    def get_topic_states(self, topics: list[TopicName],
+                         consistent: bool = True) -> dict[str, tuple[SealState, WriterState | None]]:
+        """`get_topic_state` of several topic partitions, by name (DynamoDB: one BatchGetItem per 50;
+        `consistent` False: eventually consistent reads, half the read units)."""
+        ...
+
     def trim_segments(self, topic: TopicName, segments: list[SegmentMeta], expected_first_entry: int) -> bool:
         """Unlist segments (at most 99, the oldest, contiguous) and move the seal state's first entry
         past them, recording their objects as trash, all or nothing; False if another trim moved first."""
@@ -532,8 +546,9 @@ class MetadataStore(SchemaStore, FunctionStore, Protocol):
 
     def list_subscriptions(self, topic: TopicName) -> list[str]: ...
 
-    def list_cursors(self, topic: TopicName) -> dict[str, tuple[CursorState, int]]:
-        """Every subscription's cursor and version, in one query (maintenance, stats)."""
+    def list_cursors(self, topic: TopicName, consistent: bool = True) -> dict[str, tuple[CursorState, int]]:
+        """Every subscription's cursor and version, in one query (maintenance, stats; `consistent`
+        False: eventually consistent, half the read units)."""
         ...
 
 

@@ -150,11 +150,12 @@ class DynamoBase:
                 return out
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def _batch_get(self, keys: list[dict[str, Any]], config: bool = False) -> list[dict[str, Any]]:
+    def _batch_get(self, keys: list[dict[str, Any]], config: bool = False,
+                   consistent: bool = True) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         table, ddb = self._db(config)
         for start in range(0, len(keys), 100):
-            request: dict[str, Any] = {table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
+            request: dict[str, Any] = {table: {"Keys": keys[start : start + 100], "ConsistentRead": consistent}}
             for attempt in range(UNPROCESSED_ATTEMPTS + 1):
                 if attempt:
                     unprocessed_backoff(attempt - 1)  # throttled keys: back off before asking again
@@ -195,6 +196,8 @@ class DynamoBase:
             push_epoch=_int(item, "push_epoch"),
             recent_segments=(unpack_segments(item["pk"]["S"][3:], item["recent_segments"]["B"])
                              if "recent_segments" in item else ()),
+            hole_entries=_int(item, "hole_entries"),
+            **(unpack_histograms(item["hist"]["B"]) if "hist" in item else {}),
         )
 
     @staticmethod
@@ -230,6 +233,18 @@ def pack_segments(segments: tuple[SegmentMeta, ...]) -> bytes:
     return msgpack.packb([[s.ledger_id, s.first_entry, s.last_entry, s.message_count, s.created_at,
                            s.max_publish_time, [b - a for a, b in itertools.pairwise(s.offsets)]]
                           for s in segments])
+
+
+def pack_histograms(state: SealState) -> bytes:
+    """The seal state's histograms (`core.metrics.buckets`) as one small binary attribute (msgpack)."""
+    return msgpack.packb([list(state.write_latency), state.write_latency_ms, list(state.entry_sizes),
+                          state.entry_size_bytes])
+
+
+def unpack_histograms(data: bytes) -> dict[str, Any]:
+    latency, latency_ms, sizes, size_bytes = msgpack.unpackb(data)
+    return {"write_latency": tuple(latency), "write_latency_ms": latency_ms, "entry_sizes": tuple(sizes),
+            "entry_size_bytes": size_bytes}
 
 
 def unpack_segments(topic: str, data: bytes) -> tuple[SegmentMeta, ...]:

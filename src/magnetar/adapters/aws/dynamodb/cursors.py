@@ -63,13 +63,13 @@ class CursorItems(DynamoBase):
     def list_subscriptions(self, topic: TopicName) -> list[str]:
         return self._query_sks(f"TP#{topic}", "SUB#")
 
-    def list_cursors(self, topic: TopicName) -> dict[str, tuple[CursorState, int]]:
+    def list_cursors(self, topic: TopicName, consistent: bool = True) -> dict[str, tuple[CursorState, int]]:
         out: dict[str, tuple[CursorState, int]] = {}
         kwargs: dict[str, Any] = {
             "TableName": self.table,
             "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
             "ExpressionAttributeValues": {":pk": _tp(topic), ":prefix": _s("SUB#")},
-            "ConsistentRead": True,
+            "ConsistentRead": consistent,
         }
         while True:
             page = self.ddb.query(**kwargs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import array
 from typing import Any
 
-from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s, _tp, pack_segments
+from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s, _tp, pack_histograms, pack_segments
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import SealState, SegmentCommit, SegmentMeta, WriterState
 
@@ -45,11 +45,14 @@ class SealerItems(DynamoBase):
             ":rate_bytes": {"N": f"{new_state.rate_bytes:.3f}"},
             ":rate_at": _n(new_state.rate_at),
             ":recent": {"B": pack_segments(new_state.recent_segments)},
+            ":hist": {"B": pack_histograms(new_state)},
+            ":hole_entries": _n(new_state.hole_entries),
         }
         update = (
             "SET next_entry = :next, recent_holes = :holes, sealed_entries = :entries,"
             " sealed_messages = :messages, sealed_bytes = :bytes, segment_count = :segments,"
-            " rate_msgs = :rate_msgs, rate_bytes = :rate_bytes, rate_at = :rate_at, recent_segments = :recent"
+            " rate_msgs = :rate_msgs, rate_bytes = :rate_bytes, rate_at = :rate_at, recent_segments = :recent,"
+            " hist = :hist, hole_entries = :hole_entries"
         )
         if new_state.last_position is not None:
             update += ", last_shard = :shard, last_seq = :seq"
@@ -167,6 +170,12 @@ class SealerItems(DynamoBase):
         return out
 
     def get_topic_state(self, topic: TopicName) -> tuple[SealState, WriterState | None]:
-        items = self._batch_get([{"pk": _tp(topic), "sk": _s("SEAL")}, {"pk": _tp(topic), "sk": _s("WRITER")}])
-        by_sk = {item["sk"]["S"]: item for item in items}
-        return self._seal_from_item(by_sk.get("SEAL")), self._writer_from_item(by_sk.get("WRITER"))
+        return self.get_topic_states([topic])[str(topic)]
+
+    def get_topic_states(self, topics: list[TopicName],
+                         consistent: bool = True) -> dict[str, tuple[SealState, WriterState | None]]:
+        keys = [{"pk": _tp(topic), "sk": _s(sk)} for topic in dict.fromkeys(topics) for sk in ("SEAL", "WRITER")]
+        found = {(item["pk"]["S"], item["sk"]["S"]): item for item in self._batch_get(keys, consistent=consistent)}
+        return {str(topic): (self._seal_from_item(found.get((f"TP#{topic}", "SEAL"))),
+                             self._writer_from_item(found.get((f"TP#{topic}", "WRITER"))))
+                for topic in topics}
