@@ -20,9 +20,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
+
+from magnetar.cli.errors import fail
 
 tokens_app = typer.Typer(help="Create and check Pulsar tokens and their keys (like `pulsar tokens`).",
                          no_args_is_help=True)
@@ -30,9 +32,7 @@ tokens_app = typer.Typer(help="Create and check Pulsar tokens and their keys (li
 KeySpec = "a path, file:///path or data:;base64,..."
 
 
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
+_fail = fail
 
 
 def _write_private(path: Path, data: bytes) -> None:
