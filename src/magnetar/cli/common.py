@@ -32,7 +32,6 @@ AUTH_PARAMS_ENV = "MAGNETAR_AUTH_PARAMS"
 AUTH_PLUGIN_ENV = "MAGNETAR_AUTH_PLUGIN"
 
 
-
 def checked_service_url(value: str | None) -> str | None:
     """The `--service-url` option's check: a URL the SDK takes (else a usage error, status 2)."""
     from magnetar.client.transport import check_service_url

@@ -202,8 +202,11 @@ def local_up(
     try:
         with console.status("starting the local cluster..."):
             cluster.start()
-    except BaseException:  # what did start stops (a port in use: nothing did), the error is said
+    except BaseException as exc:  # what did start stops (a port in use: nothing did), the error is said
         cluster.stop()
+        if isinstance(exc, KeyboardInterrupt):
+            console.print("stopped")
+            return
         raise
     try:
         console.print(f"[green]Magnetar is up[/green]  cluster [bold]{cluster.cluster_name}[/bold]  "
