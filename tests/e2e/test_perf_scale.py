@@ -53,6 +53,7 @@ def test_a_run_that_delivers_nothing_says_so_instead_of_failing(tmp_path) -> Non
                           "--duration", "2", "--no-limits", "--json", str(out)], capture_output=True, text=True, timeout=240)
     assert run.returncode == 1, run.stdout + run.stderr  # not a measurement: said, and a failing status
     assert "Traceback" not in run.stderr
-    assert "No message was delivered in the run" in " ".join(run.stdout.split())
+    said = [line for line in run.stderr.splitlines() if line.startswith("error: no message was delivered in the run")]
+    assert len(said) == 1 and said[0].endswith("with a shorter window"), run.stderr  # one line, after the figures
     result = json.loads(out.read_text())
     assert result["messages"] == 0 and result["cost_usd_per_million_msgs"] is None

@@ -8,12 +8,15 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 import magnetar
+from e2e.pulsar_protocol_fixtures import proxy_fixture, quiet_logger  # noqa: F401 - the proxy fixture
 from magnetar.client import exceptions
 from magnetar.client.auth import BASIC_PLUGIN, from_params
 from sdk_helpers import receive_until_quiet
@@ -42,7 +45,7 @@ def test_send_arguments_are_checked_as_pulsar_client_checks_them(client: magneta
         producer.send(b"x", properties={"n": 1})  # type: ignore[dict-item]
     with pytest.raises(ValueError, match="partition_key"):
         producer.send(b"x", partition_key=7)  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="data"):
+    with pytest.raises(TypeError, match="Invalid record obj of type <class 'str'>"):
         producer.send("text")  # type: ignore[arg-type]
     # replication arguments are accepted (no geo-replication here) and the message goes through
     assert producer.send(b"y", replication_clusters=["a"], disable_replication=True).entry_id() >= 0
@@ -260,3 +263,215 @@ def test_a_wrong_authentication_type_is_the_value_error_pulsar_client_raises(clu
     with pytest.raises(ValueError) as ours:
         magnetar.Client(cluster.url, authentication="token")  # type: ignore[arg-type]
     assert str(ours.value) == str(official.value)
+
+
+# --- wrong argument types: the exception pulsar-client raises ----------------------------------
+# Each call below passes one argument of a wrong type (or value) to pulsar-client 3.x and to the
+# SDK: both raise the same exception type (pulsar-client's own checks raise ValueError, what it
+# hands to its C++ library unchecked a TypeError). The official client talks to the binary proxy
+# of the session cluster, the SDK to its HTTP API.
+@dataclass
+class Side:
+    """One client library with a producer, a consumer and a reader of the same topic."""
+
+    api: Any
+    url: str
+    client: Any
+    producer: Any
+    partitioned: Any  # a producer of a partitioned topic: the SDK checks before routing
+    consumer: Any
+    reader: Any
+    message_id: Any
+
+
+@pytest.fixture(scope="module", name="sides")
+def sides_fixture(cluster: Any, proxy: Any) -> Iterator[dict[str, Side]]:
+    import pulsar
+
+    from magnetar.client.admin import AdminClient
+
+    topic = f"persistent://public/default/types-{uuid.uuid4().hex[:8]}"
+    partitioned = f"{topic}-partitioned"
+    admin = AdminClient(cluster.url)
+    admin.create_partitioned_topic(partitioned, 2)
+    admin.close()
+    made: dict[str, Side] = {}
+    for api, url, client in ((pulsar, proxy.service_url, pulsar.Client(proxy.service_url, operation_timeout_seconds=15,
+                                                                      logger=quiet_logger())),
+                             (magnetar, cluster.url, magnetar.Client(cluster.url))):
+        producer = client.create_producer(topic)
+        made[api.__name__] = Side(api, url, client, producer, client.create_producer(partitioned),
+                                  client.subscribe(topic, f"types-{api.__name__}"),
+                                  client.create_reader(topic, api.MessageId.earliest), producer.send(b"x"))
+    yield made
+    for side in made.values():
+        side.client.close()
+
+
+def _calls() -> dict[str, Callable[[Side], object]]:
+    calls: dict[str, Callable[[Side], object]] = {
+        "Client(service_url=1)": lambda s: s.api.Client(1),
+        "Client('no-scheme')": lambda s: s.api.Client("no-scheme"),
+        "Client('ftp://host')": lambda s: s.api.Client("ftp://host"),
+        "Client('http://')": lambda s: s.api.Client("http://"),
+        "Client(authentication='token')": lambda s: s.api.Client(s.url, authentication="token"),
+        "Client(logger='debug')": lambda s: s.api.Client(s.url, logger="debug"),
+        "create_producer(topic=1)": lambda s: s.client.create_producer(1),
+        "create_producer(properties={'a': 1})": lambda s: s.client.create_producer(s.producer.topic(),
+                                                                                  properties={"a": 1}),
+        "subscribe(topic=1)": lambda s: s.client.subscribe(1, "sub"),
+        "subscribe(topic=('a',))": lambda s: s.client.subscribe(("a",), "sub"),
+        "subscribe(topic=['a', 1])": lambda s: s.client.subscribe([s.producer.topic(), 1], "sub"),
+        "subscribe(subscription_name=1)": lambda s: s.client.subscribe(s.producer.topic(), 1),
+        "subscribe(properties={'a': 1})": lambda s: s.client.subscribe(s.producer.topic(), "sub", properties={"a": 1}),
+        "create_reader(topic=1)": lambda s: s.client.create_reader(1, s.api.MessageId.earliest),
+        "create_reader(start_message_id='earliest')": lambda s: s.client.create_reader(s.producer.topic(), "earliest"),
+        "create_reader(start_message_id=0)": lambda s: s.client.create_reader(s.producer.topic(), 0),
+        "create_table_view(topic=1)": lambda s: s.client.create_table_view(1),
+        "create_table_view(subscription_name=1)": lambda s: s.client.create_table_view(s.producer.topic(),
+                                                                                      subscription_name=1),
+        "create_table_view(schema='s')": lambda s: s.client.create_table_view(s.producer.topic(), schema="s"),
+        "get_topic_partitions(1)": lambda s: s.client.get_topic_partitions(1),
+        "send('text')": lambda s: s.producer.send("text"),
+        "send(1)": lambda s: s.producer.send(1),
+        "send(bytearray)": lambda s: s.producer.send(bytearray(b"x")),
+        "send(properties={'a': 1})": lambda s: s.producer.send(b"x", properties={"a": 1}),
+        "send(properties={1: 'a'})": lambda s: s.producer.send(b"x", properties={1: "a"}),
+        "send_async('text')": lambda s: s.producer.send_async("text", None),
+        "send_async(callback='f')": lambda s: s.producer.send_async(b"x", "f"),
+        "send_async(partition_key=1)": lambda s: s.producer.send_async(b"x", None, partition_key=1),
+        "partitioned send('text')": lambda s: s.partitioned.send("text"),
+        "partitioned send(partition_key=1)": lambda s: s.partitioned.send(b"x", partition_key=1),
+        "partitioned send(properties={'a': 1})": lambda s: s.partitioned.send(b"x", properties={"a": 1}),
+        "receive(timeout_millis=1.5)": lambda s: s.consumer.receive(timeout_millis=1.5),
+        "receive(timeout_millis='1')": lambda s: s.consumer.receive(timeout_millis="1"),
+        "read_next(timeout_millis=1.5)": lambda s: s.reader.read_next(timeout_millis=1.5),
+        "consumer.seek('x')": lambda s: s.consumer.seek("x"),
+        "consumer.seek(None)": lambda s: s.consumer.seek(None),
+        "reader.seek('x')": lambda s: s.reader.seek("x"),
+        "acknowledge('x')": lambda s: s.consumer.acknowledge("x"),
+        "acknowledge(None)": lambda s: s.consumer.acknowledge(None),
+        "acknowledge_cumulative('x')": lambda s: s.consumer.acknowledge_cumulative("x"),
+        "negative_acknowledge('x')": lambda s: s.consumer.negative_acknowledge("x"),
+        "MessageId('1')": lambda s: s.api.MessageId("1"),
+        "MessageId(1.5)": lambda s: s.api.MessageId(1.5),
+        "MessageId.deserialize('x')": lambda s: s.api.MessageId.deserialize("x"),
+        "MessageId.deserialize(b'garbage')": lambda s: s.api.MessageId.deserialize(b"garbage"),
+        "message_id < 'x'": lambda s: s.message_id < "x",
+        "AuthenticationToken(1)": lambda s: s.api.AuthenticationToken(1),
+        "AuthenticationBasic(1, 'p')": lambda s: s.api.AuthenticationBasic(1, "p"),
+        "AuthenticationBasic('u', 'p', method=1)": lambda s: s.api.AuthenticationBasic("u", "p", method=1),
+        "AuthenticationTLS(1, 'k')": lambda s: s.api.AuthenticationTLS(1, "k"),
+        "ConsoleLogger('x')": lambda s: s.api.ConsoleLogger("x"),
+        "FileLogger(Info, 1)": lambda s: s.api.FileLogger(s.api.LoggerLevel.Info, 1),
+        "CryptoKeyReader(1, 'p')": lambda s: s.api.CryptoKeyReader(1, "p"),
+        "ConsumerDeadLetterPolicy(0)": lambda s: s.api.ConsumerDeadLetterPolicy(0),
+        "ConsumerDeadLetterPolicy(None)": lambda s: s.api.ConsumerDeadLetterPolicy(None),
+        "ConsumerDeadLetterPolicy('3')": lambda s: s.api.ConsumerDeadLetterPolicy("3"),
+        "ConsumerDeadLetterPolicy(2.5)": lambda s: s.api.ConsumerDeadLetterPolicy(2.5),
+        "ConsumerDeadLetterPolicy(3, dead_letter_topic=1)": lambda s: s.api.ConsumerDeadLetterPolicy(
+            3, dead_letter_topic=1),
+        "ConsumerBatchReceivePolicy('1', 1, 1)": lambda s: s.api.ConsumerBatchReceivePolicy("1", 1, 1),
+        "ConsumerBatchReceivePolicy(1, 1, 1.5)": lambda s: s.api.ConsumerBatchReceivePolicy(1, 1, 1.5),
+        "ConsumerKeySharedPolicy('Sticky')": lambda s: s.api.ConsumerKeySharedPolicy("Sticky"),
+        "ConsumerKeySharedPolicy(allow_out_of_order_delivery='y')": lambda s: s.api.ConsumerKeySharedPolicy(
+            allow_out_of_order_delivery="y"),
+        "ConsumerKeySharedPolicy(sticky_ranges='x')": lambda s: s.api.ConsumerKeySharedPolicy(
+            s.api.KeySharedMode.Sticky, sticky_ranges="x"),
+        "ServiceInfo(1)": lambda s: s.api.ServiceInfo(1),
+        "ServiceInfo(authentication='t')": lambda s: s.api.ServiceInfo(s.url, authentication="t"),
+        "AutoClusterFailover(1, [])": lambda s: s.api.AutoClusterFailover(1, []),
+        "AutoClusterFailover(info, [])": lambda s: s.api.AutoClusterFailover(s.api.ServiceInfo(s.url), []),
+    }
+    ints = {"operation_timeout_seconds": 1.5, "connection_timeout_ms": "1", "io_threads": 1.5,
+            "message_listener_threads": "1", "concurrent_lookup_requests": 1.5, "stats_interval_in_seconds": "1"}
+    optional_strs = ("log_conf_file_path", "tls_trust_certs_file_path", "listener_name", "tls_private_key_file_path",
+                     "tls_certificate_file_path")
+    flags = ("use_tls", "tls_allow_insecure_connection", "tls_validate_hostname")
+    for name, value in [*ints.items(), *((n, 1) for n in optional_strs), *((n, 1) for n in flags)]:
+        calls[f"Client({name}={value!r})"] = lambda s, name=name, value=value: s.api.Client(s.url, **{name: value})
+    producer_arguments = {
+        "producer_name": 1, "schema": "s", "initial_sequence_id": "1", "send_timeout_millis": 1.5,
+        "compression_type": "LZ4", "max_pending_messages": "1", "max_pending_messages_across_partitions": 1.5,
+        "block_if_queue_full": 1, "batching_enabled": 1, "batching_max_messages": "1",
+        "batching_max_allowed_size_in_bytes": 1.5, "batching_max_publish_delay_ms": "1", "chunking_enabled": "y",
+        "message_routing_mode": "RoundRobin", "lazy_start_partitioned_producers": 0, "properties": [("a", "b")],
+        "batching_type": 0, "encryption_key": 1, "crypto_key_reader": "r", "access_mode": "Shared",
+    }
+    for name, value in producer_arguments.items():
+        calls[f"create_producer({name}={value!r})"] = (
+            lambda s, name=name, value=value: s.client.create_producer(s.producer.topic(), **{name: value}))
+    consumer_arguments = {
+        "consumer_type": "Shared", "schema": "s", "receiver_queue_size": "1",
+        "max_total_receiver_queue_size_across_partitions": 1.5, "consumer_name": 1,
+        "unacked_messages_timeout_ms": "1", "broker_consumer_stats_cache_time_ms": 1.5,
+        "negative_ack_redelivery_delay_ms": "1", "pattern_auto_discovery_period": 1.5, "is_read_compacted": 1,
+        "properties": [("a", "b")], "initial_position": "Earliest", "crypto_key_reader": "r",
+        "replicate_subscription_state_enabled": "y", "max_pending_chunked_message": "1",
+        "auto_ack_oldest_chunked_message_on_queue_full": 1, "start_message_id_inclusive": 1,
+        "batch_receive_policy": "p", "key_shared_policy": "p", "batch_index_ack_enabled": 1,
+        "regex_subscription_mode": "AllTopics", "crypto_failure_action": "FAIL",
+    }
+    for name, value in consumer_arguments.items():
+        calls[f"subscribe({name}={value!r})"] = (
+            lambda s, name=name, value=value: s.client.subscribe(s.producer.topic(), "sub", **{name: value}))
+    reader_arguments = {
+        "schema": "s", "receiver_queue_size": "1", "reader_name": 1, "subscription_role_prefix": 1,
+        "is_read_compacted": 1, "crypto_key_reader": "r", "start_message_id_inclusive": 1,
+        "crypto_failure_action": "FAIL",
+    }
+    for name, value in reader_arguments.items():
+        calls[f"create_reader({name}={value!r})"] = (
+            lambda s, name=name, value=value: s.client.create_reader(s.producer.topic(), s.api.MessageId.earliest,
+                                                                     **{name: value}))
+    send_arguments = {"properties": [("a", "b")], "partition_key": 1, "ordering_key": 1, "sequence_id": "1",
+                      "replication_clusters": "a", "disable_replication": 1, "event_timestamp": 1.5,
+                      "deliver_at": 1.5, "deliver_after": 1.5}
+    for name, value in send_arguments.items():
+        calls[f"send({name}={value!r})"] = lambda s, name=name, value=value: s.producer.send(b"x", **{name: value})
+    return calls
+
+
+def _raised(call: Callable[[Side], object], side: Side) -> tuple[str, str]:
+    """(ValueError, TypeError, another exception's class name, or "no error"; the message)."""
+    try:
+        call(side)
+    except ValueError as exc:
+        return "ValueError", str(exc)
+    except TypeError as exc:
+        return "TypeError", str(exc)
+    except Exception as exc:  # the names of pulsar-client's exceptions are the SDK's
+        return type(exc).__name__, str(exc)
+    return "no error", ""
+
+
+def test_wrong_argument_types_raise_what_pulsar_client_raises(sides: dict[str, Side]) -> None:
+    mismatches = []
+    for name, call in _calls().items():
+        official, ours = _raised(call, sides["pulsar"]), _raised(call, sides["magnetar"])
+        if official[0] != ours[0] or ours[0] == "no error":
+            mismatches.append(f"{name}: pulsar-client {official}, the SDK {ours}")
+        elif official[1].startswith("Argument ") and official[1].split()[1] not in ours[1]:
+            mismatches.append(f"{name}: the SDK's message does not name the argument: {ours[1]!r}")
+    assert not mismatches, "\n".join(mismatches)
+
+
+def test_where_the_sdk_takes_other_types_than_pulsar_client_on_purpose(sides: dict[str, Side]) -> None:
+    """docs/semantics.md ("The pulsar-client API") says each one."""
+    ours, official = sides["magnetar"], sides["pulsar"]
+    future = int(time.time() * 1000) + 3_600_000
+    # seek takes a timestamp as any number (time.time() * 1000 is a float); pulsar-client an int only
+    with pytest.raises(ValueError, match="invalid seek_arg type"):
+        official.consumer.seek(float(future))
+    ours.consumer.seek(float(future))
+    ours.reader.seek(float(future))
+    # MessageId.wrap checks what it wraps; == with another type is False, as for any Python value
+    with pytest.raises(ValueError, match="msg_id"):
+        magnetar.MessageId.wrap("x")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        official.message_id == "x"  # noqa: B015 - pulsar-client raises on the comparison itself
+    assert (ours.message_id == "x") is False
+    # batching and chunking together: large messages in chunks, the others in batches
+    with pytest.raises(ValueError, match="Batching and chunking"):
+        official.client.create_producer(official.producer.topic(), batching_enabled=True, chunking_enabled=True)
+    ours.client.create_producer(ours.producer.topic(), batching_enabled=True, chunking_enabled=True).close()

@@ -14,21 +14,38 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
+
+from magnetar.cli.errors import fail
 
 if TYPE_CHECKING:
+    import magnetar
     from magnetar.client.admin import AdminClient
     from magnetar.client.auth import Authentication
 
 T = TypeVar("T")
-err = Console(stderr=True)
+# a cluster that refuses connections and never answered: said after this long, not after the SDK's 30 s of retries
+UNREACHABLE_AFTER_S = 3.0
 SERVICE_URL_ENV = "MAGNETAR_SERVICE_URL"
 DEFAULT_URL = "http://127.0.0.1:8080"
 AUTH_TOKEN_ENV = "MAGNETAR_AUTH_TOKEN"
 AUTH_PARAMS_ENV = "MAGNETAR_AUTH_PARAMS"
 AUTH_PLUGIN_ENV = "MAGNETAR_AUTH_PLUGIN"
 
-ServiceUrl = Annotated[str, typer.Option("--service-url", "-u", envvar=SERVICE_URL_ENV, help="Broker URL.")]
+
+def checked_service_url(value: str | None) -> str | None:
+    """The `--service-url` option's check: a URL the SDK takes (else a usage error, status 2)."""
+    from magnetar.client.transport import check_service_url
+
+    if value is not None:
+        try:
+            check_service_url(value)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
+    return value
+
+
+ServiceUrl = Annotated[str, typer.Option("--service-url", "-u", envvar=SERVICE_URL_ENV, help="Broker URL.",
+                                         callback=checked_service_url)]
 AuthPlugin = Annotated[str | None, typer.Option(
     "--auth-plugin", envvar=AUTH_PLUGIN_ENV,
     help="org.apache.pulsar.client.impl.auth.AuthenticationToken (default) or aws-iam (SigV4).")]
@@ -53,7 +70,16 @@ def authentication(auth_plugin: str | None = None, auth_params: str | None = Non
 def admin_client(service_url: str, auth_plugin: str | None = None, auth_params: str | None = None) -> AdminClient:
     from magnetar.client.admin import AdminClient
 
-    return AdminClient(service_url, authentication(auth_plugin, auth_params))
+    return AdminClient(service_url, authentication(auth_plugin, auth_params), unreachable_after_s=UNREACHABLE_AFTER_S)
+
+
+def client(service_url: str, credentials: Authentication | None) -> magnetar.Client:
+    """An SDK client for a command: a cluster that is not up is said within seconds."""
+    import magnetar
+
+    made = magnetar.Client(service_url, credentials)
+    made._transport.unreachable_after_s = UNREACHABLE_AFTER_S
+    return made
 
 
 def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -64,8 +90,7 @@ def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     try:
         return fn(*args, **kwargs)
     except (exceptions.PulsarException, InvalidInput) as exc:
-        err.print(f"[red]error:[/red] {exc.reason}", highlight=False)
-        raise typer.Exit(1) from None
+        fail(exc.reason)
 
 
 def split_list(values: list[str] | None) -> list[str]:

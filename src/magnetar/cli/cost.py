@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from magnetar.cli.errors import fail
 from magnetar.cost import (
     COMPONENTS,
     PRICES_AS_OF,
@@ -34,7 +35,6 @@ from magnetar.cost import (
 )
 
 console = Console()
-err = Console(stderr=True)
 
 STEPS = ("produce", "seal", "consume", "storage", "fixed")
 
@@ -196,8 +196,7 @@ def cost_command(
     try:
         loaded = load_workload(workload)
     except WorkloadError as exc:
-        err.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(1) from None
+        fail(str(exc))
     report = monthly_cost(loaded)
     comparison = compare(loaded, report)
     replication = replication_cost(loaded, replicated_to) if replicated_to else None

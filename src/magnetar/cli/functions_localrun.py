@@ -23,14 +23,10 @@ from magnetar.cli.common import (
     authentication,
     split_list,
 )
+from magnetar.cli.errors import fail
 
 console = Console()
-err = Console(stderr=True)
-
-
-def _fail(message: str) -> None:
-    err.print(f"[red]error:[/red] {message}", highlight=False)
-    raise typer.Exit(1)
+_fail = fail
 
 
 def _json(option: str, value: str | None) -> dict[str, Any]:

@@ -12,10 +12,10 @@ import typer
 from rich.console import Console
 
 from magnetar.cli.common import DEFAULT_URL, SERVICE_URL_ENV
+from magnetar.cli.errors import fail
 from magnetar.local.fidelity import AwsFidelity
 
 console = Console()
-err = Console(stderr=True)
 
 
 def run_instance(clusters: list[str], host: str, port: int, pulsar_port: int, aws_port: int,
@@ -25,8 +25,7 @@ def run_instance(clusters: list[str], host: str, port: int, pulsar_port: int, aw
     try:
         check_cluster_names(clusters)
     except ValueError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(1) from None
+        fail(str(exc))
     instance = LocalInstance(clusters, host, port, pulsar_port, aws_port, aws_endpoint, fidelity, cluster_args)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -65,10 +64,8 @@ def outage_command(
     try:
         response = httpx.request("POST" if on else "DELETE", path, timeout=10)
     except httpx.HTTPError as exc:
-        err.print(f"[red]error:[/red] {service_url} unreachable ({exc}); name another cluster's URL with --url")
-        raise typer.Exit(1) from None
+        fail(f"{service_url} unreachable ({exc}); name another cluster's URL with --url")
     if response.status_code >= 300:
         reason = response.json().get("reason", response.text) if response.content else response.status_code
-        err.print(f"[red]error:[/red] {reason}")
-        raise typer.Exit(1)
+        fail(str(reason))
     console.print(f"cluster {cluster} is {'off' if on else 'back on'} the network")

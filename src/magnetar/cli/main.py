@@ -24,9 +24,11 @@ from magnetar.cli.common import (
     ServiceUrl,
     authentication,
     call,
+    client,
     on_off,
 )
 from magnetar.cli.cost import cost_command
+from magnetar.cli.errors import CliGroup, fail
 from magnetar.cli.functions import functions_app
 from magnetar.cli.instance import outage_command
 from magnetar.cli.perf import perf_app
@@ -55,10 +57,10 @@ console = Console()
 # Ctrl-C's limit: the parts' own bounded joins add up to ~30 s at worst
 STOP_DEADLINE_S = float(os.environ.get("MAGNETAR_STOP_DEADLINE_S", "40"))
 LOCAL_TOKEN_KEY = Path.home() / ".magnetar" / "local-token-secret.key"
-err = Console(stderr=True)
 T = TypeVar("T")
 
-app = typer.Typer(help="Magnetar: Apache Pulsar's messaging model on AWS serverless.", no_args_is_help=True)
+app = typer.Typer(help="Magnetar: Apache Pulsar's messaging model on AWS serverless.", no_args_is_help=True,
+                  cls=CliGroup)
 local_app = typer.Typer(help="Run Magnetar on this machine.", no_args_is_help=True)
 app.add_typer(local_app, name="local")
 app.add_typer(admin_app, name="admin")
@@ -71,9 +73,7 @@ app.command("cost")(cost_command)
 local_app.command("outage")(outage_command)
 
 
-def _fail(message: str) -> None:
-    err.print(f"[red]error:[/red] {message}")
-    raise typer.Exit(1)
+_fail = fail
 
 
 def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -225,6 +225,13 @@ def local_up(
     try:
         with console.status("starting the local cluster..."):
             cluster.start()
+    except BaseException as exc:  # what did start stops (a port in use: nothing did), the error is said
+        cluster.stop()
+        if isinstance(exc, KeyboardInterrupt):
+            console.print("stopped")
+            return
+        raise
+    try:
         console.print(f"[green]Magnetar is up[/green]  cluster [bold]{cluster.cluster_name}[/bold]  "
                       f"HTTP API [bold]{cluster.url}[/bold]  AWS endpoint {cluster.endpoint}")
         console.print(f"  export {SERVICE_URL_ENV}={cluster.url}    (Ctrl-C to stop)")
@@ -291,11 +298,9 @@ def produce(
     auth_params: AuthParams = None,
 ) -> None:
     """Produce messages to a topic (pulsar-client produce)."""
-    import magnetar
-
-    client = magnetar.Client(service_url, authentication(auth_plugin, auth_params))
+    sdk = client(service_url, authentication(auth_plugin, auth_params))
     try:
-        producer = _call(client.create_producer, topic)
+        producer = _call(sdk.create_producer, topic)
         sent = 0
         for _ in range(num_produce):
             for text in messages:
@@ -304,7 +309,7 @@ def produce(
         _call(producer.flush)
         console.print(f"{sent} messages successfully produced")
     finally:
-        client.close()
+        sdk.close()
 
 
 @app.command()
@@ -327,9 +332,9 @@ def consume(
         initial = magnetar.InitialPosition[position]
     except KeyError:
         _fail(f"unknown subscription type or position: {subscription_type}, {position}")
-    client = magnetar.Client(service_url, authentication(auth_plugin, auth_params))
+    sdk = client(service_url, authentication(auth_plugin, auth_params))
     try:
-        consumer = _call(client.subscribe, topic, subscription, consumer_type=ctype, initial_position=initial)
+        consumer = _call(sdk.subscribe, topic, subscription, consumer_type=ctype, initial_position=initial)
         count = 0
         while num_messages == 0 or count < num_messages:
             try:
@@ -342,7 +347,7 @@ def consume(
             count += 1
         console.print(f"{count} messages successfully consumed")
     finally:
-        client.close()
+        sdk.close()
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -15,7 +15,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from magnetar.cli.common import AuthParams, AuthPlugin, authentication, call
+from magnetar.cli.common import AuthParams, AuthPlugin, authentication, call, checked_service_url
+from magnetar.cli.errors import fail
 from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS
 from magnetar.config import MAX_LOCAL_SHARD_COUNT
 from magnetar.core.ledger.pacing import MAX_SEAL_LATENCY_MS
@@ -23,9 +24,9 @@ from magnetar.core.ledger.pacing import MAX_SEAL_LATENCY_MS
 console = Console()
 perf_app = typer.Typer(help="Measure throughput, latency and AWS cost (like pulsar-perf).", no_args_is_help=True)
 
-ServiceUrl = Annotated[
-    str | None, typer.Option("--service-url", "-u", help="Broker URL; without it, perf starts its own local cluster.")
-]
+ServiceUrl = Annotated[str | None, typer.Option(
+    "--service-url", "-u", help="Broker URL; without it, perf starts its own local cluster.",
+    callback=checked_service_url)]
 Topic = Annotated[str, typer.Option("--topic", "-t", help="Topic (default: a new one).")]
 Partitions = Annotated[int, typer.Option("--partitions", "-p", help="Partitions of the topic.")]
 Producers = Annotated[int, typer.Option("--producers", help="Producers.")]
@@ -129,7 +130,21 @@ def _run(mode: str, **options: Any) -> None:
         json_out.write_text(json.dumps(result, indent=2, default=str))
         console.print(f"wrote {json_out}")
     if not result.get("messages"):
-        raise typer.Exit(1)  # an empty run is not a measurement: said above, and the exit status says it
+        fail(empty_run(result))  # an empty run is not a measurement: one line, and the exit status says it
+
+
+def empty_run(result: dict[str, Any]) -> str:
+    """Why a run has no message to measure, in a line."""
+    mode, topic = result["mode"], result["topic"]
+    if mode != "consume" and not result.get("acked"):
+        failed = f": {result['failed']:,} sends failed" if result.get("failed") else ""
+        return f"no message was acknowledged to the producers of {topic} in the run{failed}"
+    if mode == "consume":
+        return (f"no message was delivered: {topic} had nothing to consume within the run (perf consume reads "
+                "what is there: produce to it first, or run perf e2e)")
+    return (f"no message was delivered in the run: {result['acked']:,} acknowledged to the producers of {topic}, "
+            "none received (a journal batching window or seal latency longer than the run holds them back): "
+            "run longer (--duration) or with a shorter window")
 
 
 def _measure(mode: str, options: dict[str, Any], extra_args: list[str]) -> dict[str, Any]:
@@ -240,10 +255,6 @@ def _summary(r: dict[str, Any]) -> None:
             if isinstance(value, int | float):
                 table.add_row(f"USD / million msgs ({variant})", f"{value:.4f}")
     console.print(table)
-    if not r.get("messages"):
-        console.print("[yellow]No message was delivered in the run[/yellow] (a journal batching window or seal "
-                      "latency longer than the run holds them back): no latency or cost per message to report. "
-                      "Run longer (--duration) or with a shorter window.")
     if r.get("aws_requests"):
         ops = Table(title="AWS requests by operation")
         ops.add_column("operation")

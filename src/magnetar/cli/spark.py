@@ -135,6 +135,7 @@ def start_job_run(job: Path, args: list[str], *, application_id: str, role_arn: 
     """Upload the script and start the run: what was started (ids, entry point, log URI)."""
     from magnetar.adapters.aws.clients import client
 
+    parameters = spark_submit_parameters(environment, conf or [])  # checked before anything is uploaded
     run_name = name or job.stem
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     key = f"jobs/{run_name}-{stamp}/{job.name}"
@@ -146,7 +147,7 @@ def start_job_run(job: Path, args: list[str], *, application_id: str, role_arn: 
         executionRoleArn=role_arn,
         name=run_name,
         jobDriver={"sparkSubmit": {"entryPoint": entry_point, "entryPointArguments": args,
-                                   "sparkSubmitParameters": spark_submit_parameters(environment, conf or [])}},
+                                   "sparkSubmitParameters": parameters}},
         configurationOverrides={"monitoringConfiguration": {"s3MonitoringConfiguration": {"logUri": log_uri}}},
     )
     return {"applicationId": response["applicationId"], "jobRunId": response["jobRunId"], "name": run_name,

@@ -20,9 +20,11 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
+
+from magnetar.cli.errors import fail
 
 tokens_app = typer.Typer(help="Create and check Pulsar tokens and their keys (like `pulsar tokens`).",
                          no_args_is_help=True)
@@ -30,17 +32,18 @@ tokens_app = typer.Typer(help="Create and check Pulsar tokens and their keys (li
 KeySpec = "a path, file:///path or data:;base64,..."
 
 
-def _fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
+_fail = fail
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write a key readable by its owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+def _write_key(path: Path, data: bytes, private: bool = True) -> None:
+    """Write a key (a private one readable by its owner only), its directory made if need be."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        _fail(f"cannot write {path}: {exc.strerror or exc}")
 
 
 def _key(spec: str, what: str) -> bytes:
@@ -92,7 +95,7 @@ def create_secret_key(
         sys.stdout.buffer.write(data + (b"\n" if base64_encode else b""))
         sys.stdout.flush()
         return
-    _write_private(output, data)
+    _write_key(output, data)
     typer.echo(f"wrote the secret key to {output}", err=True)
 
 
@@ -105,9 +108,8 @@ def create_key_pair(
     from magnetar.security.tokens import new_key_pair
 
     private, public = new_key_pair()
-    _write_private(output_private_key, private)
-    output_public_key.parent.mkdir(parents=True, exist_ok=True)
-    output_public_key.write_bytes(public)
+    _write_key(output_private_key, private)
+    _write_key(output_public_key, public, private=False)
     typer.echo(f"wrote the private key to {output_private_key} and the public key to {output_public_key}", err=True)
 
 

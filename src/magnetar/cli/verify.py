@@ -15,13 +15,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from magnetar.cli.common import AuthParams, AuthPlugin, authentication, on_off
+from magnetar.cli.errors import fail
 
 console = Console()
 
 
 def verify_command(
     runs: Annotated[int | None, typer.Option(
-        "--runs", "-n", help="Randomized runs (default 20; 3 with --clusters).")] = None,
+        "--runs", "-n", min=1, help="Randomized runs (default 20; 3 with --clusters).")] = None,
     seed: Annotated[int, typer.Option("--seed", "-s", help="Seed: the same seed plans the same runs.")] = 1,
     crash_points: Annotated[str | None, typer.Option(
         "--crash-points", help="'all' (the default), 'none' or a comma list. In-process only: not with --clusters.")] = None,
@@ -112,6 +113,8 @@ def verify_command(
         json_out.write_text(json.dumps(result, indent=2))
     if summary.violations or result["errors"]:
         raise typer.Exit(1)
+    if not result["acked"]:
+        fail("nothing was acknowledged in the runs: nothing was verified")
     console.print("[green]no violations[/green]")
 
 
@@ -161,6 +164,8 @@ def _verify_geo(clusters: int, runs: int, seed: int, seconds: float, aws_limits:
         _write(json_out, result)
     if result["violations"] or result["errors"]:
         raise typer.Exit(1)
+    if not result["acked"]:
+        fail("nothing was acknowledged in the runs: nothing was verified")
     console.print("[green]no violations[/green]")
 
 

@@ -13,10 +13,14 @@ from magnetar.core.naming import NamespaceName, TopicName
 
 
 class AdminClient:
-    """`authentication`: as `magnetar.Client`'s (`AuthenticationToken`, `AuthenticationAwsIam`)."""
+    """`authentication`: as `magnetar.Client`'s (`AuthenticationToken`, `AuthenticationAwsIam`).
+    `unreachable_after_s`: a service that refuses connections before it has answered anything
+    fails a request after this long (None: retried until the request's deadline)."""
 
-    def __init__(self, service_url: str, authentication: Authentication | None = None) -> None:
-        self._transport = Transport(service_url, authentication=authentication)
+    def __init__(self, service_url: str, authentication: Authentication | None = None, *,
+                 unreachable_after_s: float | None = None) -> None:
+        self._transport = Transport(service_url, authentication=authentication,
+                                    unreachable_after_s=unreachable_after_s)
 
     def health(self) -> str:
         return str(self._transport.call("GET", "/admin/v2/brokers/health"))

@@ -48,8 +48,11 @@ from magnetar.client.types import (
     PartitionsRoutingMode,
     ProducerAccessMode,
     RegexSubscriptionMode,
+    check_native,
+    check_properties,
     check_type,
     check_type_or_none,
+    native_flag,
 )
 from magnetar.core.errors import InvalidInput
 from magnetar.core.naming import TopicName, check_subscription
@@ -227,6 +230,7 @@ class Client:
         (partition producers cost nothing until they send) and `properties`."""
         check_type(str, topic, "topic")
         check_type_or_none(str, producer_name, "producer_name")
+        check_type(Schema, schema, "schema")
         check_type_or_none(int, initial_sequence_id, "initial_sequence_id")
         for arg, number in (("send_timeout_millis", send_timeout_millis), ("max_pending_messages", max_pending_messages),
                              ("max_pending_messages_across_partitions", max_pending_messages_across_partitions),
@@ -241,9 +245,12 @@ class Client:
             check_type(bool, flag, arg)
         check_type_or_none(dict, properties, "properties")
         check_type(BatchingType, batching_type, "batching_type")
-        check_type(ProducerAccessMode, access_mode, "access_mode")
         check_type_or_none((str, list), encryption_key, "encryption_key")  # Magnetar: a list names several keys
         check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
+        check_type(ProducerAccessMode, access_mode, "access_mode")
+        # what pulsar-client passes on to its C++ configuration unchecked (a TypeError there)
+        check_native(PartitionsRoutingMode, message_routing_mode, "message_routing_mode")
+        check_properties(properties)
         name = _topic(topic)
         options: dict[str, Any] = {
             "batching_enabled": batching_enabled, "batching_max_messages": batching_max_messages,
@@ -328,6 +335,7 @@ class Client:
         `broker_consumer_stats_cache_time_ms`, `replicate_subscription_state_enabled`, `properties`."""
         check_type(str, subscription_name, "subscription_name")
         check_type(ConsumerType, consumer_type, "consumer_type")
+        check_type(Schema, schema, "schema")
         for name, number in (("receiver_queue_size", receiver_queue_size),
                              ("max_total_receiver_queue_size_across_partitions",
                               max_total_receiver_queue_size_across_partitions),
@@ -342,7 +350,6 @@ class Client:
         check_type_or_none(str, consumer_name, "consumer_name")
         check_type_or_none(int, unacked_messages_timeout_ms, "unacked_messages_timeout_ms")
         for name, flag in (("is_read_compacted", is_read_compacted),
-                           ("replicate_subscription_state_enabled", replicate_subscription_state_enabled),
                            ("auto_ack_oldest_chunked_message_on_queue_full",
                             auto_ack_oldest_chunked_message_on_queue_full),
                            ("start_message_id_inclusive", start_message_id_inclusive),
@@ -355,8 +362,16 @@ class Client:
         check_type(RegexSubscriptionMode, regex_subscription_mode, "regex_subscription_mode")
         check_type_or_none(CryptoKeyReader, crypto_key_reader, "crypto_key_reader")
         decryptor = crypto.decryptor(crypto_key_reader, crypto_failure_action)
+        # what pulsar-client passes on to its C++ configuration unchecked (a TypeError there)
+        check_properties(properties)
+        replicate_subscription_state_enabled = native_flag(replicate_subscription_state_enabled,
+                                                           "replicate_subscription_state_enabled")
         if pattern is None and not isinstance(topic, str | list | re.Pattern):
             raise ValueError("Argument 'topic' is expected to be of a type between (str, list, re.pattern)")
+        if isinstance(topic, list) and not all(isinstance(t, str) for t in topic):
+            raise TypeError("subscribe_topics(): incompatible function arguments: the topics must be str")
+        if isinstance(topic, re.Pattern) and isinstance(topic.pattern, bytes):  # pulsar-client takes its text
+            topic = re.compile(topic.pattern.decode())
         try:
             check_subscription(subscription_name)
         except InvalidInput as exc:
@@ -432,7 +447,6 @@ class Client:
                 replicate_subscription_state=replicate_subscription_state_enabled,
             )
 
-        check_type(Schema, schema, "schema")
         check_consumer_schema(self._transport, topics, schema)  # IncompatibleSchema before subscribing
         message_listener = typed_listener(message_listener, schema)
         consumer: Consumer | MultiTopicsConsumer

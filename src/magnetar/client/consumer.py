@@ -30,7 +30,7 @@ from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase, key_shared_meta
 from magnetar.client.crypto import MessageDecryptor
-from magnetar.client.message import Message, MessageId
+from magnetar.client.message import Message, MessageId, acknowledged_id
 from magnetar.client.transport import ServiceSwitched, Transport, topic_path
 from magnetar.client.types import (
     ConsumerBatchReceivePolicy,
@@ -38,6 +38,7 @@ from magnetar.client.types import (
     ConsumerKeySharedPolicy,
     ConsumerType,
     InitialPosition,
+    check_type,
 )
 from magnetar.core.dispatch import LOOK_ONCE_MAX_WAIT_MS
 from magnetar.core.entry import Entry
@@ -145,6 +146,8 @@ class Consumer(ConsumerBase):
     # --- pulsar-client API -----------------------------------------------------------------
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; raises `Timeout` if none arrives within `timeout_millis`."""
+        if timeout_millis is not None:
+            check_type(int, timeout_millis, "timeout_millis")
         deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
         with self._receive_lock:
             while True:
@@ -191,16 +194,16 @@ class Consumer(ConsumerBase):
             return self._take_batch(limit)
 
     def acknowledge(self, message: Message | MessageId) -> None:
-        message_id = message.message_id() if isinstance(message, Message) else message
+        message_id = acknowledged_id(message, "acknowledge")
         if self._foreign(message_id):
             return
         self._pending.ack((mid.wire(), mid._batch_size) for mid in message_id._chunks or (message_id,))
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        message_id = acknowledged_id(message, "acknowledge_cumulative")
         if self._type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise exceptions.CumulativeAcknowledgementNotAllowedError(
                 "Cumulative acknowledgement is not allowed on a Shared subscription")
-        message_id = message.message_id() if isinstance(message, Message) else message
         if self._foreign(message_id):
             return
         self._pending.ack_cumulative(message_id)
@@ -209,7 +212,7 @@ class Consumer(ConsumerBase):
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         """Redeliver this message after `negative_ack_redelivery_delay_ms` (its whole batch, minus
         the messages already acknowledged)."""
-        message_id = message.message_id() if isinstance(message, Message) else message
+        message_id = acknowledged_id(message, "negative_acknowledge")
         if self._foreign(message_id):
             return
         self._pending.nack(mid.wire() for mid in (message_id._chunks or (message_id,)))

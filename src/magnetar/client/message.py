@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import total_ordering
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from magnetar.client.types import check_native
 from magnetar.core.entry import Entry, MessageIdData
 
 if TYPE_CHECKING:
@@ -23,6 +24,10 @@ class MessageId:
 
     def __init__(self, partition: int = -1, ledger_id: int = -1, entry_id: int = -1, batch_index: int = -1,
                  topic: str = "", batch_size: int = 0) -> None:
+        for name, value in (("partition", partition), ("ledger_id", ledger_id), ("entry_id", entry_id),
+                            ("batch_index", batch_index)):
+            if type(value) is not int:  # pulsar-client's constructor takes ints (a TypeError otherwise)
+                check_native(int, value, f"MessageId {name}")
         self._data = MessageIdData(ledger_id, entry_id, partition, batch_index)
         self._topic = topic  # which topic partition: acknowledgements of multi-topic consumers route by it
         self._batch_size = batch_size  # messages in the entry (batch-index acknowledgement)
@@ -93,6 +98,8 @@ class MessageId:
         return isinstance(other, MessageId) and self._data == other._data
 
     def __lt__(self, other: MessageId) -> bool:
+        if not isinstance(other, MessageId):
+            return NotImplemented  # a TypeError, as pulsar-client's
         return self._key() < other._key()
 
     def __hash__(self) -> int:
@@ -229,3 +236,14 @@ class Message:
 
     def __repr__(self) -> str:
         return f"Message(id={self._message_id}, topic={self._topic!r}, {len(self._data)} bytes)"
+
+
+def acknowledged_id(message: object, method: str) -> MessageId:
+    """The id an acknowledgement names: a Message's, or a MessageId; anything else is the
+    TypeError pulsar-client raises."""
+    if isinstance(message, Message):
+        return message.message_id()
+    if isinstance(message, MessageId):
+        return message
+    raise TypeError(f"{method}(): incompatible function arguments: a Message or a MessageId, not "
+                    f"'{type(message).__name__}'")

@@ -21,10 +21,10 @@ import mmh3
 from magnetar.client import exceptions
 from magnetar.client.consumer import ACK_GROUP_S, HEARTBEAT_S, Consumer, ack_flush_due
 from magnetar.client.consumer_base import MessageListening
-from magnetar.client.message import Message, MessageId
-from magnetar.client.producer import Producer, SendCallback
+from magnetar.client.message import Message, MessageId, acknowledged_id
+from magnetar.client.producer import Producer, SendCallback, send_arguments
 from magnetar.client.transport import ServiceSwitched, topic_path
-from magnetar.client.types import ConsumerBatchReceivePolicy, PartitionsRoutingMode
+from magnetar.client.types import ConsumerBatchReceivePolicy, PartitionsRoutingMode, check_type
 from magnetar.core.naming import TopicName
 
 log = logging.getLogger(__name__)
@@ -85,14 +85,18 @@ class PartitionedProducer:
     def last_sequence_id(self) -> int:
         return max(p.last_sequence_id() for p in self._producers)
 
-    def send(self, content: bytes, **kwargs: Any) -> MessageId:
-        return self._choose(content, kwargs.get("partition_key"), kwargs.get("ordering_key"), kwargs.get("properties"),
-                            kwargs.get("event_timestamp")).send(content, **kwargs)
+    def send(self, content: bytes | None, *args: Any, **kwargs: Any) -> MessageId:
+        """`Producer.send`'s arguments, checked before the message is routed."""
+        arguments = send_arguments(content, args, kwargs)
+        return self._route(content, arguments).send(content, **arguments)
 
-    def send_async(self, content: bytes, callback: SendCallback | None, **kwargs: Any) -> None:
-        producer = self._choose(content, kwargs.get("partition_key"), kwargs.get("ordering_key"),
-                                kwargs.get("properties"), kwargs.get("event_timestamp"))
-        producer.send_async(content, callback, **kwargs)
+    def send_async(self, content: bytes | None, callback: SendCallback | None, *args: Any, **kwargs: Any) -> None:
+        arguments = send_arguments(content, args, kwargs)
+        self._route(content, arguments).send_async(content, callback, **arguments)
+
+    def _route(self, content: bytes | None, arguments: dict[str, Any]) -> Producer:
+        return self._choose(content or b"", arguments["partition_key"], arguments["ordering_key"],
+                            arguments["properties"], arguments["event_timestamp"])
 
     def flush(self) -> None:
         for p in self._producers:
@@ -391,8 +395,8 @@ class MultiTopicsConsumer(MessageListening):
         """pulsar-client refuses it on a multi-topic consumer (OperationNotSupported); so does Magnetar."""
         raise exceptions.OperationNotSupported("get_last_message_id is not supported on a multi-topic consumer")
 
-    def _child(self, message: Message | MessageId) -> Consumer:
-        topic = message.topic_name()
+    def _child(self, message: Message | MessageId, method: str = "seek") -> Consumer:
+        topic = acknowledged_id(message, method).topic_name()
         child = self._children.get(topic)
         if child is None:
             raise exceptions.InvalidConfiguration(f"Message of {topic!r} does not belong to this consumer")
@@ -409,6 +413,8 @@ class MultiTopicsConsumer(MessageListening):
         return self._name
 
     def receive(self, timeout_millis: int | None = None) -> Message:
+        if timeout_millis is not None:
+            check_type(int, timeout_millis, "timeout_millis")
         if self._closed.is_set():
             raise exceptions.AlreadyClosed("Consumer already closed")
         try:
@@ -428,13 +434,13 @@ class MultiTopicsConsumer(MessageListening):
         return out
 
     def acknowledge(self, message: Message | MessageId) -> None:
-        self._child(message).acknowledge(message)
+        self._child(message, "acknowledge").acknowledge(message)
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        self._child(message).acknowledge_cumulative(message)
+        self._child(message, "acknowledge_cumulative").acknowledge_cumulative(message)
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
-        self._child(message).negative_acknowledge(message)
+        self._child(message, "negative_acknowledge").negative_acknowledge(message)
 
     def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None = None) -> None:
         self._child(message).reconsume_later(message, delay_ms, properties)

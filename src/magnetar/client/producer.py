@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import inspect
 import logging
 import threading
 import time
@@ -43,6 +44,7 @@ from magnetar.client.types import (
     CompressionType,
     ProducerAccessMode,
     Result,
+    check_properties,
     check_type,
     check_type_or_none,
 )
@@ -83,13 +85,19 @@ class _Pending:
     replicate_to: tuple[str, ...] | None = None
 
 
-def _check_send(properties: object, partition_key: object, ordering_key: object, sequence_id: object,
-                replication_clusters: object, disable_replication: object, event_timestamp: object,
-                deliver_at: object, deliver_after: object) -> None:
-    """pulsar-client's argument checks of `send`/`send_async` (its `_build_msg`): ValueError."""
-    check_type_or_none(dict, properties, "properties")
-    if isinstance(properties, dict) and not all(isinstance(k, str) and isinstance(v, str) for k, v in properties.items()):
-        raise TypeError("properties must map str to str (pulsar-client refuses other types with a TypeError too)")
+def check_content(content: object) -> None:
+    """pulsar-client's BytesSchema.encode check of a payload (None: a null value): a TypeError."""
+    if content is not None and not isinstance(content, bytes):
+        raise TypeError(f"Invalid record obj of type {type(content)} - expected type is {bytes}")
+
+
+def _check_send(content: object, properties: object, partition_key: object, ordering_key: object,
+                sequence_id: object, replication_clusters: object, disable_replication: object,
+                event_timestamp: object, deliver_at: object, deliver_after: object) -> None:
+    """pulsar-client's argument checks of `send`/`send_async` (its `_build_msg`): the payload's
+    TypeError first, then ValueErrors (a TypeError for a property that is not str to str)."""
+    check_content(content)
+    check_properties(properties)
     check_type_or_none(str, partition_key, "partition_key")
     check_type_or_none(str, ordering_key, "ordering_key")
     check_type_or_none(int, sequence_id, "sequence_id")
@@ -98,6 +106,18 @@ def _check_send(properties: object, partition_key: object, ordering_key: object,
     check_type_or_none(int, event_timestamp, "event_timestamp")
     check_type_or_none(int, deliver_at, "deliver_at")
     check_type_or_none((timedelta, int), deliver_after, "deliver_after")
+
+
+def send_arguments(content: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`send`'s arguments after the payload, by name (positional ones in pulsar-client's order),
+    checked as `send` checks them: what a producer of several partitions routes by, then sends."""
+    bound = _SEND.bind(None, content, *args, **kwargs)  # a wrong name or count: the call's TypeError
+    bound.apply_defaults()
+    arguments = dict(bound.arguments)
+    del arguments["self"]
+    _check_send(**arguments)
+    del arguments["content"]
+    return arguments
 
 
 def _replicate_to(replication_clusters: list[str] | None, disable_replication: bool) -> tuple[str, ...] | None:
@@ -223,8 +243,8 @@ class Producer:
         (Magnetar also takes ms as an int). `replication_clusters` names the clusters of the
         topic's replication set the message is stored in (None or []: all of them),
         `disable_replication` stores it in this cluster only."""
-        _check_send(properties, partition_key, ordering_key, sequence_id, replication_clusters, disable_replication,
-                    event_timestamp, deliver_at, deliver_after)
+        _check_send(content, properties, partition_key, ordering_key, sequence_id, replication_clusters,
+                    disable_replication, event_timestamp, deliver_at, deliver_after)
         future = self._enqueue(content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
                                deliver_at, _after_ms(deliver_after), None,
                                _replicate_to(replication_clusters, disable_replication))
@@ -236,8 +256,11 @@ class Producer:
                    replication_clusters: list[str] | None = None, disable_replication: bool = False,
                    event_timestamp: int | None = None, deliver_at: int | None = None,
                    deliver_after: timedelta | int | None = None) -> None:
-        _check_send(properties, partition_key, ordering_key, sequence_id, replication_clusters, disable_replication,
-                    event_timestamp, deliver_at, deliver_after)
+        _check_send(content, properties, partition_key, ordering_key, sequence_id, replication_clusters,
+                    disable_replication, event_timestamp, deliver_at, deliver_after)
+        if callback is not None and not callable(callback):
+            raise TypeError(f"send_async(): incompatible function arguments: callback must be callable, not "
+                            f"'{type(callback).__name__}'")
         self._enqueue(content, properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at,
                       _after_ms(deliver_after), callback, _replicate_to(replication_clusters, disable_replication))
 
@@ -271,14 +294,11 @@ class Producer:
         if self._closed:
             raise exceptions.AlreadyClosed("Producer already closed")
         null_value = content is None  # pulsar-client: None sends a null value (a tombstone)
-        if null_value:
-            content = b""
-        if not isinstance(content, bytes | bytearray | memoryview):
-            raise ValueError(f"Argument data is expected to be of type 'bytes' and not '{type(content).__name__}'")
+        check_content(content)
         at = int(deliver_at or 0)
         if deliver_after:
             at = int(time.time() * 1000) + int(deliver_after)
-        message = Message(bytes(content), partition_key,
+        message = Message(content or b"", partition_key,
                           traced_properties({str(k): str(v) for k, v in (properties or {}).items()}),
                           int(event_timestamp or 0), ordering_key, null_value=null_value,
                           schema_version=self._schema_version)
@@ -517,3 +537,6 @@ def _safe(callback: SendCallback, result: Result, message_id: MessageId | None) 
         callback(result, message_id)
     except Exception:  # a user callback must not kill the sender thread
         log.exception("send callback raised")
+
+
+_SEND = inspect.signature(Producer.send)

@@ -41,9 +41,14 @@ from magnetar.client.acks import AckGroup, Taken
 from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase
 from magnetar.client.crypto import MessageDecryptor
-from magnetar.client.message import Message, MessageId
+from magnetar.client.message import Message, MessageId, acknowledged_id
 from magnetar.client.transport import Transport, topic_path
-from magnetar.client.types import ConsumerBatchReceivePolicy, ConsumerType, InitialPosition
+from magnetar.client.types import (
+    ConsumerBatchReceivePolicy,
+    ConsumerType,
+    InitialPosition,
+    check_type,
+)
 from magnetar.core import encryption
 from magnetar.core.errors import InvalidInput
 from magnetar.core.naming import TopicName
@@ -157,6 +162,8 @@ class PushConsumer(ConsumerBase):
 
     def receive(self, timeout_millis: int | None = None) -> Message:
         """The next pushed message; raises `Timeout` if none arrives within `timeout_millis`."""
+        if timeout_millis is not None:
+            check_type(int, timeout_millis, "timeout_millis")
         deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
         with self._cond:
             while True:
@@ -180,13 +187,14 @@ class PushConsumer(ConsumerBase):
             return self._take_batch(limit)
 
     def acknowledge(self, message: Message | MessageId) -> None:
-        message_id = message.message_id() if isinstance(message, Message) else message
+        message_id = acknowledged_id(message, "acknowledge")
         if self._foreign(message_id):
             return
         if self._pending.ack([(self._wire(message_id), message_id._batch_size)]) >= ACK_FLUSH_IDS:
             self._flush_acks()
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        acknowledged_id(message, "acknowledge_cumulative")
         raise exceptions.NotAllowedError(
             "Cumulative acknowledgement is not supported over the WebSocket API (no such frame): acknowledge "
             "each message, or subscribe with delivery='poll' (persistent topics)")
@@ -194,7 +202,7 @@ class PushConsumer(ConsumerBase):
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         """Redeliver this message after the consumer's `negative_ack_redelivery_delay_ms` (persistent
         topics; a non-persistent topic keeps nothing, the message is only released)."""
-        message_id = message.message_id() if isinstance(message, Message) else message
+        message_id = acknowledged_id(message, "negative_acknowledge")
         if self._foreign(message_id):
             return
         if self._pending.nack([self._wire(message_id)]) >= ACK_FLUSH_IDS:

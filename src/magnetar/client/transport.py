@@ -46,6 +46,26 @@ def topic_path(topic: TopicName) -> str:
     return "/".join(quote(p, safe="") for p in (topic.domain.value, topic.tenant, topic.namespace, topic.local_name))
 
 
+SCHEMES = ("http", "https")
+
+
+def check_service_url(url: str) -> None:
+    """pulsar-client's checks of a service URL, with its ValueErrors and messages, for the HTTP
+    API's schemes (`pulsar://` is the binary protocol's: the official clients' URL, not the SDK's)."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        raise ValueError(f"The scheme part is missing: {url}")
+    if scheme.lower() not in SCHEMES:
+        hint = " (the SDK takes the HTTP API's http:// or https:// URL)" if scheme.startswith("pulsar") else ""
+        raise ValueError(f"Invalid scheme: {scheme}{hint}")
+    if not rest.strip("/"):
+        raise ValueError("No service url is provided yet")
+    try:
+        httpx.URL(url)
+    except httpx.InvalidURL as exc:  # a port that is not a number, a malformed host
+        raise ValueError(f"Invalid service url {url}: {exc}") from None
+
+
 def _check_authentication(authentication: object) -> None:
     if authentication is not None and not isinstance(authentication, Authentication):
         raise exceptions.InvalidConfiguration(
@@ -54,10 +74,16 @@ def _check_authentication(authentication: object) -> None:
 
 class Transport:
     def __init__(self, service_url: str, timeout_s: float = 30.0, authentication: Authentication | None = None,
-                 websocket_url: str | None = None) -> None:
+                 websocket_url: str | None = None, unreachable_after_s: float | None = None) -> None:
         """`authentication` signs every request (and every retry) and the push consumers' connects.
-        `websocket_url`: where push consumers connect (None: derived from `service_url`)."""
+        `websocket_url`: where push consumers connect (None: derived from `service_url`).
+        `unreachable_after_s`: while the service has answered nothing yet, a refused connection
+        fails the request after this long (the command line's clients: a cluster that is not up
+        is said at once); None: retried until the request's deadline, as any transport error."""
+        check_service_url(service_url)
         _check_authentication(authentication)
+        self.unreachable_after_s = unreachable_after_s
+        self._answered = False  # a response came from the service (any status)
         self._endpoint = Endpoint(service_url.rstrip("/"), authentication, websocket_url)
         self._lock = threading.Lock()
         self._listeners: list[Callable[[], None]] = []
@@ -127,7 +153,8 @@ class Transport:
         Each attempt goes to the service current at that moment. `generation` pins the request
         to that service: once the client has switched away from it, `ServiceSwitched` is raised
         instead of an attempt (acknowledgements, which mean nothing to another cluster)."""
-        deadline = time.monotonic() + (deadline_s if deadline_s is not None else self.timeout_s)
+        started = time.monotonic()
+        deadline = started + (deadline_s if deadline_s is not None else self.timeout_s)
         backoff = 0.05
         while True:
             if self.http.is_closed:
@@ -144,9 +171,10 @@ class Transport:
                 else:
                     response = self.http.request(method, url, json=body, auth=endpoint.authentication)
             except httpx.TransportError as exc:
-                if time.monotonic() + backoff >= deadline:
-                    raise exceptions.ConnectError(f"{method} {path}: {exc}") from exc
+                if time.monotonic() + backoff >= deadline or self._unreachable(exc, started):
+                    raise exceptions.ConnectError(f"cannot reach {endpoint.base} ({method} {path}): {exc}") from exc
             else:
+                self._answered = True
                 if response.status_code < 300:
                     if not response.content:
                         return None
@@ -158,6 +186,15 @@ class Transport:
                     raise exceptions.from_response(response.status_code, reason)
             time.sleep(backoff * random.uniform(0.5, 1.5))
             backoff = min(backoff * 2, 1.0)
+
+    def _unreachable(self, exc: httpx.TransportError, started: float) -> bool:
+        """A refused connection (or an unknown host) to a service that never answered, for longer
+        than `unreachable_after_s`; an unsupported URL, at once (no retry helps)."""
+        if isinstance(exc, httpx.UnsupportedProtocol):
+            return True
+        limit = self.unreachable_after_s
+        return (limit is not None and not self._answered and isinstance(exc, httpx.ConnectError)
+                and time.monotonic() - started >= limit)
 
     def close(self) -> None:
         self.http.close()

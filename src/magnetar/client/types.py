@@ -99,6 +99,10 @@ class ConsumerBatchReceivePolicy:
     max_num_bytes: int = 10 * 1024 * 1024
     timeout_ms: int = 100
 
+    def __post_init__(self) -> None:
+        for name in ("max_num_message", "max_num_bytes", "timeout_ms"):
+            check_native(int, getattr(self, name), f"ConsumerBatchReceivePolicy {name}")
+
 
 class CompressionType(Enum):
     NONE = "NONE"
@@ -174,6 +178,15 @@ class ConsumerKeySharedPolicy:
                  sticky_ranges: list[tuple[int, int]] | None = None) -> None:
         if key_shared_mode == KeySharedMode.Sticky and sticky_ranges is None:
             raise ValueError("When using key_shared_mode = KeySharedMode.Sticky you must also provide sticky_ranges")
+        check_native(KeySharedMode, key_shared_mode, "ConsumerKeySharedPolicy key_shared_mode")
+        allow_out_of_order_delivery = native_flag(allow_out_of_order_delivery,
+                                                  "ConsumerKeySharedPolicy allow_out_of_order_delivery")
+        if sticky_ranges is not None and not (
+                isinstance(sticky_ranges, list | tuple)
+                and all(isinstance(r, tuple | list) and len(r) == 2 and all(type(b) is int for b in r)
+                        for r in sticky_ranges)):
+            raise TypeError("ConsumerKeySharedPolicy sticky_ranges: incompatible argument: a list of (start, end) "
+                            "pairs of ints")
         _check_sticky_ranges(list(sticky_ranges or []))
         self._mode = key_shared_mode
         self._allow_out_of_order = allow_out_of_order_delivery
@@ -225,6 +238,38 @@ def check_type_or_none(var_type: type | tuple[type, ...], var: object, name: str
         raise ValueError(f"Argument {name} is expected to be either None or of type '{names}'")
 
 
+# What pulsar-client hands to its C++ library without a check of its own: there pybind11's
+# conversion refuses a wrong type with a TypeError. These raise that TypeError, with a message of
+# their own (pybind11's lists the C++ signatures).
+def check_native(var_type: type, var: object, name: str) -> None:
+    """A TypeError unless `var` converts to `var_type` as pybind11 converts: an `int` is an int
+    or has `__index__` (not a float, not a str); a `str` a str; an enum one of its members."""
+    if var_type is int:
+        ok = isinstance(var, int) or (hasattr(type(var), "__index__") and not isinstance(var, float))
+    else:
+        ok = isinstance(var, var_type)
+    if not ok:
+        raise TypeError(f"{name}: incompatible argument: expected '{var_type.__name__}', got "
+                        f"'{type(var).__name__}'")
+
+
+def native_flag(var: object, name: str) -> bool:
+    """A flag as pybind11 converts one: None is False, anything with `__bool__` (a bool, a number)
+    its truth; anything else (a str, a list) a TypeError."""
+    if var is None or hasattr(type(var), "__bool__"):
+        return bool(var)
+    raise TypeError(f"{name}: incompatible argument: expected 'bool', got '{type(var).__name__}'")
+
+
+def check_properties(properties: object, name: str = "properties") -> None:
+    """pulsar-client's checks of a properties map: a ValueError unless a dict (or None), then a
+    TypeError for a key or value that is not a str (its C++ setter's)."""
+    check_type_or_none(dict, properties, name)
+    if isinstance(properties, dict) and not all(isinstance(k, str) and isinstance(v, str)
+                                                for k, v in properties.items()):
+        raise TypeError(f"{name} must map str to str (pulsar-client refuses other types with a TypeError too)")
+
+
 @dataclass(frozen=True)
 class ConsumerDeadLetterPolicy:
     """After `max_redeliver_count` redeliveries a message goes to `dead_letter_topic`
@@ -234,6 +279,19 @@ class ConsumerDeadLetterPolicy:
     dead_letter_topic: str | None = None
     initial_subscription_name: str | None = None
     retry_letter_topic: str | None = None  # default `<topic>-<subscription>-RETRY` (with retry_enable)
+
+    def __post_init__(self) -> None:
+        """pulsar-client's checks: a count below 1 (or None) is a ValueError, other types a TypeError."""
+        count: object = self.max_redeliver_count
+        if count is not None and not isinstance(count, int | float):
+            raise TypeError(f"'<' not supported between instances of '{type(count).__name__}' and 'int'")
+        if count is None or count < 1:
+            raise ValueError("max_redeliver_count must be greater than 0")
+        check_native(int, count, "ConsumerDeadLetterPolicy max_redeliver_count")
+        for name in ("dead_letter_topic", "initial_subscription_name", "retry_letter_topic"):
+            value = getattr(self, name)
+            if value is not None:
+                check_native(str, value, f"ConsumerDeadLetterPolicy {name}")
 
 
 class BatchingType(Enum):

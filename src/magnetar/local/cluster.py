@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -105,6 +106,20 @@ def _wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Pope
             return
         time.sleep(0.1)
     raise TimeoutError(f"nothing listens on {host}:{port} after {timeout_s}s")
+
+
+def check_port_free(host: str, port: int, what: str) -> None:
+    """An OSError (EADDRINUSE) when another process listens on host:port: a cluster must not take
+    over another's HTTP API or emulator, nor say it is up on a port that is not its own."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind: TIME_WAIT is not "in use"
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            raise OSError(errno.EADDRINUSE, f"{host}:{port} ({what}) is in use by another process: "
+                                            "stop it or choose another port") from None
 
 
 def _die_with_parent() -> None:
@@ -217,7 +232,9 @@ class LocalCluster:
 
         if not valid_cluster_name(self.cluster_name):
             raise ValueError(f"Invalid cluster name {self.cluster_name!r}: letters, digits and _ - = : . only")
+        check_port_free(self.host, self.port, "the HTTP API, --port")
         if self.aws_endpoint is None:
+            check_port_free(self.host, self.aws_port, "the AWS emulator, --aws-port")
             self.emulator = start_emulator(self.host, self.aws_port, self.fidelity)
         configure_aws_environment(self.endpoint)
         os.environ.update(self.names.as_env())

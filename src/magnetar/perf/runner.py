@@ -37,6 +37,8 @@ MODES = ("produce", "consume", "e2e")
 SEQ_PROPERTY = "perf-seq"
 CONSUMERS_PER_CLIENT = 25  # one HTTP connection pool (100 connections) per this many long-polling consumers
 CONSUMER_ERROR_PAUSE_S = 0.5
+SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
+UNREACHABLE_AFTER_S = 5.0  # a cluster that is not up fails the run at once, not after the SDK's retries
 
 
 @dataclass
@@ -80,6 +82,10 @@ class PerfConfig:
             raise ValueError(f"protocol must be one of {PROTOCOLS}; pulsar needs the proxy's URL")
         if self.size <= 0 or self.producers < 0 or self.consumers < 0 or self.duration_s <= 0:
             raise ValueError("size, duration must be positive; producers, consumers not negative")
+        self.subscription_type = {"KeyShared": "Key_Shared"}.get(self.subscription_type, self.subscription_type)
+        if self.subscription_type not in SUBSCRIPTION_TYPES:
+            raise ValueError(f"subscription type must be one of {', '.join(SUBSCRIPTION_TYPES)}, "
+                             f"not {self.subscription_type!r}")
         self.topic = self.topic or f"persistent://public/default/perf-{uuid.uuid4().hex[:8]}"
 
 
@@ -159,9 +165,9 @@ class PerfRun:
             return {}
 
     # --- workers -----------------------------------------------------------------------------
-    def _produce(self, client: magnetar.Client, index: int) -> None:
+    def _producer(self, client: magnetar.Client) -> Any:
         cfg, api = self.config, self.api.module
-        producer = client.create_producer(
+        return client.create_producer(
             cfg.topic,
             batching_enabled=True,  # the SDK's default; pulsar-client's is off (one entry per message)
             batching_max_messages=cfg.batch_max_messages,
@@ -172,6 +178,9 @@ class PerfRun:
             api.BatchingType.Default,
             block_if_queue_full=True,  # back-pressure, as the SDK's send_async (pulsar-client's default fails the send)
         )
+
+    def _produce(self, producer: Any, index: int) -> None:
+        cfg, api = self.config, self.api.module
         sent_count = 0
         interval = cfg.producers / cfg.rate if cfg.rate > 0 else 0.0
         next_at = time.perf_counter()
@@ -243,37 +252,51 @@ class PerfRun:
                             self.c.received_seqs[seq] = self.c.received_seqs.get(seq, 0) + 1
 
     # --- the run ------------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def _start(self, clients: list[Any]) -> tuple[list[tuple[Any, str]], list[Any]]:
+        """The run's consumers (with their names) and producers, made before the clock starts, so
+        that a refusal (no such namespace, a 401, a cluster that is not up) ends the run with its
+        reason; every client made goes into `clients`."""
         cfg = self.config
-        client = self._client("producers")
+        clients.append(self._client("producers"))
         if cfg.partitions > 1:
             from magnetar.client.admin import AdminClient
 
-            admin = AdminClient(cfg.service_url, self.authentication)
-            admin.create_partitioned_topic(cfg.topic, cfg.partitions)
-            admin.close()
+            admin = AdminClient(cfg.service_url, self.authentication, unreachable_after_s=UNREACHABLE_AFTER_S)
+            try:
+                admin.create_partitioned_topic(cfg.topic, cfg.partitions)
+            finally:
+                admin.close()
         consumers: list[tuple[Any, str]] = []
-        consumer_clients: list[magnetar.Client] = []
         if cfg.mode in ("consume", "e2e"):
             policy = self.api.batch_policy(cfg.receive_batch, cfg.receive_wait_ms)
             ctype = self.api.consumer_type(cfg.subscription_type)
             for i in range(cfg.consumers):
                 if i % CONSUMERS_PER_CLIENT == 0:  # long polls hold connections: a pool per group
-                    consumer_clients.append(self._client("consumers"))
+                    clients.append(self._client("consumers"))
                 name = f"perf-c{i}"
-                consumers.append((consumer_clients[-1].subscribe(
+                consumers.append((clients[-1].subscribe(
                     cfg.topic, cfg.subscription, consumer_type=ctype, consumer_name=name,
                     initial_position=self.api.module.InitialPosition.Earliest, receiver_queue_size=cfg.receive_batch,
                     batch_receive_policy=policy, negative_ack_redelivery_delay_ms=100), name))
+        producers = [self._producer(clients[0]) for _ in range(cfg.producers)] if cfg.mode in ("produce", "e2e") else []
+        return consumers, producers
+
+    def run(self) -> dict[str, Any]:
+        cfg = self.config
+        clients: list[Any] = []
+        try:
+            consumers, producers = self._start(clients)
+        except BaseException:
+            for made in clients:
+                made.close()
+            raise
         self._stats("DELETE")
         refusals_before, declined_before = self._refusals(), self._refusals("declined")
         started = time.perf_counter()
         self.c.first_send = started
         consumer_threads = [threading.Thread(target=self._consume, args=c, daemon=True) for c in consumers]
-        producer_threads = []
-        if cfg.mode in ("produce", "e2e"):
-            producer_threads = [threading.Thread(target=self._produce, args=(client, i), daemon=True)
-                                for i in range(cfg.producers)]
+        producer_threads = [threading.Thread(target=self._produce, args=(producer, i), daemon=True)
+                            for i, producer in enumerate(producers)]
         threads = consumer_threads + producer_threads
         for t in threads:
             t.start()
@@ -291,8 +314,8 @@ class PerfRun:
         deadline = time.perf_counter() + 15  # one deadline for all: 100 consumers in 30 s polls must not take 100 x 10 s
         for t in consumer_threads:
             t.join(timeout=max(0.0, deadline - time.perf_counter()))
-        for c in [client, *consumer_clients]:
-            c.close()
+        for made in clients:
+            made.close()
         time.sleep(1.5)  # the journal consumer seals the tail: its requests belong to the run
         result = self._result(started, self._stats()) | {"drain_timed_out": drain_timed_out}
         if cfg.aws_endpoint:
@@ -323,6 +346,7 @@ class PerfRun:
                 counts[str(response.status_code)] = counts.get(str(response.status_code), 0) + 1
 
         client._transport.http.event_hooks["response"].append(count)
+        client._transport.unreachable_after_s = UNREACHABLE_AFTER_S
         return client
 
     def _item_sizes(self) -> dict[str, int]:
