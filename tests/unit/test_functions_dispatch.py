@@ -121,9 +121,9 @@ def test_atmost_once_acks_before_invoking(broker: Broker, tmp_path: Path) -> Non
     backlog_at_invocation: list[int] = []
     invoke = invoker.invoke
 
-    def observed(name: str, event: dict[str, Any]) -> dict[str, Any]:
+    def observed(name: str, event: dict[str, Any], function_arn: str | None = None) -> dict[str, Any]:
         backlog_at_invocation.append(_backlog(broker, fqfn))
-        return invoke(name, event)
+        return invoke(name, event, function_arn)
 
     invoker.invoke = observed  # type: ignore[method-assign]
     report = dispatcher.serve(fqfn, 10_000)
@@ -250,7 +250,7 @@ def test_a_batch_left_by_a_dead_dispatcher_comes_back_after_the_ack_timeout(tmp_
     dispatcher, invoker = _dispatcher(broker, tmp_path)
     invoke = invoker.invoke
 
-    def die(name: str, event: dict[str, Any]) -> dict[str, Any]:
+    def die(name: str, event: dict[str, Any], function_arn: str | None = None) -> dict[str, Any]:
         raise _Died()
 
     invoker.invoke = die  # type: ignore[method-assign]

@@ -71,8 +71,8 @@ def test_create_rules(registry: FunctionRegistry) -> None:
         registry.create(FunctionRegistry.config_of({"className": "a.b", "inputs": ["x"]}, "public", "nope", "f"), CODE)
     with pytest.raises(InvalidInput, match="does not match the path"):
         FunctionRegistry.config_of({"name": "other"}, "public", "default", "excl")
-    with pytest.raises(InvalidInput, match="parallelism"):
-        _config("j", parallelism=0)
+    with pytest.raises(InvalidInput, match="parallelism must be from 1"):
+        registry.create(_config("j", parallelism=0), CODE)
     assert registry.list_functions("public", "default") == ["excl"]
 
 

@@ -21,6 +21,7 @@ from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, SealPacing
 from magnetar.core.lifecycle import LedgerMaintenance
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import Clock, Journal, MetadataStore, SegmentStore, SystemClock
+from magnetar.core.ports.functions import FunctionDeployer
 from magnetar.core.ports.telemetry import NO_TELEMETRY, Telemetry
 from magnetar.core.schema import SchemaRegistry
 from magnetar.core.stats import TopicStatsService
@@ -39,6 +40,7 @@ class Broker:
     seal_latency_ms: int = DEFAULT_SEAL_LATENCY_MS  # the journal consumer's hold (ledger.pacing)
     cluster_name: str = STANDALONE  # the cluster of the instance this deployment is (Pulsar's clusterName)
     telemetry: Telemetry = NO_TELEMETRY  # metrics and trace spans (adapters: EMF and X-Ray on AWS)
+    deployer: FunctionDeployer | None = None  # registered functions' Lambda functions (None: not deployed)
     admin: AdminService = field(init=False)
     authz: AuthorizationService = field(init=False)
     writer: LedgerWriter = field(init=False)
@@ -65,7 +67,8 @@ class Broker:
         self.writer.quota_check = self.maintenance.quota_exceeded
         self.stats = TopicStatsService(self.metadata, self.maintenance, self.clock, self.writer.policies)
         self.schemas = SchemaRegistry(self.metadata, self.clock)
-        self.functions = FunctionRegistry(self.metadata, self.segments, self.clock, self.cluster_name)
+        self.functions = FunctionRegistry(self.metadata, self.segments, self.clock, self.cluster_name,
+                                           self.deployer)
         for service in (self.writer, self.subscriptions, self.sealer, self.maintenance):
             service.telemetry = self.telemetry
 

@@ -23,12 +23,13 @@ class SubscriptionPosition(StrEnum):
 
 
 class Resources(BaseModel):
-    """Pulsar's function resources; `ram` (bytes) becomes the Lambda function's memory."""
+    """Pulsar's function resources: `ram` (bytes) and `cpu` (cores) size the function's Lambda
+    memory (core/functions/deployment.py checks and converts them); `disk` is not used."""
 
     model_config = ConfigDict(extra="ignore")
-    cpu: float = Field(default=1.0, gt=0, le=6)
-    ram: int = Field(default=128 * 1024 * 1024, ge=128 * 1024 * 1024, le=10_240 * 1024 * 1024)
-    disk: int = Field(default=0, ge=0)
+    cpu: float | None = None
+    ram: int | None = None
+    disk: int | None = None
 
 
 DEFAULT_MAX_MESSAGE_RETRIES = -1  # Pulsar's default: retry without end (no dead-letter topic)
@@ -49,7 +50,7 @@ class FunctionConfig(BaseModel):
     output: str | None = None
     logTopic: str | None = None
     processingGuarantees: ProcessingGuarantees = ProcessingGuarantees.ATLEAST_ONCE
-    parallelism: int = Field(default=1, ge=1, le=1000)
+    parallelism: int = 1  # the function's reserved concurrency (core/functions/deployment.py checks it)
     userConfig: dict[str, Any] = Field(default_factory=dict)
     secrets: dict[str, Any] = Field(default_factory=dict)
     retainOrdering: bool = False
@@ -58,10 +59,10 @@ class FunctionConfig(BaseModel):
     deadLetterTopic: str | None = None
     subName: str | None = None
     subscriptionPosition: SubscriptionPosition = SubscriptionPosition.Latest
-    timeoutMs: int | None = Field(default=None, ge=1)
+    timeoutMs: int | None = Field(default=None, ge=1)  # localrun: the ack timeout; registered: the Lambda's
     autoAck: bool = True
     resources: Resources = Field(default_factory=Resources)
-    functionArn: str | None = None  # an existing Lambda function subscribed by ARN (Magnetar's own)
+    functionArn: str | None = None  # a Lambda function of the user's (MagnetarFunction) the dispatcher invokes
 
     @field_validator("tenant", "namespace", "name")
     @classmethod
@@ -85,8 +86,3 @@ class FunctionConfig(BaseModel):
         if self.retainOrdering:
             return "Failover"
         return "Key_Shared" if self.retainKeyOrdering else "Shared"
-
-    @property
-    def memory_mb(self) -> int:
-        """The Lambda function's memory: the function's `ram`, in MB (Lambda: 128 to 10,240)."""
-        return max(128, min(10_240, self.resources.ram // (1024 * 1024)))

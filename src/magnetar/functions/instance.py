@@ -35,7 +35,7 @@ from magnetar.functions.runtime import (
     load_function,
     subscription_name,
 )
-from magnetar.functions.schemas import TopicSchemas
+from magnetar.functions.schemas import HttpSchemaSource, TopicSchemas
 
 if TYPE_CHECKING:
     from magnetar.client.auth import Authentication
@@ -236,7 +236,7 @@ class LocalInstance:
         outputs: SdkOutputs | None = None
         consumer: Any = None
         try:
-            schemas = TopicSchemas(transport)
+            schemas = TopicSchemas(HttpSchemaSource(transport))
             exactly = config.processingGuarantees is ProcessingGuarantees.EFFECTIVELY_ONCE
             if exactly and config.output and ensure_deduplication(transport, config.output):
                 settle = options.dedup_settle_s if options.dedup_settle_s is not None else POLICY_CACHE_MS / 1000

@@ -16,6 +16,12 @@ invocation returns through the ledger writer, and acknowledges by the processing
   output stored twice (a dispatcher dying between store and ack) is dropped the second time; the
   subscription is Failover, as Pulsar's.
 
+The function's inputs are its `inputs` and, with a `topicsPattern`, the namespace's topics the
+pattern matches (`input_topics`), as Pulsar's regex subscription resolves them. Each invocation
+carries the function's configuration and code location (the function's Lambda function reads
+nothing from the registry), and a throttled invocation (the function's `parallelism`, its reserved
+concurrency, is in use) is tried again after a pause, not counted as a failure.
+
 It loops while messages come and the budget lasts. Pulsar's instance stats (received, processed,
 user and system exceptions, latency, last invocation) are added up in the registry's store
 (`FunctionStats`), which `functions status|stats` read.
@@ -37,29 +43,34 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.core.acks import Acks
 from magnetar.core.entry import Batch, Message, batch_topics
-from magnetar.core.errors import NotFound
+from magnetar.core.errors import NotFound, RetryableError, TooManyRequests
+from magnetar.core.functions.deployment import processing_budget_ms, timeout_ms
 from magnetar.core.naming import TopicName
 from magnetar.core.policies import DEDUPLICATION, TopicPolicies
 from magnetar.functions.config import FunctionConfig, ProcessingGuarantees
 
 if TYPE_CHECKING:
     from magnetar.core.broker import Broker
-    from magnetar.core.ports import MetadataStore
+    from magnetar.core.ports import FunctionRecord, MetadataStore
 
 log = logging.getLogger(__name__)
 DEFAULT_BUDGET_MS = 60_000
 BATCH_MESSAGES = 100
 NACK_DELAY_MS = 1_000
 TRIGGER_CACHE_MS = 10_000
-DISPATCH_ACK_TIMEOUT_MS = 180_000  # longer than any invocation (functions/invocation.py stops a batch at 20 s)
+DISPATCH_ACK_TIMEOUT_MS = 330_000  # longer than any invocation (deployment.MAX_TIMEOUT_MS) and its storing
+STORE_MARGIN_MS = 10_000  # a dispatcher keeps this long, past an invocation, to store and acknowledge
+THROTTLE_WAIT_S = (0.1, 2.0)  # a throttled invocation is tried again after this pause, doubling up to the max
 STATS_SUFFIX = "#stats"  # the stats' items sit beside the function's state, under their own name
 ACK, NACK, DEAD_LETTER = "ack", "nack", "deadLetter"
 
 
 class FunctionInvoker(Protocol):
-    """Runs one invocation of a registered function (functions/invocation.py's event and result)."""
+    """Runs one invocation of a registered function (functions/invocation.py's event and result):
+    its own Lambda function, or `function_arn` (the user's). Raises TooManyRequests when throttled,
+    RetryableError while the Lambda function is not ready yet (being created or updated)."""
 
-    def invoke(self, fqfn: str, event: dict[str, Any]) -> dict[str, Any]: ...
+    def invoke(self, fqfn: str, event: dict[str, Any], function_arn: str | None = None) -> dict[str, Any]: ...
 
 
 class DispatcherInvoker(Protocol):
@@ -80,16 +91,40 @@ def dispatcher_consumer(config: FunctionConfig) -> str:
     return f"{config.name}-dispatcher"
 
 
+def input_topics(metadata: MetadataStore, config: FunctionConfig) -> list[TopicName]:
+    """The function's input topics: `inputs`, and the topics of the pattern's namespace that
+    `topicsPattern` matches (by full name or local name, as the registry's `consumers_of`)."""
+    import re
+
+    topics = [TopicName.parse(t) for t in config.inputs]
+    if config.topicsPattern:
+        pattern = re.compile(config.topicsPattern)
+        namespace = TopicName.parse(config.topicsPattern).namespace_name
+        names = {str(TopicName.parse(t).partitioned_topic) for t in metadata.list_topics(namespace)}
+        names.update(metadata.list_partitioned_topics(namespace))
+        known = {str(t) for t in topics}
+        for name in sorted(names - known):
+            topic = TopicName.parse(name)
+            if pattern.fullmatch(name) or pattern.fullmatch(topic.local_name):
+                topics.append(topic)
+    return topics
+
+
+def input_partitions(metadata: MetadataStore, config: FunctionConfig) -> list[TopicName]:
+    partitions = []
+    for base in input_topics(metadata, config):
+        count = metadata.get_partitions(base)
+        partitions.extend([base.partition(i) for i in range(count)] if count else [base])
+    return partitions
+
+
 def subscribe_inputs(broker: Broker, config: FunctionConfig, lease_ms: int = 30_000) -> list[TopicName]:
     """The function's subscription on each partition of each input (created at
     `subscriptionPosition` when missing, the input created as a consumer would); the partitions.
     Called when the function is registered or updated, so that messages published from then on
-    are the function's, as a Pulsar function's consumer subscribes when its instance starts."""
-    partitions = []
-    for topic in config.inputs:
-        base = TopicName.parse(topic)
-        count = broker.metadata.get_partitions(base)
-        partitions.extend([base.partition(i) for i in range(count)] if count else [base])
+    are the function's, as a Pulsar function's consumer subscribes when its instance starts; and by
+    each dispatcher, which so subscribes the topics a `topicsPattern` matches as they appear."""
+    partitions = input_partitions(broker.metadata, config)
     for partition in partitions:
         # every dispatcher renews the same consumer's lease: a batch a dispatcher took and never
         # settled (it died) comes back after the ack timeout, not when the lease ends
@@ -153,6 +188,7 @@ class ServeReport:
     dead_lettered: int = 0
     published: int = 0
     failures: int = 0  # invocations that failed as a whole (the invoker raised)
+    throttled: int = 0  # invocations refused for the function's concurrency, tried again
 
 
 @dataclass
@@ -175,19 +211,22 @@ class FunctionDispatcher:
         count = self.broker.metadata.get_partitions(topic)
         return [topic.partition(i) for i in range(count)] if count else [topic]
 
-    def serve(self, fqfn: str, budget_ms: int = DEFAULT_BUDGET_MS) -> ServeReport:
+    def serve(self, fqfn: str, budget_ms: int = DEFAULT_BUDGET_MS, *, remaining_ms: int | None = None) -> ServeReport:
         """Serve `fqfn` while messages come, for `budget_ms` at most (a new batch is not started
-        past it)."""
+        past it). `remaining_ms`: the time the caller has left (a Lambda invocation's), of which an
+        invocation of the function and the storing of its outputs are kept free."""
         report = ServeReport(fqfn)
         tenant, namespace, name = fqfn.split("/", 2)
         try:
             record = self.broker.functions.record(tenant, namespace, name)
         except NotFound:
             return report
-        if record.state != "RUNNING" or not record.code_key:  # (a functionArn alone is not run yet)
+        if record.state != "RUNNING" or not (record.code_key or _config_arn(record.config)):
             return report
         config = FunctionConfig.model_validate_json(record.config)
         report.served = True
+        if remaining_ms is not None:
+            budget_ms = max(1_000, min(budget_ms, remaining_ms - timeout_ms(config) - STORE_MARGIN_MS))
         deadline = self.broker.clock.now_ms() + budget_ms
         consumer = dispatcher_consumer(config)
         partitions = subscribe_inputs(self.broker, config, lease_ms=max(budget_ms, 30_000))
@@ -196,7 +235,7 @@ class FunctionDispatcher:
             batches = self._receive(partitions, subscription, consumer)
             if not batches:
                 break
-            self._run(config, record.version, batches, subscription, consumer, report)
+            self._run(config, record, batches, subscription, consumer, report, deadline)
         return report
 
     def _receive(self, partitions: list[TopicName], subscription: str, consumer: str) -> list[_Received]:
@@ -220,9 +259,25 @@ class FunctionDispatcher:
                 room -= len(got.messages)
         return out
 
-    def _run(self, config: FunctionConfig, version: int, batches: list[_Received], subscription: str,
-             consumer: str, report: ServeReport) -> None:
-        from magnetar.functions.invocation import message_json
+    def _invoke(self, config: FunctionConfig, event: dict[str, Any], report: ServeReport,
+                deadline: int) -> dict[str, Any]:
+        """One invocation; a throttled one (or one of a function still being created or updated) is
+        tried again after a pause while the serving lasts."""
+        wait = THROTTLE_WAIT_S[0]
+        while True:
+            try:
+                return self.invoker.invoke(config.fqfn, event, config.functionArn)
+            except (TooManyRequests, RetryableError) as exc:
+                report.throttled += 1
+                if self.broker.clock.now_ms() + wait * 1000 > deadline:
+                    raise
+                log.info("%s: invocation refused (%s), tried again in %.1f s", config.fqfn, exc, wait)
+                self.broker.clock.sleep(wait)
+                wait = min(wait * 2, THROTTLE_WAIT_S[1])
+
+    def _run(self, config: FunctionConfig, record: FunctionRecord, batches: list[_Received], subscription: str,
+             consumer: str, report: ServeReport, deadline: int) -> None:
+        from magnetar.functions.invocation import invocation_event
 
         messages = [m for b in batches for m in b.messages]
         report.received += len(messages)
@@ -230,10 +285,10 @@ class FunctionDispatcher:
         stats = FunctionStats(self.broker.metadata, config.fqfn)
         if guarantee is ProcessingGuarantees.ATMOST_ONCE:
             self._acknowledge(batches, {_id(m): ACK for m in messages}, subscription, consumer, report)
-        event = {"fqfn": config.fqfn, "version": version, "messages": [message_json(m) for m in messages]}
+        event = invocation_event(record, config, messages, processing_budget_ms(config))
         report.invocations += 1
         try:
-            result = self.invoker.invoke(config.fqfn, event)
+            result = self._invoke(config, event, report, deadline)
             if "errorMessage" in result and "results" not in result:
                 raise RuntimeError(f"{result.get('errorType', 'Error')}: {result['errorMessage']}")
         except Exception as exc:
@@ -280,9 +335,11 @@ class FunctionDispatcher:
             if producer and sequence is not None and str(topic) not in deduplicated:
                 self._ensure_deduplication(topic)
                 deduplicated.add(str(topic))
+            version = output.get("schemaVersion")
             message = Message(base64.b64decode(output.get("payload") or ""), output.get("key") or None,
                               dict(output.get("properties") or {}), int(output.get("eventTime") or 0),
-                              output.get("orderingKey") or None)
+                              output.get("orderingKey") or None,
+                              schema_version=int(version) if isinstance(version, int) else None)
             batch = Batch.of([message], batched=False, sequence_id=int(sequence) if sequence is not None else -1)
             target = self._route(topic, message.key)
             self.broker.writer.append(target, batch, str(producer or f"{config.tenant}.{config.namespace}.{config.name}"))
@@ -330,6 +387,11 @@ class FunctionDispatcher:
                         nacks=tuple(nacks), nack_delay_ms=self.nack_delay_ms, epoch=got.epoch, consumer=consumer)
             if acks:
                 self.broker.subscriptions.acknowledge(got.partition, subscription, acks)
+
+
+def _config_arn(config_json: str) -> bool:
+    """Whether a stored FunctionConfig names a Lambda function of the user's (functionArn)."""
+    return bool(json.loads(config_json).get("functionArn"))
 
 
 def _id(message: Any) -> str:
@@ -401,16 +463,12 @@ def backlogged_functions(broker: Broker) -> list[str]:
         for namespace in metadata.list_namespaces(tenant):
             for name in metadata.list_functions(tenant, namespace):
                 record = metadata.get_function(tenant, namespace, name)
-                if record is None or record.state != "RUNNING" or not record.code_key:
+                if record is None or record.state != "RUNNING" or not (record.code_key or _config_arn(record.config)):
                     continue
                 config = FunctionConfig.model_validate_json(record.config)
-                for topic in config.inputs:
-                    base = TopicName.parse(topic)
-                    count = metadata.get_partitions(base)
-                    partitions = [base.partition(i) for i in range(count)] if count else [base]
-                    views = metadata.get_subscription_views([(p, config.subscription) for p in partitions])
-                    if any(v.cursor is not None and v.writer is not None and v.cursor.backlog(v.writer.next_entry) > 0
-                           for v in views):
-                        found.append(record.fqfn)
-                        break
+                partitions = input_partitions(metadata, config)
+                views = metadata.get_subscription_views([(p, config.subscription) for p in partitions])
+                if any(v.cursor is not None and v.writer is not None and v.cursor.backlog(v.writer.next_entry) > 0
+                       for v in views):
+                    found.append(record.fqfn)
     return found

@@ -13,12 +13,21 @@ one item per key; a counter moves with one atomic write.
 
 Registered functions are run by the dispatcher (`core/functions/dispatch.py`) when their inputs
 have messages; `status` and `stats` report its figures (added up in this cluster's table).
+
+Each registered function with code gets a Lambda function of its own through the
+`FunctionDeployer` port (core/ports/functions.py), sized from its configuration
+(core/functions/deployment.py): created when it is registered (the registration is undone when
+Lambda refuses), brought to the new settings before an update is stored, created again or given new
+execution environments by `restart`, removed with it. A function registered with a `functionArn`
+(a Lambda function of the user's, for example a MagnetarFunction construct) is not deployed: the
+dispatcher invokes that ARN.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
@@ -27,9 +36,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from magnetar.core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
+from magnetar.core.functions.deployment import check_resources, deployment_of
 from magnetar.core.naming import NamespaceName, TopicName, check_entity
 from magnetar.core.ports import Clock, FunctionRecord, MetadataStore, SegmentStore, StateValue
+from magnetar.core.ports.functions import DeployedFunction, FunctionDeployer
 from magnetar.functions.config import FunctionConfig
+
+log = logging.getLogger(__name__)
 
 RUNNING, STOPPED = "RUNNING", "STOPPED"
 # The HTTP API's request reaches the broker through API Gateway (10 MB) and a synchronous Lambda
@@ -40,7 +53,9 @@ CODE_SUFFIXES = (".py", ".zip", ".whl", ".pex")
 # set at creation and never changed by an update (Pulsar's FunctionConfigUtils.validateUpdate)
 IMMUTABLE = {"processingGuarantees": "Processing Guarantees", "retainOrdering": "Retain Ordering",
              "retainKeyOrdering": "Retain Key Ordering", "subName": "Subscription Name"}
-DISPATCHER_WORKER = "magnetar-function-dispatcher"  # the "worker" of every function: its dispatcher
+DISPATCHER_WORKER = "magnetar-function-dispatcher"  # the "worker" of a function without a Lambda function
+# a Lambda function's ARN (a version or alias may follow its name)
+LAMBDA_ARN = re.compile(r"arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:function:[A-Za-z0-9_-]{1,64}(:[A-Za-z0-9$_-]{1,128})?")
 
 
 @dataclass(frozen=True)
@@ -65,11 +80,12 @@ class FunctionRegistry:
     """Create, update, delete, read, start, stop functions; their state and counters."""
 
     def __init__(self, metadata: MetadataStore, segments: SegmentStore, clock: Clock,
-                 cluster_name: str = "standalone") -> None:
+                 cluster_name: str = "standalone", deployer: FunctionDeployer | None = None) -> None:
         self.metadata = metadata
         self.segments = segments
         self.clock = clock
         self.cluster_name = cluster_name
+        self.deployer = deployer  # None: functions are not deployed (they run where the invoker runs them)
 
     # --- reading ------------------------------------------------------------------------------
     def record(self, tenant: str, namespace: str, name: str) -> FunctionRecord:
@@ -157,6 +173,10 @@ class FunctionRegistry:
             raise InvalidInput("Dead Letter Topic specified, however max retries is set to infinity")
         if config.py is not None and not config.py.endswith(CODE_SUFFIXES):
             raise InvalidInput(f"py must name a Python file or package ({', '.join(CODE_SUFFIXES)}): {config.py!r}")
+        if config.functionArn is not None and not LAMBDA_ARN.fullmatch(config.functionArn):
+            raise InvalidInput(f"functionArn must be a Lambda function's ARN "
+                               f"(arn:aws:lambda:<region>:<account>:function:<name>): {config.functionArn!r}")
+        check_resources(config)
         return config.model_copy(update={"inputs": inputs, "output": output, "logTopic": log_topic,
                                          "deadLetterTopic": dead_letter})
 
@@ -198,7 +218,20 @@ class FunctionRegistry:
             if key:
                 self.segments.delete([key])
             raise Conflict(f"Function {config.fqfn} already exists")
+        if self._deployed(config):
+            assert self.deployer is not None
+            try:
+                self.deployer.deploy(deployment_of(config))
+            except Exception:  # not registered after all: the function would have nowhere to run
+                self.metadata.delete_function(record)
+                if key:
+                    self.segments.delete([key])
+                raise
         return record
+
+    def _deployed(self, config: FunctionConfig) -> bool:
+        """Whether the function has a Lambda function of ours (none with a functionArn of the user's)."""
+        return self.deployer is not None and not config.functionArn
 
     def update(self, tenant: str, namespace: str, name: str, changes: dict[str, Any],
                code: FunctionCode | None) -> FunctionRecord:
@@ -211,6 +244,9 @@ class FunctionRegistry:
             raise InvalidInput("functionConfig must be a JSON object")
         given = self.config_of(changes, tenant, namespace, name)  # checks the names and the types
         before = FunctionConfig.model_validate(stored)
+        if "functionArn" in given.model_fields_set and given.functionArn and not before.functionArn \
+                and self._managed_arn(current.fqfn) == given.functionArn:
+            given.model_fields_set.discard("functionArn")  # `get`'s answer sent back: our own Lambda function
         for field, label in IMMUTABLE.items():
             if field in given.model_fields_set and getattr(given, field) != getattr(before, field):
                 raise InvalidInput(f"{label} cannot be altered")
@@ -219,6 +255,9 @@ class FunctionRegistry:
         self._check_code(code)
         if code is not None and "py" not in given.model_fields_set:
             merged = merged.model_copy(update={"py": PurePosixPath(code.filename).name or merged.py})
+        if self._deployed(merged):  # settings Lambda refuses are refused before anything is stored
+            assert self.deployer is not None
+            self.deployer.deploy(deployment_of(merged))
         version = current.version + 1
         key, digest, size = current.code_key, current.code_sha256, current.code_size
         if code is not None:
@@ -236,12 +275,20 @@ class FunctionRegistry:
             raise Conflict(f"Function {current.fqfn} was updated concurrently; retry")
         if current.code_key and key != current.code_key and current.code_cluster == self.cluster_name:
             self.segments.delete([current.code_key])  # the former version's code (best effort)
+        if self.deployer is not None and merged.functionArn and not before.functionArn:
+            self.deployer.remove(current.fqfn)  # the user's Lambda function runs it from now on
         return record
+
+    def _managed_arn(self, fqfn: str) -> str | None:
+        deployed = self.deployer.describe(fqfn) if self.deployer is not None else None
+        return deployed.arn if deployed is not None else None
 
     def delete(self, tenant: str, namespace: str, name: str) -> None:
         """Pulsar's deregisterFunction: the function, its index entries, its code and its state
         (this cluster's) are gone."""
         record = self.record(tenant, namespace, name)
+        if self.deployer is not None:  # first: a failure leaves the function registered, to delete again
+            self.deployer.remove(record.fqfn)
         if not self.metadata.delete_function(record):
             raise NotFound(f"Function {record.fqfn} doesn't exist")
         if record.code_key and record.code_cluster == self.cluster_name:
@@ -261,9 +308,26 @@ class FunctionRegistry:
         self._set_state(tenant, namespace, name, STOPPED)
 
     def restart(self, tenant: str, namespace: str, name: str) -> None:
-        """Pulsar restarts the instances; a dispatched function has none between invocations (each
-        invocation loads the current version), so only the function's existence is checked."""
-        self.record(tenant, namespace, name)
+        """Pulsar restarts the instances. Here: the function's Lambda function is deployed again (created
+        if it is missing, brought to the configuration) with new execution environments, which load
+        the code anew (after a stack upgrade, this also moves it to the new runtime)."""
+        record = self.record(tenant, namespace, name)
+        config = FunctionConfig.model_validate_json(record.config)
+        if self._deployed(config):
+            assert self.deployer is not None
+            self.deployer.deploy(deployment_of(config, restart=str(self.clock.now_ms())))
+
+    def deployment(self, fqfn: str) -> DeployedFunction | None:
+        """The function's Lambda function as it is now (None: not deployed, or no deployer)."""
+        return self.deployer.describe(fqfn) if self.deployer is not None else None
+
+    def describe(self, tenant: str, namespace: str, name: str) -> FunctionConfig:
+        """`get`, with `functionArn` the ARN of the function's Lambda function (ours or the user's)."""
+        config = self.get(tenant, namespace, name)
+        if config.functionArn or not self._deployed(config):
+            return config
+        arn = self._managed_arn(config.fqfn)
+        return config.model_copy(update={"functionArn": arn}) if arn else config
 
     # --- status and stats (Pulsar's shapes; the dispatcher's figures, core/functions/dispatch.py) --
     def _figures(self, fqfn: str) -> dict[str, Any]:
@@ -277,16 +341,41 @@ class FunctionRegistry:
         record = self.record(tenant, namespace, name)
         figures = self._figures(record.fqfn)
         latency = figures["latencyUsTotal"] / 1000 / figures["latencyCount"] if figures["latencyCount"] else 0.0
-        running = record.state == RUNNING
-        instance = {"running": running, "error": "", "numRestarts": 0, "numReceived": figures["received"],
+        config = FunctionConfig.model_validate_json(record.config)
+        deployment, error = self._deployment_status(config)
+        arn = config.functionArn or (deployment or {}).get("functionArn")
+        running = record.state == RUNNING and not error
+        instance = {"running": running, "error": error, "numRestarts": 0, "numReceived": figures["received"],
                     "numSuccessfullyProcessed": figures["processed"],
                     "numUserExceptions": figures["userExceptions"],
                     "latestUserExceptions": figures["latestUserExceptions"] or [],
                     "numSystemExceptions": figures["systemExceptions"],
                     "latestSystemExceptions": figures["latestSystemExceptions"] or [], "averageLatency": latency,
-                    "lastInvocationTime": figures["lastInvocation"] or 0, "workerId": DISPATCHER_WORKER}
-        return {"numInstances": 1, "numRunning": 1 if running else 0,
-                "instances": [{"instanceId": 0, "status": instance}]}
+                    "lastInvocationTime": figures["lastInvocation"] or 0, "workerId": arn or DISPATCHER_WORKER}
+        status: dict[str, Any] = {"numInstances": 1, "numRunning": 1 if running else 0,
+                                  "instances": [{"instanceId": 0, "status": instance}]}
+        if arn:
+            status["functionArn"] = arn
+        if deployment is not None:
+            status["deployment"] = deployment
+        return status
+
+    def _deployment_status(self, config: FunctionConfig) -> tuple[dict[str, Any] | None, str]:
+        """The function's Lambda function for `status`, and the error that keeps it from running."""
+        if not self._deployed(config):
+            return None, ""
+        try:
+            deployed = self.deployment(config.fqfn)
+        except Exception as exc:  # the status still answers
+            log.warning("%s: describing its Lambda function failed: %r", config.fqfn, exc)
+            return None, f"Its Lambda function could not be described: {exc}"
+        if deployed is None:
+            return None, "Its Lambda function does not exist: `functions restart` creates it"
+        error = "" if deployed.ready or deployed.state == "Pending" else \
+            f"Its Lambda function is {deployed.state} (last update {deployed.last_update}): {deployed.reason}"
+        return {"functionArn": deployed.arn, "state": deployed.state, "lastUpdateStatus": deployed.last_update,
+                "memoryMb": deployed.memory_mb, "timeoutS": deployed.timeout_s,
+                "reservedConcurrency": deployed.concurrency}, error
 
     def stats(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
         record = self.record(tenant, namespace, name)
