@@ -1,7 +1,8 @@
 """The functions' dispatcher Lambda (core/functions/dispatch.py), invoked asynchronously:
 
 - `{"fqfn": ...}` (the journal consumer, once a sealed batch touched the function's inputs):
-  serves that function while messages come, within the invocation's time;
+  serves that function while messages come, within the invocation's time (an invocation of the
+  function and the storing of its outputs always fit in what is left);
 - `{"backlog": true}` (the maintenance run): starts a dispatcher for every function with a
   backlog (redeliveries due, messages left by a dispatcher that ran out of time).
 """
@@ -20,7 +21,6 @@ from magnetar.core.functions.dispatch import FunctionDispatcher, backlogged_func
 
 logger = Logger()
 telemetry = LambdaTelemetry()
-MARGIN_MS = 80_000  # an invocation of the function may take INVOKE_TIMEOUT_S: none starts past this margin
 
 
 @logger.inject_lambda_context(clear_state=True)
@@ -30,13 +30,12 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     if event.get("backlog"):
         started = backlogged_functions(broker)
         for fqfn in started:
-            LambdaDispatcherInvoker().serve_async(fqfn)
+            LambdaDispatcherInvoker(context.function_name).serve_async(fqfn)
         return {"started": started}
     named = event.get("fqfn")
     if not isinstance(named, str) or named.count("/") != 2:
         raise ValueError("'fqfn' must name a function: tenant/namespace/name")
-    fqfn = named
-    budget = max(1_000, context.get_remaining_time_in_millis() - MARGIN_MS)
-    report = FunctionDispatcher(broker, LambdaFunctionInvoker()).serve(fqfn, budget)
+    remaining = context.get_remaining_time_in_millis()
+    report = FunctionDispatcher(broker, LambdaFunctionInvoker()).serve(named, remaining, remaining_ms=remaining)
     logger.info("served", extra={"report": report.__dict__})
     return dict(report.__dict__)

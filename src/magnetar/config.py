@@ -75,6 +75,25 @@ ENV_SEAL_LATENCY_MS = "MAGNETAR_SEAL_LATENCY_MS"
 ENV_CLUSTER_NAME = "MAGNETAR_CLUSTER_NAME"
 ENV_CONFIG_TABLE = "MAGNETAR_CONFIG_TABLE"
 ENV_CONFIG_REGION = "MAGNETAR_CONFIG_REGION"
+# Pulsar Functions: the dispatcher's function name (journal consumer, maintenance), the prefix of every
+# registered function's Lambda function name, and what the broker creates those Lambda functions with
+# (magnetar.adapters.aws.function_deployer): the execution role they share, the runtime's code
+# package ("<bucket>/<key>" in S3), the layers (comma-separated ARNs), the log group they write to.
+# Without ENV_FUNCTION_ROLE the broker deploys nothing (registered functions are stored only).
+ENV_FUNCTION_DISPATCHER = "MAGNETAR_FUNCTION_DISPATCHER"
+ENV_FUNCTION_PREFIX = "MAGNETAR_FUNCTION_PREFIX"
+ENV_FUNCTION_ROLE = "MAGNETAR_FUNCTION_ROLE"
+ENV_FUNCTION_CODE = "MAGNETAR_FUNCTION_CODE"
+ENV_FUNCTION_LAYERS = "MAGNETAR_FUNCTION_LAYERS"
+ENV_FUNCTION_LOG_GROUP = "MAGNETAR_FUNCTION_LOG_GROUP"
+# Set on a registered function's Lambda function: its fqfn; and, on a MagnetarFunction's, the code
+# file its package holds (relative to the package's root)
+ENV_FUNCTION_FQFN = "MAGNETAR_FUNCTION_FQFN"
+ENV_FUNCTION_PACKAGED_CODE = "MAGNETAR_FUNCTION_PACKAGED_CODE"
+DEFAULT_FUNCTION_DISPATCHER = "magnetar-function-dispatcher"
+DEFAULT_FUNCTION_PREFIX = "magnetar-fn-"
+FUNCTION_DISPATCHER_FUNCTION_ID = "FunctionDispatcherFunction"
+FUNCTION_DISPATCHER_TIMEOUT_S = 900
 # The header naming the cluster a replicator's request comes from (logs; the local runtime's
 # network emulation partitions by it)
 SOURCE_CLUSTER_HEADER = "X-Magnetar-Source-Cluster"

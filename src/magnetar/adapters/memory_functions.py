@@ -35,9 +35,9 @@ class MemoryFunctionDeployer:
             current = self.functions.get(deployment.fqfn)
             deployed = DeployedFunction(deployment.fqfn, self.arn(deployment.fqfn), "Active", "Successful",
                                         deployment.memory_mb, deployment.timeout_s, deployment.concurrency)
-            self.functions[deployment.fqfn] = deployed if current is None else replace(current, **{
-                "memory_mb": deployment.memory_mb, "timeout_s": deployment.timeout_s,
-                "concurrency": deployment.concurrency})
+            self.functions[deployment.fqfn] = deployed if current is None else replace(
+                current, memory_mb=deployment.memory_mb, timeout_s=deployment.timeout_s,
+                concurrency=deployment.concurrency)
             self.restarts[deployment.fqfn] = deployment.restart
             self.deployments.append(deployment)
             return self.functions[deployment.fqfn]

@@ -290,6 +290,11 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
         anyio.to_thread.current_default_thread_limiter().total_tokens = LAMBDA_CONCURRENCY
         yield
 
+    from magnetar.local.lambda_api import LocalLambdaApi
+    from magnetar.local.lambda_runtime import FUNCTION_DISPATCHER
+
+    lambda_api = LocalLambdaApi([f for f in (websocket, FUNCTION_DISPATCHER) if f is not None],
+                                account_concurrency=fidelity.lambda_concurrency if fidelity.limits else 1_000)
     methods = ["GET", "PUT", "POST", "DELETE", "PATCH", "HEAD", "OPTIONS"]
     return Starlette(
         lifespan=widen_thread_pool,
@@ -298,9 +303,11 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
             Route("/_magnetar/local/schedules/{name}", run_schedule, methods=["POST"]),
             Route("/_magnetar/local/clusters/{name}/outage", outage, methods=["POST", "DELETE"]),
             *console_routes(authentication=authorizers is not None),  # the web console (static files)
-            # the WebSocket API, its management API and Lambda's Invoke API (magnetar.local.websocket)
+            # the WebSocket API and its management API (magnetar.local.websocket)
             *(LocalWebSocketApi(websocket, authorizers, fidelity=fidelity, timeouts=timeouts, latency=latency).routes()
               if websocket is not None else []),
+            # Lambda's API: Invoke, and the calls managing registered functions' Lambda functions
+            *lambda_api.routes(),
             _every_path(invoke, methods),
         ]
     )

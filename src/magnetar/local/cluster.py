@@ -24,6 +24,10 @@ from magnetar.config import (
     DEFAULT_SUPERUSER_ROLE,
     ENV_AUTH_ENABLED,
     ENV_CLUSTER_NAME,
+    ENV_FUNCTION_CODE,
+    ENV_FUNCTION_LAYERS,
+    ENV_FUNCTION_LOG_GROUP,
+    ENV_FUNCTION_ROLE,
     ENV_METRICS_ROLES,
     ENV_SEAL_LATENCY_MS,
     ENV_SUPERUSER_ROLES,
@@ -140,6 +144,16 @@ def start_emulator(host: str, port: int, fidelity: AwsFidelity = EMULATOR_AS_IS)
     return proc
 
 
+# what the broker creates registered functions' Lambda functions with, locally (the stack's are its
+# resources': infra/magnetar_cdk/pulsar_functions.py); the local runtime runs functions/function_runtime
+LOCAL_FUNCTION_DEPLOYMENT = {
+    ENV_FUNCTION_ROLE: "arn:aws:iam::000000000000:role/magnetar-function-runtime",
+    ENV_FUNCTION_CODE: "magnetar-local-assets/function_runtime.zip",
+    ENV_FUNCTION_LAYERS: "arn:aws:lambda:us-east-1:000000000000:layer:magnetar-core:1",
+    ENV_FUNCTION_LOG_GROUP: "/magnetar/functions",
+}
+
+
 def configure_aws_environment(endpoint: str | None) -> None:
     """Standard AWS SDK variables only: per-service AWS_ENDPOINT_URL_<SERVICE> still win."""
     if endpoint:
@@ -251,6 +265,9 @@ class LocalCluster:
         os.environ[ENV_WS_ENDPOINT] = self.url
         os.environ["AWS_ENDPOINT_URL_LAMBDA"] = self.url
         os.environ[ENV_FUNCTION_WORKERS] = "process"  # registered functions' code: a worker process each
+        # the broker creates registered functions' Lambda functions through the emulated Lambda API
+        # (magnetar.local.lambda_api) as the stack lets it on AWS: these name what it creates them with
+        os.environ.update(LOCAL_FUNCTION_DEPLOYMENT)
         authorizers = self._configure_auth()
         # the runtime's fidelity: one account (one concurrency pool) and one latency model for all
         latency = latency_model(self.fidelity)

@@ -79,14 +79,17 @@ class FunctionWorkers:
                 self.started += 1
             return worker
 
-    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+    def invoke(self, event: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
+        """Run `event` in the function's worker; past `timeout_s` (the invocation's time left, as the
+        function's Lambda timeout allows) the worker is stopped and the invocation fails, as Lambda's."""
         fqfn = str(event["fqfn"])
         worker = self._worker(fqfn)
+        timeout = self.timeout_s if timeout_s is None else max(0.1, timeout_s)
         with worker.lock:
             try:
                 worker.connection.send(event)
-                if not worker.connection.poll(self.timeout_s):
-                    raise WorkerFailed(f"the worker of {fqfn} did not answer within {self.timeout_s:.0f} s")
+                if not worker.connection.poll(timeout):
+                    raise WorkerFailed(f"Task timed out after {timeout:.2f} seconds")
                 kind, value = worker.connection.recv()
             except (EOFError, OSError, WorkerFailed) as exc:
                 self._discard(fqfn, worker)

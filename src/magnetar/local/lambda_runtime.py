@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from magnetar.config import JOURNAL_CONSUMER_MEMORY_MB, LAMBDA_MEMORY_MB
+from magnetar.config import (
+    DEFAULT_FUNCTION_DISPATCHER,
+    FUNCTION_DISPATCHER_TIMEOUT_S,
+    JOURNAL_CONSUMER_MEMORY_MB,
+    LAMBDA_MEMORY_MB,
+)
 from magnetar.local.fidelity import (
     LAMBDA_COLD_START,
     LAMBDA_WARM_OVERHEAD,
@@ -32,11 +37,15 @@ MAX_RESPONSE_BYTES = 6_291_556
 
 class Throttled(Exception):
     """Lambda refused the invocation: TooManyRequestsException, ConcurrentInvocationLimitExceeded
-    (the account's concurrency is in use). The function did not run."""
+    (the account's concurrency is in use) or ReservedFunctionConcurrentInvocationLimitExceeded (the
+    function's reserved concurrency is). The function did not run."""
 
-    def __init__(self, function: str, limit: int) -> None:
-        super().__init__(f"Rate Exceeded. {function}: the account's {limit} concurrent executions are in use")
+    def __init__(self, function: str, limit: int, reserved: bool = False) -> None:
+        whose = "its reserved" if reserved else "the account's"
+        super().__init__(f"Rate Exceeded. {function}: {whose} {limit} concurrent executions are in use")
         self.function, self.limit = function, limit
+        self.reason = ("ReservedFunctionConcurrentInvocationLimitExceeded" if reserved
+                       else "ConcurrentInvocationLimitExceeded")
 
 
 class ResponseTooLarge(Exception):
@@ -133,6 +142,8 @@ class LocalFunction:
     timeout_s: int = 29
     memory_mb: int = LAMBDA_MEMORY_MB  # as the stack gives it (config.FUNCTION_MEMORY_MB)
     settings: LambdaSettings = field(default_factory=LambdaSettings)
+    reserved_concurrency: int | None = None  # at most this many invocations at once (always enforced)
+    _running: int = 0
     _warm: list[Handler] = field(default_factory=list)
     _created: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -163,15 +174,25 @@ class LocalFunction:
         concurrency is in use (the function does not run), ResponseTooLarge for a response over
         6 MB (it did run); with modeled latency: Lambda's overhead, a cold start's on a new
         environment (the local import's own time counts toward it)."""
-        concurrency = self.settings.concurrency
-        if concurrency is not None and not concurrency.acquire():
-            self.throttles += 1
-            raise Throttled(self.name, concurrency.limit)
+        reserved = self.reserved_concurrency
+        with self._lock:
+            if reserved is not None and self._running >= reserved:
+                self.throttles += 1
+                raise Throttled(self.name, reserved, reserved=True)
+            self._running += 1
         try:
-            return self._run(event)
+            concurrency = self.settings.concurrency
+            if concurrency is not None and not concurrency.acquire():
+                self.throttles += 1
+                raise Throttled(self.name, concurrency.limit)
+            try:
+                return self._run(event)
+            finally:
+                if concurrency is not None:
+                    concurrency.release()
         finally:
-            if concurrency is not None:
-                concurrency.release()
+            with self._lock:
+                self._running -= 1
 
     def _run(self, event: dict[str, Any]) -> dict[str, Any]:
         logs = self.settings.logs
@@ -229,13 +250,13 @@ JOURNAL_CONSUMER = LocalFunction("magnetar-journal-consumer", "functions/journal
 MAINTENANCE = LocalFunction("magnetar-maintenance", "functions/maintenance", timeout_s=300)
 WEBSOCKET = LocalFunction("magnetar-websocket", "functions/websocket", timeout_s=29)
 AUTHORIZER = LocalFunction("magnetar-authorizer", "functions/authorizer", timeout_s=10)
-# Pulsar Functions: the dispatcher, and the runtime that every registered function's Lambda name
-# resolves to locally (on AWS each registered function is a Lambda function of its own; here they
-# share these environments and run the user code in this process)
-FUNCTION_DISPATCHER = LocalFunction("magnetar-function-dispatcher", "functions/function_dispatcher", timeout_s=180)
-FUNCTION_RUNTIME = LocalFunction("magnetar-function-runtime", "functions/function_runtime", timeout_s=90)
-FUNCTIONS = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET, AUTHORIZER, FUNCTION_DISPATCHER,
-             FUNCTION_RUNTIME)  # one account: one concurrency pool
+# Pulsar Functions: the dispatcher (registered functions' Lambda functions are created at run time
+# through the emulated Lambda API, magnetar.local.lambda_api, each a LocalFunction of its own)
+FUNCTION_DISPATCHER = LocalFunction(DEFAULT_FUNCTION_DISPATCHER, "functions/function_dispatcher",
+                                    timeout_s=FUNCTION_DISPATCHER_TIMEOUT_S)
+FUNCTION_RUNTIME_DIR = "functions/function_runtime"
+FUNCTIONS = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET, AUTHORIZER,
+             FUNCTION_DISPATCHER)  # one account: one concurrency pool
 
 
 def configure(settings: LambdaSettings, functions: tuple[LocalFunction, ...] = FUNCTIONS) -> None:

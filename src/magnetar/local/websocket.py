@@ -11,9 +11,6 @@ What it reproduces, on the HTTP API's port:
 - the management API: `POST /@connections/{id}` (a frame; 413 over 128 KB), `GET` and `DELETE`,
   all `410 GoneException` for a connection that is not open — including while its `$connect`
   runs, since API Gateway opens a connection only once `$connect` has returned;
-- Lambda's Invoke API (`POST /2015-03-31/functions/{name}/invocations`) for the function's
-  asynchronous invocation of itself (`AWS_ENDPOINT_URL_LAMBDA` points here for the local functions);
-  an asynchronous invocation Lambda throttles is retried as Lambda's event queue retries it;
 - with `AwsFidelity.limits`: the idle timeout (10 min without a client message) and the 2 h
   connection limit, both closing with 1001 "Going away"; with modeled latency, API Gateway's
   overhead per message. Message sizes (128 KB) are enforced always: a hard limit.
@@ -27,7 +24,6 @@ import contextlib
 import json
 import logging
 import os
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -66,9 +62,6 @@ logging.getLogger("uvicorn.error").addFilter(_DenialIsNotAnError())
 MAX_MESSAGE_BYTES = 128 * 1024  # API Gateway's WebSocket message limit, both ways
 STAGE = "local"
 GOING_AWAY = (1001, "Going away")  # how API Gateway closes an idle or a 2 h old connection
-# Lambda's event queue retries a throttled asynchronous invocation for up to 6 h, the interval
-# growing from 1 s to 5 min
-ASYNC_RETRY_FIRST_S, ASYNC_RETRY_MAX_S, ASYNC_RETRY_FOR_S = 1.0, 300.0, 6 * 3600.0
 
 
 @dataclass
@@ -115,7 +108,6 @@ class LocalWebSocketApi:
         return [
             WebSocketRoute("/ws/v2/{path:path}", self.serve),
             Route("/@connections/{connection_id}", self.manage, methods=["POST", "GET", "DELETE"]),
-            Route("/2015-03-31/functions/{name}/invocations", self.invoke, methods=["POST"]),
         ]
 
     # --- the WebSocket API ----------------------------------------------------------------------
@@ -296,60 +288,3 @@ class LocalWebSocketApi:
         self.sockets.pop(connection_id, None)
         await self._close(sock)
         return Response(status_code=204)
-
-    # --- Lambda's Invoke API, for the function's own asynchronous invocations --------------------
-    async def invoke(self, request: Request) -> Response:
-        name = unquote(request.path_params["name"]).split(":function:")[-1].split(":")[0]
-        function = self._function(name)
-        if function is None:
-            return JSONResponse({"Type": "User", "Message": f"Function not found: {name}"}, status_code=404,
-                                headers={"x-amzn-ErrorType": "ResourceNotFoundException"})
-        payload = json.loads(await request.body() or b"{}")
-        if request.headers.get("x-amz-invocation-type", "RequestResponse") == "Event":
-            threading.Thread(target=self._invoke_quietly, args=(function, payload), name=f"{name}-async",
-                             daemon=True).start()
-            return Response(status_code=202)
-        try:
-            result = await run_in_threadpool(function.invoke, payload)
-        except Throttled:  # Lambda's answer to a synchronous invocation it cannot run
-            return JSONResponse({"Type": "User", "message": "Rate Exceeded.", "Reason": "ConcurrentInvocationLimitExceeded"},
-                                status_code=429, headers={"x-amzn-ErrorType": "TooManyRequestsException"})
-        except ResponseTooLarge as exc:  # a function error: 200 with X-Amz-Function-Error, as Lambda
-            return JSONResponse({"errorType": exc.error_type, "errorMessage": str(exc)},
-                                headers={"X-Amz-Function-Error": "Unhandled"})
-        except Exception as exc:  # the handler raised: Lambda's 200 with X-Amz-Function-Error
-            return JSONResponse({"errorType": type(exc).__name__, "errorMessage": str(exc)},
-                                headers={"X-Amz-Function-Error": "Unhandled"})
-        return JSONResponse(result)
-
-    def _function(self, name: str) -> LocalFunction | None:
-        """The local function a name invokes: this API's own (the WebSocket function), the
-        functions' dispatcher, or a registered function's Lambda name (the local functions runtime)."""
-        from magnetar.adapters.aws.functions import DEFAULT_FUNCTION_PREFIX, ENV_FUNCTION_PREFIX
-        from magnetar.local.lambda_runtime import FUNCTION_DISPATCHER, FUNCTION_RUNTIME
-
-        if name == self.function.name:
-            return self.function
-        if name == FUNCTION_DISPATCHER.name:
-            return FUNCTION_DISPATCHER
-        if name.startswith(os.environ.get(ENV_FUNCTION_PREFIX, DEFAULT_FUNCTION_PREFIX)):
-            return FUNCTION_RUNTIME
-        return None
-
-    def _invoke_quietly(self, function: LocalFunction, payload: dict[str, Any]) -> None:
-        """An asynchronous invocation: Lambda's event queue retries it while it is throttled."""
-        wait, given_up_at = ASYNC_RETRY_FIRST_S, time.monotonic() + ASYNC_RETRY_FOR_S
-        while True:
-            try:
-                function.invoke(payload)
-                return
-            except Throttled as exc:
-                if time.monotonic() + wait > given_up_at:
-                    log.warning("%s: an asynchronous invocation throttled for 6 h is dropped", function.name)
-                    return
-                log.debug("%s: asynchronous invocation throttled (%s), retried in %ss", function.name, exc, wait)
-                time.sleep(wait)
-                wait = min(wait * 2, ASYNC_RETRY_MAX_S)
-            except BaseException as exc:  # (also when the cluster stops meanwhile) the maintenance run catches up
-                log.debug("%s failed on an asynchronous invocation: %s", function.name, exc)
-                return

@@ -20,6 +20,7 @@ from magnetar.core.replication import Replicator
 def build_broker() -> Broker:
     """The broker of this process (one per warm Lambda container), wired from the environment."""
     from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
+    from magnetar.adapters.aws.function_deployer import build_deployer
     from magnetar.adapters.aws.kinesis import KinesisJournal
     from magnetar.adapters.aws.s3 import S3SegmentStore
     from magnetar.adapters.aws.telemetry import aws_telemetry
@@ -34,7 +35,7 @@ def build_broker() -> Broker:
     return Broker(metadata, S3SegmentStore(names.bucket), KinesisJournal(names.stream),
                   auth=auth_settings_from_env(), tail_reads=tail_reads_from_env(),
                   seal_latency_ms=seal_latency_ms_from_env(), cluster_name=cluster_name_from_env(),
-                  telemetry=aws_telemetry())
+                  telemetry=aws_telemetry(), deployer=build_deployer())
 
 
 @cache
