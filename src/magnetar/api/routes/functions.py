@@ -3,9 +3,11 @@ status, stats, start, stop, restart, trigger and the state API, on Pulsar's path
 bodies and status codes; Magnetar's own counters and registry record under `/magnetar/v1/functions`.
 
 Every route needs the namespace's `functions` grant, a tenant admin or a superuser
-(`Access.FUNCTIONS`). A registered function with code is run by the dispatcher
+(`Access.FUNCTIONS`). A registered function has a Lambda function of its own, created and sized
+by the registry (core/functions/deployment.py), and is run by the dispatcher
 (core/functions/dispatch.py) when its inputs have messages; status and stats answer Pulsar's shapes
-with the dispatcher's figures (one instance: the dispatcher).
+with the dispatcher's figures (one instance: the dispatcher), status and get also the function's
+Lambda function's ARN.
 """
 
 from __future__ import annotations
@@ -54,8 +56,12 @@ _INSTANCE_STATUS = {"type": "object", "properties": {name: {"type": kind} for na
     ("numSuccessfullyProcessed", "integer"), ("numUserExceptions", "integer"), ("numSystemExceptions", "integer"),
     ("averageLatency", "number"), ("lastInvocationTime", "integer"), ("workerId", "string"))}}
 FUNCTION_STATUS = {"type": "object", "description": "Pulsar's FunctionStatus (one instance: the "
-                   "dispatcher).", "properties": {
-    "numInstances": {"type": "integer"}, "numRunning": {"type": "integer"},
+                   "dispatcher), the function's Lambda function's ARN and deployment.", "properties": {
+    "numInstances": {"type": "integer"}, "numRunning": {"type": "integer"}, "functionArn": {"type": "string"},
+    "deployment": {"type": "object", "properties": {
+        "functionArn": {"type": "string"}, "state": {"type": "string"}, "lastUpdateStatus": {"type": "string"},
+        "memoryMb": {"type": "integer"}, "timeoutS": {"type": "integer"},
+        "reservedConcurrency": {"type": ["integer", "null"]}}},
     "instances": {"type": "array", "items": {"type": "object", "properties": {
         "instanceId": {"type": "integer"}, "status": _INSTANCE_STATUS}}}}}
 _TOTALS = {name: {"type": "integer"} for name in (
@@ -98,7 +104,7 @@ def record_json(record: FunctionRecord) -> dict[str, Any]:
     return {"functionConfig": json.loads(record.config), "version": record.version, "state": record.state,
             "createdAt": record.created_at, "updatedAt": record.updated_at, "codeKey": record.code_key,
             "codeSize": record.code_size, "codeSha256": record.code_sha256, "codeCluster": record.code_cluster,
-            "dispatched": bool(record.code_key)}  # run by the dispatcher (a functionArn alone: not yet)
+            "dispatched": bool(record.code_key or json.loads(record.config).get("functionArn"))}
 
 
 @guarded(router, "GET", FUNCTIONS, Access.FUNCTIONS, response=STRINGS)
@@ -146,8 +152,8 @@ def update_function(tenant: str, namespace: str, function: str) -> Response[str]
 
 @guarded(router, "GET", FUNCTION, Access.FUNCTIONS, response=FunctionConfig)
 def get_function(tenant: str, namespace: str, function: str) -> Response[str]:
-    """A function's FunctionConfig."""
-    config = build_broker().functions.get(*_names(tenant, namespace, function))
+    """A function's FunctionConfig (`functionArn`: its Lambda function's)."""
+    config = build_broker().functions.describe(*_names(tenant, namespace, function))
     return json_response(config.model_dump(mode="json", exclude_none=True))
 
 
@@ -186,7 +192,7 @@ def stop_function(tenant: str, namespace: str, function: str) -> Response[str]:
 
 @guarded(router, "POST", f"{FUNCTION}/restart", Access.FUNCTIONS)
 def restart_function(tenant: str, namespace: str, function: str) -> Response[str]:
-    """Restart a function's instances (none runs yet)."""
+    """Restart a function: its Lambda function is deployed again, with new execution environments."""
     build_broker().functions.restart(*_names(tenant, namespace, function))
     return no_content()
 
