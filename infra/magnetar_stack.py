@@ -1,9 +1,11 @@
-"""The Magnetar stack: metadata table, segment bucket, journal stream and the five functions.
+"""The Magnetar stack: metadata table, segment bucket, journal stream and the six functions.
 
 Broker (HTTP API), journal consumer (Kinesis), WebSocket function (WebSocket API, fronted by
 CloudFront so Pulsar's `/ws/v2/...` paths work), maintenance function (EventBridge schedule) and
 the authorizer (API Gateway Lambda authorizer: Pulsar tokens, keys in Secrets Manager; Pulsar's
-basic provider with `basicAuthSecretArn`, the operator's htpasswd file in Secrets Manager).
+basic provider with `basicAuthSecretArn`, the operator's htpasswd file in Secrets Manager), and
+Pulsar Functions' dispatcher (started by the journal consumer and the maintenance function), with
+what the broker creates registered functions' own Lambda functions with.
 
 Authentication is on: the HTTP API and the WebSocket $connect run the token authorizer, a second
 HTTP API takes SigV4-signed requests from AWS principals (IAM authorization), and the broker
@@ -68,6 +70,7 @@ from magnetar_cdk import console as console_part
 from magnetar_cdk import dashboard as dashboard_part
 from magnetar_cdk import emr as emr_part
 from magnetar_cdk import instance as instance_part
+from magnetar_cdk import pulsar_functions as pulsar_functions_part
 from magnetar_cdk import pulsar_protocol as pulsar_protocol_proxy
 from magnetar_cdk.instance import (
     DEFAULT_REPLICATION_BACKLOG_ALARM,
@@ -304,6 +307,22 @@ class MagnetarStack(Stack):
         functions.grant_segments(self.maintenance, self.bucket, "s3:DeleteObject")  # retention trims segments
         self.maintenance_schedule = functions.maintenance_schedule(self, self.maintenance)
 
+        # --- Pulsar Functions: the dispatcher, registered functions' Lambda functions (magnetar_cdk/pulsar_functions.py) ---
+        self.function_environment = {**resource_env, ENV_CLUSTER_NAME: self.cluster_name}
+        self.function_environment.pop(ENV_WS_ENDPOINT)
+        self.pulsar_functions = pulsar_functions_part.pulsar_functions(
+            self, make_function=self._function, table=self.table, schema_table_arns=self.config_table_arns(),
+            bucket=self.bucket, layer=self.layer, environment={**resource_env, **tail_env},
+            log_retention_days=retention)
+        self.function_dispatcher = self.pulsar_functions.dispatcher
+        self.table.grant_read_write_data(self.function_dispatcher)  # inputs' cursors, outputs, stats
+        functions.grant_segments(self.function_dispatcher, self.bucket, "s3:GetObject")
+        self.stream.grant_read_write(self.function_dispatcher)  # appends the outputs to the journal
+        self._grant_config(self.function_dispatcher)
+        for starter in (self.journal_consumer, self.maintenance):
+            pulsar_functions_part.grant_start_dispatcher(starter, self.function_dispatcher)
+        pulsar_functions_part.grant_manage_functions(self.broker, self.pulsar_functions, self.layer)
+
         bootstrap, provider_role, provider_logs = self._bootstrap(retention)
         self.alarm_topic = observability.alarm_topic(self, settings.alarm_topic_arn, create=instance is not None)
         self.alarms = observability.alarms(
@@ -407,6 +426,13 @@ class MagnetarStack(Stack):
             self, construct_id, asset, layer=self.layer, log_retention_days=self.log_retention_days,
             environment={**environment, ENV_CLUSTER_NAME: self.cluster_name}, **options
         )
+
+    def config_table_arns(self) -> list[str]:
+        """The configuration store's ARNs: the metadata table's, or the instance's home and local replicas'."""
+        if self.instance is None:
+            return [self.table.table_arn]
+        return list(dict.fromkeys([self.instance.config_table_arn(self.instance.home_region),
+                                   self.instance.config_table_arn(self.region)]))
 
     def _grant_config(self, grantee: Any) -> None:
         """Read/write on the instance's configuration table (nothing without an instance)."""

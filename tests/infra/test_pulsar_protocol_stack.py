@@ -101,12 +101,16 @@ def test_the_proxy_on_fargate_behind_a_tls_network_load_balancer(
     assert "ActiveFlowCount" in alarms and "RunningTaskCount" in alarms
 
     # the task role: exactly the broker function's statements (but its own log group's, which the
-    # task's execution role has for the container's logs), plus reading the token keys
+    # task's execution role has for the container's logs, and its management of registered functions'
+    # Lambda functions, which the admin API does), plus reading the token keys
     broker = template.find_resources("AWS::Lambda::Function")[config.BROKER_FUNCTION_ID]
     broker_role = {"Ref": broker["Properties"]["Role"]["Fn::GetAtt"][0]}
     task_role = {"Ref": props["TaskRoleArn"]["Fn::GetAtt"][0]}
     # (nor X-Ray's: the function's active tracing; the proxy is not traced)
-    brokers = {s for s in _statements(template, broker_role) if '"logs:' not in s and '"xray:' not in s}
+    management = template.find_resources("AWS::IAM::Policy")["BrokerFunctionManagementPolicy"]
+    managing = {json.dumps({**s, "Action": sorted(s["Action"] if isinstance(s["Action"], list) else [s["Action"]])},
+                           sort_keys=True) for s in management["Properties"]["PolicyDocument"]["Statement"]}
+    brokers = {s for s in _statements(template, broker_role) if '"logs:' not in s and '"xray:' not in s} - managing
     extra = _statements(template, task_role) - brokers
     assert brokers and brokers <= _statements(template, task_role)
     assert [json.loads(s)["Action"] for s in extra] == [["secretsmanager:DescribeSecret",

@@ -763,7 +763,7 @@ def test_access_logs(template: Template, config: ModuleType) -> None:
 
 def test_every_function_has_its_own_log_group_with_retention(template: Template) -> None:
     functions = _resources(template, "AWS::Lambda::Function")
-    assert len(functions) == 7  # five handlers, the key generator, the bootstrap provider
+    assert len(functions) == 8  # six handlers, the key generator, the bootstrap provider
     groups = set()
     for logical_id, function in functions.items():
         log_group = function["Properties"]["LoggingConfig"]["LogGroup"]
