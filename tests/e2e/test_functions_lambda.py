@@ -201,3 +201,27 @@ def test_a_dispatched_function_on_a_json_topic_receives_records(cluster, tmp_pat
         assert _receive(client, sink, 1) == [b"tea x3"]
     finally:
         client.close()
+
+
+def test_a_function_registered_with_its_own_lambda_runs_there(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """As a MagnetarFunction deploys it: a Lambda function of the team's running the functions
+    runtime, registered with --function-arn; the broker creates none for it."""
+    suffix = uuid.uuid4().hex[:8]
+    lam = _lambda(cluster)
+    created = lam.create_function(
+        FunctionName=f"team-{suffix}", Runtime="python3.12", Handler="handler.handler", Timeout=10, MemorySize=256,
+        Role="arn:aws:iam::000000000000:role/team-function", Code={"S3Bucket": "team-assets", "S3Key": "fn.zip"})
+    name, source, sink = f"own-{suffix}", f"owin-{suffix}", f"owout-{suffix}"
+    result = _create(cluster, tmp_path, name, "def process(x):\n    return x + '?'\n", "--inputs", source,
+                     "--output", sink, "--function-arn", created["FunctionArn"])
+    assert result.exit_code == 0, result.output
+    with pytest.raises(ClientError, match="ResourceNotFoundException"):
+        lam.get_function(FunctionName=function_lambda_name(f"public/default/{name}"))
+    status = httpx.get(f"{cluster.url}/admin/v3/functions/public/default/{name}/status").json()
+    assert status["functionArn"] == created["FunctionArn"] and "deployment" not in status
+    client = magnetar.Client(cluster.url)
+    try:
+        client.create_producer(source).send(b"who")
+        assert _receive(client, sink, 1) == [b"who?"]
+    finally:
+        client.close()

@@ -9,8 +9,9 @@
     magnetar functions putstate --fqfn public/default/excl --state '{"key": "k", "stringValue": "v"}'
     magnetar functions querystate --fqfn public/default/excl --key k
 
-Functions registered this way are stored (configuration, code, state) but not yet run: the
-dispatcher that subscribes them and deploys their Lambda functions is the next step.
+Each registered function gets a Lambda function of its own (sized by --ram/--cpu, --timeout-ms and
+--parallelism), which the dispatcher invokes when its inputs have messages; or, with
+--function-arn, the dispatcher invokes a Lambda function of the user's (a MagnetarFunction).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ Output = Annotated[str | None, typer.Option("--output", help="The output topic."
 LogTopic = Annotated[str | None, typer.Option("--log-topic", help="The topic the function's logs go to.")]
 Guarantees = Annotated[str | None, typer.Option(
     "--processing-guarantees", help="ATLEAST_ONCE, ATMOST_ONCE or EFFECTIVELY_ONCE.")]
-Parallelism = Annotated[int | None, typer.Option("--parallelism", help="Instances of the function.")]
+Parallelism = Annotated[int | None, typer.Option(
+    "--parallelism", help="At most this many invocations at once (the Lambda function's reserved concurrency).")]
 UserConfig = Annotated[str | None, typer.Option("--user-config", help="The function's user config (JSON object).")]
 RetainOrdering = Annotated[bool | None, typer.Option("--retain-ordering", help="Process messages in order.")]
 RetainKeyOrdering = Annotated[bool | None, typer.Option("--retain-key-ordering", help="Keep the order per key.")]
@@ -58,9 +60,12 @@ MaxRetries = Annotated[int | None, typer.Option("--max-message-retries", help="R
 DeadLetter = Annotated[str | None, typer.Option("--dead-letter-topic", help="Where messages go after the retries.")]
 SubsName = Annotated[str | None, typer.Option("--subs-name", help="The subscription on the inputs (default: fqfn).")]
 SubsPosition = Annotated[str | None, typer.Option("--subs-position", help="Latest or Earliest.")]
-TimeoutMs = Annotated[int | None, typer.Option("--timeout-ms", help="The message timeout, in ms.")]
-Cpu = Annotated[float | None, typer.Option("--cpu", help="CPU cores per instance.")]
-Ram = Annotated[int | None, typer.Option("--ram", help="Memory per instance, in bytes (the Lambda's memory).")]
+TimeoutMs = Annotated[int | None, typer.Option(
+    "--timeout-ms", help="The Lambda function's timeout, in ms (at most 300000; default 60000).")]
+Cpu = Annotated[float | None, typer.Option("--cpu", help="CPU cores: Lambda memory of 1,769 MB per core.")]
+Ram = Annotated[int | None, typer.Option("--ram", help="Memory, in bytes: the Lambda function's memory (MB).")]
+FunctionArn = Annotated[str | None, typer.Option(
+    "--function-arn", help="A Lambda function of yours (a MagnetarFunction) that runs the function.")]
 
 
 def _names(fqfn: str | None, tenant: str | None, namespace: str | None, name: str | None) -> tuple[str, str, str]:
@@ -113,14 +118,15 @@ def _options(classname: str | None, inputs: list[str] | None, topics_pattern: st
              log_topic: str | None, processing_guarantees: str | None, parallelism: int | None,
              user_config: str | None, retain_ordering: bool | None, retain_key_ordering: bool | None,
              max_message_retries: int | None, dead_letter_topic: str | None, subs_name: str | None,
-             subs_position: str | None, timeout_ms: int | None, cpu: float | None, ram: int | None) -> dict[str, Any]:
+             subs_position: str | None, timeout_ms: int | None, cpu: float | None, ram: int | None,
+             function_arn: str | None) -> dict[str, Any]:
     """pulsar-admin's options as FunctionConfig's fields (None: not given)."""
     return {"className": classname, "inputs": split_list(inputs) or None, "topicsPattern": topics_pattern,
             "output": output, "logTopic": log_topic, "processingGuarantees": processing_guarantees,
             "parallelism": parallelism, "userConfig": user_config, "retainOrdering": retain_ordering,
             "retainKeyOrdering": retain_key_ordering, "maxMessageRetries": max_message_retries,
             "deadLetterTopic": dead_letter_topic, "subName": subs_name, "subscriptionPosition": subs_position,
-            "timeoutMs": timeout_ms, "cpu": cpu, "ram": ram}
+            "timeoutMs": timeout_ms, "cpu": cpu, "ram": ram, "functionArn": function_arn}
 
 
 @functions_app.command("create")
@@ -130,12 +136,13 @@ def create(fqfn: Fqfn = None, tenant: Tenant = None, namespace: NamespaceOpt = N
            parallelism: Parallelism = None, user_config: UserConfig = None, retain_ordering: RetainOrdering = None,
            retain_key_ordering: RetainKeyOrdering = None, max_message_retries: MaxRetries = None,
            dead_letter_topic: DeadLetter = None, subs_name: SubsName = None, subs_position: SubsPosition = None,
-           timeout_ms: TimeoutMs = None, cpu: Cpu = None, ram: Ram = None, service_url: ServiceUrl = DEFAULT_URL,
+           timeout_ms: TimeoutMs = None, cpu: Cpu = None, ram: Ram = None, function_arn: FunctionArn = None,
+           service_url: ServiceUrl = DEFAULT_URL,
            auth_plugin: AuthPlugin = None, auth_params: AuthParams = None) -> None:
-    """Register a function (its code: --py)."""
+    """Register a function (its code: --py; or --function-arn, a Lambda function of yours)."""
     options = _options(classname, inputs, topics_pattern, output, log_topic, processing_guarantees, parallelism,
                        user_config, retain_ordering, retain_key_ordering, max_message_retries, dead_letter_topic,
-                       subs_name, subs_position, timeout_ms, cpu, ram)
+                       subs_name, subs_position, timeout_ms, cpu, ram, function_arn)
     created = _submit("create", fqfn, tenant, namespace, name, py, options, service_url, auth_plugin, auth_params)
     console.print(f"Created {created} successfully")
 
@@ -147,12 +154,13 @@ def update(fqfn: Fqfn = None, tenant: Tenant = None, namespace: NamespaceOpt = N
            parallelism: Parallelism = None, user_config: UserConfig = None, retain_ordering: RetainOrdering = None,
            retain_key_ordering: RetainKeyOrdering = None, max_message_retries: MaxRetries = None,
            dead_letter_topic: DeadLetter = None, subs_name: SubsName = None, subs_position: SubsPosition = None,
-           timeout_ms: TimeoutMs = None, cpu: Cpu = None, ram: Ram = None, service_url: ServiceUrl = DEFAULT_URL,
+           timeout_ms: TimeoutMs = None, cpu: Cpu = None, ram: Ram = None, function_arn: FunctionArn = None,
+           service_url: ServiceUrl = DEFAULT_URL,
            auth_plugin: AuthPlugin = None, auth_params: AuthParams = None) -> None:
     """Update a function: the options given replace the stored ones (new code: --py)."""
     options = _options(classname, inputs, topics_pattern, output, log_topic, processing_guarantees, parallelism,
                        user_config, retain_ordering, retain_key_ordering, max_message_retries, dead_letter_topic,
-                       subs_name, subs_position, timeout_ms, cpu, ram)
+                       subs_name, subs_position, timeout_ms, cpu, ram, function_arn)
     updated = _submit("update", fqfn, tenant, namespace, name, py, options, service_url, auth_plugin, auth_params)
     console.print(f"Updated {updated} successfully")
 
@@ -177,10 +185,10 @@ def _one(verb: str):  # type: ignore[no-untyped-def]
     return command
 
 
-for _verb, _help in (("get", "A function's FunctionConfig."), ("status", "A function's status (no instance runs yet)."),
-                     ("stats", "A function's stats (zero until functions are dispatched)."),
+for _verb, _help in (("get", "A function's FunctionConfig."), ("status", "A function's status and its Lambda function."),
+                     ("stats", "A function's stats (the dispatcher's figures)."),
                      ("delete", "Deregister a function."), ("start", "Start a function (desired state RUNNING)."),
-                     ("stop", "Stop a function (desired state STOPPED)."), ("restart", "Restart a function.")):
+                     ("stop", "Stop a function (desired state STOPPED)."), ("restart", "Restart a function (its Lambda function deployed again).")):
     functions_app.command(_verb, help=_help)(_one(_verb))
 
 
