@@ -70,17 +70,17 @@ def _read(broker: Broker, topic: str) -> list[bytes]:
 def _observe(broker: Broker) -> list[tuple[str, str]]:
     """The order of output stores and acknowledgements (the real methods, recorded)."""
     events: list[tuple[str, str]] = []
-    append, acknowledge = broker.writer.append, broker.subscriptions.acknowledge
+    append, acknowledge = broker.writer.append_group, broker.subscriptions.acknowledge
 
-    def recorded_append(topic: TopicName, batch: Batch, producer: str, create_topic: bool = True) -> Any:
+    def recorded_append(topic: TopicName, batches: list[Batch], producer: str, create_topic: bool = True) -> Any:
         events.append(("store", topic.local_name))
-        return append(topic, batch, producer, create_topic)
+        return append(topic, batches, producer, create_topic)
 
     def recorded_ack(topic: TopicName, subscription: str, acks: Any) -> Any:
         events.append(("ack" if acks.entries or acks.batch else "nack", topic.local_name))
         return acknowledge(topic, subscription, acks)
 
-    broker.writer.append = recorded_append  # type: ignore[method-assign]
+    broker.writer.append_group = recorded_append  # type: ignore[method-assign]
     broker.subscriptions.acknowledge = recorded_ack  # type: ignore[method-assign]
     return events
 
@@ -267,3 +267,34 @@ def test_a_batch_left_by_a_dead_dispatcher_comes_back_after_the_ack_timeout(tmp_
         report = dispatcher.serve(fqfn, 10_000)
     assert waited >= DISPATCH_ACK_TIMEOUT_MS - 25_000  # not before the ack timeout
     assert report.received == 1 and report.acked == 1 and _read(broker, "out") == [b"hello!"]
+
+
+def test_effectively_once_serves_one_dispatcher_at_a_time_and_takes_over_a_dead_ones_batch(tmp_path: Path) -> None:
+    """Outputs stored out of their inputs' order would be dropped by deduplication: an EFFECTIVELY_ONCE
+    function has one dispatcher at a time (a lease); the next takes over once a dead one's lease ran
+    out, and gets what that one had received first."""
+    from magnetar.adapters.memory import ManualClock
+
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    fqfn = _create(broker, processingGuarantees="EFFECTIVELY_ONCE")
+    _produce(broker, "in", "a", "b")
+    dispatcher, invoker = _dispatcher(broker, tmp_path)
+    invoke = invoker.invoke
+
+    def die(name: str, event: dict[str, Any], function_arn: str | None = None) -> dict[str, Any]:
+        raise _Died()  # after receiving a and b, before storing anything
+
+    invoker.invoke = die  # type: ignore[method-assign]
+    with pytest.raises(_Died):
+        dispatcher.serve(fqfn, 10_000)
+    invoker.invoke = invoke  # type: ignore[method-assign]
+    _produce(broker, "in", "c")
+    standby = dispatcher.serve(fqfn, 10_000)
+    assert standby.standby and standby.received == 0  # the dead one's lease still holds
+    assert _read(broker, "out") == []
+    clock.advance(80_000)  # its lease (the function's 60 s timeout, 15 s of margins) runs out
+    report = dispatcher.serve(fqfn, 10_000)
+    assert report.received == 3 and report.acked == 3
+    assert _read(broker, "out") == [b"a!", b"b!", b"c!"]  # in order: none dropped as a duplicate
+    assert not broker.metadata.function_leases  # type: ignore[attr-defined]  # given up when done

@@ -114,6 +114,7 @@ class MemoryFunctionStore:
 
     functions: dict[str, FunctionRecord]
     function_state: dict[str, dict[str, StateValue]]
+    function_leases: dict[str, tuple[str, int]]  # fqfn -> (owner, until ms)
     _lock: threading.RLock
 
     def create_function(self, record: FunctionRecord) -> bool:
@@ -186,6 +187,19 @@ class MemoryFunctionStore:
         with self._lock:
             return len(self.function_state.pop(fqfn, {}))
 
+    def claim_function_lease(self, fqfn: str, owner: str, now_ms: int, lease_ms: int) -> bool:
+        with self._lock:
+            held = self.function_leases.get(fqfn)
+            if held is not None and held[0] != owner and held[1] > now_ms:
+                return False
+            self.function_leases[fqfn] = (owner, now_ms + lease_ms)
+            return True
+
+    def release_function_lease(self, fqfn: str, owner: str) -> None:
+        with self._lock:
+            if self.function_leases.get(fqfn, ("", 0))[0] == owner:
+                del self.function_leases[fqfn]
+
 
 @dataclass
 class _Topic:
@@ -212,6 +226,7 @@ class MemoryMetadataStore(MemoryFunctionStore):
         self.schemas: dict[str, list[StoredSchema]] = {}  # schema id -> versions, oldest first
         self.functions: dict[str, FunctionRecord] = {}  # fqfn -> record
         self.function_state: dict[str, dict[str, StateValue]] = {}  # fqfn -> key -> value
+        self.function_leases: dict[str, tuple[str, int]] = {}
         self._lock = threading.RLock()
 
     def create_tenant(self, tenant: TenantInfo) -> bool:

@@ -96,7 +96,7 @@ def verify_command(
     table.add_column("value", justify="right")
     for key in ("runs", "acked", "delivered", "lost", "duplicated", "stored_twice_after_retry",
                 "order_violations", "cursor_backwards", "missing_objects", "compaction_violations", "schema_violations",
-                "trimmed_segments",
+                "function_violations", "function_repeats", "trimmed_segments",
                 "seconds"):
         table.add_row(key.replace("_", " "), f"{result[key]:,}" if isinstance(result[key], int) else str(result[key]))
     for name in allowed:

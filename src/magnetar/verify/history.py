@@ -41,6 +41,8 @@ class History:
     trimmed_segments: int = 0  # what the maintenance runs during the workload deleted (retention)
     compaction_violations: list[str] = field(default_factory=list)  # verify/compaction.py's check
     schema_violations: list[str] = field(default_factory=list)  # verify/schemas.py's check
+    function_violations: list[str] = field(default_factory=list)  # verify/functions.py's check
+    function_repeats: int = 0  # ATLEAST_ONCE outputs stored again (allowed)
     errors: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -66,15 +68,18 @@ class Verdict:
     trimmed_segments: int = 0
     compaction_violations: list[str] = field(default_factory=list)
     schema_violations: list[str] = field(default_factory=list)
+    function_violations: list[str] = field(default_factory=list)
+    function_repeats: int = 0
 
     @property
     def ok(self) -> bool:
         return not (self.lost or self.duplicated or self.order_violations or self.cursor_backwards
-                    or self.missing_objects or self.compaction_violations or self.schema_violations)
+                    or self.missing_objects or self.compaction_violations or self.schema_violations
+                    or self.function_violations)
 
 
 def check(history: History) -> Verdict:
-    v = Verdict(trimmed_segments=history.trimmed_segments)
+    v = Verdict(trimmed_segments=history.trimmed_segments, function_repeats=history.function_repeats)
     acked = [s for s in history.sends if s.message_id is not None]
     v.acked = len(acked)
     v.delivered = len(history.deliveries)
@@ -145,4 +150,6 @@ def check(history: History) -> Verdict:
     v.compaction_violations = list(history.compaction_violations)
     # 7. concurrent schema registrations: one version each, contiguous, as answered (verify/schemas.py)
     v.schema_violations = list(history.schema_violations)
+    # 8. functions under crashes: no input without output, none output twice EFFECTIVELY_ONCE (verify/functions.py)
+    v.function_violations = list(history.function_violations)
     return v

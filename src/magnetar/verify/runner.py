@@ -24,6 +24,7 @@ from magnetar.client import exceptions
 from magnetar.client.auth import Authentication
 from magnetar.core import crashpoints, delaypoints
 from magnetar.verify import compaction, schemas
+from magnetar.verify import functions as function_runs
 from magnetar.verify.history import Delivery, History, Send, Verdict, check
 
 CRASH_POINTS = (
@@ -37,6 +38,7 @@ CRASH_POINTS = (
     "trim.after_commit",  # maintenance: segments unlisted, objects not yet deleted
     "trim.after_delete",  # maintenance: objects deleted, trash not yet cleared
     *compaction.POINTS,  # maintenance: a run's object written, or a generation committed (verify/compaction.py)
+    *function_runs.POINTS,  # the functions' dispatcher: after the invocation, after storing (verify/functions.py)
 )
 # Delay points (magnetar.core.delaypoints): a step stalls past every deadline and grace period, then
 # goes on. The run shortens those periods (RUN_TIMINGS) so a stall costs seconds, not minutes.
@@ -106,6 +108,8 @@ class Summary:
     missing_objects: int = 0
     compaction_violations: int = 0
     schema_violations: int = 0
+    function_violations: int = 0
+    function_repeats: int = 0  # ATLEAST_ONCE outputs stored again after a crash (allowed)
     trimmed_segments: int = 0  # retention's work during the runs (maintenance ran, and trimmed)
     errors: list[str] = field(default_factory=list)
     failures: list[dict[str, Any]] = field(default_factory=list)
@@ -113,7 +117,7 @@ class Summary:
     @property
     def violations(self) -> int:
         return (self.lost + self.duplicated + self.order_violations + self.cursor_backwards + self.missing_objects
-                + self.compaction_violations + self.schema_violations)
+                + self.compaction_violations + self.schema_violations + self.function_violations)
 
     def add(self, run: int, plan: RunPlan, verdict: Verdict) -> None:
         self.runs += 1
@@ -127,6 +131,8 @@ class Summary:
         self.missing_objects += len(verdict.missing_objects)
         self.compaction_violations += len(verdict.compaction_violations)
         self.schema_violations += len(verdict.schema_violations)
+        self.function_violations += len(verdict.function_violations)
+        self.function_repeats += verdict.function_repeats
         self.trimmed_segments += verdict.trimmed_segments
         if not verdict.ok:
             self.failures.append({
@@ -136,6 +142,7 @@ class Summary:
                 "missing_objects": verdict.missing_objects[:10],
                 "compaction_violations": verdict.compaction_violations[:10],
                 "schema_violations": verdict.schema_violations[:10],
+                "function_violations": verdict.function_violations[:10],
             })
 
     def as_dict(self) -> dict[str, Any]:
@@ -146,6 +153,7 @@ class Summary:
             "stored_twice_after_retry": self.stored_twice, "order_violations": self.order_violations,
             "cursor_backwards": self.cursor_backwards, "missing_objects": self.missing_objects,
             "compaction_violations": self.compaction_violations, "schema_violations": self.schema_violations,
+            "function_violations": self.function_violations, "function_repeats": self.function_repeats,
             "trimmed_segments": self.trimmed_segments, "violations": self.violations, "errors": self.errors[:20], "failures": self.failures[:20],
         }
 
@@ -209,6 +217,8 @@ class Verifier:
         try:
             self._prepare(plan, history)
             registrations = schemas.start(self.url, self.authentication, plan.topic, history)  # verify/schemas.py
+            functions = (function_runs.prepare(self.url, self.authentication, plan.topic)  # verify/functions.py
+                         if function_runs.runs_functions(plan.crash_points) else None)
             consumers = self._subscribe(client, plan, history)
             for name, count in plan.crash_points.items():
                 crashpoints.enable(name, times=count)
@@ -231,7 +241,8 @@ class Verifier:
                 s.join(timeout=120)
             # let the tail settle without new deaths; the maintenance run's points stay armed while
             # consumers acknowledge (trimming follows the acknowledgements, mostly after the producers)
-            crashpoints.disable(*[p for p in plan.crash_points if not p.startswith(("trim.", "compaction."))])
+            crashpoints.disable(*[p for p in plan.crash_points
+                                  if not p.startswith(("trim.", "compaction.", "function."))])
             # the consumers' delay points too stay armed while they acknowledge
             delaypoints.disable(*[p for p in plan.delay_points if not p.startswith(("cursor.", "dispatch."))])
             self._wait_delivered(plan, history)
@@ -247,6 +258,8 @@ class Verifier:
             schemas.check(self.url, self.authentication, registrations, history)
             if compaction.compacts(plan.crash_points):
                 compaction.check(_partitions(plan), history)
+            if functions is not None:  # (it disarms the functions' crash points once they had their chance)
+                function_runs.check(self.url, self.authentication, plan.topic, functions, history)
         finally:
             stop.set()
             with contextlib.suppress(Exception):
@@ -346,8 +359,8 @@ class Verifier:
                     if response.status_code == 200:
                         history.trimmed_segments += int(response.json().get("trimmedSegments", 0))
             # the last run after the workload, with no crash point left: it finishes whatever a crash
-            # left half-done
-            crashpoints.disable_all()
+            # left half-done (the functions' points stay armed: verify/functions.py's check disarms them)
+            crashpoints.disable(*[p for p in plan.crash_points if not p.startswith("function.")])
             with contextlib.suppress(httpx.HTTPError):
                 response = http.post("/_magnetar/local/schedules/maintenance", json=event,
                                      timeout=MAINTENANCE_FINAL_S - 10)

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.core.acks import Acks
+from magnetar.core.crashpoints import crash_point
 from magnetar.core.entry import Batch, Message, batch_topics
 from magnetar.core.errors import NotFound, RetryableError, TooManyRequests
 from magnetar.core.functions.deployment import processing_budget_ms, timeout_ms
@@ -60,6 +61,9 @@ NACK_DELAY_MS = 1_000
 TRIGGER_CACHE_MS = 10_000
 DISPATCH_ACK_TIMEOUT_MS = 330_000  # longer than any invocation (deployment.MAX_TIMEOUT_MS) and its storing
 STORE_MARGIN_MS = 10_000  # a dispatcher keeps this long, past an invocation, to store and acknowledge
+GROUP_ENTRIES, GROUP_BYTES, GROUP_ENTRY_OVERHEAD = 100, 512 * 1024, 512  # outputs stored in one group append
+STORE_ATTEMPTS, STORE_RETRY_WAIT_S = 4, 0.2  # an output group append refused with "retry": tried again
+LEASE_SLACK_MS = 5_000  # EFFECTIVELY_ONCE's dispatch lease: an invocation, its storing and this
 THROTTLE_WAIT_S = (0.1, 2.0)  # a throttled invocation is tried again after this pause, doubling up to the max
 STATS_SUFFIX = "#stats"  # the stats' items sit beside the function's state, under their own name
 ACK, NACK, DEAD_LETTER = "ack", "nack", "deadLetter"
@@ -189,6 +193,8 @@ class ServeReport:
     published: int = 0
     failures: int = 0  # invocations that failed as a whole (the invoker raised)
     throttled: int = 0  # invocations refused for the function's concurrency, tried again
+    standby: bool = False  # EFFECTIVELY_ONCE: another dispatcher held the lease; this one did nothing
+    stopped: bool = False  # EFFECTIVELY_ONCE: a batch failed; it is retried from its first message later
 
 
 @dataclass
@@ -230,13 +236,59 @@ class FunctionDispatcher:
         deadline = self.broker.clock.now_ms() + budget_ms
         consumer = dispatcher_consumer(config)
         partitions = subscribe_inputs(self.broker, config, lease_ms=max(budget_ms, 30_000))
+        if config.processingGuarantees is not ProcessingGuarantees.EFFECTIVELY_ONCE:
+            self._loop(config, record, partitions, consumer, report, deadline)
+            return report
+        # EFFECTIVELY_ONCE: one dispatcher at a time (the dispatch lease), so that outputs are stored
+        # in the order of their inputs' sequence ids; deduplication would drop one stored after a later one
+        owner = uuid.uuid4().hex
+        while self.broker.clock.now_ms() < deadline and not report.stopped:
+            if not self._take_lease(config, owner, partitions, consumer):
+                report.standby = True  # another dispatcher serves it
+                break
+            try:
+                self._loop(config, record, partitions, consumer, report, deadline, owner)
+            except Exception:
+                self.broker.metadata.release_function_lease(config.fqfn, owner)
+                raise
+            # (a dispatcher killed mid-batch gives nothing up: its lease runs out)
+            self.broker.metadata.release_function_lease(config.fqfn, owner)
+            if not self._backlog(partitions, config.subscription):  # (what came while the lease was given up)
+                break
+        return report
+
+    def _loop(self, config: FunctionConfig, record: FunctionRecord, partitions: list[TopicName], consumer: str,
+              report: ServeReport, deadline: int, owner: str | None = None) -> None:
         subscription = config.subscription
-        while self.broker.clock.now_ms() < deadline:
+        while self.broker.clock.now_ms() < deadline and not report.stopped:
+            if owner is not None and not self._renew_lease(config, owner):
+                break
             batches = self._receive(partitions, subscription, consumer)
             if not batches:
                 break
             self._run(config, record, batches, subscription, consumer, report, deadline)
-        return report
+
+    @staticmethod
+    def _lease_ms(config: FunctionConfig) -> int:
+        return timeout_ms(config) + STORE_MARGIN_MS + LEASE_SLACK_MS
+
+    def _renew_lease(self, config: FunctionConfig, owner: str) -> bool:
+        return self.broker.metadata.claim_function_lease(config.fqfn, owner, self.broker.clock.now_ms(),
+                                                         self._lease_ms(config))
+
+    def _take_lease(self, config: FunctionConfig, owner: str, partitions: list[TopicName], consumer: str) -> bool:
+        """The dispatch lease; taken, what a dispatcher before this one received and did not settle
+        (it died: its lease ran out) is handed out again first, in order."""
+        if not self._renew_lease(config, owner):
+            return False
+        for partition in partitions:
+            self.broker.subscriptions.redeliver_unacknowledged(partition, config.subscription, consumer)
+        return True
+
+    def _backlog(self, partitions: list[TopicName], subscription: str) -> bool:
+        views = self.broker.metadata.get_subscription_views([(p, subscription) for p in partitions])
+        return any(v.cursor is not None and v.writer is not None and v.cursor.backlog(v.writer.next_entry) > 0
+                   for v in views)
 
     def _receive(self, partitions: list[TopicName], subscription: str, consumer: str) -> list[_Received]:
         from magnetar.client.message import Message as ClientMessage
@@ -297,9 +349,10 @@ class FunctionDispatcher:
             stats.add({"received": len(messages), "systemExceptions": 1,
                        "latestSystemExceptions": [_exception(exc, self.broker.clock.now_ms())]})
             if guarantee is not ProcessingGuarantees.ATMOST_ONCE:
-                self._acknowledge(batches, {_id(m): NACK for m in messages}, subscription, consumer, report)
+                self._fail(config, batches, messages, subscription, consumer, report)
             return
         actions = {str(r["messageId"]): str(r["action"]) for r in result.get("results") or []}
+        crash_point("function.after_invoke")  # run, nothing stored: the batch comes back after the ack timeout
         try:
             self._store(config, result.get("outputs") or [])
             report.published += len(result.get("outputs") or [])
@@ -309,8 +362,9 @@ class FunctionDispatcher:
                                                                                   .get("systemExceptions", 0)),
                        "latestSystemExceptions": [_exception(exc, self.broker.clock.now_ms())]})
             if guarantee is not ProcessingGuarantees.ATMOST_ONCE:
-                self._acknowledge(batches, {_id(m): NACK for m in messages}, subscription, consumer, report)
+                self._fail(config, batches, messages, subscription, consumer, report)
             return
+        crash_point("function.after_store")  # stored, not acknowledged: stored again (EFFECTIVELY_ONCE: deduplicated)
         stats.add(result.get("stats") or {})
         if guarantee is ProcessingGuarantees.ATMOST_ONCE:
             return
@@ -321,13 +375,30 @@ class FunctionDispatcher:
             decided[_id(message)] = ACK if action in (ACK, DEAD_LETTER) else (NACK if action == NACK else "none")
             if action == DEAD_LETTER:
                 report.dead_lettered += 1
+        exactly = guarantee is ProcessingGuarantees.EFFECTIVELY_ONCE
+        if exactly and any(a != ACK for a in decided.values()):  # (its time ran out): again at once, in order
+            report.stopped = True
+            self._acknowledge(batches, decided, subscription, consumer, report, nack_delay_ms=0)
+            return
         self._acknowledge(batches, decided, subscription, consumer, report)
 
+    def _fail(self, config: FunctionConfig, batches: list[_Received], messages: list[Any], subscription: str,
+              consumer: str, report: ServeReport) -> None:
+        """A batch that failed as a whole comes again: after the nack delay (ATLEAST_ONCE); at once and
+        before anything later, the serving stopped (EFFECTIVELY_ONCE: the next dispatcher retries it)."""
+        exactly = config.processingGuarantees is ProcessingGuarantees.EFFECTIVELY_ONCE
+        self._acknowledge(batches, {_id(m): NACK for m in messages}, subscription, consumer, report,
+                          nack_delay_ms=0 if exactly else None)
+        report.stopped = exactly
+
     def _store(self, config: FunctionConfig, outputs: list[dict[str, Any]]) -> None:
-        """The outputs in order, each its own entry (EFFECTIVELY_ONCE: with its producer's sequence id)."""
+        """The outputs in order, each its own entry (EFFECTIVELY_ONCE: with its producer's sequence
+        id); consecutive outputs to one partition by one producer go in one group append (one
+        reservation, one journal record)."""
         import base64
 
         deduplicated: set[str] = set()
+        groups: list[tuple[TopicName, str, list[Batch], int]] = []  # (partition, producer, entries, bytes)
         for output in outputs:
             topic = TopicName.parse(str(output["topic"]))
             producer = output.get("producerName")
@@ -342,7 +413,32 @@ class FunctionDispatcher:
                               schema_version=int(version) if isinstance(version, int) else None)
             batch = Batch.of([message], batched=False, sequence_id=int(sequence) if sequence is not None else -1)
             target = self._route(topic, message.key)
-            self.broker.writer.append(target, batch, str(producer or f"{config.tenant}.{config.namespace}.{config.name}"))
+            name = str(producer or f"{config.tenant}.{config.namespace}.{config.name}")
+            size = len(batch.payload) + GROUP_ENTRY_OVERHEAD
+            last = groups[-1] if groups else None
+            if (last is not None and last[0] == target and last[1] == name and len(last[2]) < GROUP_ENTRIES
+                    and last[3] + size <= GROUP_BYTES):
+                last[2].append(batch)
+                groups[-1] = (last[0], last[1], last[2], last[3] + size)
+            else:
+                groups.append((target, name, [batch], size))
+        for target, name, batches, _ in groups:
+            self._append(target, batches, name)
+            crash_point("function.mid_store")  # some outputs stored, not all, nothing acknowledged
+
+    def _append(self, target: TopicName, batches: list[Batch], producer: str) -> None:
+        """One group append, tried again on the writer's "retry" (a journal write past its deadline,
+        a throttle) as a producer does: with sequence ids deduplicated, without them maybe stored twice."""
+        wait = STORE_RETRY_WAIT_S
+        for attempt in range(STORE_ATTEMPTS):
+            try:
+                self.broker.writer.append_group(target, batches, producer)
+                return
+            except (RetryableError, TooManyRequests):
+                if attempt == STORE_ATTEMPTS - 1:
+                    raise
+                self.broker.clock.sleep(wait)
+                wait *= 2
 
     def _route(self, topic: TopicName, key: str | None) -> TopicName:
         partitions = self._partitions(topic)
@@ -365,7 +461,7 @@ class FunctionDispatcher:
         self.broker.writer.forget_policies()
 
     def _acknowledge(self, batches: list[_Received], actions: dict[str, str], subscription: str, consumer: str,
-                     report: ServeReport) -> None:
+                     report: ServeReport, nack_delay_ms: int | None = None) -> None:
         for got in batches:
             entries: list[int] = []
             batch: dict[int, tuple[int, list[int]]] = {}
@@ -384,7 +480,8 @@ class FunctionDispatcher:
                     if mid.entry_id() not in nacks:
                         nacks.append(mid.entry_id())
             acks = Acks(entries=tuple(entries), batch=tuple((e, n, tuple(ix)) for e, (n, ix) in batch.items()),
-                        nacks=tuple(nacks), nack_delay_ms=self.nack_delay_ms, epoch=got.epoch, consumer=consumer)
+                        nacks=tuple(nacks), epoch=got.epoch, consumer=consumer,
+                        nack_delay_ms=self.nack_delay_ms if nack_delay_ms is None else nack_delay_ms)
             if acks:
                 self.broker.subscriptions.acknowledge(got.partition, subscription, acks)
 

@@ -370,6 +370,15 @@ class FunctionStore(Protocol):
         """Forget every key of the function's state; how many there were."""
         ...
 
+    def claim_function_lease(self, fqfn: str, owner: str, now_ms: int, lease_ms: int) -> bool:
+        """Take the function's dispatch lease for `owner` until `now_ms + lease_ms` (one conditional
+        write): when it is free, has run out or is `owner`'s already; False when another holds it."""
+        ...
+
+    def release_function_lease(self, fqfn: str, owner: str) -> None:
+        """Give the lease up if `owner` holds it."""
+        ...
+
 
 class MetadataStore(SchemaStore, FunctionStore, Protocol):
     """Tenants, namespaces, topics, the writer counter, seal states, segment lists, cursors,

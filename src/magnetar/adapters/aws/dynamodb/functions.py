@@ -7,6 +7,7 @@ cluster's table.
 | input index                | config | FNINPUT#<topic>             | <fqfn> | (none)     |
 | pattern index              | config | FNPATTERNS#<tenant>/<ns>    | <fqfn> | pattern    |
 | state key                  | table  | FNSTATE#<fqfn>              | <key>  | value (B) or counter (N), version (N) |
+| dispatch lease             | table  | FNLEASE#<fqfn>              | lease  | owner, until (ms) |
 
 A create, update or delete writes the function item and its index items in one transaction
 (all or nothing); an update is conditional on the version it read. A counter moves with one
@@ -25,6 +26,7 @@ _FUNCTIONS = "FUNCTIONS#"
 _INPUT = "FNINPUT#"
 _PATTERNS = "FNPATTERNS#"
 _STATE = "FNSTATE#"
+_LEASE = "FNLEASE#"
 
 
 def _index_items(record: FunctionRecord) -> list[dict[str, Any]]:
@@ -160,6 +162,19 @@ class FunctionItems(DynamoBase):
     def delete_function_state(self, fqfn: str, key: str) -> bool:
         return self._if("delete_item", False, TableName=self.table, Key={"pk": _s(_STATE + fqfn), "sk": _s(key)},
                         ConditionExpression="attribute_exists(pk)")
+
+    def claim_function_lease(self, fqfn: str, owner: str, now_ms: int, lease_ms: int) -> bool:
+        return self._if("put_item", TableName=self.table,
+                        Item={"pk": _s(_LEASE + fqfn), "sk": _s("lease"), "owner": _s(owner),
+                              "until": _n(now_ms + lease_ms)},
+                        ConditionExpression="attribute_not_exists(pk) OR #o = :me OR #u < :now",
+                        ExpressionAttributeNames={"#o": "owner", "#u": "until"},
+                        ExpressionAttributeValues={":me": _s(owner), ":now": _n(now_ms)})
+
+    def release_function_lease(self, fqfn: str, owner: str) -> None:
+        self._if("delete_item", TableName=self.table, Key={"pk": _s(_LEASE + fqfn), "sk": _s("lease")},
+                 ConditionExpression="#o = :me", ExpressionAttributeNames={"#o": "owner"},
+                 ExpressionAttributeValues={":me": _s(owner)})
 
     def clear_function_state(self, fqfn: str) -> int:
         keys = self._query_sks(_STATE + fqfn)
