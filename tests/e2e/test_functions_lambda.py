@@ -133,7 +133,7 @@ def test_reserved_concurrency_throttles_invocations_over_the_parallelism(cluster
 
     suffix = uuid.uuid4().hex[:8]
     name = f"one-{suffix}"
-    code = "import time\n\n\ndef process(x):\n    time.sleep(1)\n    return x\n"
+    code = "import time\n\n\ndef process(x):\n    time.sleep(3)\n    return x\n"
     assert _create(cluster, tmp_path, name, code, "--inputs", f"oin-{suffix}").exit_code == 0
     function = function_lambda_name(f"public/default/{name}")
     deadline = time.monotonic() + 5
@@ -146,8 +146,10 @@ def test_reserved_concurrency_throttles_invocations_over_the_parallelism(cluster
              "messages": [{"messageId": "1:0:-1:-1", "topic": f"persistent://public/default/oin-{suffix}",
                            "payload": "eA==", "properties": {}}]}
     answers: list[str] = []
+    together = threading.Barrier(3)
 
     def invoke() -> None:
+        together.wait()  # all three at once: one runs (3 s), the others find its one slot taken
         try:
             response = _lambda(cluster).invoke(FunctionName=function, Payload=json.dumps(event).encode())
             answers.append("ok" if not response.get("FunctionError") else "error")
