@@ -17,7 +17,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from magnetar.adapters.aws import build_broker
 from magnetar.adapters.aws.functions import LambdaDispatcherInvoker, LambdaFunctionInvoker
 from magnetar.adapters.aws.telemetry import LambdaTelemetry
-from magnetar.core.functions.dispatch import FunctionDispatcher, backlogged_functions
+from magnetar.core.functions.dispatch import FunctionDispatcher
+from magnetar.core.functions.inputs import backlogged_functions
 
 logger = Logger()
 telemetry = LambdaTelemetry()

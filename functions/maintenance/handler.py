@@ -25,7 +25,7 @@ telemetry = LambdaTelemetry()  # the run's metrics (backlogs per namespace: core
 
 def serve_backlogged_functions() -> list[str]:
     from magnetar.adapters.aws.functions import LambdaDispatcherInvoker
-    from magnetar.core.functions.dispatch import backlogged_functions
+    from magnetar.core.functions.inputs import backlogged_functions
 
     try:
         started = backlogged_functions(build_broker())

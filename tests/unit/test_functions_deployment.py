@@ -18,7 +18,8 @@ from magnetar.core.broker import Broker
 from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import InvalidInput, TooManyRequests
 from magnetar.core.functions.deployment import MB_PER_VCPU, deployment_of, memory_mb
-from magnetar.core.functions.dispatch import FunctionDispatcher, input_topics
+from magnetar.core.functions.dispatch import FunctionDispatcher
+from magnetar.core.functions.inputs import input_topics
 from magnetar.core.functions.registry import FunctionCode, FunctionRegistry
 from magnetar.core.naming import TopicName
 from magnetar.core.schema.types import SchemaData

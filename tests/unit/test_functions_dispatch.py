@@ -13,14 +13,10 @@ import pytest
 from magnetar.adapters.memory import memory_broker
 from magnetar.core.broker import Broker
 from magnetar.core.entry import Batch, Message
-from magnetar.core.functions.dispatch import (
-    FunctionDispatcher,
-    FunctionStats,
-    FunctionTriggers,
-    backlogged_functions,
-    subscribe_inputs,
-)
+from magnetar.core.functions.dispatch import FunctionDispatcher
+from magnetar.core.functions.inputs import FunctionTriggers, backlogged_functions, subscribe_inputs
 from magnetar.core.functions.registry import FunctionCode, FunctionRegistry
+from magnetar.core.functions.stats import FunctionStats
 from magnetar.core.naming import TopicName
 from magnetar.core.policies import TopicPolicies
 from magnetar.functions.config import FunctionConfig
@@ -241,7 +237,7 @@ class _Died(BaseException):
 
 def test_a_batch_left_by_a_dead_dispatcher_comes_back_after_the_ack_timeout(tmp_path: Path) -> None:
     from magnetar.adapters.memory import ManualClock
-    from magnetar.core.functions.dispatch import DISPATCH_ACK_TIMEOUT_MS
+    from magnetar.core.functions.inputs import DISPATCH_ACK_TIMEOUT_MS
 
     clock = ManualClock()
     broker = memory_broker(clock)

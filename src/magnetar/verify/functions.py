@@ -31,14 +31,14 @@ import magnetar
 from magnetar.client import exceptions
 from magnetar.client.auth import Authentication
 from magnetar.core import crashpoints
-from magnetar.core.functions import dispatch
+from magnetar.core.functions import inputs
 from magnetar.core.naming import TopicName
 from magnetar.verify.history import History
 
 POINTS = ("function.after_invoke", "function.mid_store", "function.after_store")
 GUARANTEES = ("ATLEAST_ONCE", "EFFECTIVELY_ONCE")
 RUN_ACK_TIMEOUT_MS = 3_000  # a dead dispatcher's batch comes back this soon during a run
-DEFAULT_ACK_TIMEOUT_MS = dispatch.DISPATCH_ACK_TIMEOUT_MS
+DEFAULT_ACK_TIMEOUT_MS = inputs.DISPATCH_ACK_TIMEOUT_MS
 SWEEP_EVERY_S = 1.0
 ARMED_S = 20.0  # the functions' crash points stay armed this long into the check (their dispatchers run late)
 CODE = b"def process(value):\n    return value + '!'\n"
@@ -63,7 +63,7 @@ def prepare(url: str, authentication: Authentication | None, topic: str) -> Func
     """Register the two functions on `topic` (from its earliest message), dispatcher's ack timeout shortened."""
     from magnetar.client.admin import AdminClient
 
-    dispatch.DISPATCH_ACK_TIMEOUT_MS = RUN_ACK_TIMEOUT_MS
+    inputs.DISPATCH_ACK_TIMEOUT_MS = RUN_ACK_TIMEOUT_MS
     base = TopicName.parse(topic)
     admin = AdminClient(url, authentication)
     functions = Functions()
@@ -162,4 +162,4 @@ def cleanup(url: str, authentication: Authentication | None, functions: Function
                 admin.delete_function(*fqfn.split("/"))
     finally:
         admin.close()
-        dispatch.DISPATCH_ACK_TIMEOUT_MS = DEFAULT_ACK_TIMEOUT_MS
+        inputs.DISPATCH_ACK_TIMEOUT_MS = DEFAULT_ACK_TIMEOUT_MS

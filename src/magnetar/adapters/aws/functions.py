@@ -32,7 +32,7 @@ from magnetar.config import (
 )
 from magnetar.core.errors import NotFound, RetryableError, TooManyRequests
 from magnetar.core.functions.deployment import MAX_TIMEOUT_MS
-from magnetar.core.functions.dispatch import FunctionTriggers
+from magnetar.core.functions.inputs import FunctionTriggers
 
 INVOKE_TIMEOUT_S = MAX_TIMEOUT_MS // 1000 + 10  # above any function's timeout (core/functions/deployment.py)
 MAX_NAME = 64  # Lambda's function names: 64 letters, digits, - and _

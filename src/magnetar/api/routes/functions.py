@@ -114,8 +114,8 @@ def list_functions(tenant: str, namespace: str) -> Response[str]:
 
 
 def _subscribe(config_json: str) -> None:
-    """The function's subscription on its inputs, from now on (core/functions/dispatch.py)."""
-    from magnetar.core.functions.dispatch import subscribe_inputs
+    """The function's subscription on its inputs, from now on (core/functions/inputs.py)."""
+    from magnetar.core.functions.inputs import subscribe_inputs
     from magnetar.functions.config import FunctionConfig
 
     config = FunctionConfig.model_validate_json(config_json)

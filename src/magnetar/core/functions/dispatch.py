@@ -1,71 +1,65 @@
 """Pulsar Functions' dispatch: a registered function runs when its input topics have messages.
 
 `FunctionDispatcher.serve(fqfn, budget_ms)` serves one RUNNING function for a while: it receives
-from the function's subscription on each partition of each input topic (created at
-`subscriptionPosition` when missing; the subscription's claims make concurrent dispatchers
-safe), invokes the function (the `FunctionInvoker` port: a Lambda invocation on AWS, the local
-runtime's function locally, the code in process in tests) with a batch, stores the outputs the
-invocation returns through the ledger writer, and acknowledges by the processing guarantee:
+from the function's subscription on each partition of each input topic (core/functions/inputs.py:
+`inputs` and the topics a `topicsPattern` matches), invokes the function (the `FunctionInvoker`
+port: its Lambda function, or the user's `functionArn`; the code in process in tests) with a batch,
+stores the outputs the invocation returns through the ledger writer (group appends, tried again
+on the writer's "retry"), and acknowledges by the processing guarantee:
 
 - ATMOST_ONCE: acknowledged before the invocation (a failure loses the message, as Pulsar);
 - ATLEAST_ONCE: acknowledged once the outputs are stored; a failure is negatively acknowledged
   and redelivered; after `maxMessageRetries` redeliveries it goes to the dead-letter topic;
+  concurrent dispatchers share the work through the subscription's claims;
 - EFFECTIVELY_ONCE: as ATLEAST_ONCE, the outputs published with the runtime's producer name and
   sequence id (the input's position) on an output topic with deduplication on (enabled as a topic
   policy when neither the topic nor its namespace has it, as `functions localrun` does), so an
-  output stored twice (a dispatcher dying between store and ack) is dropped the second time; the
-  subscription is Failover, as Pulsar's.
+  output stored twice (a dispatcher dying between store and ack) is dropped the second time. As
+  deduplication also drops an output stored after a later one, one dispatcher at a time serves
+  the function (a lease, renewed before each batch), a failed batch comes again at once and before
+  anything later, and a dispatcher taking the lease over from a dead one first gets back what that
+  one had received; the subscription is Failover, as Pulsar's.
 
-The function's inputs are its `inputs` and, with a `topicsPattern`, the namespace's topics the
-pattern matches (`input_topics`), as Pulsar's regex subscription resolves them. Each invocation
-carries the function's configuration and code location (the function's Lambda function reads
-nothing from the registry), and a throttled invocation (the function's `parallelism`, its reserved
-concurrency, is in use) is tried again after a pause, not counted as a failure.
-
-It loops while messages come and the budget lasts. Pulsar's instance stats (received, processed,
-user and system exceptions, latency, last invocation) are added up in the registry's store
-(`FunctionStats`), which `functions status|stats` read.
-
-`FunctionTriggers` is the other half: which functions consume a topic (cached per topic for
-`TRIGGER_CACHE_MS`), so the journal consumer can invoke a dispatcher for each function whose
-inputs a sealed batch touched, and nothing runs for an idle function.
+Each invocation carries the function's configuration and code location (the function's Lambda
+function reads nothing from the registry); a throttled invocation (the function's `parallelism`,
+its reserved concurrency, is in use) is tried again after a pause, not counted as a failure. It
+loops while messages come and the budget lasts, always keeping the time of one invocation and of
+storing its outputs. Pulsar's instance stats are added up in this cluster's table
+(core/functions/stats.py), which `functions status|stats` read.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import uuid
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.core.acks import Acks
 from magnetar.core.crashpoints import crash_point
-from magnetar.core.entry import Batch, Message, batch_topics
+from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import NotFound, RetryableError, TooManyRequests
 from magnetar.core.functions.deployment import processing_budget_ms, timeout_ms
+from magnetar.core.functions.inputs import config_arn, dispatcher_consumer, subscribe_inputs
+from magnetar.core.functions.stats import FunctionStats
 from magnetar.core.naming import TopicName
 from magnetar.core.policies import DEDUPLICATION, TopicPolicies
 from magnetar.functions.config import FunctionConfig, ProcessingGuarantees
 
 if TYPE_CHECKING:
     from magnetar.core.broker import Broker
-    from magnetar.core.ports import FunctionRecord, MetadataStore
+    from magnetar.core.ports import FunctionRecord
 
 log = logging.getLogger(__name__)
 DEFAULT_BUDGET_MS = 60_000
 BATCH_MESSAGES = 100
 NACK_DELAY_MS = 1_000
-TRIGGER_CACHE_MS = 10_000
-DISPATCH_ACK_TIMEOUT_MS = 330_000  # longer than any invocation (deployment.MAX_TIMEOUT_MS) and its storing
 STORE_MARGIN_MS = 10_000  # a dispatcher keeps this long, past an invocation, to store and acknowledge
 GROUP_ENTRIES, GROUP_BYTES, GROUP_ENTRY_OVERHEAD = 100, 512 * 1024, 512  # outputs stored in one group append
 STORE_ATTEMPTS, STORE_RETRY_WAIT_S = 4, 0.2  # an output group append refused with "retry": tried again
 LEASE_SLACK_MS = 5_000  # EFFECTIVELY_ONCE's dispatch lease: an invocation, its storing and this
 THROTTLE_WAIT_S = (0.1, 2.0)  # a throttled invocation is tried again after this pause, doubling up to the max
-STATS_SUFFIX = "#stats"  # the stats' items sit beside the function's state, under their own name
 ACK, NACK, DEAD_LETTER = "ack", "nack", "deadLetter"
 
 
@@ -75,109 +69,6 @@ class FunctionInvoker(Protocol):
     RetryableError while the Lambda function is not ready yet (being created or updated)."""
 
     def invoke(self, fqfn: str, event: dict[str, Any], function_arn: str | None = None) -> dict[str, Any]: ...
-
-
-class DispatcherInvoker(Protocol):
-    """Starts a dispatcher for a function asynchronously (Lambda's `Event` invocation)."""
-
-    def serve_async(self, fqfn: str) -> None: ...
-
-
-def subscription_type(config: FunctionConfig) -> str:
-    if config.processingGuarantees is ProcessingGuarantees.EFFECTIVELY_ONCE:
-        return "Failover"
-    return config.subscription_type
-
-
-def dispatcher_consumer(config: FunctionConfig) -> str:
-    """The consumer name every dispatcher of the function uses (a Failover subscription's active
-    consumer stays the same whichever dispatcher serves it)."""
-    return f"{config.name}-dispatcher"
-
-
-def input_topics(metadata: MetadataStore, config: FunctionConfig) -> list[TopicName]:
-    """The function's input topics: `inputs`, and the topics of the pattern's namespace that
-    `topicsPattern` matches (by full name or local name, as the registry's `consumers_of`)."""
-    import re
-
-    topics = [TopicName.parse(t) for t in config.inputs]
-    if config.topicsPattern:
-        pattern = re.compile(config.topicsPattern)
-        namespace = TopicName.parse(config.topicsPattern).namespace_name
-        names = {str(TopicName.parse(t).partitioned_topic) for t in metadata.list_topics(namespace)}
-        names.update(metadata.list_partitioned_topics(namespace))
-        known = {str(t) for t in topics}
-        for name in sorted(names - known):
-            topic = TopicName.parse(name)
-            if pattern.fullmatch(name) or pattern.fullmatch(topic.local_name):
-                topics.append(topic)
-    return topics
-
-
-def input_partitions(metadata: MetadataStore, config: FunctionConfig) -> list[TopicName]:
-    partitions = []
-    for base in input_topics(metadata, config):
-        count = metadata.get_partitions(base)
-        partitions.extend([base.partition(i) for i in range(count)] if count else [base])
-    return partitions
-
-
-def subscribe_inputs(broker: Broker, config: FunctionConfig, lease_ms: int = 30_000) -> list[TopicName]:
-    """The function's subscription on each partition of each input (created at
-    `subscriptionPosition` when missing, the input created as a consumer would); the partitions.
-    Called when the function is registered or updated, so that messages published from then on
-    are the function's, as a Pulsar function's consumer subscribes when its instance starts; and by
-    each dispatcher, which so subscribes the topics a `topicsPattern` matches as they appear."""
-    partitions = input_partitions(broker.metadata, config)
-    for partition in partitions:
-        # every dispatcher renews the same consumer's lease: a batch a dispatcher took and never
-        # settled (it died) comes back after the ack timeout, not when the lease ends
-        broker.subscriptions.subscribe(partition, config.subscription, dispatcher_consumer(config),
-                                       subscription_type(config), config.subscriptionPosition.value,
-                                       ack_timeout_ms=DISPATCH_ACK_TIMEOUT_MS, lease_ms=lease_ms)
-    return partitions
-
-
-# --- stats ---------------------------------------------------------------------------------------
-class FunctionStats:
-    """A function's instance stats, added up per invocation in the registry's store: counters
-    (one atomic write each) and the last invocation and latest exceptions as values."""
-
-    COUNTERS = ("received", "processed", "userExceptions", "systemExceptions", "latencyUsTotal", "latencyCount")
-
-    def __init__(self, metadata: MetadataStore, fqfn: str) -> None:
-        self.metadata = metadata
-        self.key = fqfn + STATS_SUFFIX
-
-    def add(self, stats: dict[str, Any]) -> None:
-        amounts = {"received": int(stats.get("received", 0)), "processed": int(stats.get("processed", 0)),
-                   "userExceptions": int(stats.get("userExceptions", 0)),
-                   "systemExceptions": int(stats.get("systemExceptions", 0)),
-                   "latencyUsTotal": int(float(stats.get("latencyMsTotal", 0.0)) * 1000),
-                   "latencyCount": int(stats.get("latencyCount", 0))}
-        for name, amount in amounts.items():
-            if amount:
-                self.metadata.incr_function_counter(self.key, name, amount)
-        last = int(stats.get("lastInvocation") or 0)
-        if last:
-            self.metadata.put_function_state(self.key, "lastInvocation", str(last).encode())
-        for name in ("latestUserExceptions", "latestSystemExceptions"):
-            if stats.get(name):
-                self.metadata.put_function_state(self.key, name, json.dumps(stats[name][-10:]).encode())
-
-    def read(self) -> dict[str, Any]:
-        values: dict[str, Any] = {}
-        for name in self.COUNTERS:
-            item = self.metadata.get_function_state(self.key, name)
-            values[name] = (item.counter or 0) if item is not None else 0
-        for name in ("lastInvocation", "latestUserExceptions", "latestSystemExceptions"):
-            item = self.metadata.get_function_state(self.key, name)
-            raw = item.value if item is not None and item.value is not None else None
-            values[name] = (int(raw) if name == "lastInvocation" else json.loads(raw)) if raw else None
-        return values
-
-    def clear(self) -> None:
-        self.metadata.clear_function_state(self.key)
 
 
 # --- serving one function ------------------------------------------------------------------------
@@ -227,7 +118,7 @@ class FunctionDispatcher:
             record = self.broker.functions.record(tenant, namespace, name)
         except NotFound:
             return report
-        if record.state != "RUNNING" or not (record.code_key or _config_arn(record.config)):
+        if record.state != "RUNNING" or not (record.code_key or config_arn(record.config)):
             return report
         config = FunctionConfig.model_validate_json(record.config)
         report.served = True
@@ -486,11 +377,6 @@ class FunctionDispatcher:
                 self.broker.subscriptions.acknowledge(got.partition, subscription, acks)
 
 
-def _config_arn(config_json: str) -> bool:
-    """Whether a stored FunctionConfig names a Lambda function of the user's (functionArn)."""
-    return bool(json.loads(config_json).get("functionArn"))
-
-
 def _id(message: Any) -> str:
     mid = message.message_id()
     return f"{mid.ledger_id()}:{mid.entry_id()}:{mid.partition()}:{mid.batch_index()}"
@@ -500,72 +386,3 @@ def _exception(exc: BaseException, now_ms: int) -> dict[str, Any]:
     return {"exceptionString": repr(exc), "timestampMs": now_ms}
 
 
-# --- which functions a topic triggers ------------------------------------------------------------
-class FunctionTriggers:
-    """The functions consuming a topic (the registry's input index), cached per topic partition
-    for `period_ms` (a sealed batch's topics cost one read each per period, not per batch)."""
-
-    def __init__(self, broker: Broker, period_ms: int = TRIGGER_CACHE_MS,
-                 now_ms: Callable[[], int] | None = None) -> None:
-        self.broker = broker
-        self.period_ms = period_ms
-        self._now = now_ms or broker.clock.now_ms
-        self._cache: dict[str, tuple[int, list[str]]] = {}
-
-    def consumers_of(self, topic: str) -> list[str]:
-        base = str(TopicName.parse(topic).partitioned_topic)
-        now = self._now()
-        cached = self._cache.get(base)
-        if cached is not None and now - cached[0] < self.period_ms:
-            return cached[1]
-        found = self.broker.functions.consumers_of(base)
-        if len(self._cache) > 10_000:
-            self._cache.clear()
-        self._cache[base] = (now, found)
-        return found
-
-    def functions_of(self, topics: list[str]) -> list[str]:
-        found: set[str] = set()
-        for topic in set(topics):
-            try:
-                found.update(self.consumers_of(topic))
-            except Exception as exc:  # a name that is not a topic's (a journal key hashed): skipped
-                log.debug("no functions for %r: %r", topic, exc)
-        return sorted(found)
-
-    def trigger_batch(self, records: list[bytes], dispatchers: DispatcherInvoker) -> list[str]:
-        """After a journal batch is sealed: start a dispatcher for each function consuming one of
-        its topics (read from the entries, not from the records' partition keys, which are hashed
-        for long names); the functions started."""
-        return self.trigger(list(batch_topics(records)), dispatchers)
-
-    def trigger(self, topics: list[str], dispatchers: DispatcherInvoker) -> list[str]:
-        """Start a dispatcher for each function consuming one of `topics`; the functions started."""
-        started = self.functions_of(topics)
-        for fqfn in started:
-            try:
-                dispatchers.serve_async(fqfn)
-            except Exception as exc:  # the maintenance run serves what is left
-                log.warning("could not start the dispatcher of %s: %r", fqfn, exc)
-        return started
-
-
-def backlogged_functions(broker: Broker) -> list[str]:
-    """The RUNNING functions of this instance whose subscription has a backlog on an input
-    partition (messages not acknowledged yet, negatively acknowledged ones due for redelivery
-    among them): the maintenance run serves these, so nothing waits on a new message to come."""
-    found = []
-    metadata = broker.metadata
-    for tenant in metadata.list_tenants():
-        for namespace in metadata.list_namespaces(tenant):
-            for name in metadata.list_functions(tenant, namespace):
-                record = metadata.get_function(tenant, namespace, name)
-                if record is None or record.state != "RUNNING" or not (record.code_key or _config_arn(record.config)):
-                    continue
-                config = FunctionConfig.model_validate_json(record.config)
-                partitions = input_partitions(metadata, config)
-                views = metadata.get_subscription_views([(p, config.subscription) for p in partitions])
-                if any(v.cursor is not None and v.writer is not None and v.cursor.backlog(v.writer.next_entry) > 0
-                       for v in views):
-                    found.append(record.fqfn)
-    return found

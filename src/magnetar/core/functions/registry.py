@@ -329,9 +329,9 @@ class FunctionRegistry:
         arn = self._managed_arn(config.fqfn)
         return config.model_copy(update={"functionArn": arn}) if arn else config
 
-    # --- status and stats (Pulsar's shapes; the dispatcher's figures, core/functions/dispatch.py) --
+    # --- status and stats (Pulsar's shapes; the dispatcher's figures, core/functions/stats.py) -----
     def _figures(self, fqfn: str) -> dict[str, Any]:
-        from magnetar.core.functions.dispatch import FunctionStats
+        from magnetar.core.functions.stats import FunctionStats
 
         return FunctionStats(self.metadata, fqfn).read()
 
