@@ -227,3 +227,34 @@ def test_a_function_registered_with_its_own_lambda_runs_there(cluster, tmp_path:
         assert _receive(client, sink, 1) == [b"who?"]
     finally:
         client.close()
+
+
+def test_a_new_runtime_package_is_deployed_by_the_next_restart(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """After a stack upgrade (a new runtime package), a function keeps its code until it is deployed
+    again: the deployer then updates the code (UpdateFunctionCode) before the configuration."""
+    from dataclasses import replace
+
+    from magnetar.adapters.aws.function_deployer import ENV_RUNTIME_CODE, DeploymentSettings, LambdaFunctionDeployer
+    from magnetar.core.functions.deployment import deployment_of
+    from magnetar.functions.config import FunctionConfig
+
+    suffix = uuid.uuid4().hex[:8]
+    name = f"upgrade-{suffix}"
+    assert _create(cluster, tmp_path, name, "def process(x):\n    return x\n", "--inputs", f"uin-{suffix}").exit_code == 0
+    fqfn = f"public/default/{name}"
+    function = function_lambda_name(fqfn)
+    before = _lambda(cluster).get_function_configuration(FunctionName=function)["Environment"]["Variables"]
+    settings = DeploymentSettings.from_env()
+    assert settings is not None and before[ENV_RUNTIME_CODE] == settings.code_ref
+    upgraded = LambdaFunctionDeployer(replace(settings, code_key="function_runtime-v2.zip"))
+    config = FunctionConfig.model_validate(httpx.get(f"{cluster.url}/admin/v3/functions/{fqfn}").json())
+    deployed = upgraded.deploy(deployment_of(config, restart="now"))
+    assert deployed.arn.endswith(function)
+    deadline = time.monotonic() + 5
+    while True:
+        after = _lambda(cluster).get_function_configuration(FunctionName=function)
+        if after["LastUpdateStatus"] == "Successful" or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    variables = after["Environment"]["Variables"]
+    assert variables[ENV_RUNTIME_CODE].endswith("/function_runtime-v2.zip") and variables["MAGNETAR_RESTARTED"] == "now"
