@@ -234,7 +234,11 @@ def test_a_new_runtime_package_is_deployed_by_the_next_restart(cluster, tmp_path
     again: the deployer then updates the code (UpdateFunctionCode) before the configuration."""
     from dataclasses import replace
 
-    from magnetar.adapters.aws.function_deployer import ENV_RUNTIME_CODE, DeploymentSettings, LambdaFunctionDeployer
+    from magnetar.adapters.aws.function_deployer import (
+        ENV_RUNTIME_CODE,
+        DeploymentSettings,
+        LambdaFunctionDeployer,
+    )
     from magnetar.core.functions.deployment import deployment_of
     from magnetar.functions.config import FunctionConfig
 
