@@ -4,7 +4,7 @@ and SQS metering increments, Kinesis billing units, base64 growth and the encode
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from magnetar.cost.prices import KiB
 
@@ -51,36 +51,3 @@ def base64_bytes(n: float) -> float:
 def batch_payload_bytes(batch_size: float, message_bytes: float, p: Parameters) -> float:
     """The encoded (and possibly compressed) messages of one entry, without the entry header."""
     return batch_size * (message_bytes + p.per_message_overhead_bytes) * p.compression_ratio
-
-
-
-def dynamodb_item_bytes(item: dict[str, Any]) -> int:
-    """An item's size as DynamoDB bills it (its documented rules, `AttributeValue` JSON in): each
-    attribute's name plus its value (strings and binaries by length, a number by about one byte per two
-    significant digits plus one, sets by their members, lists and maps 3 bytes plus 1 per element).
-    Written here because boto3 has no such helper; it sizes the items a measured run priced."""
-    return sum(len(name.encode()) + _value_bytes(value) for name, value in item.items())
-
-
-def _value_bytes(value: dict[str, Any]) -> int:
-    ((kind, v),) = value.items()
-    if kind == "S":
-        return len(str(v).encode())
-    if kind == "B":
-        return len(v)
-    if kind == "N":
-        digits = str(v).lstrip("-").replace(".", "").strip("0") or "0"
-        return math.ceil(len(digits) / 2) + 1
-    if kind in ("BOOL", "NULL"):
-        return 1
-    if kind == "SS":
-        return sum(len(s.encode()) for s in v)
-    if kind == "NS":
-        return sum(_value_bytes({"N": n}) for n in v)
-    if kind == "BS":
-        return sum(len(b) for b in v)
-    if kind == "L":
-        return 3 + sum(1 + _value_bytes(e) for e in v)
-    if kind == "M":
-        return 3 + sum(1 + len(k.encode()) + _value_bytes(e) for k, e in v.items())
-    raise ValueError(f"not a DynamoDB attribute value type: {kind}")

@@ -356,7 +356,7 @@ class PerfRun:
         import boto3
 
         from magnetar.config import ENV_TABLE, LOCAL_TABLE_NAME
-        from magnetar.cost.units import dynamodb_item_bytes
+        from magnetar.local.aws_limits import item_size
 
         topic = TopicName.parse(self.config.topic)
         if self.config.partitions > 1:
@@ -369,12 +369,12 @@ class PerfRun:
             for name, sk in (("writer", "WRITER"), ("seal", "SEAL"), ("cursor", f"SUB#{self.config.subscription}")):
                 item = ddb.get_item(TableName=table, Key={"pk": pk, "sk": {"S": sk}}).get("Item")
                 if item:
-                    sizes[name] = dynamodb_item_bytes(item)
+                    sizes[name] = item_size(item)
             newest = ddb.query(TableName=table, KeyConditionExpression="pk = :pk AND begins_with(sk, :seg)",
                                ExpressionAttributeValues={":pk": pk, ":seg": {"S": "SEG#"}},
                                ScanIndexForward=False, Limit=1)["Items"]
             if newest:
-                sizes["segment"] = dynamodb_item_bytes(newest[0])
+                sizes["segment"] = item_size(newest[0])
         except Exception:  # another table, a stopped emulator: priced with the model's sizes
             return {}
         return sizes

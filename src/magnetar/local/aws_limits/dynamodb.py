@@ -59,8 +59,8 @@ def attribute_size(value: dict[str, Any]) -> int:
         return len(v.encode())
     if kind == "N":
         return _number_size(v)
-    if kind == "B":
-        return _b64_len(v)
+    if kind == "B":  # base64 on the wire; bytes as boto3 answers them
+        return len(v) if isinstance(v, bytes | bytearray) else _b64_len(v)
     if kind in ("BOOL", "NULL"):
         return 1
     if kind == "SS":
@@ -68,7 +68,7 @@ def attribute_size(value: dict[str, Any]) -> int:
     if kind == "NS":
         return sum(_number_size(x) for x in v)
     if kind == "BS":
-        return sum(_b64_len(x) for x in v)
+        return sum(len(x) if isinstance(x, bytes | bytearray) else _b64_len(x) for x in v)
     if kind == "L":
         return 3 + sum(1 + attribute_size(x) for x in v)
     if kind == "M":
@@ -77,6 +77,7 @@ def attribute_size(value: dict[str, Any]) -> int:
 
 
 def item_size(item: dict[str, Any]) -> int:
+    """DynamoDB's billed size of an item (its attribute names and values), as the wire or boto3 gives it."""
     return sum(len(name.encode()) + attribute_size(value) for name, value in item.items())
 
 
