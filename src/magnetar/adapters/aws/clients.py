@@ -27,7 +27,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from magnetar.adapters.aws.telemetry import on_needs_retry, on_request_created
+from magnetar.adapters.aws.telemetry import on_needs_retry, on_request_created, throttled_answer
 
 _CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 4},
@@ -38,14 +38,6 @@ _CONFIG = Config(
 )
 
 
-# the error codes botocore's standard retry mode treats as throttling, and DynamoDB's cancellation
-# reason for a throttled item of a transaction (which is the caller's to retry)
-THROTTLING_CODES = frozenset({
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException", "TooManyRequestsException",
-    "ProvisionedThroughputExceededException", "TransactionInProgressException", "RequestLimitExceeded",
-    "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
-    "EC2ThrottledException",
-})
 _ATTEMPT = re.compile(r"attempt=(\d+)")
 # the requests made within `RequestCounter.scoped()` (and in the threads its caller hands that context to)
 _SCOPE: ContextVar[Counter[tuple[str, str]] | None] = ContextVar("magnetar_request_scope", default=None)
@@ -84,11 +76,7 @@ class RequestCounter:
 
     def attempted(self, event_name: str = "", response: Any = None, **kwargs: Any) -> None:
         """botocore's `needs-retry.<service>.<Operation>`, after every attempt: count a throttled one."""
-        if not response:
-            return
-        error = response[1].get("Error") or {}
-        reasons = response[1].get("CancellationReasons") or []
-        if error.get("Code") in THROTTLING_CODES or any(r.get("Code") == "ThrottlingError" for r in reasons):
+        if response and throttled_answer(response):
             _event, service, operation = event_name.split(".", 2)
             with self._lock:
                 self._throttles[(service, operation)] += 1

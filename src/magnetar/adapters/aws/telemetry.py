@@ -46,13 +46,27 @@ log = logging.getLogger(__name__)
 GENERIC_SERVICE = "magnetar"  # POWERTOOLS_SERVICE_NAME when it names no function (the local runtime)
 ENV_TRACING = "MAGNETAR_TRACING"  # "on": trace outside Lambda too (an X-Ray daemon must listen)
 MAX_VALUES = 99  # values of one metric in one EMF line (CloudWatch takes 100; Powertools flushes at 100)
-# The error codes of AWS's throttling answers (botocore's standard retry mode retries them)
+# the error codes botocore's standard retry mode treats as throttling (and DynamoDB's cancellation
+# reason for a throttled item of a transaction, which is the caller's to retry)
 THROTTLING_CODES = frozenset({
-    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
-    "TooManyRequestsException", "ProvisionedThroughputExceededException", "TransactionInProgressException",
-    "RequestLimitExceeded", "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown",
-    "PriorRequestNotComplete",
+    "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException", "TooManyRequestsException",
+    "ProvisionedThroughputExceededException", "TransactionInProgressException", "RequestLimitExceeded",
+    "BandwidthLimitExceeded", "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
+    "EC2ThrottledException",
 })
+
+
+def throttled_answer(response: Any) -> bool:
+    """Whether botocore's `needs-retry` answer (http response, parsed) is a throttling refusal: the one
+    test the process's request counter and the invocation's telemetry share."""
+    parsed = response[1] if isinstance(response, tuple) and len(response) > 1 else {}
+    if not isinstance(parsed, dict):
+        return False
+    reasons = parsed.get("CancellationReasons") or []
+    return (parsed.get("Error") or {}).get("Code") in THROTTLING_CODES or any(
+        r.get("Code") == "ThrottlingError" for r in reasons)
+
+
 Handler = TypeVar("Handler", bound=Callable[..., Any])
 
 
@@ -152,9 +166,7 @@ def on_needs_retry(response: Any = None, event_name: str = "", **_: Any) -> None
     Returns None: the retry decision stays botocore's."""
     if response is None or _CURRENT.get() is None:
         return None
-    parsed = response[1] if isinstance(response, tuple) and len(response) > 1 else {}
-    code = (parsed.get("Error") or {}).get("Code") if isinstance(parsed, dict) else None
-    if code in THROTTLING_CODES:
+    if throttled_answer(response):
         record_aws(m.AWS_THROTTLES, event_name.split(".")[1] if "." in event_name else "aws")
     return None
 
