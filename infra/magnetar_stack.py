@@ -84,6 +84,7 @@ from magnetar_cdk.settings import (
     DEFAULT_LAYER_DIR,
     JOURNAL_STREAM_CONSUMER_NAME,
     MAINTENANCE_SERVICE,
+    TRACING_MODES,
     WEBSOCKET_SERVICE,
     context_flag,
     resolve_settings,
@@ -130,6 +131,8 @@ class MagnetarStack(Stack):
         replication_backlog_alarm_threshold: int | None = None,  # messages (replicationBacklogAlarm)
         replication_delay_alarm_threshold: Duration | None = None,  # (replicationDelayAlarmSeconds)
         console: bool | None = None,  # the web console on S3 + CloudFront (context console): magnetar_cdk/console.py
+        tracing: str | None = None,  # context tracing: "passthrough" (default) or "active" (X-Ray samples)
+        log_level: str | None = None,  # context logLevel: the functions' log level (default WARN)
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -151,6 +154,8 @@ class MagnetarStack(Stack):
             basic_auth_secret_arn=basic_auth_secret_arn,
             metrics_roles=metrics_roles,
             topic_level_metrics=topic_level_metrics,
+            tracing=tracing,
+            log_level=log_level,
         )
         self.settings = settings
         # An instance's clusters replicate to each other as superusers (their journal consumers' roles).
@@ -424,6 +429,7 @@ class MagnetarStack(Stack):
         and the cluster's name."""
         return functions.function(
             self, construct_id, asset, layer=self.layer, log_retention_days=self.log_retention_days,
+            tracing=TRACING_MODES[self.settings.tracing], log_level=self.settings.log_level,
             environment={**environment, ENV_CLUSTER_NAME: self.cluster_name}, **options
         )
 

@@ -100,6 +100,8 @@ def function(
     environment: dict[str, str],
     memory_mb: int = LAMBDA_MEMORY_MB,
     role_name: str | None = None,
+    tracing: lambda_.Tracing = lambda_.Tracing.PASS_THROUGH,
+    log_level: str = "WARN",
     **options: Any,
 ) -> lambda_.Function:
     """A handler function: thin code asset on top of the shared core layer (`role_name`: its role's
@@ -118,9 +120,13 @@ def function(
         role=role,
         log_group=group,
         environment={**environment, "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE},
-        # X-Ray active tracing: Lambda samples (1 request a second, 5 % of the rest) and the
-        # handlers' Powertools Tracer records the core's spans (adapters/aws/telemetry.py)
-        tracing=lambda_.Tracing.ACTIVE,
+        # X-Ray (settings.TRACING_MODES): a traced invocation's spans are recorded by the handlers'
+        # Powertools Tracer (adapters/aws/telemetry.py)
+        tracing=tracing,
+        # JSON lines at the stack's level: below INFO, Lambda writes no START/END/REPORT lines
+        logging_format=lambda_.LoggingFormat.JSON,
+        application_log_level_v2=getattr(lambda_.ApplicationLogLevel, log_level),
+        system_log_level_v2=getattr(lambda_.SystemLogLevel, log_level),
         **options,
     )
     pin_logical_id(handler, construct_id)

@@ -70,6 +70,16 @@ DEFAULT_LOG_RETENTION_DAYS = 30  # context logRetentionDays: function and access
 DEFAULT_ITERATOR_AGE_ALARM_S = 300
 DEFAULT_BACKLOG_QUOTA_ALARM_RATIO = 0.8  # context backlogQuotaAlarmRatio: a namespace's backlog / its quota
 DEFAULT_AUTHORIZER_DENIALS_ALARM = 100  # context authorizerDenialsAlarm: refusals per 5 minutes
+# context tracing: "passthrough" traces an invocation only when its caller's trace header asks for it
+# (X-Ray records cost $5 per million traces: Lambda's own sampling, a request a second and 5 % of the
+# rest per function, would cost more than the journal); "active": Lambda samples every function.
+TRACING_MODES = {"passthrough": lambda_.Tracing.PASS_THROUGH, "active": lambda_.Tracing.ACTIVE}
+DEFAULT_TRACING = "passthrough"
+# context logLevel: the functions' application and system log level (Lambda's advanced logging
+# controls, JSON lines). At WARN Lambda writes no START/END/REPORT lines (~300 bytes an invocation,
+# CloudWatch Logs ingestion is $0.50/GB); INFO brings them and the handlers' info lines back.
+LOG_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR")
+DEFAULT_LOG_LEVEL = "WARN"
 # CloudWatch accepts only these retention periods (days).
 LOG_RETENTION_DAYS = frozenset(
     {1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653}
@@ -126,6 +136,14 @@ class StackSettings:
     metrics_roles: str = ""
     # GET /metrics per topic and subscription by default (Pulsar's exposeTopicLevelMetricsInPrometheus)
     topic_level_metrics: bool = False
+    tracing: str = DEFAULT_TRACING  # a key of TRACING_MODES
+    log_level: str = DEFAULT_LOG_LEVEL  # one of LOG_LEVELS
+
+
+def _one_of(name: str, value: str, allowed: Any) -> str:
+    if value not in allowed:
+        raise ValueError(f"{name} {value!r}: one of {', '.join(allowed)}")
+    return value
 
 
 def _ratio(value: float) -> float:
@@ -151,6 +169,8 @@ def resolve_settings(
     seal_latency_ms: int | None = None,
     metrics_roles: str | None = None,
     topic_level_metrics: bool | None = None,
+    tracing: str | None = None,
+    log_level: str | None = None,
 ) -> StackSettings:
     """Each setting from its argument, else from the context of `scope`, else its default (in this order)."""
     roles = setting(scope, superuser_roles, "superuserRoles", DEFAULT_SUPERUSER_ROLE, str)
@@ -194,4 +214,7 @@ def resolve_settings(
             setting(scope, seal_latency_ms, "sealLatencyMs", DEFAULT_SEAL_LATENCY_MS, int)),
         metrics_roles=setting(scope, metrics_roles, "metricsRoles", "", str),
         topic_level_metrics=setting(scope, topic_level_metrics, "topicLevelMetrics", False, context_flag),
+        tracing=_one_of("tracing", setting(scope, tracing, "tracing", DEFAULT_TRACING, str).lower(), TRACING_MODES),
+        log_level=_one_of("logLevel", setting(scope, log_level, "logLevel", DEFAULT_LOG_LEVEL, str).upper(),
+                          LOG_LEVELS),
     )

@@ -1,4 +1,4 @@
-"""Synthesis tests of operating the stack: active tracing, the operations dashboard, the operational
+"""Synthesis tests of operating the stack: tracing and log levels, the operations dashboard, the operational
 alarms (to the alarm topic) and their metrics being the ones the functions emit."""
 
 from __future__ import annotations
@@ -63,10 +63,35 @@ def _expressions(widget: Mapping[str, Any]) -> list[str]:
     return [m[-1]["expression"] for m in widget["metrics"] if isinstance(m[-1], dict) and "expression" in m[-1]]
 
 
-def test_every_handler_traces_actively(template: dict[str, Any], config: ModuleType) -> None:
+def test_handlers_trace_on_request_and_log_warnings_by_default(template: dict[str, Any], config: ModuleType) -> None:
+    """By default X-Ray records only the invocations whose caller asks (PassThrough) and Lambda writes
+    JSON lines from WARN up: no START/END/REPORT line per invocation (both are billed per message)."""
+    for name in HANDLERS:
+        function = template["Resources"][getattr(config, name)]["Properties"]
+        assert function["TracingConfig"] == {"Mode": "PassThrough"}, name
+        logging = {k: v for k, v in function["LoggingConfig"].items() if k != "LogGroup"}
+        assert logging == {"LogFormat": "JSON", "ApplicationLogLevel": "WARN", "SystemLogLevel": "WARN"}, name
+
+
+def test_tracing_and_log_level_come_from_the_context(tmp_path_factory: pytest.TempPathFactory,
+                                                     config: ModuleType) -> None:
+    layer_dir, stack_module, context = synthesis_inputs(tmp_path_factory, "layer-obs-traced")
+    app = App(context={**context, "tracing": "active", "logLevel": "info"},
+              outdir=str(tmp_path_factory.mktemp("cdk.out-obs-traced")))
+    template = Template.from_stack(stack_module.MagnetarStack(app, "Traced", layer_dir=layer_dir)).to_json()
     for name in HANDLERS:
         function = template["Resources"][getattr(config, name)]["Properties"]
         assert function["TracingConfig"] == {"Mode": "Active"}, name
+        assert function["LoggingConfig"]["SystemLogLevel"] == "INFO", name
+
+
+@pytest.mark.parametrize("key, value", [("tracing", "sometimes"), ("logLevel", "LOUD")])
+def test_an_unknown_tracing_mode_or_log_level_is_refused(tmp_path_factory: pytest.TempPathFactory,
+                                                         key: str, value: str) -> None:
+    layer_dir, stack_module, context = synthesis_inputs(tmp_path_factory, "layer-obs-bad")
+    app = App(context={**context, key: value}, outdir=str(tmp_path_factory.mktemp("cdk.out-obs-bad")))
+    with pytest.raises(ValueError, match=key):
+        stack_module.MagnetarStack(app, "Bad", layer_dir=layer_dir)
 
 
 def test_the_dashboard_shows_each_namespace_by_search(template: dict[str, Any]) -> None:

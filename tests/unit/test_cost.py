@@ -358,3 +358,34 @@ def test_dynamodb_item_sizes_follow_its_billing_rules() -> None:
     assert dynamodb_item_bytes(item) == 9 + 4 + 3 + 10 + 1 + 6 + 3
     assert wru(dynamodb_item_bytes({"k": {"S": "x" * 1100}})) == 2
     assert dynamodb_item_bytes({"b": {"B": "AAAAAAAAAAAAAA=="}}) == 1 + 10  # base64, as on the wire
+
+
+# --- logs and traces ---------------------------------------------------------------------------
+
+
+def test_traces_are_priced_only_when_the_stack_traces_actively() -> None:
+    """Lambda's sampling records the first invocation each second and 5 % of the rest, per function;
+    at $5 per million traces. The stack's default (pass-through) records none unasked."""
+    run = {"messages": 360_000, "message_bytes": 1024, "seconds": 3600.0, "batch_size": 20,
+           "lambda_invocations": {"magnetar-broker": 36_000, "magnetar-journal-consumer": 3_600},
+           "lambda_ms": {"magnetar-broker": 30.0, "magnetar-journal-consumer": 100.0}}
+    base = {"dynamodb.UpdateItem": 18_000, "kinesis.PutRecord": 18_000}
+    quiet = cost_of_measured_run(base, **run)  # type: ignore[arg-type]
+    traced = cost_of_measured_run(base, tracing="active", **run)  # type: ignore[arg-type]
+    assert quiet["by_mode"]["provisioned"]["usd_per_million_messages"]["xray"] == 0
+    # broker 10/s: 1 + 0.05 x 9 = 1.45/s; journal consumer 1/s: 1/s; maintenance 1/min: 1/min
+    traces = (1.45 + 1.0) * 3600 + 60
+    per_million = traces * 5.0 / 1e6 * (1e6 / 360_000)
+    assert traced["by_mode"]["provisioned"]["usd_per_million_messages"]["xray"] == pytest.approx(per_million)
+    assert traced["provisioned_kinesis"] - quiet["provisioned_kinesis"] == pytest.approx(per_million)
+
+
+def test_the_model_prices_traces_and_platform_logs_when_asked() -> None:
+    default = monthly_cost(baseline())
+    traced = monthly_cost(baseline(parameters={"xray_active": 1}))
+    logged = monthly_cost(baseline(parameters={"log_bytes_per_invocation": 300}))
+    assert default.provisioned.components["xray"] == 0
+    assert default.provisioned.components["cloudwatch_logs"] == 0  # the stack logs from WARN: no platform lines
+    assert traced.provisioned.components["xray"] > 0
+    assert logged.provisioned.components["cloudwatch_logs"] > 0
+    assert traced.provisioned.components["dynamodb"] == pytest.approx(default.provisioned.components["dynamodb"])

@@ -18,6 +18,7 @@ from magnetar.cost.units import (
     kinesis_put_payload_units,
     rru,
     wru,
+    xray_traces_per_s,
 )
 from magnetar.cost.usage import MODES, Mode, Usage, _sum_components, price_usage
 from magnetar.cost.workload import Parameters, Workload
@@ -276,6 +277,13 @@ def _magnetar_usage(w: Workload, p: Parameters, mode: Mode) -> tuple[Shape, dict
     }
     if efo:  # the mapping holds one SubscribeToShard per shard, renewed every 5 minutes
         requests["kinesis.SubscribeToShard"] = s.shards / 300.0
+    if p.xray_active:  # Lambda samples each function: the broker's share goes to produce and consume by requests
+        broker = e + r + flushes
+        traced = xray_traces_per_s(broker)
+        produce.xray_traces = traced * e / broker if broker else 0.0
+        consume.xray_traces = traced - produce.xray_traces
+        seal.xray_traces = xray_traces_per_s(inv)
+        fixed.xray_traces = xray_traces_per_s(maint)
     return s, {"produce": produce, "seal": seal, "consume": consume, "storage": storage, "fixed": fixed}, requests
 
 

@@ -16,6 +16,7 @@ from magnetar.cost.units import (
     kinesis_put_payload_units,
     rru,
     wru,
+    xray_traces_per_s,
 )
 from magnetar.cost.usage import MODES, Usage, price_usage
 from magnetar.cost.workload import DEFAULT_PARAMETERS
@@ -69,6 +70,7 @@ def cost_of_measured_run(
     units_per_request: Mapping[str, float] | None = None,
     maintenance_lambda_ms: float = 500.0,
     compression_ratio: float = 1.0,
+    tracing: Literal["passthrough", "active"] = "passthrough",
 ) -> dict[str, Any]:
     """Cost per million messages of a measured run, by component, for both Kinesis modes.
 
@@ -85,7 +87,9 @@ def cost_of_measured_run(
       estimate from the record size (and 1 ESM read + `subscriptions` tail reads); `item_bytes` may give
       "writer", "cursor", "seal", "segment" item sizes for DynamoDB units; `units_per_request` overrides
       units per request outright (e.g. {"dynamodb.BatchGetItem": 2.5}). Default units per request are
-      `DEFAULT_UNITS_PER_REQUEST`; `compression_ratio` scales the estimated record size.
+      `DEFAULT_UNITS_PER_REQUEST`; `compression_ratio` scales the estimated record size;
+    - `tracing`: the stack's X-Ray mode; "active" prices the traces Lambda's sampling records of each
+      function at the run's invocation rates (the default, "passthrough", records none unasked).
 
     Prices are first-tier (volume tiers are a monthly notion). Returns a JSON-ready dict whose only
     top-level numbers are the totals "on_demand_kinesis" and "provisioned_kinesis" (USD per million
@@ -165,6 +169,8 @@ def cost_of_measured_run(
         s3_gb_month=messages / per_entry * record * retention_hours / HOURS_PER_MONTH / GiB,
         eventbridge_invocations=maint,
         logs_gb=(invocations + maint) * p.log_bytes_per_invocation / GiB,
+        xray_traces=sum(xray_traces_per_s(n / seconds) * seconds for n in [*lambda_invocations.values(), maint])
+        if tracing == "active" else 0.0,
     )
     # Top-level numbers are only the two headline figures (USD per million messages); details nest.
     out: dict[str, Any] = {}

@@ -80,6 +80,7 @@ _MSK_SOURCE = "confirmed: a published table of MSK Serverless dimensions (gist.g
 _EC2 = "https://aws.amazon.com/ec2/pricing/on-demand/"
 _EBS = "https://aws.amazon.com/ebs/pricing/"
 _CW = "https://aws.amazon.com/cloudwatch/pricing/"
+_XRAY = "https://aws.amazon.com/xray/pricing/"
 
 _NOT_CONFIRMED = "not confirmed: no stored page showed this figure; value recalled from the AWS on-demand price list, verify before relying on it"
 
@@ -184,6 +185,11 @@ _PRICE_LIST = (
     Price(
         "cloudwatch.logs.ingest_gb", "CloudWatch", "Logs ingestion, Standard class (Lambda logs first tier)", 0.50, 1.0,
         "GB", _CW, "confirmed: duckbillgroup.com (Lambda log tiers, May 2025), hykell.com",
+    ),
+    Price(
+        "xray.trace_recorded", "X-Ray", "traces recorded", 5.00, 1e6, "traces", _XRAY,
+        "confirmed: the AWS X-Ray pricing page ($5.00 per million traces recorded after 100,000 free a month, "
+        "ignored here)",
     ),
     Price(
         "sqs.standard.request", "SQS", "Standard queue request (each 64 KB chunk of payload is one request)", 0.40, 1e6,

@@ -51,3 +51,13 @@ def base64_bytes(n: float) -> float:
 def batch_payload_bytes(batch_size: float, message_bytes: float, p: Parameters) -> float:
     """The encoded (and possibly compressed) messages of one entry, without the entry header."""
     return batch_size * (message_bytes + p.per_message_overhead_bytes) * p.compression_ratio
+
+
+XRAY_RESERVOIR_PER_S = 1.0  # Lambda's sampling with active tracing: the first request each second,
+XRAY_FIXED_RATE = 0.05  # then 5 % of the rest, per function
+
+
+def xray_traces_per_s(invocations_per_s: float) -> float:
+    """Traces one function records per second under Lambda's sampling (active tracing)."""
+    first = min(invocations_per_s, XRAY_RESERVOIR_PER_S)
+    return first + XRAY_FIXED_RATE * (invocations_per_s - first)

@@ -20,6 +20,7 @@ COMPONENTS = (
     "s3_storage",
     "eventbridge",
     "cloudwatch_logs",
+    "xray",
 )
 Mode = Literal["on_demand", "provisioned"]
 MODES: tuple[Mode, Mode] = ("on_demand", "provisioned")
@@ -48,6 +49,7 @@ class Usage:
     s3_gb_month: float = 0.0
     eventbridge_invocations: float = 0.0
     logs_gb: float = 0.0
+    xray_traces: float = 0.0  # traces recorded (the stack's `-c tracing=active`)
 
     def scaled(self, factor: float) -> Usage:
         return Usage(**{k: v * factor for k, v in asdict(self).items()})
@@ -71,6 +73,7 @@ def _lines(usage: Usage, mode: Mode, architecture: str) -> list[tuple[str, str, 
         ("s3_storage", "s3.standard.gb_month", usage.s3_gb_month),
         ("eventbridge", "eventbridge.scheduler.invocation", usage.eventbridge_invocations),
         ("cloudwatch_logs", "cloudwatch.logs.ingest_gb", usage.logs_gb),
+        ("xray", "xray.trace_recorded", usage.xray_traces),
     ]
     if mode == "on_demand":
         out += [

@@ -76,7 +76,8 @@ class Parameters:
 
     # --- fixed -------------------------------------------------------------------------------------
     maintenance_interval_s: float = 60.0  # EventBridge schedule of the maintenance function
-    log_bytes_per_invocation: float = 300.0  # Lambda's START/END/REPORT lines; 0 with system log level WARN
+    log_bytes_per_invocation: float = 0.0  # the stack logs from WARN (no START/END/REPORT lines); ~300 at logLevel INFO
+    xray_active: float = 0.0  # 1: the stack's `-c tracing=active` (Lambda samples every function; traces priced)
     ondemand_min_shards: float = 4.0  # an on-demand stream starts with 4 MB/s of write capacity
     provisioned_target_utilization: float = 0.8  # shard sizing headroom (partitions hash unevenly onto shards)
 
