@@ -69,8 +69,9 @@ deploy: layer
 bench: install
 	$(BIN)/magnetar perf e2e --duration 20 --json bench/results/perf-e2e-latest.json
 
-# docs/benchmarks.md's tables, generated again from the results in bench/results/ (the prose around
-# them is left alone; tests/unit/test_bench_report.py fails when the document is stale)
+# docs/benchmarks.md's tables, generated again from the results in bench/results/, and docs/cost-model.md's
+# from the cost model (the prose around them is left alone; tests/unit/test_bench_report.py and
+# tests/unit/test_cost_report.py fail when a document is stale)
 bench-report:
 	$(PYTHON) bench/report.py --unused
 
