@@ -44,7 +44,8 @@ def blocks_of(path: Path) -> dict[str, Block]:
     """The blocks a document holds, by its file name."""
     if path.name not in DOCUMENTS:
         raise ReportError(f"{path.name}: not a generated document ({', '.join(DOCUMENTS)})")
-    return DOCUMENTS[path.name]
+    blocks: dict[str, Block] = DOCUMENTS[path.name]
+    return blocks
 
 
 def render(doc: str, results: Results, blocks: dict[str, Block] = BLOCKS) -> str:

@@ -34,8 +34,8 @@ from .cost_model import (
     VARIANTS,
     Priced,
     money,
-    percent,
     per_million,
+    percent,
     priced,
     rate_points,
     sensitivity_rows,
@@ -52,7 +52,7 @@ def times(x: float) -> str:
 
 
 def span(values: list[float], digits: int = 1) -> str:
-    """"2.8–4.1" (or one figure when they round alike)."""
+    """The range of `values`, lowest to highest (one figure when they round alike)."""
     lo, hi = f"{min(values):.{digits}f}", f"{max(values):.{digits}f}"
     return lo if lo == hi else f"{lo}–{hi}"
 
@@ -156,12 +156,9 @@ def three_workloads(results: Results) -> str:
         millions = data[key]["messages_per_month"] / 1e6
         cells = [_cell(data[key]["monthly_usd"], prefix) for _, prefix in THREE_COLUMNS]
         idle = key.startswith("idle")  # per message is no measure of idle topics: monthly only
-
-        def cell(usd: float) -> str:
-            text = money(usd) if idle else f"{money(usd)} ({usd / millions:,.3f})"
-            return bold(text) if usd == min(cells) else text
-
-        rows.append([f"{label} ({n(millions, 1 if millions < 10 else 0)} M msgs)", *map(cell, cells)])
+        texts = [money(usd) if idle else f"{money(usd)} ({usd / millions:,.3f})" for usd in cells]
+        rows.append([f"{label} ({n(millions, 1 if millions < 10 else 0)} M msgs)",
+                     *(bold(text) if usd == min(cells) else text for usd, text in zip(cells, texts, strict=True))])
     return table(["workload", *(name for name, _ in THREE_COLUMNS)], rows)
 
 
@@ -182,7 +179,7 @@ def three_workloads_verdict(results: Results) -> str:
     magnetar = [_cell(row, "Magnetar") for row in busy]
 
     def ratio(prefix: str, magnetar_over: bool) -> str:
-        values = [(m / _cell(row, prefix)) if magnetar_over else (_cell(row, prefix) / m) for m, row in zip(magnetar, busy)]
+        values = [(m / _cell(row, prefix)) if magnetar_over else (_cell(row, prefix) / m) for m, row in zip(magnetar, busy, strict=True)]
         return span(values, 0 if min(values) >= 10 else 1)
 
     if _cell(idle, "Magnetar") != min(idle.values()):
@@ -341,7 +338,8 @@ def parameter_rows() -> list[list[str]]:
                 for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
     lines = source.splitlines()
     assigned = {node.lineno: node for node in cls.body if isinstance(node, ast.AnnAssign)}
-    rows, pending = [], []
+    rows: list[list[str]] = []
+    pending: list[str] = []
     for number in range(cls.lineno, (cls.end_lineno or cls.lineno) + 1):
         text = lines[number - 1]
         section = SECTION.match(text)
