@@ -72,8 +72,8 @@ bench: install
 # docs/benchmarks.md's tables, generated again from the results in bench/results/, and docs/cost-model.md's
 # from the cost model (the prose around them is left alone; tests/unit/test_bench_report.py and
 # tests/unit/test_cost_report.py fail when a document is stale)
-bench-report:
-	$(PYTHON) bench/report.py --unused
+bench-report: install
+	$(BIN)/python bench/report.py --unused
 
 # The binary protocol's Python module, generated from Magnetar's own .proto (protoc from grpcio-tools)
 proto: install

@@ -199,7 +199,9 @@ COMPONENTS: list[tuple[str, str, str]] = [
     ("kinesis", "Kinesis", "a provisioned shard, and the journal consumer's enhanced fan-out (consumer-shard "
      "hours and GB)"),
     ("eventbridge", "EventBridge", "the maintenance schedule"),
-    ("cloudwatch_logs", "CloudWatch Logs", "the functions' logs"),
+    ("cloudwatch_logs", "CloudWatch Logs", "the functions' logs: no line per invocation at the stack's logLevel "
+     "(WARN)"),
+    ("xray", "X-Ray", "traces: none recorded unasked (the stack's tracing is pass-through)"),
 ]
 
 
