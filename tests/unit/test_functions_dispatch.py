@@ -294,3 +294,49 @@ def test_effectively_once_serves_one_dispatcher_at_a_time_and_takes_over_a_dead_
     assert report.received == 3 and report.acked == 3
     assert _read(broker, "out") == [b"a!", b"b!", b"c!"]  # in order: none dropped as a duplicate
     assert not broker.metadata.function_leases  # type: ignore[attr-defined]  # given up when done
+
+
+def test_a_dispatcher_finding_every_slot_held_ends_without_claiming(broker: Broker, tmp_path: Path) -> None:
+    """The journal consumer starts a dispatcher after every seal: one that finds the function's
+    dispatch slots (its parallelism) held by serving dispatchers ends at once, claiming nothing."""
+    fqfn = _create(broker)
+    _produce(broker, "in", "a", "b")
+    dispatcher, invoker = _dispatcher(broker, tmp_path)
+    now = broker.clock.now_ms()
+    assert broker.metadata.claim_function_lease(fqfn, "serving", now, 60_000)
+    report = dispatcher.serve(fqfn, 10_000)
+    assert report.standby and report.received == 0 and invoker.invocations == 0
+    broker.metadata.release_function_lease(fqfn, "serving")
+    report = dispatcher.serve(fqfn, 10_000)  # nothing was claimed: all of it is there for the next
+    assert report.received == 2 and report.acked == 2 and _read(broker, "out") == [b"a!", b"b!"]
+
+
+def test_parallelism_gives_as_many_dispatch_slots(broker: Broker, tmp_path: Path) -> None:
+    fqfn = _create(broker, parallelism=2)
+    _produce(broker, "in", "a")
+    dispatcher, _ = _dispatcher(broker, tmp_path)
+    assert broker.metadata.claim_function_lease(fqfn, "serving", broker.clock.now_ms(), 60_000)
+    report = dispatcher.serve(fqfn, 10_000)  # the second slot is free
+    assert not report.standby and report.acked == 1
+    assert list(broker.metadata.function_leases) == [fqfn]  # type: ignore[attr-defined]  # its own given up
+
+
+def test_what_is_sealed_while_a_dispatcher_gives_its_slot_up_is_served(broker: Broker, tmp_path: Path) -> None:
+    """A seal between a dispatcher's last empty look and the release of its slot started a
+    dispatcher that found the slot held: the one giving it up looks once more and serves it."""
+    fqfn = _create(broker)
+    _produce(broker, "in", "a")
+    dispatcher, _ = _dispatcher(broker, tmp_path)
+    release = broker.metadata.release_function_lease
+    sealed_meanwhile = [False]
+
+    def release_after_a_seal(slot: str, owner: str) -> None:
+        if not sealed_meanwhile[0]:
+            sealed_meanwhile[0] = True
+            _produce(broker, "in", "b")
+            assert dispatcher.serve(fqfn, 10_000).standby  # that seal's dispatcher: the slot is held
+        release(slot, owner)
+
+    broker.metadata.release_function_lease = release_after_a_seal  # type: ignore[method-assign]
+    report = dispatcher.serve(fqfn, 10_000)
+    assert report.received == 2 and report.acked == 2 and _read(broker, "out") == [b"a!", b"b!"]

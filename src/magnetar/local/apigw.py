@@ -229,9 +229,18 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
         DELETE resets the others."""
         from magnetar.adapters.aws.clients import REQUESTS
         from magnetar.core import crashpoints
-        from magnetar.local.lambda_runtime import AUTHORIZER, BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET
+        from magnetar.local.lambda_runtime import (
+            AUTHORIZER,
+            BROKER,
+            FUNCTION_DISPATCHER,
+            JOURNAL_CONSUMER,
+            MAINTENANCE,
+            WEBSOCKET,
+        )
 
-        functions = (BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET) + ((AUTHORIZER,) if authorizers else ())
+        # the stack's functions, then the registered Pulsar Functions' (created through Lambda's API)
+        functions = ((BROKER, JOURNAL_CONSUMER, MAINTENANCE, WEBSOCKET, FUNCTION_DISPATCHER)
+                     + ((AUTHORIZER,) if authorizers else ()) + tuple(c.local for c in lambda_api.created.values()))
         pool = BROKER.settings.concurrency  # the account's concurrency, with --aws-limits on
         if request.method == "DELETE":
             REQUESTS.reset()

@@ -20,11 +20,17 @@ on the writer's "retry"), and acknowledges by the processing guarantee:
   anything later, and a dispatcher taking the lease over from a dead one first gets back what that
   one had received; the subscription is Failover, as Pulsar's.
 
-Each invocation carries the function's configuration and code location (the function's Lambda
-function reads nothing from the registry); a throttled invocation (the function's `parallelism`,
-its reserved concurrency, is in use) is tried again after a pause, not counted as a failure. It
-loops while messages come and the budget lasts, always keeping the time of one invocation and of
-storing its outputs. Pulsar's instance stats are added up in this cluster's table
+A dispatcher serves only while it holds one of the function's `parallelism` dispatch slots (leases
+in the metadata store, renewed before each batch; EFFECTIVELY_ONCE has one): the journal consumer
+starts a dispatcher after every seal of an input, and one that finds every slot held ends at once
+(one conditional write) instead of claiming messages it could not run before a serving one is done
+with the function's concurrency (`parallelism` is its reserved concurrency). Giving its slot up, a
+dispatcher looks once more for sealed messages (a seal may have come between its last empty look and
+the release, and that seal's dispatcher found the slot held) and serves them. Each invocation
+carries the function's configuration and code location (the function's Lambda function reads
+nothing from the registry); a throttled invocation (the account's concurrency) is tried again after
+a pause, not counted as a failure. It loops while messages come and the budget lasts, always keeping
+the time of one invocation and of storing its outputs. Pulsar's instance stats are added up in this cluster's table
 (core/functions/stats.py), which `functions status|stats` read.
 """
 
@@ -58,7 +64,7 @@ NACK_DELAY_MS = 1_000
 STORE_MARGIN_MS = 10_000  # a dispatcher keeps this long, past an invocation, to store and acknowledge
 GROUP_ENTRIES, GROUP_BYTES, GROUP_ENTRY_OVERHEAD = 100, 512 * 1024, 512  # outputs stored in one group append
 STORE_ATTEMPTS, STORE_RETRY_WAIT_S = 4, 0.2  # an output group append refused with "retry": tried again
-LEASE_SLACK_MS = 5_000  # EFFECTIVELY_ONCE's dispatch lease: an invocation, its storing and this
+LEASE_SLACK_MS = 5_000  # a dispatch slot's lease: an invocation, its storing and this
 THROTTLE_WAIT_S = (0.1, 2.0)  # a throttled invocation is tried again after this pause, doubling up to the max
 ACK, NACK, DEAD_LETTER = "ack", "nack", "deadLetter"
 
@@ -84,7 +90,7 @@ class ServeReport:
     published: int = 0
     failures: int = 0  # invocations that failed as a whole (the invoker raised)
     throttled: int = 0  # invocations refused for the function's concurrency, tried again
-    standby: bool = False  # EFFECTIVELY_ONCE: another dispatcher held the lease; this one did nothing
+    standby: bool = False  # every dispatch slot was held by another dispatcher; this one did nothing
     stopped: bool = False  # EFFECTIVELY_ONCE: a batch failed; it is retried from its first message later
 
 
@@ -127,59 +133,71 @@ class FunctionDispatcher:
         deadline = self.broker.clock.now_ms() + budget_ms
         consumer = dispatcher_consumer(config)
         partitions = subscribe_inputs(self.broker, config, lease_ms=max(budget_ms, 30_000))
-        if config.processingGuarantees is not ProcessingGuarantees.EFFECTIVELY_ONCE:
-            self._loop(config, record, partitions, consumer, report, deadline)
-            return report
-        # EFFECTIVELY_ONCE: one dispatcher at a time (the dispatch lease), so that outputs are stored
-        # in the order of their inputs' sequence ids; deduplication would drop one stored after a later one
-        owner = uuid.uuid4().hex
+        # EFFECTIVELY_ONCE: one dispatcher at a time, so that outputs are stored in the order of their
+        # inputs' sequence ids (deduplication would drop one stored after a later one)
+        once = config.processingGuarantees is ProcessingGuarantees.EFFECTIVELY_ONCE
+        slots = 1 if once else config.parallelism
+        owner, idle_rounds = uuid.uuid4().hex, 0
         while self.broker.clock.now_ms() < deadline and not report.stopped:
-            if not self._take_lease(config, owner, partitions, consumer):
-                report.standby = True  # another dispatcher serves it
+            slot = self._take_slot(config, owner, slots)
+            if slot is None:
+                report.standby = True  # the slots' holders serve it
                 break
             try:
-                self._loop(config, record, partitions, consumer, report, deadline, owner)
+                if once:  # what a dispatcher before this one received and did not settle comes first
+                    for partition in partitions:
+                        self.broker.subscriptions.redeliver_unacknowledged(partition, config.subscription, consumer)
+                ran = self._loop(config, record, partitions, consumer, report, deadline, slot, owner)
             except Exception:
-                self.broker.metadata.release_function_lease(config.fqfn, owner)
+                self.broker.metadata.release_function_lease(slot, owner)
                 raise
             # (a dispatcher killed mid-batch gives nothing up: its lease runs out)
-            self.broker.metadata.release_function_lease(config.fqfn, owner)
-            if not self._backlog(partitions, config.subscription):  # (what came while the lease was given up)
+            self.broker.metadata.release_function_lease(slot, owner)
+            idle_rounds = idle_rounds + 1 if not ran else 0
+            # once more for what was sealed meanwhile; not again after a round that found nothing to
+            # run twice (what is sealed but not due yet, a negatively acknowledged message's delay,
+            # is the maintenance run's)
+            if idle_rounds >= 2 or not self._sealed_backlog(partitions, config.subscription):
                 break
         return report
 
     def _loop(self, config: FunctionConfig, record: FunctionRecord, partitions: list[TopicName], consumer: str,
-              report: ServeReport, deadline: int, owner: str | None = None) -> None:
-        subscription = config.subscription
+              report: ServeReport, deadline: int, slot: str, owner: str) -> int:
+        """Batches while messages come, the slot held and the budget lasts; how many were run."""
+        subscription, ran = config.subscription, 0
         while self.broker.clock.now_ms() < deadline and not report.stopped:
-            if owner is not None and not self._renew_lease(config, owner):
+            if not self._renew_lease(config, slot, owner):
                 break
             batches = self._receive(partitions, subscription, consumer)
             if not batches:
                 break
             self._run(config, record, batches, subscription, consumer, report, deadline)
+            ran += 1
+        return ran
 
     @staticmethod
     def _lease_ms(config: FunctionConfig) -> int:
         return timeout_ms(config) + STORE_MARGIN_MS + LEASE_SLACK_MS
 
-    def _renew_lease(self, config: FunctionConfig, owner: str) -> bool:
-        return self.broker.metadata.claim_function_lease(config.fqfn, owner, self.broker.clock.now_ms(),
+    def _renew_lease(self, config: FunctionConfig, slot: str, owner: str) -> bool:
+        return self.broker.metadata.claim_function_lease(slot, owner, self.broker.clock.now_ms(),
                                                          self._lease_ms(config))
 
-    def _take_lease(self, config: FunctionConfig, owner: str, partitions: list[TopicName], consumer: str) -> bool:
-        """The dispatch lease; taken, what a dispatcher before this one received and did not settle
-        (it died: its lease ran out) is handed out again first, in order."""
-        if not self._renew_lease(config, owner):
-            return False
-        for partition in partitions:
-            self.broker.subscriptions.redeliver_unacknowledged(partition, config.subscription, consumer)
-        return True
+    def _take_slot(self, config: FunctionConfig, owner: str, slots: int) -> str | None:
+        """The first of the function's dispatch slots free to take (its lease's key), or None."""
+        for index in range(slots):
+            slot = config.fqfn if index == 0 else f"{config.fqfn}#{index}"
+            if self._renew_lease(config, slot, owner):
+                return slot
+        return None
 
-    def _backlog(self, partitions: list[TopicName], subscription: str) -> bool:
+    def _sealed_backlog(self, partitions: list[TopicName], subscription: str) -> bool:
+        """Whether a readable message of an input (sealed; with tail reads, journaled) is not
+        acknowledged yet: what a receive could get."""
         views = self.broker.metadata.get_subscription_views([(p, subscription) for p in partitions])
-        return any(v.cursor is not None and v.writer is not None and v.cursor.backlog(v.writer.next_entry) > 0
-                   for v in views)
+        tail = self.broker.tail_reads
+        return any(v.cursor is not None and v.cursor.backlog(
+            v.writer.next_entry if tail and v.writer is not None else v.seal.next_entry) > 0 for v in views)
 
     def _receive(self, partitions: list[TopicName], subscription: str, consumer: str) -> list[_Received]:
         from magnetar.client.message import Message as ClientMessage
