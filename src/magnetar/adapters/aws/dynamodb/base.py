@@ -197,7 +197,7 @@ class DynamoBase:
             recent_segments=(unpack_segments(item["pk"]["S"][3:], item["recent_segments"]["B"])
                              if "recent_segments" in item else ()),
             hole_entries=_int(item, "hole_entries"),
-            base=_int(item, "base"),
+            base=_int(item, "fence_base"),
             **(unpack_histograms(item["hist"]["B"]) if "hist" in item else {}),
         )
 

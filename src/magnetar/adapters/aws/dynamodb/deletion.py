@@ -83,7 +83,7 @@ class DeletionItems(DynamoBase):
         start = _n(fence.next_entry)
         seal = {"pk": _tp(topic), "sk": _s("SEAL"), "next_entry": start, "first_entry": start}
         if fence.next_entry:  # (an incarnation that took no id leaves nothing a stale commit could hit)
-            seal["base"] = start
+            seal["fence_base"] = start
         self._transact([{"Put": {"TableName": self.table, "Item": seal}}, self._unfinished(topic, fence)])
 
     def topic_item_keys(self, topic: TopicName) -> list[str]:

@@ -63,7 +63,7 @@ class SealerItems(DynamoBase):
             condition = "(attribute_not_exists(next_entry) OR next_entry = :expected)"
         # of the incarnation the state was read from: a topic deleted and created again starts
         # its seal state at its fence (`base`), and a commit computed from the old one fails
-        condition += " AND base = :base" if new_state.base else " AND attribute_not_exists(base)"
+        condition += " AND fence_base = :base" if new_state.base else " AND attribute_not_exists(fence_base)"
         if new_state.base:
             values[":base"] = _n(new_state.base)
         if new_state.push_epoch == 0:  # the sealer skips the connections' lookup: none may have come
