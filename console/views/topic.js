@@ -1,7 +1,8 @@
 // A topic: live stats and charts, subscriptions, messages, schema, policies and permissions.
 import { useState } from "preact/hooks";
 import { api, topicPath } from "../api.js";
-import { ErrorNote, Loading, TabPanel, Tabs, fmtBytes, fmtNumber, html, link, useLoad, usePoll } from "../ui.js";
+import { ConfirmButton, ErrorNote, Loading, Outcome, TabPanel, Tabs, fmtBytes, fmtNumber, html, link, useAction, useLoad,
+  usePoll } from "../ui.js";
 import { Chart } from "./chart.js";
 import { MessagesPanel } from "./messages.js";
 import { PermissionsEditor } from "./permissions.js";
@@ -70,6 +71,21 @@ const TABS = [
   { id: "policies", label: "Policies" }, { id: "permissions", label: "Permissions" },
 ];
 
+// Pulsar's delete (every partition of a partitioned topic): refused (412) while producers or
+// consumers are active, unless forced; the namespace's page follows a success.
+function DeleteTopic({ topic, partitions }) {
+  const { outcome, busy, run } = useAction();
+  const [force, setForce] = useState(false);
+  const path = `/admin/v2/${topicPath(topic)}${partitions > 0 ? "/partitions" : ""}`;
+  const done = () => { window.location.hash = link("namespace", topic.tenant, topic.namespace); };
+  return html`<div class="actions" role="group" aria-label="Delete the topic">
+    <label class="check"><input type="checkbox" checked=${force} onChange=${() => setForce(!force)} /> even while in use</label>
+    <${ConfirmButton} label="Delete topic" disabled=${busy || partitions === undefined}
+      onConfirm=${() => run(() => api("DELETE", path, { query: force ? { force: true } : {} }), `Topic ${topic.name} deleted`, done)} />
+    <${Outcome} outcome=${outcome} />
+  </div>`;
+}
+
 export function TopicPage({ topic, tab, subscription }) {
   const meta = useLoad(() => api("GET", `/admin/v2/${topicPath(topic)}/partitions`), [topic.full]);
   const partitions = meta.data ? meta.data.partitions : meta.error ? 0 : undefined;
@@ -79,6 +95,7 @@ export function TopicPage({ topic, tab, subscription }) {
   return html`<section>
     <h1 tabindex="-1">${topic.name}</h1>
     <p class="muted"><code>${topic.full}</code>${partitions > 0 ? ` · ${partitions} partitions` : ""}</p>
+    <${DeleteTopic} topic=${topic} partitions=${partitions} />
     <${ErrorNote} error=${error} />
     <${Tabs} label="Topic" tabs=${TABS} selected=${tab} onSelect=${select} />
     <${TabPanel} id=${tab}>

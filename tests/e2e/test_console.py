@@ -183,3 +183,25 @@ def test_a_role_without_a_grant_is_refused(console: Console) -> None:
     anonymous.get_by_role("alert").first.wait_for(timeout=WAIT_MS)
     assert anonymous.get_by_text("Signed in as").count() == 0
     anonymous.close()
+
+
+def test_a_topic_is_deleted_from_its_page(console: Console) -> None:
+    topic = f"persistent://{NS}/doomed"
+    with closing(console.client("alice")) as client:
+        client.create_producer(topic).send(b"x")
+        consumer = client.subscribe(topic, "busy")
+        page = console.signed_in("alice")
+        console.open(page, f"topic/persistent/{TENANT}/ns/doomed/overview")
+        page.get_by_role("heading", name="doomed").wait_for(timeout=WAIT_MS)
+        delete = page.get_by_role("group", name="Delete the topic")
+        delete.get_by_role("button", name="Delete topic").click()
+        page.get_by_role("button", name="Yes, delete topic").click()
+        page.get_by_role("alert").filter(has_text="active producers/subscriptions").wait_for(timeout=WAIT_MS)
+        consumer.close()
+    delete.get_by_label("even while in use").check()
+    delete.get_by_role("button", name="Delete topic").click()
+    page.get_by_role("button", name="Yes, delete topic").click()
+    page.wait_for_url(f"**/#/namespace/{TENANT}/ns", timeout=WAIT_MS)
+    with closing(console.admin()) as admin:
+        assert topic not in admin.topics(NS)
+    page.close()

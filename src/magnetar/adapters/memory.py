@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from magnetar.adapters.memory_deletion import MemoryDeletionStore
 from magnetar.core.clusters import ClusterData
 from magnetar.core.cursor import CursorState
 from magnetar.core.errors import (
@@ -39,6 +40,7 @@ from magnetar.core.ports import (
     TenantInfo,
     WriterState,
 )
+from magnetar.core.ports.deletion import TopicFence
 from magnetar.core.schema.types import StoredSchema
 
 
@@ -107,6 +109,9 @@ class MemorySegmentStore:
     def delete(self, keys: list[str]) -> None:
         for key in keys:
             self.objects.pop(key, None)
+
+    def list_keys(self, prefix: str) -> list[str]:
+        return sorted(k for k in self.objects if k.startswith(prefix))
 
 
 class MemoryFunctionStore:
@@ -213,7 +218,7 @@ class _Topic:
     rate_tat: tuple[int, int] = (0, 0)  # publish rate: the virtual clocks of messages and bytes (ns)
 
 
-class MemoryMetadataStore(MemoryFunctionStore):
+class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore):
     def __init__(self) -> None:
         self.tenants: dict[str, TenantInfo] = {}
         self.clusters: dict[str, ClusterData] = {}
@@ -227,6 +232,7 @@ class MemoryMetadataStore(MemoryFunctionStore):
         self.functions: dict[str, FunctionRecord] = {}  # fqfn -> record
         self.function_state: dict[str, dict[str, StateValue]] = {}  # fqfn -> key -> value
         self.function_leases: dict[str, tuple[str, int]] = {}
+        self.fences: dict[str, TopicFence] = {}  # deletions (memory_deletion), kept past the topic
         self._lock = threading.RLock()
 
     def create_tenant(self, tenant: TenantInfo) -> bool:
@@ -292,9 +298,14 @@ class MemoryMetadataStore(MemoryFunctionStore):
         with self._lock:
             if str(topic) in self.topics:
                 return False
+            fence = self.fences.get(str(topic))
+            if fence is not None and not fence.done:
+                return False  # being deleted: created again once the deletion finished
             self._count_topics(topic.namespace_name, 1, max_topics)
-            self.topics[str(topic)] = _Topic(WriterState(0, 0, 0, now_ms, now_ms),
-                                             seal=SealState(push_epoch=self._announced.pop(str(topic), 0)))
+            start, ledger = (fence.next_entry, fence.ledger_id + 1) if fence is not None else (0, 0)
+            self.topics[str(topic)] = _Topic(WriterState(start, ledger, start, now_ms, now_ms),
+                                             seal=SealState(next_entry=start, first_entry=start, base=start,
+                                                            push_epoch=self._announced.pop(str(topic), 0)))
             return True
 
     def _count_topics(self, namespace: NamespaceName, added: int, max_topics: int) -> None:
@@ -342,7 +353,7 @@ class MemoryMetadataStore(MemoryFunctionStore):
 
     def reserve_entry(self, topic: TopicName, claim: ProducerClaim) -> Reservation | DedupRecord:
         with self._lock:
-            t = self.topics.get(str(topic))
+            t = self._live(str(topic))
             if t is None:
                 raise TopicNotFound(f"Topic {topic} not found")
             if t.exclusive and t.exclusive[0] != claim.producer and t.exclusive[1] > claim.now_ms:
@@ -375,20 +386,22 @@ class MemoryMetadataStore(MemoryFunctionStore):
 
     def replace_reservation(self, topic: TopicName, claim: ProducerClaim, lost_entry: int) -> Reservation:
         with self._lock:
-            t = self.topics[str(topic)]
+            t = self._live(str(topic))
+            if t is None:
+                raise TopicNotFound(f"Topic {topic} not found")
             last = t.dedup.get(claim.producer)
             if last is None or last.entry_id != lost_entry:
                 raise RetryableError("The producer's last publish changed meanwhile; retry")
             return self._take(t, claim)
 
     def last_sequence_id(self, topic: TopicName, producer: str) -> int:
-        t = self.topics.get(str(topic))
+        t = self._live(str(topic))
         record = t.dedup.get(producer) if t else None
         return record.sequence_id if record else -1
 
     def claim_exclusive(self, topic: TopicName, producer: str, now_ms: int, lease_ms: int) -> bool:
         with self._lock:
-            t = self.topics.get(str(topic))
+            t = self._live(str(topic))
             if t is None or (t.exclusive and t.exclusive[0] != producer and t.exclusive[1] > now_ms):
                 return False
             t.exclusive = (producer, now_ms + lease_ms)
@@ -413,7 +426,9 @@ class MemoryMetadataStore(MemoryFunctionStore):
 
     def roll_ledger(self, topic: TopicName, expected_ledger: int, now_ms: int) -> bool:
         with self._lock:
-            t = self.topics[str(topic)]
+            t = self._live(str(topic))
+            if t is None:
+                return False
             w = t.writer
             if w.ledger_id != expected_ledger:
                 return False
@@ -445,13 +460,13 @@ class MemoryMetadataStore(MemoryFunctionStore):
 
     def set_backlog_blocked(self, topic: TopicName, policy: str) -> None:
         with self._lock:
-            t = self.topics.get(str(topic))
+            t = self._live(str(topic))
             if t is not None:
                 t.writer = replace(t.writer, backlog_blocked=policy)
 
     def touch_producer(self, topic: TopicName, producer: str, now_ms: int) -> None:
         with self._lock:
-            t = self.topics.get(str(topic))
+            t = self._live(str(topic))
             if t is not None and now_ms == 0:
                 t.writer = replace(t.writer, producers={k: v for k, v in t.writer.producers.items() if k != producer})
             elif t is not None:
@@ -462,7 +477,9 @@ class MemoryMetadataStore(MemoryFunctionStore):
 
     def trim_segments(self, topic: TopicName, segments: list[SegmentMeta], expected_first_entry: int) -> bool:
         with self._lock:
-            t = self.topics[str(topic)]
+            t = self.topics.get(str(topic))
+            if t is None:
+                return False
             if t.seal.first_entry != expected_first_entry or any(seg.last_entry not in t.segments for seg in segments):
                 return False
             if not segments:
@@ -481,19 +498,25 @@ class MemoryMetadataStore(MemoryFunctionStore):
 
     def clear_trash(self, topic: TopicName, keys: list[str]) -> None:
         with self._lock:
-            t = self.topics[str(topic)]
+            t = self.topics.get(str(topic))
+            if t is None:
+                return
             t.seal = replace(t.seal, trash=tuple(k for k in t.seal.trash if k not in keys))
 
     def get_seal_states(self, topics: list[str]) -> dict[str, SealState]:
-        return {name: self.topics[name].seal for name in topics if name in self.topics}
+        found = {name: self.topics[name].seal for name in topics if name in self.topics}
+        fenced = {name: seal for name in topics if (seal := self._fenced_seal(name)) is not None}
+        return found | fenced
 
     def commit_segments(self, commits: list[SegmentCommit]) -> list[bool]:
         return [self._commit_segment(c.segment, c.expected_next_entry, c.new_state) for c in commits]
 
     def _commit_segment(self, segment: SegmentMeta, expected_next_entry: int, new_state: SealState) -> bool:
         with self._lock:
-            t = self.topics[segment.topic]
-            if t.seal.next_entry != expected_next_entry or segment.last_entry in t.segments:
+            t = self.topics.get(segment.topic)
+            if t is None or t.seal.next_entry != expected_next_entry or segment.last_entry in t.segments:
+                return False
+            if t.seal.base != new_state.base:  # computed from another incarnation's seal state
                 return False
             if new_state.push_epoch == 0 and t.seal.push_epoch:  # a push connection announced itself
                 return False
@@ -519,26 +542,31 @@ class MemoryMetadataStore(MemoryFunctionStore):
         return [t.segments[k] for k in sorted(t.segments) if k >= from_entry][:limit]
 
     def get_topic_state(self, topic: TopicName) -> tuple[SealState, WriterState | None]:
-        t = self.topics.get(str(topic))
-        return (t.seal, t.writer) if t else (SealState(), None)
+        return self.get_topic_states([topic])[str(topic)]
 
     def get_topic_states(self, topics: list[TopicName],
                          consistent: bool = True) -> dict[str, tuple[SealState, WriterState | None]]:
-        found = {str(topic): self.topics.get(str(topic)) for topic in topics}
-        return {name: (t.seal, t.writer) if t else (SealState(), None) for name, t in found.items()}
+        out: dict[str, tuple[SealState, WriterState | None]] = {}
+        for name in map(str, topics):
+            t, live = self.topics.get(name), self._live(name)
+            out[name] = (t.seal, live.writer if live else None) if t else (self._fenced_seal(name) or SealState(), None)
+        return out
 
     def get_subscription_view(self, topic: TopicName, subscription: str) -> SubscriptionView:
         with self._lock:
             t = self.topics.get(str(topic))
             if t is None:
-                return SubscriptionView(None, 0, SealState(), None)
+                return SubscriptionView(None, 0, self._fenced_seal(str(topic)) or SealState(), None)
             stored = t.cursors.get(subscription)
             cursor = CursorState.from_dict(copy.deepcopy(stored[0])) if stored else None
-            return SubscriptionView(cursor, stored[1] if stored else 0, t.seal, t.writer)
+            live = self._live(str(topic))
+            return SubscriptionView(cursor, stored[1] if stored else 0, t.seal, live.writer if live else None)
 
     def put_cursor(self, topic: TopicName, subscription: str, state: CursorState, expected_version: int) -> bool:
         with self._lock:
-            t = self.topics[str(topic)]
+            t = self.topics.get(str(topic))
+            if t is None or (expected_version == 0 and self._live(str(topic)) is None):
+                return False  # no topic, or a new cursor beside a fenced writer (`memory_deletion`)
             version = t.cursors.get(subscription, ({}, 0))[1]
             if version != expected_version:
                 return False
@@ -553,8 +581,8 @@ class MemoryMetadataStore(MemoryFunctionStore):
 
     def delete_cursor(self, topic: TopicName, subscription: str, expected_version: int) -> bool:
         with self._lock:
-            t = self.topics[str(topic)]
-            if t.cursors.get(subscription, ({}, 0))[1] != expected_version:
+            t = self.topics.get(str(topic))
+            if t is None or t.cursors.get(subscription, ({}, 0))[1] != expected_version:
                 return False
             t.cursors.pop(subscription, None)
             return True

@@ -46,6 +46,9 @@ def _admin(service_url: str, auth_plugin: str | None = None, auth_params: str | 
     return admin_client(service_url, auth_plugin, auth_params)
 
 
+Force = Annotated[bool, typer.Option("--force", "-f", help="Delete even while in use (or not empty).")]
+
+
 def _print_list(title: str, items: list[str]) -> None:
     table = Table(title=title, show_header=False)
     for item in items:
@@ -73,6 +76,14 @@ def tenants_create(
     console.print(f"created tenant {tenant}")
 
 
+@tenants_app.command("delete")
+def tenants_delete(tenant: str, force: Force = False, service_url: ServiceUrl = DEFAULT_URL,
+                   auth_plugin: AuthPlugin = None, auth_params: AuthParams = None) -> None:
+    """Delete a tenant; with --force, its namespaces and their topics too (pulsar-admin tenants delete)."""
+    _call(_admin(service_url, auth_plugin, auth_params).delete_tenant, tenant, force)
+    console.print(f"deleted tenant {tenant}")
+
+
 @namespaces_app.command("list")
 def namespaces_list(tenant: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
                     auth_params: AuthParams = None) -> None:
@@ -86,6 +97,14 @@ def namespaces_create(namespace: str, service_url: ServiceUrl = DEFAULT_URL, aut
     console.print(f"created namespace {namespace}")
 
 
+@namespaces_app.command("delete")
+def namespaces_delete(namespace: str, force: Force = False, service_url: ServiceUrl = DEFAULT_URL,
+                      auth_plugin: AuthPlugin = None, auth_params: AuthParams = None) -> None:
+    """Delete a namespace; with --force, its topics too (pulsar-admin namespaces delete)."""
+    _call(_admin(service_url, auth_plugin, auth_params).delete_namespace, namespace, force)
+    console.print(f"deleted namespace {namespace}")
+
+
 @topics_app.command("list")
 def topics_list(namespace: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
                 auth_params: AuthParams = None) -> None:
@@ -97,6 +116,23 @@ def topics_create(topic: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin
                   auth_params: AuthParams = None) -> None:
     _call(_admin(service_url, auth_plugin, auth_params).create_topic, topic)
     console.print(f"created topic {topic}")
+
+
+@topics_app.command("delete")
+def topics_delete(topic: str, force: Force = False, service_url: ServiceUrl = DEFAULT_URL,
+                  auth_plugin: AuthPlugin = None, auth_params: AuthParams = None) -> None:
+    """Delete a non-partitioned topic, refused while producers or consumers are active unless --force
+    (pulsar-admin topics delete)."""
+    _call(_admin(service_url, auth_plugin, auth_params).delete_topic, topic, force)
+    console.print(f"deleted topic {topic}")
+
+
+@topics_app.command("delete-partitioned-topic")
+def topics_delete_partitioned(topic: str, force: Force = False, service_url: ServiceUrl = DEFAULT_URL,
+                              auth_plugin: AuthPlugin = None, auth_params: AuthParams = None) -> None:
+    """Delete a partitioned topic and all its partitions (pulsar-admin topics delete-partitioned-topic)."""
+    _call(_admin(service_url, auth_plugin, auth_params).delete_partitioned_topic, topic, force)
+    console.print(f"deleted partitioned topic {topic}")
 
 
 @topics_app.command("create-partitioned-topic")

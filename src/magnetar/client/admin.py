@@ -109,6 +109,24 @@ class AdminClient:
     def create_topic(self, topic: str) -> None:
         self._transport.call("PUT", f"/admin/v2/{topic_path(TopicName.parse(topic))}")
 
+    def delete_topic(self, topic: str, force: bool = False) -> None:
+        """Pulsar's topics().delete: a non-partitioned topic (or one partition); TopicNotFound when
+        absent, a 412 refusal while producers or consumers are active, unless `force`."""
+        self._transport.call("DELETE", f"/admin/v2/{topic_path(TopicName.parse(topic))}?force={str(force).lower()}")
+
+    def delete_partitioned_topic(self, topic: str, force: bool = False) -> None:
+        """Pulsar's topics().deletePartitionedTopic: every partition and the partitioned metadata."""
+        path = f"/admin/v2/{topic_path(TopicName.parse(topic))}/partitions?force={str(force).lower()}"
+        self._transport.call("DELETE", path)
+
+    def delete_namespace(self, namespace: str, force: bool = False) -> None:
+        """Pulsar's namespaces().deleteNamespace: refused while it has topics, unless `force`."""
+        self._transport.call("DELETE", f"{self._namespace_path(namespace)}?force={str(force).lower()}")
+
+    def delete_tenant(self, tenant: str, force: bool = False) -> None:
+        """Pulsar's tenants().deleteTenant (superusers): refused while it has namespaces, unless `force`."""
+        self._transport.call("DELETE", f"/admin/v2/tenants/{quote(tenant, safe='')}?force={str(force).lower()}")
+
     def create_partitioned_topic(self, topic: str, partitions: int) -> None:
         self._transport.call("PUT", f"/admin/v2/{topic_path(TopicName.parse(topic))}/partitions", partitions)
 

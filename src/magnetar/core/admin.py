@@ -247,7 +247,10 @@ class AdminService:
         return len(plain) + sum(partitioned.values())
 
     def _max_topics(self, namespace: NamespaceName) -> int:
-        return TopicPolicies.of(self.get_namespace(namespace).policies).max_topics
+        policies = self.get_namespace(namespace).policies
+        if policies.get("deleted"):  # being deleted (core.deletion): it takes no new topic
+            raise NotFound(f"Namespace {namespace} does not exist")
+        return TopicPolicies.of(policies).max_topics
 
     def remove_policy(self, namespace: NamespaceName, name: str, quota_type: str | None = None) -> None:
         self.update_policies(namespace, lambda policies: _without(policies, name, quota_type))

@@ -12,6 +12,7 @@ from magnetar.core.admin import AdminService
 from magnetar.core.authz import AuthorizationService, AuthSettings
 from magnetar.core.claims import MAX_RECEIVE_BYTES
 from magnetar.core.clusters import STANDALONE
+from magnetar.core.deletion import TopicDeletion
 from magnetar.core.dispatch import SubscriptionService
 from magnetar.core.entry import Entry
 from magnetar.core.errors import TopicNotFound
@@ -52,6 +53,7 @@ class Broker:
     stats: TopicStatsService = field(init=False)
     schemas: SchemaRegistry = field(init=False)
     functions: FunctionRegistry = field(init=False)
+    deletion: TopicDeletion = field(init=False)
 
     def __post_init__(self) -> None:
         self.admin = AdminService(self.metadata, self.clock, cluster_name=self.cluster_name)
@@ -69,6 +71,7 @@ class Broker:
         self.schemas = SchemaRegistry(self.metadata, self.clock)
         self.functions = FunctionRegistry(self.metadata, self.segments, self.clock, self.cluster_name,
                                            self.deployer)
+        self.deletion = TopicDeletion(self.metadata, self.segments, self.clock, cluster_name=self.cluster_name)
         for service in (self.writer, self.subscriptions, self.sealer, self.maintenance):
             service.telemetry = self.telemetry
 

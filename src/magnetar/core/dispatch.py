@@ -33,6 +33,7 @@ from magnetar.core.errors import (
     NotAllowed,
     RetryableError,
     SubscriptionNotFound,
+    TopicNotFound,
 )
 from magnetar.core.key_shared import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.ledger import EntryReader, ensure_topic
@@ -396,6 +397,7 @@ class SubscriptionService:
         create: tuple[str, str] | None = None,
     ) -> CursorState:
         """Read-modify-write of a cursor with optimistic concurrency; creates it if asked."""
+        created = False
         for _ in range(CONFLICT_RETRIES):
             view = self.metadata.get_subscription_view(topic, subscription)
             now = self.clock.now_ms()
@@ -403,7 +405,10 @@ class SubscriptionService:
                 if create is None:
                     raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
                 if view.writer is None:  # a first subscription may create the topic (auto-creation)
+                    if created:  # still none: a deletion of the topic is under way
+                        raise TopicNotFound(f"Topic {topic} not found (being deleted)")
                     ensure_topic(self.metadata, topic, now)
+                    created = True
                     continue
                 self.check_subscription_limit(topic)
                 sub_type, initial = create

@@ -31,11 +31,15 @@ def build_broker() -> Broker:
         from magnetar.adapters.aws.dynamodb.base import ConfigurationReplicas
 
         config = ConfigurationReplicas(client("dynamodb", names.config_region), client("dynamodb"))
+    from magnetar.adapters.aws.dynamodb.compaction import DynamoCompactionStore
+
     metadata = DynamoMetadataStore(names.table, config_table=names.config_table, config_dynamodb=config)
-    return Broker(metadata, S3SegmentStore(names.bucket), KinesisJournal(names.stream),
-                  auth=auth_settings_from_env(), tail_reads=tail_reads_from_env(),
-                  seal_latency_ms=seal_latency_ms_from_env(), cluster_name=cluster_name_from_env(),
-                  telemetry=aws_telemetry(), deployer=build_deployer())
+    broker = Broker(metadata, S3SegmentStore(names.bucket), KinesisJournal(names.stream),
+                    auth=auth_settings_from_env(), tail_reads=tail_reads_from_env(),
+                    seal_latency_ms=seal_latency_ms_from_env(), cluster_name=cluster_name_from_env(),
+                    telemetry=aws_telemetry(), deployer=build_deployer())
+    broker.deletion.compaction = DynamoCompactionStore(names.table, metadata.ddb)  # a deletion fences compaction
+    return broker
 
 
 @cache

@@ -46,3 +46,9 @@ class S3SegmentStore:
             errors = [e for e in response.get("Errors", []) if e.get("Code") != "NoSuchKey"]
             if errors:
                 raise RetryableError(f"could not delete {len(errors)} segment objects: {errors[0].get('Message')}")
+
+    def list_keys(self, prefix: str) -> list[str]:
+        keys: list[str] = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            keys.extend(obj["Key"] for obj in page.get("Contents", []))
+        return keys

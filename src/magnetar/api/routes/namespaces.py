@@ -9,8 +9,8 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from magnetar.adapters.aws import build_broker
 from magnetar.api.access import guarded
-from magnetar.api.http import json_body, json_response, namespace_name, no_content
-from magnetar.api.openapi import OBJECT, STRINGS
+from magnetar.api.http import flag_query, json_body, json_response, namespace_name, no_content
+from magnetar.api.openapi import OBJECT, STRINGS, Param
 from magnetar.core.authz import ACTIONS, Access, check_actions, check_roles
 from magnetar.core.naming import check_subscription
 
@@ -31,6 +31,14 @@ def list_namespaces(tenant: str) -> Response[str]:
 def create_namespace(tenant: str, namespace: str) -> Response[str]:
     """Create a namespace."""
     build_broker().admin.create_namespace(namespace_name(tenant, namespace))
+    return no_content()
+
+
+@guarded(router, "DELETE", NS, Access.TENANT_ADMIN, errors=(409, 412),
+         query={"force": Param({"type": "boolean"}, description="Delete its topics too")})
+def delete_namespace(tenant: str, namespace: str) -> Response[str]:
+    """Delete a namespace (409 while it has topics, unless force, or functions)."""
+    build_broker().deletion.delete_namespace(namespace_name(tenant, namespace), flag_query("force", False))
     return no_content()
 
 

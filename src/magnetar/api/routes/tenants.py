@@ -9,9 +9,9 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from magnetar.adapters.aws import build_broker
 from magnetar.api.access import guarded
-from magnetar.api.http import body, json_response, no_content
+from magnetar.api.http import body, flag_query, json_response, no_content
 from magnetar.api.models import TenantInfo, TenantRequest
-from magnetar.api.openapi import PLAIN_TEXT, STRINGS
+from magnetar.api.openapi import PLAIN_TEXT, STRINGS, Param
 from magnetar.core.authz import Access
 
 router = Router()  # type: ignore[no-untyped-call]
@@ -49,4 +49,12 @@ def update_tenant(tenant: str) -> Response[str]:
     """Update a tenant's admin roles and allowed clusters."""
     request = body(TenantRequest)
     build_broker().admin.update_tenant(unquote(tenant), request.adminRoles, request.allowedClusters)
+    return no_content()
+
+
+@guarded(router, "DELETE", "/admin/v2/tenants/<tenant>", Access.SUPERUSER, errors=(409,),
+         query={"force": Param({"type": "boolean"}, description="Delete its namespaces and their topics too")})
+def delete_tenant(tenant: str) -> Response[str]:
+    """Delete a tenant (409 while it has namespaces, unless force)."""
+    build_broker().deletion.delete_tenant(unquote(tenant), flag_query("force", False))
     return no_content()

@@ -37,6 +37,7 @@ PAGE_QUERY = {
     "search": Param({"type": "string"}, description="Only topics whose local name holds this text (any case)"),
 }
 PARTITIONS = {"type": "integer", "minimum": 1, "description": "The number of partitions."}
+FORCE = {"force": Param({"type": "boolean"}, description="Delete even while producers or consumers are active")}
 
 
 def _bind(domain: str) -> None:
@@ -65,6 +66,19 @@ def _bind(domain: str) -> None:
     def create_topic(tenant: str, namespace: str, topic: str) -> Response[str]:
         """Create a non-partitioned topic."""
         build_broker().admin.create_topic(topic_name(domain, tenant, namespace, topic))
+        return no_content()
+
+    @guarded(router, "DELETE", one, Access.TENANT_ADMIN, domain, query=FORCE, errors=(409, 412))
+    def delete_topic(tenant: str, namespace: str, topic: str) -> Response[str]:
+        """Delete a non-partitioned topic (412 while producers or consumers are active, unless force)."""
+        build_broker().deletion.delete_topic(topic_name(domain, tenant, namespace, topic), flag_query("force", False))
+        return no_content()
+
+    @guarded(router, "DELETE", f"{one}/partitions", Access.TENANT_ADMIN, domain, query=FORCE, errors=(412,))
+    def delete_partitioned(tenant: str, namespace: str, topic: str) -> Response[str]:
+        """Delete a partitioned topic and every partition (412 while one is in use, unless force)."""
+        name = topic_name(domain, tenant, namespace, topic)
+        build_broker().deletion.delete_partitioned_topic(name, flag_query("force", False))
         return no_content()
 
     @guarded(router, "PUT", f"{one}/partitions", Access.TENANT_ADMIN, domain, request=PARTITIONS)

@@ -293,6 +293,9 @@ class Sealer:
                     p.failure = exc
                 continue
             crash_point("seal.after_commit")  # committed, batch not checkpointed: a replay skips it
+            refused = [p for p, ok in zip(due, applied, strict=True) if not ok]
+            if refused:
+                self._drop_deleted(refused, round_)
             for p, ok in zip(due, applied, strict=True):
                 if not ok:
                     p.failure = RetryableError(f"seal state of {p.topic} moved under us; the batch is retried")
@@ -302,6 +305,17 @@ class Sealer:
                 p.outcome.sealed_entries += chunk.entries
                 p.outcome.segments_written += 1
                 p.outcome.holes += chunk.holes
+
+    def _drop_deleted(self, refused: list[_TopicSeal], round_: int) -> None:
+        """Commits refused (rare): a topic deleted meanwhile (its seal state fenced past these
+        entries, `core.deletion`) will never point at the objects put for them, which the
+        deletion's own listing may have missed: they are deleted here (one read, one delete)."""
+        states = self.metadata.get_seal_states([str(p.topic) for p in refused])
+        orphans = [chunk.commit.segment.key for p in refused
+                   if (state := states.get(str(p.topic))) is not None
+                   for chunk in p.chunks[round_:] if chunk.commit.segment.last_entry < state.base]
+        if orphans:
+            self.segments.delete(orphans)
 
     def _remember(self, topic: str, state: SealState) -> None:
         if len(self._known) > 10_000 and topic not in self._known:  # a container sealing very many topics

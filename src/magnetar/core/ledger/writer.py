@@ -472,7 +472,7 @@ def ensure_topic(metadata: MetadataStore, topic: TopicName, now_ms: int) -> bool
     from magnetar.core.errors import Conflict, NotAllowed, NotFound
 
     namespace = metadata.get_namespace(topic.namespace_name)
-    if namespace is None:
+    if namespace is None or namespace.policies.get("deleted"):  # Pulsar's Policies.deleted: being deleted
         raise NotFound(f"Namespace {topic.namespace_name} does not exist")
     max_topics = 0
     if topic.partition_index >= 0:

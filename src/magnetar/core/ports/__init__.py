@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.core.cursor import CursorState
 from magnetar.core.naming import NamespaceName, TopicName
+from magnetar.core.ports.deletion import DeletionStore
 from magnetar.core.rates import ewma_decay
 
 if TYPE_CHECKING:
@@ -154,6 +155,10 @@ class SealState:
     entry_sizes: tuple[int, ...] = ()
     entry_size_bytes: int = 0
     hole_entries: int = 0
+    # the entry this incarnation of the topic partition starts at: a topic deleted and created
+    # again continues from its deletion's fence (`ports.deletion`), and a seal commit holds only
+    # while the stored state is of the incarnation it was computed from
+    base: int = 0
 
     def rates_at(self, now_ms: int) -> tuple[float, float]:
         """The in-rates (messages/s, bytes/s) decayed to `now_ms`."""
@@ -264,6 +269,10 @@ class SegmentStore(Protocol):
 
     def delete(self, keys: list[str]) -> None:
         """Delete objects (up to 1,000 per request); a missing one is not an error."""
+        ...
+
+    def list_keys(self, prefix: str) -> list[str]:
+        """The keys under `prefix`, sorted (S3: one ListObjectsV2 per 1,000 keys)."""
         ...
 
 
@@ -380,9 +389,9 @@ class FunctionStore(Protocol):
         ...
 
 
-class MetadataStore(SchemaStore, FunctionStore, Protocol):
+class MetadataStore(SchemaStore, FunctionStore, DeletionStore, Protocol):
     """Tenants, namespaces, topics, the writer counter, seal states, segment lists, cursors,
-    schemas, functions."""
+    schemas, functions, deletions."""
 
     # --- tenants, namespaces, topics -------------------------------------------------------
     def create_tenant(self, tenant: TenantInfo) -> bool: ...

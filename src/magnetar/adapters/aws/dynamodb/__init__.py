@@ -6,7 +6,7 @@
 | cluster              | CLUSTERS                 | <cluster>          |
 | namespace            | NAMESPACES#<tenant>      | <namespace>        |
 | topic (listing)      | TOPICS#<tenant>/<ns>     | <topic>            |
-| writer counter       | TP#<topic>               | WRITER             |
+| writer counter       | TP#<topic>               | WRITER (a deletion's fence too) |
 | seal state           | TP#<topic>               | SEAL               |
 | segment              | TP#<topic>               | SEG#<last entry>   |
 | cursor               | TP#<topic>               | SUB#<subscription> |
@@ -26,6 +26,7 @@ from magnetar.adapters.aws.dynamodb.base import DynamoBase
 from magnetar.adapters.aws.dynamodb.catalog import CatalogItems
 from magnetar.adapters.aws.dynamodb.clusters import ClusterItems
 from magnetar.adapters.aws.dynamodb.cursors import CursorItems
+from magnetar.adapters.aws.dynamodb.deletion import DeletionItems
 from magnetar.adapters.aws.dynamodb.functions import FunctionItems
 from magnetar.adapters.aws.dynamodb.schemas import SchemaItems
 from magnetar.adapters.aws.dynamodb.sealer import SealerItems
@@ -35,5 +36,5 @@ __all__ = ["DynamoMetadataStore"]
 
 
 class DynamoMetadataStore(CatalogItems, ClusterItems, WriterItems, SealerItems, CursorItems, SchemaItems,
-                          FunctionItems, DynamoBase):
+                          FunctionItems, DeletionItems, DynamoBase):
     """MetadataStore on one DynamoDB table: each mixin keeps the items of one responsibility."""

@@ -197,12 +197,13 @@ class DynamoBase:
             recent_segments=(unpack_segments(item["pk"]["S"][3:], item["recent_segments"]["B"])
                              if "recent_segments" in item else ()),
             hole_entries=_int(item, "hole_entries"),
+            base=_int(item, "fence_base"),
             **(unpack_histograms(item["hist"]["B"]) if "hist" in item else {}),
         )
 
     @staticmethod
     def _writer_from_item(item: dict[str, Any] | None) -> WriterState | None:
-        if not item:
+        if not item or "deleted_at" in item:  # none, or fenced by a deletion: no topic
             return None
 
         def by_producer(name: str) -> dict[str, int]:

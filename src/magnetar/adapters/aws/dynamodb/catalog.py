@@ -106,28 +106,31 @@ class CatalogItems(DynamoBase):
                 },
             ],
         )
-        self._put_new(
-            {
-                "pk": _tp(topic),
-                "sk": _s("WRITER"),
-                "next_entry": _n(0),
-                "ledger_id": _n(0),
-                "ledger_first_entry": _n(0),
-                "ledger_opened_at": _n(now_ms),
-                "created_at": _n(now_ms),
-                "dedup_seq": {"M": {}},
-                "dedup_entry": {"M": {}},
-                "dedup_ledger": {"M": {}},
-                "dedup_at": {"M": {}},
-                "msg_in": _n(0),
-                "bytes_in": _n(0),
-                "pub_last": {"M": {}},
-                "pub_msgs": {"M": {}},
-                "pub_bytes": {"M": {}},
-                "pub_since": {"M": {}},
-            }
-        )
+        self._create_writer(topic, now_ms)
         return listed
+
+    def _create_writer(self, topic: TopicName, now_ms: int) -> None:
+        """The writer counter: new, or revived from a finished deletion's fence (`dynamodb.deletion`),
+        continuing its entry ids and opening the ledger after its last; nothing when a live one, or an
+        unfinished deletion, is there. One conditional UpdateItem."""
+        empty: dict[str, Any] = {"M": {}}
+        self._if(
+            "update_item",
+            TableName=self.table,
+            Key={"pk": _tp(topic), "sk": _s("WRITER")},
+            UpdateExpression=(
+                "SET next_entry = if_not_exists(next_entry, :zero), ledger_id = if_not_exists(ledger_id, :before) + :one,"
+                " ledger_first_entry = if_not_exists(next_entry, :zero), ledger_opened_at = :now, created_at = :now,"
+                " dedup_seq = :empty, dedup_entry = :empty, dedup_ledger = :empty, dedup_at = :empty,"
+                " msg_in = :zero, bytes_in = :zero, pub_last = :empty, pub_msgs = :empty, pub_bytes = :empty,"
+                " pub_since = :empty"
+                " REMOVE deleted_at, deletion_done, exclusive_producer, exclusive_until, backlog_blocked,"
+                " rate_tat_msgs, rate_tat_bytes"
+            ),
+            ConditionExpression="attribute_not_exists(pk) OR deletion_done = :yes",
+            ExpressionAttributeValues={":zero": _n(0), ":before": _n(-1), ":one": _n(1), ":now": _n(now_ms),
+                                       ":empty": empty, ":yes": {"BOOL": True}},
+        )
 
     def _transact_counted(self, namespace: NamespaceName, added: int, max_topics: int,
                           items: list[dict[str, Any]]) -> bool:

@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s, _tp
+from magnetar.adapters.aws.dynamodb.deletion import LIVE
 from magnetar.core.cursor import CursorState
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import CursorWrite, SubscriptionView
@@ -40,16 +41,24 @@ class CursorItems(DynamoBase):
         return views
 
     def put_cursor(self, topic: TopicName, subscription: str, state: CursorState, expected_version: int) -> bool:
-        return self._if("put_item", TableName=self.table, **_cursor_put(CursorWrite(topic, subscription, state,
-                                                                                   expected_version)))
+        return self.put_cursors([CursorWrite(topic, subscription, state, expected_version)])[0]
 
     def put_cursors(self, writes: list[CursorWrite]) -> list[bool]:
         puts = [_cursor_put(w) for w in writes]
+        # a new cursor is created only beside a writer counter no deletion fenced (a subscribe
+        # that read the topic before its deletion began cannot leave a cursor behind it): a
+        # transaction of two items; a cursor that exists is one conditional PutItem
+        units = [[{"Put": {"TableName": self.table, **put}}, *([] if w.expected_version else [self._not_fenced(w.topic)])]
+                 for w, put in zip(writes, puts, strict=True)]
         return self._transact_units(
-            [[{"Put": {"TableName": self.table, **put}}] for put in puts],
-            [len(put["Item"]["state"]["S"]) + 200 for put in puts],
-            alone=lambda i: self._if("put_item", TableName=self.table, **puts[i]),
+            units, [len(put["Item"]["state"]["S"]) + 200 for put in puts],
+            alone=lambda i: (self._if("put_item", TableName=self.table, **puts[i]) if writes[i].expected_version
+                             else self._transact(units[i]) is None),  # lost to another write: read again
         )
+
+    def _not_fenced(self, topic: TopicName) -> dict[str, Any]:
+        return {"ConditionCheck": {"TableName": self.table, "Key": {"pk": _tp(topic), "sk": _s("WRITER")},
+                                   "ConditionExpression": LIVE}}
 
     def delete_cursor(self, topic: TopicName, subscription: str, expected_version: int) -> bool:
         return self._if(

@@ -61,6 +61,11 @@ class SealerItems(DynamoBase):
         condition = "next_entry = :expected"
         if expected_next_entry == 0:  # (the item may exist already: a push connection announced itself)
             condition = "(attribute_not_exists(next_entry) OR next_entry = :expected)"
+        # of the incarnation the state was read from: a topic deleted and created again starts
+        # its seal state at its fence (`base`), and a commit computed from the old one fails
+        condition += " AND fence_base = :base" if new_state.base else " AND attribute_not_exists(fence_base)"
+        if new_state.base:
+            values[":base"] = _n(new_state.base)
         if new_state.push_epoch == 0:  # the sealer skips the connections' lookup: none may have come
             condition += " AND attribute_not_exists(push_epoch)"
         segment_item = {

@@ -9,6 +9,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from magnetar.adapters.aws.dynamodb.base import DynamoBase, _condition_failed, _int, _n, _s, _tp
+from magnetar.adapters.aws.dynamodb.deletion import LIVE
 from magnetar.core.errors import (
     BacklogQuotaExceeded,
     ProducerFenced,
@@ -142,7 +143,7 @@ class WriterItems(DynamoBase):
         )
 
     def reserve_entry(self, topic: TopicName, claim: ProducerClaim) -> Reservation | DedupRecord:
-        condition = f"attribute_exists(pk) AND {self._FENCE}"
+        condition = f"attribute_exists(pk) AND {LIVE} AND {self._FENCE}"
         extra: dict[str, Any] = {}
         if claim.deduplicate:  # a group is new when all of it is: its lowest sequence id is
             condition += " AND (attribute_not_exists(dedup_seq.#p) OR dedup_seq.#p < :low)"
@@ -154,7 +155,7 @@ class WriterItems(DynamoBase):
                 if not _condition_failed(exc):
                     raise
                 item: dict[str, Any] | None = exc.response.get("Item")  # type: ignore[assignment]
-            if not item:
+            if not item or "deleted_at" in item:  # none, or fenced by a deletion (`dynamodb.deletion`)
                 raise TopicNotFound(f"Topic {topic} not found")
             if "backlog_blocked" in item:
                 policy = item["backlog_blocked"]["S"]
@@ -173,12 +174,14 @@ class WriterItems(DynamoBase):
         raise RetryableError(f"Writer state of {topic} changed meanwhile; retry")
 
     def replace_reservation(self, topic: TopicName, claim: ProducerClaim, lost_entry: int) -> Reservation:
-        condition = f"attribute_exists(pk) AND {self._FENCE} AND dedup_entry.#p = :lost"
+        condition = f"attribute_exists(pk) AND {LIVE} AND {self._FENCE} AND dedup_entry.#p = :lost"
         try:
             return self._reserve(topic, claim, condition, {":lost": _n(lost_entry)})
         except ClientError as exc:
             if _condition_failed(exc):
                 item: dict[str, Any] = exc.response.get("Item") or {}  # type: ignore[assignment]
+                if not item or "deleted_at" in item:
+                    raise TopicNotFound(f"Topic {topic} not found") from None
                 if "backlog_blocked" in item:
                     policy = item["backlog_blocked"]["S"]
                     raise BacklogQuotaExceeded(f"Cannot publish on {topic}: backlog quota exceeded", policy) from None
@@ -196,7 +199,7 @@ class WriterItems(DynamoBase):
             TableName=self.table,
             Key={"pk": _tp(topic), "sk": _s("WRITER")},
             UpdateExpression="SET exclusive_producer = :p, exclusive_until = :until",
-            ConditionExpression=f"attribute_exists(pk) AND {self._FENCE}",
+            ConditionExpression=f"attribute_exists(pk) AND {LIVE} AND {self._FENCE}",
             ExpressionAttributeValues={":p": _s(producer), ":now": _n(now_ms), ":until": _n(now_ms + lease_ms)},
         )
 
@@ -222,7 +225,7 @@ class WriterItems(DynamoBase):
             "update_item",
             TableName=self.table,
             Key={"pk": _tp(topic), "sk": _s("WRITER")},
-            ConditionExpression="attribute_exists(pk)",
+            ConditionExpression=f"attribute_exists(pk) AND {LIVE}",
             **kwargs,
         )
 
@@ -236,7 +239,7 @@ class WriterItems(DynamoBase):
             "update_item",
             TableName=self.table,
             Key={"pk": _tp(topic), "sk": _s("WRITER")},
-            ConditionExpression="attribute_exists(pk) AND attribute_exists(pub_since)",
+            ConditionExpression=f"attribute_exists(pk) AND {LIVE} AND attribute_exists(pub_since)",
             ExpressionAttributeNames={"#p": producer},
             **kwargs,
         )
@@ -247,7 +250,7 @@ class WriterItems(DynamoBase):
             TableName=self.table,
             Key={"pk": _tp(topic), "sk": _s("WRITER")},
             UpdateExpression="SET ledger_id = ledger_id + :one, ledger_first_entry = next_entry, ledger_opened_at = :now",
-            ConditionExpression="ledger_id = :expected",
+            ConditionExpression=f"ledger_id = :expected AND {LIVE}",
             ExpressionAttributeValues={":one": _n(1), ":now": _n(now_ms), ":expected": _n(expected_ledger)},
         )
 
