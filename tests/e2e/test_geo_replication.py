@@ -195,6 +195,48 @@ def test_a_replicated_subscription_moved_to_the_other_cluster_skips_nothing(inst
         west.close()
 
 
+def test_a_replicated_subscription_moved_within_seconds_gets_nothing_acknowledged_long_before(
+        instance: LocalInstance) -> None:
+    """No maintenance run: the acknowledgement path shares the subscription every few seconds."""
+    topic = f"persistent://{_replicated_namespace(instance)}/moves-fast"
+    east, west = magnetar.Client(_url(instance, "east")), magnetar.Client(_url(instance, "west"))
+    try:
+        first = east.subscribe(topic, "moving", consumer_type=magnetar.ConsumerType.Shared,
+                               initial_position=magnetar.InitialPosition.Earliest,
+                               replicate_subscription_state_enabled=True)
+        producer = east.create_producer(topic, producer_name="p-east", batching_enabled=False)
+        for i in range(50):
+            producer.send(f"m{i}".encode())
+        acked_at: dict[str, float] = {}
+        for _ in range(40):  # 40 acknowledged over ~8 s
+            message = first.receive(timeout_millis=30_000)
+            first.acknowledge(message)
+            acked_at[message.data().decode()] = time.monotonic()
+            time.sleep(0.2)
+        first.close()  # its last acknowledgements go with the close
+        moved_at = time.monotonic()
+        second = west.subscribe(topic, "moving", consumer_type=magnetar.ConsumerType.Shared,
+                                initial_position=magnetar.InitialPosition.Earliest,
+                                replicate_subscription_state_enabled=True)
+        assert time.monotonic() - moved_at < 5
+        again: list[str] = []
+        while True:
+            try:
+                message = second.receive(timeout_millis=3000)
+            except magnetar.Timeout:
+                break
+            again.append(message.data().decode())
+            second.acknowledge(message)
+        assert set(acked_at) | set(again) == {f"m{i}" for i in range(50)}  # nothing skipped
+        redelivered = [m for m in again if m in acked_at]
+        oldest = max((moved_at - acked_at[m] for m in redelivered), default=0.0)
+        assert oldest < 4.0, (redelivered, oldest)  # only what was acknowledged in the last seconds
+        assert len(redelivered) < 20
+    finally:
+        east.close()
+        west.close()
+
+
 def test_the_official_client_through_each_clusters_proxy_sees_the_replicated_messages(
         instance: LocalInstance) -> None:
     import pulsar
