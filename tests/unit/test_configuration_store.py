@@ -1,5 +1,5 @@
 """The configuration store's client: reads fall back to this region's replica when the home
-region is unreachable; writes never do."""
+region is unreachable; writes never do (a retryable refusal)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from botocore.exceptions import EndpointConnectionError
 
 from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
 from magnetar.adapters.aws.dynamodb.base import ConfigurationReplicas
+from magnetar.core.errors import ConfigurationUnavailable
 from magnetar.core.ports import TenantInfo
 
 
@@ -58,6 +59,33 @@ def test_a_write_never_falls_back() -> None:
     home, local = Region({}, reachable=False), Region({})
     store = DynamoMetadataStore("metadata", dynamodb=local, config_table="config",
                                 config_dynamodb=ConfigurationReplicas(home, local))
-    with pytest.raises(EndpointConnectionError):
+    with pytest.raises(ConfigurationUnavailable, match="configuration store's home replica"):
         store.update_tenant(TenantInfo("acme", (), ("east",)))
     assert local.calls == 0
+    assert ConfigurationUnavailable.status == 503
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_unreachable_home_is_left_alone_for_the_pause_then_tried_again() -> None:
+    home, local, clock = Region({}, reachable=False), Region({("TENANTS", "acme"): TENANT}), Clock()
+    store = DynamoMetadataStore("metadata", dynamodb=local, config_table="config",
+                                config_dynamodb=ConfigurationReplicas(home, local, pause_s=5, clock=clock))
+    assert store.get_tenant("acme") is not None
+    assert (home.calls, local.calls) == (1, 1)
+    clock.now += 4  # within the pause: the replica at once, a write refused at once
+    assert store.get_tenant("acme") is not None
+    with pytest.raises(ConfigurationUnavailable):
+        store.update_tenant(TenantInfo("acme", (), ("east",)))
+    assert (home.calls, local.calls) == (1, 2)
+    home.reachable, home.items = True, {("TENANTS", "acme"): {**TENANT, "allowedClusters": {"L": []}}}
+    clock.now += 2  # past it: the home again
+    assert store.get_tenant("acme") == TenantInfo("acme", (), ())
+    store.update_tenant(TenantInfo("acme", (), ("east",)))
+    assert (home.calls, local.calls) == (3, 2)

@@ -78,7 +78,10 @@ class Instance:
 
 def instance(*names: str) -> Instance:
     clock = ManualClock()
-    brokers = {n: memory_broker(clock) for n in names}
+    brokers = {n: memory_broker(clock, cluster_name=n) for n in names}
+    snapshots = next(iter(brokers.values())).metadata.snapshots  # the configuration store's: one for all
+    for broker in brokers.values():
+        broker.metadata.snapshots = snapshots
     remotes = {n: MemoryRemotes(brokers, source=n) for n in names}
     replicators = {n: Replicator(b.metadata, b.reader, clock, n, remotes[n], b.writer.policies)
                    for n, b in brokers.items()}

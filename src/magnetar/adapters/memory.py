@@ -36,6 +36,7 @@ from magnetar.core.ports import (
     SegmentCommit,
     SegmentMeta,
     StateValue,
+    SubscriptionSnapshot,
     SubscriptionView,
     TenantInfo,
     WriterState,
@@ -233,6 +234,7 @@ class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore):
         self.function_state: dict[str, dict[str, StateValue]] = {}  # fqfn -> key -> value
         self.function_leases: dict[str, tuple[str, int]] = {}
         self.fences: dict[str, TopicFence] = {}  # deletions (memory_deletion), kept past the topic
+        self.snapshots: dict[tuple[str, str], dict[str, SubscriptionSnapshot]] = {}  # (topic, subscription)
         self._lock = threading.RLock()
 
     def create_tenant(self, tenant: TenantInfo) -> bool:
@@ -277,6 +279,20 @@ class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore):
     def delete_cluster(self, name: str) -> bool:
         with self._lock:
             return self.clusters.pop(name, None) is not None
+
+    def put_subscription_snapshot(self, topic: TopicName, subscription: str, cluster: str,
+                                  snapshot: SubscriptionSnapshot) -> bool:
+        with self._lock:
+            stored = self.snapshots.setdefault((str(topic), subscription), {})
+            old = stored.get(cluster)
+            if old is not None and sum(old.origin_acked.values()) >= sum(snapshot.origin_acked.values()):
+                return False
+            stored[cluster] = SubscriptionSnapshot(dict(snapshot.origin_acked), snapshot.at_ms)
+            return True
+
+    def get_subscription_snapshots(self, topic: TopicName, subscription: str) -> dict[str, SubscriptionSnapshot]:
+        with self._lock:
+            return dict(self.snapshots.get((str(topic), subscription), {}))
 
     def create_namespace(self, namespace: NamespaceInfo) -> bool:
         with self._lock:
@@ -613,9 +629,10 @@ class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore):
 
 
 def memory_broker(clock: ManualClock | None = None, tail_reads: bool = True,  # type: ignore[no-untyped-def]
-                  telemetry: Any = None):
+                  telemetry: Any = None, cluster_name: str | None = None):
     """A broker on in-memory ports with tenant `public` and namespace `public/default`
-    (`telemetry`: adapters.memory_telemetry's, to read what the core emitted)."""
+    (`telemetry`: adapters.memory_telemetry's, to read what the core emitted; `cluster_name`:
+    the cluster of an instance it is, standalone by default)."""
     from magnetar.core.broker import Broker
     from magnetar.core.ports.telemetry import NO_TELEMETRY
 
@@ -623,6 +640,9 @@ def memory_broker(clock: ManualClock | None = None, tail_reads: bool = True,  # 
     metadata = MemoryMetadataStore()
     metadata.create_tenant(TenantInfo("public", (), ("standalone",)))
     metadata.create_namespace(NamespaceInfo(NamespaceName("public", "default")))
+    if cluster_name is None:
+        return Broker(metadata, MemorySegmentStore(), MemoryJournal(clock), clock, tail_reads=tail_reads,
+                      telemetry=telemetry or NO_TELEMETRY)
     return Broker(metadata, MemorySegmentStore(), MemoryJournal(clock), clock, tail_reads=tail_reads,
-                  telemetry=telemetry or NO_TELEMETRY)
+                  telemetry=telemetry or NO_TELEMETRY, cluster_name=cluster_name)
 

@@ -13,27 +13,30 @@ from rich.console import Console
 
 from magnetar.cli.common import DEFAULT_URL, SERVICE_URL_ENV
 from magnetar.cli.errors import fail
-from magnetar.local.fidelity import AwsFidelity
+from magnetar.local.fidelity import GLOBAL_TABLE_REPLICATION_MS, AwsFidelity
 
 console = Console()
 
 
 def run_instance(clusters: list[str], host: str, port: int, pulsar_port: int, aws_port: int,
-                 aws_endpoint: str | None, fidelity: AwsFidelity, cluster_args: list[str]) -> None:
+                 aws_endpoint: str | None, fidelity: AwsFidelity, cluster_args: list[str],
+                 config_replication_delay_ms: int = GLOBAL_TABLE_REPLICATION_MS) -> None:
     from magnetar.local.instance import LocalInstance, check_cluster_names
 
     try:
         check_cluster_names(clusters)
     except ValueError as exc:
         fail(str(exc))
-    instance = LocalInstance(clusters, host, port, pulsar_port, aws_port, aws_endpoint, fidelity, cluster_args)
+    instance = LocalInstance(clusters, host, port, pulsar_port, aws_port, aws_endpoint, fidelity, cluster_args,
+                             config_replication_delay_ms)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         with console.status(f"starting the clusters {', '.join(clusters)}..."):
             instance.start()
         console.print(f"[green]Magnetar instance is up[/green]  {len(clusters)} clusters, AWS endpoint "
-                      f"{instance.endpoint}, configuration store shared")
+                      f"{instance.endpoint}, configuration store shared (home replica in "
+                      f"{instance.processes[0].region}, {config_replication_delay_ms} ms to the other replicas)")
         for process in instance.processes:
             line = f"  cluster [bold]{process.name}[/bold] ({process.region})  HTTP API [bold]{process.url}[/bold]"
             if process.pulsar_url:
@@ -59,7 +62,8 @@ def outage_command(
         "--url", envvar=SERVICE_URL_ENV, help="Any cluster of the local instance.")] = DEFAULT_URL,
 ) -> None:
     """Stage an outage of a cluster of a local instance (`local up --clusters`): its ports refuse
-    connections and replication to and from it fails, until `--off`."""
+    connections, replication to and from it fails and its region is cut off from the others (for
+    the first cluster: the configuration store's home replica), until `--off`."""
     path = f"{service_url.rstrip('/')}/_magnetar/local/clusters/{cluster}/outage"
     try:
         response = httpx.request("POST" if on else "DELETE", path, timeout=10)

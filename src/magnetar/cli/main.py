@@ -47,7 +47,7 @@ from magnetar.config import (
 )
 from magnetar.core.clusters import valid_cluster_name
 from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS, MAX_SEAL_LATENCY_MS
-from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, AwsFidelity
+from magnetar.local.fidelity import DEFAULT_LAMBDA_CONCURRENCY, GLOBAL_TABLE_REPLICATION_MS, AwsFidelity
 from magnetar.local.fidelity import inter_region_rtt_ms as inter_region_rtt_ms_of
 
 if TYPE_CHECKING:
@@ -159,6 +159,13 @@ def local_up(
         "--tracing", help="Trace the functions with X-Ray (MAGNETAR_TRACING=on): segments go to the X-Ray daemon at "
                           "AWS_XRAY_DAEMON_ADDRESS (127.0.0.1:2000); off by default, as no daemon runs locally.")
     ] = False,
+    config_replication_delay_ms: Annotated[int, typer.Option(
+        min=0, max=600_000,
+        help="With --clusters: how long a configuration change (tenants, namespaces and their policies, topic "
+             "listings, schemas) made at the configuration store's home replica, in the first cluster's region, "
+             "takes to reach the other clusters' replicas, in ms (a DynamoDB global table's is about a second). "
+             "A cluster reads its own replica only while the home region is out of its reach.")
+    ] = GLOBAL_TABLE_REPLICATION_MS,
     inter_region_rtt_ms: Annotated[float | None, typer.Option(
         min=0, help="With --clusters: the round trip added to each request a cluster's replicator makes to another "
                     "(the regions' distance; the clusters share this machine), in ms. Default: 75 with "
@@ -193,7 +200,7 @@ def local_up(
                      *(["--inter-region-rtt-ms", str(inter_region_rtt_ms)] if inter_region_rtt_ms is not None else [])]
         run_instance([c.strip() for c in clusters.split(",") if c.strip()], host, port, pulsar_port, aws_port,
                      aws_endpoint, AwsFidelity(on_off("--aws-limits", aws_limits), aws_latency, lambda_concurrency),
-                     forwarded)
+                     forwarded, config_replication_delay_ms)
         return
     names, network = LOCAL_RESOURCES, None
     if instance_dir is not None:  # a cluster of `local up --clusters`

@@ -24,6 +24,7 @@ from magnetar.core.naming import TopicName
 from magnetar.core.ports import Clock, Journal, MetadataStore, SegmentStore, SystemClock
 from magnetar.core.ports.functions import FunctionDeployer
 from magnetar.core.ports.telemetry import NO_TELEMETRY, Telemetry
+from magnetar.core.replicated_subscriptions import SubscriptionSnapshots
 from magnetar.core.schema import SchemaRegistry
 from magnetar.core.stats import TopicStatsService
 from magnetar.core.subscription_admin import SubscriptionAdmin
@@ -63,6 +64,8 @@ class Broker:
         self.reader = EntryReader(self.metadata, self.segments, self.journal, self.cache, self.tail_reads)
         self.sealer = Sealer(self.metadata, self.segments, self.clock, self.journal, SealPacing(self.seal_latency_ms))
         self.subscriptions = SubscriptionService(self.metadata, self.reader, self.clock, self.writer.policies)
+        self.subscriptions.snapshots = SubscriptionSnapshots(self.metadata, self.reader, self.clock, self.cluster_name,
+                                                             self.writer.policies)
         self.subscription_admin = SubscriptionAdmin(self.metadata, self.subscriptions, self.clock)
         self.maintenance = LedgerMaintenance(self.metadata, self.segments, self.reader, self.writer,
                                              self.subscriptions, self.clock)

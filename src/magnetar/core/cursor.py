@@ -148,6 +148,10 @@ class CursorState:
     replicated: bool = False
     origin_scanned: int = 0
     origin_acked: dict[str, int] = field(default_factory=dict)
+    # when the acknowledgement path last wrote the subscription's snapshot for the other clusters
+    # (ms), and `origin_acked` as the maintenance run last sent it (core.replicated_subscriptions)
+    snapshot_at: int = 0
+    origin_sent: dict[str, int] = field(default_factory=dict)
 
     # --- persistence: compact, the item is limited to 400 KB ------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -168,7 +172,7 @@ class CursorState:
         if priorities:  # written only when some consumer has a priority level (older items stay readable)
             data["cp"] = priorities
         if self.replicated:
-            data["rs"] = [self.origin_scanned, dict(self.origin_acked)]
+            data["rs"] = [self.origin_scanned, dict(self.origin_acked), self.snapshot_at, dict(self.origin_sent)]
         return data
 
     @classmethod
@@ -183,6 +187,8 @@ class CursorState:
             dispatch_window=tuple(data["dw"]) if "dw" in data else (0, 0, 0),
             replicated="rs" in data, origin_scanned=data["rs"][0] if "rs" in data else 0,
             origin_acked=dict(data["rs"][1]) if "rs" in data else {},
+            snapshot_at=data["rs"][2] if len(data.get("rs", ())) > 2 else 0,
+            origin_sent=dict(data["rs"][3]) if len(data.get("rs", ())) > 3 else {},
         )
 
     # --- consumers -----------------------------------------------------------------------

@@ -43,6 +43,7 @@ from magnetar.core.naming import TopicName, check_consumer_name, check_subscript
 from magnetar.core.policies import TopicPolicies, subscription_limit_reason
 from magnetar.core.ports import Clock, MetadataStore, SealState, SubscriptionView
 from magnetar.core.ports.telemetry import NO_TELEMETRY, Telemetry
+from magnetar.core.replicated_subscriptions import SubscriptionSnapshots
 from magnetar.core.replication import is_replicator
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ class Step:
 
 class SubscriptionService:
     telemetry: Telemetry = NO_TELEMETRY  # messages dispatched per namespace, their latency; the spans
+    # replicated subscriptions' snapshots, shared by the acknowledgement path (an instance's cluster)
+    snapshots: SubscriptionSnapshots | None = None
 
     def __init__(self, metadata: MetadataStore, reader: EntryReader, clock: Clock,
                  policies: Callable[[TopicName], dict[str, Any]] | None = None) -> None:
@@ -144,7 +147,19 @@ class SubscriptionService:
                 state.replicated, state.origin_scanned = True, state.mark_delete
 
         initial = "LatestInclusive" if start_inclusive and initial_position == "Latest" else initial_position
-        return self._update(topic, subscription, change, create=(subscription_type, initial))
+        state = self._update(topic, subscription, change, create=(subscription_type, initial))
+        if state.replicated and self.snapshots is not None:  # what the other clusters acknowledged
+            self.snapshots.catch_up(topic, subscription, state.subscription_type)
+        return state
+
+    def prepare_share(self, topic: TopicName, state: CursorState, seal: SealState) -> bool:
+        """Before a cursor write: a replicated subscription's snapshot, when due, goes with it
+        (`SubscriptionSnapshots.prepare`); True: `publish_share` once the write succeeded."""
+        return self.snapshots is not None and self.snapshots.prepare(topic, state, seal, self.clock.now_ms())
+
+    def publish_share(self, topic: TopicName, subscription: str, state: CursorState) -> None:
+        if self.snapshots is not None:
+            self.snapshots.publish(topic, subscription, state)
 
     def _check_consumer_limit(self, topic: TopicName, subscription: str, consumer: str) -> None:
         """Pulsar's maxConsumersPerTopic, counted over every subscription's live consumers."""
@@ -320,8 +335,11 @@ class SubscriptionService:
                 # look before the poll's last one: they go with the claim, or with the last look
                 return [], None, state.epoch, step.throttled_until
             delay_point("dispatch.before_claim")  # a stalled claim: the ack timeout, the poll's retry
+            share = self.prepare_share(topic, state, view.seal)
             if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
                 crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
+                if share:
+                    self.publish_share(topic, subscription, state)
                 return step.delivered, None, state.epoch, step.throttled_until
             self.clock.sleep(random.uniform(0.0, 0.02))
         raise RetryableError("Too much contention on the subscription; retry")
@@ -422,9 +440,12 @@ class SubscriptionService:
             else:
                 state = view.cursor
             change(state, now)
+            share = self.prepare_share(topic, state, view.seal)
             delay_point("cursor.before_update")  # a stalled write: another may move the cursor meanwhile
             if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
                 crash_point("cursor.after_update")  # cursor moved, caller not told: retrying is harmless
+                if share:
+                    self.publish_share(topic, subscription, state)
                 return state
             self.clock.sleep(random.uniform(0.0, 0.02))
         raise RetryableError("Too much contention on the subscription; retry")

@@ -135,6 +135,7 @@ def acknowledge_partitions(service: SubscriptionService, parent: TopicName, subs
     now = service.clock.now_ms()
     views = service.metadata.get_subscription_views([(t, subscription) for t in topics])
     writes: list[CursorWrite] = []
+    shares: set[str] = set()  # partitions whose replicated subscription's snapshot goes with the write
     epochs: dict[int, int] = {}
     for topic, view, p in zip(topics, views, partitions, strict=True):
         if view.cursor is None:
@@ -144,10 +145,14 @@ def acknowledge_partitions(service: SubscriptionService, parent: TopicName, subs
         epochs[p] = view.cursor.epoch
         if view.cursor.to_dict() != before:
             writes.append(CursorWrite(topic, subscription, view.cursor, view.cursor_version))
+            if service.prepare_share(topic, view.cursor, view.seal):
+                shares.add(str(topic))
     for write, ok in zip(writes, service.metadata.put_cursors(writes), strict=True):
         if not ok:  # lost a race: that partition alone, re-read and retried (acks are idempotent)
             p = write.topic.partition_index
             epochs[p] = service.acknowledge(write.topic, subscription, acks[p]).epoch
+        elif str(write.topic) in shares:
+            service.publish_share(write.topic, subscription, write.state)
     return epochs
 
 
@@ -200,10 +205,14 @@ def _look(
     changed = [i for i in range(n) if steps[i].write]
     if changed:
         delay_point("dispatch.before_claim")  # a stalled claim: the ack timeout, the poll's retry
+    shares = {i for i in changed if service.prepare_share(topics[i], steps[i].state, views[i].seal)}
     written = service.metadata.put_cursors(
         [CursorWrite(topics[i], subscription, steps[i].state, views[i].cursor_version) for i in changed])
     if any(written):
         crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
+    for i, ok in zip(changed, written, strict=True):
+        if ok and i in shares:
+            service.publish_share(topics[i], subscription, steps[i].state)
     out = {partitions[i]: PartitionReceived(steps[i].delivered, steps[i].state.epoch) for i in range(n)}
     lost = [i for i, ok in zip(changed, written, strict=True) if not ok]
     if lost:  # lost races: those partitions again, together (one read, one write per round)

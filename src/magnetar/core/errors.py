@@ -132,3 +132,9 @@ class StalePolicies(RetryableError):
 class JournalRefused(RetryableError):
     """The journal refused every attempt of an append for certain (throttled, never a timeout or a
     broken connection whose request may still land): the record is not stored, and never will be."""
+
+
+class ConfigurationUnavailable(RetryableError):
+    """The configuration store's home replica cannot be reached (its region is out, or
+    partitioned from this one): configuration changes are refused, nothing written, until it
+    answers again; reads go on from this region's replica."""

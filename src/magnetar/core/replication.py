@@ -27,7 +27,6 @@ from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
 from magnetar.core.entry import Batch, Entry, Origin, batch_topics, decode_entry, peek_header, record_entries
 from magnetar.core.errors import InvalidInput, RetryableError
-from magnetar.core.key_shared import key_hash
 from magnetar.core.ledger.reader import EntryCache, EntryReader
 from magnetar.core.naming import TopicName
 from magnetar.core.policies import replication_clusters
@@ -122,6 +121,8 @@ class Replicator:
         self.remotes = remotes
         self.policies = policies
         self._down_until: dict[str, int] = {}  # remote cluster -> not tried again before (ms)
+        from magnetar.core.replicated_subscriptions import ReplicatedSubscriptions
+
         self.subscriptions = ReplicatedSubscriptions(metadata, reader, clock, local_cluster, remotes)
 
     def share_subscriptions(self, topic: TopicName, cursors: dict[str, tuple[CursorState, int]]) -> int:
@@ -248,134 +249,6 @@ class Replicator:
             cursor, version = moved, version + 1
         result.backlog = replicator_backlog(cursor, seal)
         return result
-
-
-class ReplicatedSubscriptions:
-    """Replicated subscriptions (Pulsar's replicate_subscription_state), without markers in the
-    topic: what a subscription acknowledged is said per cluster of origin, and each other cluster
-    moves its subscription past the entries that covers.
-
-    Here: the subscription's acknowledged prefix (entries before its mark-delete position) is
-    scanned once, noting per origin cluster the highest origin id in it (`origin_acked`: this
-    cluster's own entries by their ids here, the copies by their ids where they were first
-    published). Copies arrive in their origin's order, so every entry of that origin up to that id
-    that reached this cluster is acknowledged here. There: the subscription moves past its
-    entries while each is covered (its origin id within `origin_acked`), and stops at the first
-    that is not. Nothing is skipped there that was not acknowledged here; what was acknowledged
-    here after the last exchange is delivered there again."""
-
-    def __init__(self, metadata: MetadataStore, reader: EntryReader, clock: Clock, local_cluster: str,
-                 remotes: RemoteClusters) -> None:
-        self.metadata = metadata
-        self.reader = reader
-        self.clock = clock
-        self.local_cluster = local_cluster
-        self.remotes = remotes
-        self._unsent: set[tuple[str, str, str]] = set()  # (topic, subscription, remote) a failed send left
-
-    def share(self, topic: TopicName, remotes: list[str], cursors: dict[str, tuple[CursorState, int]]) -> int:
-        """Send the replicated subscriptions' acknowledged prefixes that moved to `remotes`; the sends made."""
-        sent = 0
-        seal: SealState | None = None
-        for name, (cursor, version) in cursors.items():
-            if not cursor.replicated or is_replicator(name):
-                continue
-            moved = cursor.mark_delete > cursor.origin_scanned
-            if moved:
-                seal = seal or self.metadata.get_topic_state(topic)[0]
-                acked = self._scan(topic, cursor, seal)
-                updated = CursorState.from_dict(cursor.to_dict())
-                updated.origin_acked, updated.origin_scanned = acked, cursor.mark_delete
-                self.metadata.put_cursors([CursorWrite(topic, name, updated, version)])  # lost to a consumer's write: again next time
-                cursor = updated
-            for remote in remotes:
-                key = (str(topic), name, remote)
-                if not (moved or key in self._unsent) or not cursor.origin_acked:
-                    continue
-                try:
-                    self.remotes.acknowledge(remote, topic, name, cursor.subscription_type, cursor.origin_acked)
-                    self._unsent.discard(key)
-                    sent += 1
-                except RemoteUnavailable as exc:
-                    self._unsent.add(key)
-                    log.warning("subscription %s of %s not shared with %s: %s", name, topic, remote, exc)
-        return sent
-
-    def _scan(self, topic: TopicName, cursor: CursorState, seal: SealState) -> dict[str, int]:
-        acked = dict(cursor.origin_acked)
-        if cursor.mark_delete > 0:
-            acked[self.local_cluster] = max(acked.get(self.local_cluster, -1), cursor.mark_delete - 1)
-        position = max(cursor.origin_scanned, seal.first_entry)
-        end = min(cursor.mark_delete, seal.next_entry)
-        while position < end:
-            entries = self.reader.read(topic, position, min(MAX_SEND_ENTRIES, end - position), seal, None)
-            if not entries:
-                break
-            for entry in entries:
-                if entry.origin is not None:
-                    acked[entry.origin.cluster] = max(acked.get(entry.origin.cluster, -1), entry.origin.entry_id)
-            position = entries[-1].entry_id + 1
-        return acked
-
-    def apply_remote_acks(self, topic: TopicName, subscription: str, subscription_type: str,
-                          origin_acked: dict[str, int], max_scan: int = 10_000) -> int:
-        """Another cluster's replicated subscription acknowledged `origin_acked`: move this
-        cluster's subscription (created if needed, replicated) past the entries that covers;
-        its first entry not acknowledged."""
-        def covered(entry: Entry) -> bool:
-            if entry.hole:
-                return True
-            if entry.origin is None:
-                return origin_acked.get(self.local_cluster, -1) >= entry.entry_id
-            return origin_acked.get(entry.origin.cluster, -1) >= entry.origin.entry_id
-
-        for _ in range(5):
-            view = self.metadata.get_subscription_view(topic, subscription)
-            seal, cursor, version = view.seal, view.cursor, view.cursor_version
-            if cursor is None:
-                start = seal.first_entry
-                cursor = CursorState(subscription_type, start, start, created_at=self.clock.now_ms())
-            state = CursorState.from_dict(cursor.to_dict())
-            state.replicated = True
-            if state.read_position < seal.first_entry:
-                state.expire_before(seal.first_entry)
-            _acknowledge_covered(self.reader, topic, state, seal, covered, max_scan, self.clock.now_ms())
-            # what came from there is known there: the next scan here starts past it
-            state.origin_scanned = max(state.origin_scanned, state.mark_delete)
-            for cluster, acked in origin_acked.items():
-                state.origin_acked[cluster] = max(state.origin_acked.get(cluster, -1), acked)
-            state.compact()
-            if state.to_dict() == cursor.to_dict() and view.cursor is not None:
-                return state.mark_delete
-            if self.metadata.put_cursor(topic, subscription, state, version):
-                return state.mark_delete
-        raise RetryableError("Too much contention on the subscription; retry")
-
-
-def _acknowledge_covered(reader: EntryReader, topic: TopicName, state: CursorState, seal: SealState,
-                         covered: Callable[[Entry], bool], max_scan: int, now: int) -> None:
-    """Acknowledge the entries after the mark-delete position that `covered` says were
-    acknowledged elsewhere; the others past the read position join the cursor as waiting
-    deliveries (as dispatch admits new entries), so that nothing is skipped."""
-    key_shared = state.subscription_type == "Key_Shared"
-    delays = state.subscription_type in ("Shared", "Key_Shared")
-    position, scanned = state.mark_delete, 0
-    while position < seal.next_entry and scanned < max_scan:
-        entries = reader.read(topic, position, MAX_SEND_ENTRIES, seal, None)
-        if not entries or entries[0].entry_id != position:
-            break
-        for entry in entries:
-            e = entry.entry_id
-            if e >= state.read_position:
-                if not covered(entry):
-                    not_before = entry.deliver_at if delays and entry.deliver_at > now else 0
-                    state.add_new(e, e + 1, None, False, None, "", not_before,
-                                  key_hash(entry.key) if key_shared else None)
-                state.read_position = e + 1
-            if covered(entry):
-                state.acknowledge([e])
-        position = entries[-1].entry_id + 1
-        scanned += len(entries)
 
 
 def _within_bytes(entries: list[Entry]) -> list[Entry]:

@@ -247,6 +247,10 @@ class LocalCluster:
         if not valid_cluster_name(self.cluster_name):
             raise ValueError(f"Invalid cluster name {self.cluster_name!r}: letters, digits and _ - = : . only")
         check_port_free(self.host, self.port, "the HTTP API, --port")
+        if self.network is not None:  # the other clusters' regions are reached through the instance's network
+            from magnetar.adapters.aws.clients import add_client_hook
+
+            add_client_hook(self.network.partition(self.cluster_name))
         if self.aws_endpoint is None:
             check_port_free(self.host, self.aws_port, "the AWS emulator, --aws-port")
             self.emulator = start_emulator(self.host, self.aws_port, self.fidelity)

@@ -44,6 +44,7 @@ HTTP_INTEGRATION_TIMEOUT_S = 30.0  # HTTP API: maximum integration timeout (not 
 WEBSOCKET_IDLE_TIMEOUT_S = 600.0  # WebSocket API: idle connection timeout, 10 min
 WEBSOCKET_MAX_CONNECTION_S = 7200.0  # WebSocket API: connection duration, 2 h
 ESM_POLL_INTERVAL_S = 1.0  # Kinesis event-source mapping: each shard polled once a second
+GLOBAL_TABLE_REPLICATION_MS = 1000  # DynamoDB global tables: a change reaches the other replicas in about a second
 
 # Modeled latency, (p50, p99) in seconds
 LAMBDA_WARM_OVERHEAD = (0.002, 0.010)  # Invoke of a warm execution environment

@@ -3,8 +3,9 @@
 One AWS emulator; each cluster in a process of its own (`local up --cluster-name NAME`) and in a
 region of its own on that emulator (its table, stream, bucket, journal consumer and maintenance
 schedule, as a stack per region would have), on consecutive ports from `--port` and
-`--pulsar-port`; all share one configuration store, the table a global table's home replica
-would be. Outages are staged through `magnetar.local.network`.
+`--pulsar-port`; all share one configuration store, emulated as a global table: a replica in
+every cluster's region, the home's changes copied to the others after a delay
+(`magnetar.local.config_replication`). Outages are staged through `magnetar.local.network`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from magnetar.config import (
 )
 from magnetar.core.clusters import valid_cluster_name
 from magnetar.local.cluster import _die_with_parent, _wait_for_port, start_emulator
+from magnetar.local.config_replication import DEFAULT_DELAY_MS, ConfigurationReplication
 from magnetar.local.fidelity import AwsFidelity
 from magnetar.local.network import LocalNetwork
 
@@ -90,6 +92,9 @@ class LocalInstance:
     aws_endpoint: str | None = None
     fidelity: AwsFidelity = field(default_factory=AwsFidelity)
     cluster_args: list[str] = field(default_factory=list)  # more `local up` options for every cluster
+    # how long the configuration store's home takes to reach the other regions' replicas (ms)
+    config_replication_delay_ms: int = DEFAULT_DELAY_MS
+    config_replication: ConfigurationReplication | None = None
     processes: list[ClusterProcess] = field(default_factory=list)
     emulator: subprocess.Popen[bytes] | None = None
     directory: Path | None = None
@@ -106,8 +111,13 @@ class LocalInstance:
         # each cluster process configures its own AWS environment (--aws-endpoint); this process's
         # stays as it was (an instance started by a test must not move the test's clients)
         self.directory = Path(tempfile.mkdtemp(prefix="magnetar-instance-"))
-        LocalNetwork(self.directory, tuple(self.clusters)).write_clusters()
+        regions = LOCAL_REGIONS[:len(self.clusters)]
+        network = LocalNetwork(self.directory, tuple(self.clusters), regions)
+        network.write_clusters()
         home = LOCAL_REGIONS[0]
+        # the configuration store's replicas, replicating before any cluster writes to the home
+        self.config_replication = ConfigurationReplication(
+            self.endpoint, LOCAL_CONFIG_TABLE, home, regions[1:], self.config_replication_delay_ms, network).start()
         self.processes = [ClusterProcess(name, LOCAL_REGIONS[i], self.port + i,
                                          self.pulsar_port + i if self.pulsar_port else None, self.host)
                           for i, name in enumerate(self.clusters)]
@@ -130,6 +140,8 @@ class LocalInstance:
         return self
 
     def stop(self) -> None:
+        if self.config_replication is not None:
+            self.config_replication.stop()
         for child in self._children:
             if child.poll() is None:
                 child.send_signal(signal.SIGINT)

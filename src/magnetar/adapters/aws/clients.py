@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import cache
@@ -160,6 +160,17 @@ def unprocessed_backoff(attempt: int, service: str = "dynamodb") -> None:
     time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
 
 
+# callables every new client is handed to (its events, before its first request): the local
+# runtime's emulation of the network between regions (magnetar.local.network), nothing on AWS
+_CLIENT_HOOKS: list[Callable[[Any], None]] = []
+
+
+def add_client_hook(hook: Callable[[Any], None]) -> None:
+    """Hand every client made from now on to `hook` (and forget the clients made before)."""
+    _CLIENT_HOOKS.append(hook)
+    _client.cache_clear()
+
+
 def client(service: str, region: str | None = None) -> Any:
     """One client per service per process (clients are thread-safe; sessions are not) and per
     endpoint in effect: a process that moves to another endpoint (tests, `magnetar local up` after
@@ -173,4 +184,6 @@ def client(service: str, region: str | None = None) -> Any:
 def _client(service: str, endpoint: str | None, region: str | None = None) -> Any:
     session = boto3.session.Session()
     c = session.client(service, config=_CONFIG, region_name=region)  # type: ignore[call-overload]
+    for hook in _CLIENT_HOOKS:
+        hook(c)
     return count_requests(c)

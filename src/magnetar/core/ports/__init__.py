@@ -389,6 +389,15 @@ class FunctionStore(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class SubscriptionSnapshot:
+    """What a replicated subscription acknowledged in one cluster: per cluster of origin, the
+    highest origin entry id within its acknowledged prefix; written at `at_ms` there."""
+
+    origin_acked: dict[str, int]
+    at_ms: int
+
+
 class MetadataStore(SchemaStore, FunctionStore, DeletionStore, Protocol):
     """Tenants, namespaces, topics, the writer counter, seal states, segment lists, cursors,
     schemas, functions, deletions."""
@@ -416,6 +425,17 @@ class MetadataStore(SchemaStore, FunctionStore, DeletionStore, Protocol):
     def list_clusters(self) -> list[str]: ...
     def delete_cluster(self, name: str) -> bool:
         """Forget a cluster; False when it did not exist."""
+        ...
+
+    # --- replicated subscriptions' snapshots (configuration store: every cluster reads them) ---
+    def put_subscription_snapshot(self, topic: TopicName, subscription: str, cluster: str,
+                                  snapshot: SubscriptionSnapshot) -> bool:
+        """Record what `subscription` of `topic` acknowledged in `cluster`; False (nothing written)
+        when the one stored covers as much: a snapshot never moves back."""
+        ...
+
+    def get_subscription_snapshots(self, topic: TopicName, subscription: str) -> dict[str, SubscriptionSnapshot]:
+        """The snapshots of `subscription` of `topic`, by the cluster that wrote each."""
         ...
 
     def create_namespace(self, namespace: NamespaceInfo) -> bool: ...

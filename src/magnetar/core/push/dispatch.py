@@ -215,8 +215,11 @@ class Dispatcher:
                                         or state.read_position < view.seal.next_entry)
             if not delivered and state.to_dict() == before:
                 return [], False
+            share = service.prepare_share(topic, state, view.seal)  # a replicated subscription's snapshot
             if service.metadata.put_cursor(topic, conn.subscription, state, view.cursor_version):
                 crash_point("dispatch.after_claim")
+                if share:
+                    service.publish_share(topic, conn.subscription, state)
                 return delivered, more
             # acknowledgement frames of one subscription arrive in parallel invocations: back off
             self.clock.sleep(random.uniform(0.0, min(MAX_BACKOFF_S, 0.005 * 2 ** attempt)))

@@ -11,6 +11,7 @@
 | segment              | TP#<topic>               | SEG#<last entry>   |
 | cursor               | TP#<topic>               | SUB#<subscription> |
 | schema version       | SCHEMA#<tenant>/<ns>/<topic> | V#<version>    |
+| replicated subscription snapshot | RSUB#<topic> | <subscription>#<cluster> |
 | function             | FUNCTIONS#<tenant>/<ns>  | <name>             |
 | function input index | FNINPUT#<topic> / FNPATTERNS#<tenant>/<ns> | <fqfn> |
 | function state key   | FNSTATE#<fqfn>           | <key>              |
@@ -30,11 +31,12 @@ from magnetar.adapters.aws.dynamodb.deletion import DeletionItems
 from magnetar.adapters.aws.dynamodb.functions import FunctionItems
 from magnetar.adapters.aws.dynamodb.schemas import SchemaItems
 from magnetar.adapters.aws.dynamodb.sealer import SealerItems
+from magnetar.adapters.aws.dynamodb.snapshots import SnapshotItems
 from magnetar.adapters.aws.dynamodb.writer import WriterItems
 
 __all__ = ["DynamoMetadataStore"]
 
 
 class DynamoMetadataStore(CatalogItems, ClusterItems, WriterItems, SealerItems, CursorItems, SchemaItems,
-                          FunctionItems, DeletionItems, DynamoBase):
+                          FunctionItems, DeletionItems, SnapshotItems, DynamoBase):
     """MetadataStore on one DynamoDB table: each mixin keeps the items of one responsibility."""

@@ -7,6 +7,8 @@ The table's layout is described in the package's docstring.
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -14,13 +16,15 @@ import msgpack
 from botocore.exceptions import ClientError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError
 
 from magnetar.adapters.aws.clients import UNPROCESSED_ATTEMPTS, client, unprocessed_backoff
-from magnetar.core.errors import RetryableError
+from magnetar.core.errors import ConfigurationUnavailable, RetryableError
 from magnetar.core.ledger.common import segment_key
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import JournalPosition, ProducerActivity, SealState, SegmentMeta, WriterState
 
 TRANSACTION_ITEMS = 100  # DynamoDB's limit per TransactWriteItems
 TRANSACTION_BYTES = 3_500_000  # under its 4 MB, with room for the keys and conditions
+# how long the configuration store's client leaves an unreachable home replica alone (s)
+HOME_PAUSE_S = 3.0
 
 
 def _s(value: str) -> dict[str, str]:
@@ -262,24 +266,78 @@ class ConfigurationReplicas:
     """The configuration store's client: every request at the home replica; a read the home
     region cannot answer (unreachable: a region outage) goes to this region's replica of the
     global table instead, which may lag the home by the replication delay. Writes have no such
-    fallback: a policy edited while the home region is out is refused (retryable), never written
-    where a last-writer-wins replication could lose it."""
+    fallback: a policy edited while the home region is out is refused (ConfigurationUnavailable,
+    a 503 to retry), never written where a last-writer-wins replication could lose it.
+
+    Once the home failed to answer, it is left alone for `pause_s`: reads go to this region's
+    replica at once and writes are refused at once, rather than each request waiting out the
+    SDK's retries of a connection that will not come (seconds each). The first request past the
+    pause tries the home again (the others keep away from it meanwhile); its answer ends the
+    pause. So for up to `pause_s` after the home region is back, reads may still come from this
+    region's replica (behind by the replication delay)."""
 
     READS = frozenset({"get_item", "query", "batch_get_item", "scan"})
+    UNREACHABLE = (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError)
 
-    def __init__(self, home: Any, local: Any) -> None:
+    def __init__(self, home: Any, local: Any, pause_s: float = HOME_PAUSE_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.home = home
         self.local = local
+        self.pause_s = pause_s
+        self.clock = clock
+        self._paused_until = 0.0  # 0: the home answers
+        self._lock = threading.Lock()
+        meta = getattr(home, "meta", None)
+        self.region = getattr(meta, "region_name", None) or "its home region"
+
+    def _try_home(self) -> bool:
+        """Whether this request goes to the home: not within a pause; the first past one does
+        (and keeps the others away until it has its answer)."""
+        with self._lock:
+            if not self._paused_until:
+                return True
+            now = self.clock()
+            if now < self._paused_until:
+                return False
+            self._paused_until = now + self.pause_s
+            return True
+
+    def _home_call(self, call: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        try:
+            answer = call(**kwargs)
+        except self.UNREACHABLE:
+            self._paused_until = self.clock() + self.pause_s
+            raise
+        self._paused_until = 0.0
+        return answer
+
+    def _unavailable(self) -> ConfigurationUnavailable:
+        return ConfigurationUnavailable(
+            f"The configuration store's home replica ({self.region}) is unreachable: configuration changes "
+            "are refused until it answers again (reads are served from this region's replica); retry later")
 
     def __getattr__(self, operation: str) -> Any:
         call = getattr(self.home, operation)
-        if operation not in self.READS:
+        if not callable(call) or operation.startswith("_"):
             return call
+        if operation not in self.READS:
+
+            def write(**kwargs: Any) -> Any:
+                if not self._try_home():
+                    raise self._unavailable()
+                try:
+                    return self._home_call(call, kwargs)
+                except self.UNREACHABLE as exc:
+                    raise self._unavailable() from exc
+
+            return write
 
         def read(**kwargs: Any) -> Any:
-            try:
-                return call(**kwargs)
-            except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError):
-                return getattr(self.local, operation)(**kwargs)
+            if self._try_home():
+                try:
+                    return self._home_call(call, kwargs)
+                except self.UNREACHABLE:
+                    pass
+            return getattr(self.local, operation)(**kwargs)
 
         return read

@@ -11,7 +11,13 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s, _tp
-from magnetar.core.errors import NotFound, RetryableError, StalePolicies, TopicLimitReached
+from magnetar.core.errors import (
+    ConfigurationUnavailable,
+    NotFound,
+    RetryableError,
+    StalePolicies,
+    TopicLimitReached,
+)
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.policies import TOPIC_LIMIT_REASON, has_overrides
 from magnetar.core.ports import NamespaceInfo, TenantInfo
@@ -94,18 +100,19 @@ class CatalogItems(DynamoBase):
         counter (this cluster's table). Two writes, each safe to repeat: a topic listed by another
         cluster of the instance, or whose writer counter a crash left unwritten, gets its counter
         here (False: it was listed already)."""
-        listed = self._transact_counted(
-            topic.namespace_name, 1, max_topics,
-            [
-                {
-                    "Put": {
-                        "TableName": self.config_table,
-                        "Item": {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic)), "createdAt": _n(now_ms)},
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
-            ],
-        )
+        listing = {"pk": _s(f"TOPICS#{topic.namespace_name}"), "sk": _s(str(topic))}
+        try:
+            listed = self._transact_counted(
+                topic.namespace_name, 1, max_topics,
+                [{"Put": {"TableName": self.config_table, "Item": {**listing, "createdAt": _n(now_ms)},
+                          "ConditionExpression": "attribute_not_exists(pk)"}}],
+            )
+        except ConfigurationUnavailable:
+            # the home replica is out of reach: a topic another cluster listed (as this region's
+            # replica shows) still gets its writer counter here, so it can be used in this cluster
+            if self._get(listing["pk"]["S"], listing["sk"]["S"], config=True) is None:
+                raise
+            listed = False
         self._create_writer(topic, now_ms)
         return listed
 
