@@ -78,7 +78,8 @@ CATALOG: tuple[MetricSpec, ...] = (
     MetricSpec("pulsar_subscription_unacked_messages", GAUGE, SUBSCRIPTION,
                "Entries handed to consumers and not acknowledged yet"),
     MetricSpec("pulsar_subscription_msg_rate_redeliver", GAUGE, SUBSCRIPTION,
-               "Messages redelivered per second (not measured: 0, as in topic stats)"),
+               "Messages redelivered per second (handed out again after a negative ack, an ack timeout "
+               "or their consumer leaving)"),
     MetricSpec("pulsar_subscription_msg_rate_out", GAUGE, SUBSCRIPTION, "Messages dispatched per second"),
     MetricSpec("pulsar_subscription_msg_throughput_out", GAUGE, SUBSCRIPTION, "Bytes dispatched per second"),
     MetricSpec("pulsar_subscription_blocked_on_unacked_messages", GAUGE, SUBSCRIPTION,
