@@ -57,8 +57,8 @@ class _Outcomes(unittest.TestResult):
         self._started = time.monotonic()
 
     def _record(self, test: unittest.TestCase, outcome: str, detail: str = "") -> None:
-        self.outcomes[test.id().rsplit(".", 2)[-2] + "." + test.id().rsplit(".", 1)[-1]] = {
-            "outcome": outcome, "seconds": round(time.monotonic() - self._started, 2), "detail": detail}
+        self.outcomes[_name(test)] = {"outcome": outcome, "seconds": round(time.monotonic() - self._started, 2),
+                                      "detail": detail}
 
     def addSuccess(self, test: unittest.TestCase) -> None:
         self._record(test, "passed")
@@ -71,6 +71,11 @@ class _Outcomes(unittest.TestResult):
 
     def addSkip(self, test: unittest.TestCase, reason: str) -> None:
         self._record(test, "not run", reason)
+
+
+def _name(test: unittest.TestCase) -> str:
+    """`Class.test_method`."""
+    return ".".join(test.id().rsplit(".", 2)[-2:])
 
 
 def _last_line(err: Any) -> str:
@@ -87,7 +92,8 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def run_door(door: str, suite: Path, test_timeout_s: int, out: Path) -> None:
-    """Run the suite in this process (its path set by `main`) and write the outcomes to `out`."""
+    """Run the suite in this process (its path set by `main`), writing the outcomes to `out` after
+    each test (the tests already there are not run again) and the test under way to `out.current`."""
     os.chdir(suite)  # the suite opens test-conf/... relative to its folder
     import pulsar  # the shim or the official client, as the path says
 
@@ -102,8 +108,13 @@ def run_door(door: str, suite: Path, test_timeout_s: int, out: Path) -> None:
         setattr(module.PulsarTest, name, unittest.skip(reason)(getattr(module.PulsarTest, name)))
     tests = list(_flatten(unittest.defaultTestLoader.loadTestsFromModule(module)))
     result = _Outcomes()
+    if out.is_file():
+        result.outcomes = json.loads(out.read_text())
     signal.signal(signal.SIGALRM, _alarm)
     for test in tests:
+        if _name(test) in result.outcomes:
+            continue
+        Path(f"{out}.current").write_text(_name(test))
         signal.alarm(test_timeout_s)
         try:
             test.run(result)
@@ -111,7 +122,7 @@ def run_door(door: str, suite: Path, test_timeout_s: int, out: Path) -> None:
             result._record(test, "error", "the test ran out of its time")
         finally:
             signal.alarm(0)
-    out.write_text(json.dumps(result.outcomes, indent=1))
+        out.write_text(json.dumps(result.outcomes, indent=1))
     sys.stdout.flush()
     os._exit(0)  # clients the suite left open (it closes few) must not hold the process
 
@@ -133,11 +144,24 @@ def _door(door: str, suite: Path, test_timeout_s: int) -> dict[str, Any]:
     paths = ([str(SHIM)] if door == "sdk" else []) + [str(suite)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")])}
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "outcomes.json"
+        out, current = Path(tmp) / "outcomes.json", Path(tmp) / "outcomes.json.current"
         started = time.monotonic()
-        subprocess.run([sys.executable, __file__, "--run-door", door, "--suite", str(suite), "--out", str(out),
-                        "--test-timeout", str(test_timeout_s)], env=env, check=False,
-                       timeout=test_timeout_s * 100 + 300, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _attempt in range(20):  # a test stuck where the alarm cannot reach (a native call): the process
+            proc = subprocess.Popen([sys.executable, __file__, "--run-door", door, "--suite", str(suite),  # goes,
+                                     "--out", str(out), "--test-timeout", str(test_timeout_s)],  # the rest runs on
+                                    env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            while proc.poll() is None:
+                time.sleep(1)
+                if current.is_file() and time.time() - current.stat().st_mtime > test_timeout_s + 30:
+                    proc.kill()
+                    proc.wait()
+                    done = json.loads(out.read_text()) if out.is_file() else {}
+                    done[current.read_text()] = {"outcome": "error", "seconds": test_timeout_s + 30,
+                                                 "detail": "hung past its time (in a native call): its process killed"}
+                    out.write_text(json.dumps(done))
+                    current.unlink()
+            if proc.returncode == 0:
+                break
         if not out.is_file():
             raise SystemExit(f"door {door}: the suite wrote no outcomes")
         outcomes: dict[str, dict[str, Any]] = json.loads(out.read_text())
