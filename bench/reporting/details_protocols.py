@@ -154,6 +154,30 @@ def fuzz(results: Results) -> str:
                 table(["operations", "test cases", "requests", "failures", "errors", "duration", "measured at"], rows))
 
 
+def client_suite(results: Results) -> str:
+    r: dict[str, Any] = results.load("pulsar-client-suite.json")
+    names = {"sdk": "Magnetar SDK as `pulsar` (HTTP)", "proxy": "pulsar-client through the proxy (`pulsar://`)"}
+    by_door = {run["door"]: run for run in r["runs"]}
+    summary = [[names[run["door"]], bold(f"{run['passed']} / {run['tests']}"), n(run["failed"]), n(run["error"]),
+                n(run["not run"]), n(run["seconds"])] for run in r["runs"]]
+    tests = sorted({t for run in r["runs"] for t, o in run["outcomes"].items() if o["outcome"] != "passed"})
+
+    def cell(door: str, test: str) -> str:
+        o = by_door[door]["outcomes"].get(test, {"outcome": "—", "detail": ""}) if door in by_door else None
+        if o is None or o["outcome"] == "passed":
+            return "passed" if o else "—"
+        detail = o["detail"].replace("|", "\\|").replace("\n", " ")
+        return f"{o['outcome']}: {detail[:110]}{'…' if len(detail) > 110 else ''}" if detail else o["outcome"]
+
+    rows = [[f"`{t}`", cell("sdk", t), cell("proxy", t)] for t in tests]
+    return join(commands(".venv/bin/python bench/pulsar_client_suite.py --suite <pulsar-client-python>/tests "
+                         "--json bench/results/pulsar-client-suite.json"),
+                table(["door", "passed", "failed", "errors", "not run", "seconds"], summary),
+                f"pulsar-client {r['pulsar_client']}; suite files (sha-256 prefix): "
+                + ", ".join(f"`{f}` {h}" for f, h in r["suite"].items()) + ".",
+                table(["test not passed in a door", "SDK", "proxy"], rows))
+
+
 BLOCKS = {
     "detail-protocol-operations": protocol_operations,
     "detail-protocol-idle": protocol_idle,
@@ -162,4 +186,5 @@ BLOCKS = {
     "detail-verify-geo": verify_geo,
     "detail-replication": replication,
     "detail-fuzz": fuzz,
+    "detail-client-suite": client_suite,
 }

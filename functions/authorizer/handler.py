@@ -26,7 +26,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from magnetar.adapters.aws.telemetry import EmfMetrics, LambdaTelemetry
-from magnetar.core.metric_names import AUTHORIZATIONS, AUTHORIZER_DENIALS
+from magnetar.core.metrics import AUTHORIZATIONS, AUTHORIZER_DENIALS
 from magnetar.security import identity
 
 logger = Logger()

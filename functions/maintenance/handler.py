@@ -17,7 +17,7 @@ from magnetar.adapters.aws import build_broker, build_replicator
 from magnetar.adapters.aws.compaction import build_compactor
 from magnetar.adapters.aws.connections import build_push
 from magnetar.adapters.aws.telemetry import EmfMetrics, LambdaTelemetry
-from magnetar.core.metric_names import REDISPATCHED
+from magnetar.core.metrics import REDISPATCHED
 
 logger = Logger()
 telemetry = LambdaTelemetry()  # the run's metrics (backlogs per namespace: core/lifecycle.py) as EMF

@@ -18,7 +18,7 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from magnetar.core import metric_names as m
+from magnetar.core import metrics as m
 
 from .settings import (
     AUTHORIZER_DENIALS_ALARM_ID,

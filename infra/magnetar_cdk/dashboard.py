@@ -19,7 +19,7 @@ from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from magnetar.core import metric_names as m
+from magnetar.core import metrics as m
 from magnetar.cost.prices import PRICES, GiB
 
 from .settings import OPERATIONS_DASHBOARD_ID, pin_logical_id

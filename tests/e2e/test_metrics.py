@@ -108,6 +108,41 @@ def test_after_traffic_the_metrics_equal_topic_stats(cluster: Any, client: magne
     producer.close()
 
 
+def test_negative_acks_show_as_the_subscriptions_redeliver_rate(cluster: Any, client: magnetar.Client,
+                                                                  admin: AdminClient, namespace: str) -> None:
+    topic = f"persistent://{namespace}/retried"
+    consumer = client.subscribe(topic, "work", consumer_type=magnetar.ConsumerType.Shared,
+                                initial_position=magnetar.InitialPosition.Earliest,
+                                negative_ack_redelivery_delay_ms=100)
+    calm = client.subscribe(topic, "calm", initial_position=magnetar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(6):
+        producer.send(f"m{i}".encode())
+    first = [consumer.receive(timeout_millis=10_000) for _ in range(6)]
+    assert all(m.redelivery_count() == 0 for m in first)
+    for message in first:
+        consumer.negative_acknowledge(message)
+    again = [consumer.receive(timeout_millis=10_000) for _ in range(6)]
+    assert sorted(m.data() for m in again) == sorted(m.data() for m in first)
+    assert all(m.redelivery_count() == 1 for m in again)
+    for message in again:
+        consumer.acknowledge(message)
+    for _ in range(6):
+        calm.acknowledge(calm.receive(timeout_millis=10_000))
+
+    stats = admin.topic_stats(topic)["subscriptions"]
+    # six redelivered within the last seconds: about 6/60 a second (a one-minute moving average)
+    assert 0.05 < stats["work"]["msgRateRedeliver"] <= 0.1
+    assert stats["calm"]["msgRateRedeliver"] == 0.0, "nothing was redelivered on this one"
+    samples = scrape(cluster, topics="true", namespace=namespace)
+    rate = {sub: samples[("pulsar_subscription_msg_rate_redeliver", "cluster=standalone", f"namespace={namespace}",
+                          f"subscription={sub}", f"topic={topic}")] for sub in ("work", "calm")}
+    assert 0.05 < rate["work"] <= 0.1 and rate["calm"] == 0.0
+    consumer.close()
+    calm.close()
+    producer.close()
+
+
 def test_topic_level_from_the_setting_and_the_query(cluster: Any, client: magnetar.Client, namespace: str,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     topic = f"persistent://{namespace}/t"

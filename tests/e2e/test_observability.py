@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 import magnetar
-from magnetar.core import metric_names as m
+from magnetar.core import metrics as m
 
 
 class LogReader:

@@ -144,7 +144,7 @@ def test_operational_alarms_go_to_the_alarm_topic(template: dict[str, Any]) -> N
 
 
 def test_alarms_read_the_metrics_the_functions_emit(template: dict[str, Any], config: ModuleType) -> None:
-    from magnetar.core import metric_names as m
+    from magnetar.core import metrics as m
 
     alarms = {k: v["Properties"] for k, v in _resources(template, "AWS::CloudWatch::Alarm").items()}
     quota = alarms["BacklogQuotaAlarm"]

@@ -799,8 +799,8 @@ def test_alarms(template: Template, config: ModuleType) -> None:
 
 def test_late_after_hole_is_the_consumers_metric_name() -> None:
     """The alarm reads what the sealer emits (core/ledger/sealer.py through the journal consumer's
-    EMF lines: adapters/aws/telemetry.py), by the names both take from core/metric_names.py."""
-    from magnetar.core import metric_names
+    EMF lines: adapters/aws/telemetry.py), by the names both take from core/metrics/__init__.py."""
+    from magnetar.core import metrics as metric_names
 
     handler = (REPO_ROOT / "functions" / "journal_consumer" / "handler.py").read_text()
     sealer = (REPO_ROOT / "src" / "magnetar" / "core" / "ledger" / "sealer.py").read_text()

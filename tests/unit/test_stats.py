@@ -138,6 +138,28 @@ def test_rates_are_one_minute_averages_decaying_with_the_clock() -> None:
     assert later["msgInCounter"] == 30, "counters do not decay"
 
 
+def test_redeliveries_make_the_redeliver_rate_and_survive_the_cursor_item() -> None:
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    broker.subscriptions.subscribe(T, "s", "c1", "Shared", "Earliest")
+    publish(broker, "p1", 10)
+    seal_all(broker)
+    first = broker.subscriptions.receive(T, "s", "c1", max_messages=10).entries
+    assert len(first) == 10
+    assert broker.stats.topic_stats(T)["subscriptions"]["s"]["msgRateRedeliver"] == 0.0, "first deliveries"
+    nacked = tuple(d.entry.entry_id for d in first[:4])
+    broker.subscriptions.acknowledge(T, "s", Acks(entries=tuple(d.entry.entry_id for d in first[4:]),
+                                                  nacks=nacked, consumer="c1"))
+    again = broker.subscriptions.receive(T, "s", "c1", max_messages=10).entries
+    assert [d.entry.entry_id for d in again] == list(nacked) and all(d.redelivery_count == 1 for d in again)
+    sub = broker.stats.topic_stats(T)["subscriptions"]["s"]
+    assert sub["msgRateRedeliver"] == pytest.approx(4 / 60, rel=1e-3)  # stored to 4 decimals
+    assert sub["msgRateOut"] == pytest.approx(14 / 60, rel=1e-3) and sub["msgOutCounter"] == 14
+    clock.advance(60_000)
+    later = broker.stats.topic_stats(T)["subscriptions"]["s"]
+    assert later["msgRateRedeliver"] == pytest.approx(4 / 60 / math.e, rel=1e-3)
+
+
 def test_internal_stats_group_segments_by_ledger_and_estimate_the_unsealed_tail() -> None:
     clock = ManualClock()
     broker = memory_broker(clock)

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from magnetar.adapters.aws import telemetry as aws_telemetry
+from magnetar.adapters.aws.clients import RequestCounter
 from magnetar.adapters.memory import ManualClock, memory_broker
 from magnetar.adapters.memory_telemetry import in_memory_telemetry
-from magnetar.core import metric_names as m
+from magnetar.core import metrics as m
 from magnetar.core.acks import Acks
 from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import PayloadTooLarge
@@ -180,13 +181,15 @@ def test_an_invocation_writes_one_emf_line_per_dimension_set(capsys: pytest.Capt
     assert all("ColdStart" not in d for d in again)
 
 
-def test_throttling_answers_are_counted_and_left_to_botocore() -> None:
+def test_throttling_answers_are_counted_once_for_both_sinks_and_left_to_botocore() -> None:
+    counter = RequestCounter()
     invocation = aws_telemetry.Invocation()
     token = aws_telemetry._CURRENT.set(invocation)
     try:
         throttled = (None, {"Error": {"Code": "ProvisionedThroughputExceededException"}})
-        assert aws_telemetry.on_needs_retry(throttled, "needs-retry.kinesis.PutRecord") is None
-        aws_telemetry.on_needs_retry((None, {"Error": {"Code": "ValidationException"}}), "needs-retry.kinesis.PutRecord")
+        assert counter.attempted("needs-retry.kinesis.PutRecord", response=throttled) is None
+        counter.attempted("needs-retry.kinesis.PutRecord", response=(None, {"Error": {"Code": "ValidationException"}}))
+        counter.throttled("dynamodb", "BatchWriteItem")  # a batch's unprocessed items
 
         class Request:
             context = {"retries": {"attempt": 2}}
@@ -195,5 +198,7 @@ def test_throttling_answers_are_counted_and_left_to_botocore() -> None:
     finally:
         aws_telemetry._CURRENT.reset(token)
     assert invocation.sets[(None, "kinesis")]["AwsThrottles"].values == [1]
+    assert invocation.sets[(None, "dynamodb")]["AwsThrottles"].values == [1]
+    assert counter.by_operation()["throttles"] == {("kinesis", "PutRecord"): 1, ("dynamodb", "BatchWriteItem"): 1}
     assert invocation.sets[(None, "s3")]["AwsRetries"].values == [1]
     assert invocation.sets[(None, None)]["S3GetRequests"].values == [1]

@@ -85,7 +85,7 @@ class Claims:
             return []  # Key_Shared, another consumer owns this partition's keys: it admits, not this one
         self.admit_new_entries(topic, view, state, now, max_messages)
         out: list[DeliveredEntry] = []
-        messages = size = 0
+        messages = size = redelivered = 0
         for d in state.ready_for(consumer, now, partition, partitions):
             length = d.end - d.start
             entries = self.reader.read(topic, d.start, length, view.seal, view.writer)
@@ -96,6 +96,7 @@ class Claims:
                 out.append(DeliveredEntry(entry, d.redelivery_count, state.acked_indexes(entry.entry_id)))
                 messages += entry.num_messages
                 size += entry.size
+                redelivered += entry.num_messages if d.redelivery_count else 0
                 taken += 1
             if taken:
                 # the ack timeout counts from when the entries are in hand, not from the start of
@@ -106,7 +107,7 @@ class Claims:
                 break  # what is left must wait: nothing after it may overtake it
         state.compact()
         if out:
-            state.record_out(messages, size, now)
+            state.record_out(messages, size, now, redelivered)
         return out
 
     def key_shared_partitions(self, topic: TopicName, state: CursorState, now: int) -> int:

@@ -33,6 +33,7 @@ from typing import Any
 
 from magnetar.core.errors import ConsumerAssignError, ConsumerBusy, InvalidInput
 from magnetar.core.key_shared import AUTO_SPLIT, HASH_RANGE, KeySharedPolicy
+from magnetar.core.rates import ewma_add
 
 SUBSCRIPTION_TYPES = ("Exclusive", "Shared", "Failover", "Key_Shared")
 class RangeSet:
@@ -138,6 +139,9 @@ class CursorState:
     out_messages: int = 0
     out_bytes: int = 0
     rate_out: tuple[float, float, int] = (0.0, 0.0, 0)  # (messages/s, bytes/s, at ms)
+    # of those, messages handed out again (their redelivery count above 0: negative acks, ack
+    # timeouts, consumers gone): messages/s, a moving average kept at rate_out's instant
+    rate_redeliver: float = 0.0
     # dispatch rate (Pulsar's dispatchRate): messages and bytes handed out in the current period,
     # (period start ms, messages, bytes); kept by the dispatch write, only while a limit is set
     dispatch_window: tuple[int, int, int] = (0, 0, 0)
@@ -166,6 +170,8 @@ class CursorState:
             "o": [self.out_messages, self.out_bytes, round(self.rate_out[0], 4), round(self.rate_out[1], 2),
                   self.rate_out[2]],
         }
+        if self.rate_redeliver:  # written once something was redelivered (older items stay readable)
+            data["o"].append(round(self.rate_redeliver, 4))
         if self.dispatch_window[0]:
             data["dw"] = list(self.dispatch_window)
         priorities = {k: v.priority for k, v in self.consumers.items() if v.priority}
@@ -184,6 +190,7 @@ class CursorState:
             epoch=data.get("e", 0), created_at=data.get("ca", 0),
             out_messages=data.get("o", [0])[0], out_bytes=data.get("o", [0, 0])[1],
             rate_out=tuple(data["o"][2:5]) if "o" in data else (0.0, 0.0, 0),
+            rate_redeliver=data["o"][5] if len(data.get("o", ())) > 5 else 0.0,
             dispatch_window=tuple(data["dw"]) if "dw" in data else (0, 0, 0),
             replicated="rs" in data, origin_scanned=data["rs"][0] if "rs" in data else 0,
             origin_acked=dict(data["rs"][1]) if "rs" in data else {},
@@ -457,12 +464,13 @@ class CursorState:
         self.acknowledge_cumulative(position - 1)
         return expired
 
-    def record_out(self, messages: int, size: int, now: int) -> None:
-        from magnetar.core.rates import ewma_add
-
+    def record_out(self, messages: int, size: int, now: int, redelivered: int = 0) -> None:
+        """Count what a dispatch handed out (`redelivered`: how many of those `messages` were
+        handed out before) in the totals and the moving averages."""
         rate_msgs, rate_bytes, at = self.rate_out
         self.out_messages += messages
         self.out_bytes += size
+        self.rate_redeliver = ewma_add(self.rate_redeliver, at, redelivered, now)
         self.rate_out = (ewma_add(rate_msgs, at, messages, now), ewma_add(rate_bytes, at, size, now), now)
 
     def count_dispatch(self, period_start: int, messages: int, size: int) -> None:

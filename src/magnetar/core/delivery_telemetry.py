@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from magnetar.core import metric_names as m
+from magnetar.core import metrics as m
 from magnetar.core.claims import DeliveredEntry
 from magnetar.core.compression import decompress
 from magnetar.core.entry import Entry, decode_message_columns

@@ -38,7 +38,7 @@ from magnetar.core.errors import (
 from magnetar.core.key_shared import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.ledger import EntryReader, ensure_topic
 from magnetar.core.ledger.pacing import next_seal_in_ms
-from magnetar.core.metric_names import DISPATCHED_MESSAGES
+from magnetar.core.metrics import DISPATCHED_MESSAGES
 from magnetar.core.naming import TopicName, check_consumer_name, check_subscription
 from magnetar.core.policies import TopicPolicies, subscription_limit_reason
 from magnetar.core.ports import Clock, MetadataStore, SealState, SubscriptionView

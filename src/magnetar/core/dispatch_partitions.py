@@ -117,7 +117,7 @@ def receive_partitions(
 def _record(service: SubscriptionService, parent: TopicName, got: dict[int, PartitionReceived]) -> None:
     """The messages a partitioned receive handed out, to the telemetry (one namespace)."""
     from magnetar.core.delivery_telemetry import record_delivery
-    from magnetar.core.metric_names import DISPATCHED_MESSAGES
+    from magnetar.core.metrics import DISPATCHED_MESSAGES
 
     delivered = [d for r in got.values() for d in r.entries]
     if delivered:

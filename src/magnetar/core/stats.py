@@ -273,7 +273,7 @@ class TopicStatsService:
             "msgThroughputOut": decayed(rate_bytes, rate_at, now),
             "bytesOutCounter": state.out_bytes,
             "msgOutCounter": state.out_messages,
-            "msgRateRedeliver": 0.0,
+            "msgRateRedeliver": decayed(state.rate_redeliver, rate_at, now),
             "msgBacklog": state.backlog(snap.writer.next_entry) if snap.topic.is_persistent else 0,
             "blockedSubscriptionOnUnackedMsgs": False,
             "unackedMessages": state.unacked(),

@@ -431,10 +431,11 @@ class LocalUpProcess:
     """`magnetar local up` in a process of its own, on free ports (benchmarks, tests, perf)."""
 
     def __init__(self, poll_interval_s: float | None = None, maintenance_interval_s: float | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, port: int = 0, pulsar_port: int = 0) -> None:
+        """`port`, `pulsar_port`: the HTTP API's and the binary protocol's (0: a free one)."""
         self.maintenance_interval_s = maintenance_interval_s
         self.extra_args = list(extra_args or [])  # more `local up` options (e.g. --auth ...)
-        self.port, self.aws_port, self.pulsar_port = free_port(), free_port(), free_port()
+        self.port, self.aws_port, self.pulsar_port = port or free_port(), free_port(), pulsar_port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.pulsar_url = f"pulsar://127.0.0.1:{self.pulsar_port}"  # the binary protocol proxy
         self.aws_endpoint = f"http://127.0.0.1:{self.aws_port}"

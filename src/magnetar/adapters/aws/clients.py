@@ -27,7 +27,8 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from magnetar.adapters.aws.telemetry import on_needs_retry, on_request_created, throttled_answer
+from magnetar.adapters.aws.telemetry import on_request_created, record_aws, throttled_answer
+from magnetar.core.metrics import AWS_THROTTLES
 
 _CONFIG = Config(
     retries={"mode": "standard", "max_attempts": 4},
@@ -75,11 +76,18 @@ class RequestCounter:
                 scope[(service, operation)] += 1
 
     def attempted(self, event_name: str = "", response: Any = None, **kwargs: Any) -> None:
-        """botocore's `needs-retry.<service>.<Operation>`, after every attempt: count a throttled one."""
+        """botocore's `needs-retry.<service>.<Operation>`, after every attempt: a throttled one is
+        recorded (`throttled`). Returns None: the retry decision stays botocore's."""
         if response and throttled_answer(response):
             _event, service, operation = event_name.split(".", 2)
-            with self._lock:
-                self._throttles[(service, operation)] += 1
+            self.throttled(service, operation)
+
+    def throttled(self, service: str, operation: str) -> None:
+        """A throttling refusal, the one sink: counted here (`/metrics`' magnetar_aws_throttles) and
+        in the current invocation's telemetry (CloudWatch's AwsThrottles, per AWS service)."""
+        with self._lock:
+            self._throttles[(service, operation)] += 1
+        record_aws(AWS_THROTTLES, service)
 
     @contextmanager
     def scoped(self) -> Iterator[Counter[tuple[str, str]]]:
@@ -135,12 +143,12 @@ REQUESTS = RequestCounter(by_site=bool(os.environ.get("MAGNETAR_REQUEST_SITES"))
 
 
 def count_requests(c: Any) -> Any:
-    """Count a client's requests, throttles and retries in REQUESTS (every client of this process)."""
+    """Count a client's requests, throttles and retries in REQUESTS (every client of this process)
+    and, throttles through REQUESTS, in the current invocation's telemetry."""
     c.meta.events.register("before-send", REQUESTS)
-    c.meta.events.register("needs-retry", REQUESTS.attempted)
-    # the invocation's telemetry: throttled answers, retried attempts, S3 requests (adapters/aws/telemetry.py)
+    c.meta.events.register_first("needs-retry", REQUESTS.attempted)
+    # the invocation's telemetry: retried attempts, S3 requests (adapters/aws/telemetry.py)
     c.meta.events.register("request-created", on_request_created)
-    c.meta.events.register_first("needs-retry", on_needs_retry)
     return c
 
 
@@ -150,13 +158,10 @@ def count_requests(c: Any) -> Any:
 UNPROCESSED_ATTEMPTS = 8
 
 
-def unprocessed_backoff(attempt: int, service: str = "dynamodb") -> None:
+def unprocessed_backoff(attempt: int, operation: str, service: str = "dynamodb") -> None:
     """Wait before retrying a batch's unprocessed items: full jitter, 50 ms doubling up to 2 s.
-    The items were throttled: counted as such (AwsThrottles)."""
-    from magnetar.adapters.aws.telemetry import record_aws
-    from magnetar.core.metric_names import AWS_THROTTLES
-
-    record_aws(AWS_THROTTLES, service)
+    The items were throttled: counted as such (REQUESTS.throttled)."""
+    REQUESTS.throttled(service, operation)
     time.sleep(random.uniform(0, min(2.0, 0.05 * 2**attempt)))
 
 

@@ -249,7 +249,7 @@ class DynamoConnectionRegistry(DynamoBase):
         pending: dict[str, Any] = {self.table: requests}
         for attempt in range(UNPROCESSED_ATTEMPTS + 1):
             if attempt:
-                unprocessed_backoff(attempt - 1)  # throttled items: back off before writing them again
+                unprocessed_backoff(attempt - 1, "BatchWriteItem")  # throttled items: back off before writing them again
             pending = self.ddb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
             if not pending:
                 return

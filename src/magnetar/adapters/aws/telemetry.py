@@ -36,7 +36,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from magnetar.core import metric_names as m
+from magnetar.core import metrics as m
 from magnetar.core.metrics.container import counted
 from magnetar.core.ports.telemetry import NO_SPAN, Span, Telemetry, Unit
 from magnetar.core.tracecontext import format_traceparent, xray_to_w3c_trace_id
@@ -57,8 +57,7 @@ THROTTLING_CODES = frozenset({
 
 
 def throttled_answer(response: Any) -> bool:
-    """Whether botocore's `needs-retry` answer (http response, parsed) is a throttling refusal: the one
-    test the process's request counter and the invocation's telemetry share."""
+    """Whether botocore's `needs-retry` answer (http response, parsed) is a throttling refusal."""
     parsed = response[1] if isinstance(response, tuple) and len(response) > 1 else {}
     if not isinstance(parsed, dict):
         return False
@@ -137,7 +136,8 @@ class EmfMetrics:
 
 
 def record_aws(name: str, aws_service: str, value: float = 1) -> None:
-    """An AWS call's throttle or retry (botocore's hooks, `clients.py`), per AWS service."""
+    """An AWS call's throttle (`clients.REQUESTS.throttled`, the one sink of throttles) or retry, per
+    AWS service."""
     invocation = _CURRENT.get()
     if invocation is not None:
         invocation.add(name, value, Unit.COUNT, aws_service=aws_service)
@@ -159,16 +159,6 @@ def on_request_created(request: Any = None, event_name: str = "", **_: Any) -> N
             invocation.add(m.S3_GET_REQUESTS, 1, Unit.COUNT)
         elif operation in ("PutObject", "DeleteObjects", "DeleteObject", "CopyObject"):
             invocation.add(m.S3_PUT_REQUESTS, 1, Unit.COUNT)
-
-
-def on_needs_retry(response: Any = None, event_name: str = "", **_: Any) -> None:
-    """botocore `needs-retry` (after each attempt): a throttling answer counts as AwsThrottles.
-    Returns None: the retry decision stays botocore's."""
-    if response is None or _CURRENT.get() is None:
-        return None
-    if throttled_answer(response):
-        record_aws(m.AWS_THROTTLES, event_name.split(".")[1] if "." in event_name else "aws")
-    return None
 
 
 # --- tracing ----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields, replace
 
-from magnetar.core import metric_names as m
+from magnetar.core import metrics as m
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.delaypoints import delay_point
 from magnetar.core.entry import encode_entry, encode_envelope, hole_entry, peek_header, record_headers

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from magnetar.core import metric_names as m
+from magnetar.core import metrics as m
 from magnetar.core.crashpoints import crash_point, refusal_point
 from magnetar.core.delaypoints import delay_point
 from magnetar.core.entry import (

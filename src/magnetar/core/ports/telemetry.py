@@ -7,7 +7,8 @@ X-Ray through Powertools on AWS (`magnetar.adapters.aws.telemetry`), lists in me
 tests (`magnetar.adapters.memory_telemetry`), nowhere by default (`NO_TELEMETRY`).
 
 Dimensions stay low-cardinality: a namespace (`tenant/ns`), never a topic. The metric names are
-the constants of `magnetar.core.metric_names`, which the CDK dashboard and alarms read too.
+the constants of `magnetar.core.metrics` (its CloudWatch section), which the CDK dashboard and
+alarms read too.
 """
 
 from __future__ import annotations

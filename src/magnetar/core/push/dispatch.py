@@ -52,7 +52,7 @@ from magnetar.core.errors import (
     SubscriptionNotFound,
     TopicNotFound,
 )
-from magnetar.core.metric_names import PUSHED_MESSAGES
+from magnetar.core.metrics import PUSHED_MESSAGES
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import (
     SubscriptionView,

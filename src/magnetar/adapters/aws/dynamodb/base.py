@@ -162,7 +162,7 @@ class DynamoBase:
             request: dict[str, Any] = {table: {"Keys": keys[start : start + 100], "ConsistentRead": consistent}}
             for attempt in range(UNPROCESSED_ATTEMPTS + 1):
                 if attempt:
-                    unprocessed_backoff(attempt - 1)  # throttled keys: back off before asking again
+                    unprocessed_backoff(attempt - 1, "BatchGetItem")  # throttled keys: back off before asking again
                 page = ddb.batch_get_item(RequestItems=request)
                 found.extend(page["Responses"].get(table, []))
                 request = page.get("UnprocessedKeys") or {}

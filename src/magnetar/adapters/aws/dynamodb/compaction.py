@@ -65,7 +65,7 @@ class DynamoCompactionStore(DynamoBase):
             request: dict[str, Any] = {self.table: [{"DeleteRequest": {"Key": k}} for k in keys[start:start + 25]]}
             for attempt in range(UNPROCESSED_ATTEMPTS + 1):
                 if attempt:
-                    unprocessed_backoff(attempt - 1)
+                    unprocessed_backoff(attempt - 1, "BatchWriteItem")
                 response = self.ddb.batch_write_item(RequestItems=request)
                 request = response.get("UnprocessedItems") or {}
                 if not request:
