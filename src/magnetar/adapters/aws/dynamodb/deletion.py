@@ -152,7 +152,7 @@ class DeletionItems(DynamoBase):
             request: dict[str, Any] = {table: [{"DeleteRequest": {"Key": k}} for k in keys[start:start + 25]]}
             for attempt in range(UNPROCESSED_ATTEMPTS + 1):
                 if attempt:
-                    unprocessed_backoff(attempt - 1)
+                    unprocessed_backoff(attempt - 1, "BatchWriteItem")
                 request = ddb.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
                 if not request:
                     break
