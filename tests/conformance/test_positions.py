@@ -68,10 +68,19 @@ def test_initial_position_applies_only_when_the_subscription_is_created(
 
 
 # --- consumer seek ------------------------------------------------------------------------------
-def test_seek_to_message_id_redelivers_from_that_message(client: magnetar.Client, topic: str) -> None:
+def test_seek_to_message_id_redelivers_what_came_after_it(client: magnetar.Client, topic: str) -> None:
+    """pulsar-client's seek to a message id goes on after it (its C++ client skips the message)."""
     consumer = client.subscribe(topic, "sub", initial_position=Earliest)
     ids = send(client, topic, [f"m{i}" for i in range(5)])
     assert len(receive_until_quiet(consumer)) == 5  # all acknowledged
+    consumer.seek(ids[2])
+    assert [m.data() for m in receive_until_quiet(consumer)] == [b"m3", b"m4"]
+
+
+def test_seek_to_message_id_lands_on_it_with_start_message_id_inclusive(client: magnetar.Client, topic: str) -> None:
+    consumer = client.subscribe(topic, "sub", initial_position=Earliest, start_message_id_inclusive=True)
+    ids = send(client, topic, [f"m{i}" for i in range(5)])
+    assert len(receive_until_quiet(consumer)) == 5
     consumer.seek(ids[2])
     assert [m.data() for m in receive_until_quiet(consumer)] == [b"m2", b"m3", b"m4"]
 
@@ -152,12 +161,16 @@ def test_reader_has_message_available_until_it_reaches_the_end(client: magnetar.
     assert reader.has_message_available() is True
 
 
-def test_reader_seek_to_message_id_reads_from_that_message(client: magnetar.Client, topic: str) -> None:
+def test_reader_seek_to_message_id_reads_what_came_after_it(client: magnetar.Client, topic: str) -> None:
     ids = send(client, topic, [f"m{i}" for i in range(4)])
     reader = client.create_reader(topic, magnetar.MessageId.earliest)
     assert len(read_until_quiet(reader)) == 4
     reader.seek(ids[1])
-    assert read_until_quiet(reader) == [b"m1", b"m2", b"m3"]
+    assert read_until_quiet(reader) == [b"m2", b"m3"]
+    inclusive = client.create_reader(topic, magnetar.MessageId.earliest, start_message_id_inclusive=True)
+    assert len(read_until_quiet(inclusive)) == 4
+    inclusive.seek(ids[1])
+    assert read_until_quiet(inclusive) == [b"m1", b"m2", b"m3"]
 
 
 def test_reader_seek_to_timestamp_reads_messages_published_from_then(client: magnetar.Client, topic: str) -> None:

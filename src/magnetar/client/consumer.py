@@ -122,6 +122,8 @@ class Consumer(ConsumerBase):
             self._subscribe_body["replicateSubscriptionState"] = True
         self._queue: collections.deque[Message] = collections.deque()
         self._chunks = ChunkAssembler(expire_time_of_incomplete_chunked_message_ms / 1000)
+        self._seek_through: MessageId | None = None  # after a seek to a message id: skipped up to it
+        self._seek_inclusive = start_message_id_inclusive  # pulsar-client: a seek then lands on the message
         self._receive_lock = threading.Lock()
         # grouped acks, by message id text; its event wakes the background thread (acks to send, or the close)
         self._pending = AckGroup()
@@ -258,6 +260,12 @@ class Consumer(ConsumerBase):
             self._epoch = int(response.get("epoch", self._epoch + 1))
             self._queue.clear()
             self._chunks.clear()
+            # pulsar-client's seek to a message id goes on after it (on it with start_message_id_inclusive):
+            # the server puts the cursor on its entry, and this consumer acknowledges what it gets up
+            # to the id itself
+            concrete = isinstance(messageid, MessageId) and messageid not in (MessageId.earliest, MessageId.latest)
+            exclusive = concrete and not self._seek_inclusive
+            self._seek_through = messageid if isinstance(messageid, MessageId) and exclusive else None
 
     def unsubscribe(self) -> None:
         self._flush_acks()
@@ -377,6 +385,12 @@ class Consumer(ConsumerBase):
         return True
 
     def _deliver(self, message: Message) -> None:
+        through = self._seek_through
+        if through is not None:
+            if message.message_id() <= through:
+                self.acknowledge(message)
+                return
+            self._seek_through = None
         if message._encryption is not None:  # decrypted, or what crypto_failure_action says
             opened = self._decryptor.open(message, self.acknowledge)
             if opened is None:

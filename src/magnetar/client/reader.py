@@ -98,8 +98,7 @@ class Reader:
 
     def seek(self, messageid: MessageId | int | float) -> None:
         """Move to a message id, or to the first message published at or after a time (ms, any number)."""
-        if isinstance(messageid, MessageId):
-            self._inclusive = True  # Pulsar: seek positions on the given message
+        if isinstance(messageid, MessageId):  # after it, as pulsar-client's (on it with start_message_id_inclusive)
             self._place(messageid)
             return
         if isinstance(messageid, bool) or not isinstance(messageid, int | float):
