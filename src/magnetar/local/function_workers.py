@@ -9,7 +9,12 @@ imported in the worker, not in the cluster's process: a function that crashes or
 worker with it (the invocation fails, the dispatcher negatively acknowledges the batch, and the next
 invocation starts a new worker), as a Lambda environment would.
 
-One invocation at a time per worker (a lock), as one Lambda execution environment.
+One invocation at a time per worker (a lock), as one Lambda execution environment. A worker's start
+(the process spawned, its imports, its broker built) is the environment's creation, which Lambda does
+before an invocation's time starts: it has a limit of its own (`START_TIMEOUT_S`), and the function's
+timeout counts from when the worker is ready. Counted in the invocation, a start slower than a short
+timeout (a loaded machine) would fail every invocation, each killing the worker the next one starts
+again, and the function would never run.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 ENV_FUNCTION_WORKERS = "MAGNETAR_FUNCTION_WORKERS"  # "process": a worker per function; else in process
 INVOKE_TIMEOUT_S = 90.0
+START_TIMEOUT_S = 120.0  # a worker's start (spawn, imports, broker): not the invocation's time
+READY = "ready"
 
 
 class WorkerFailed(RuntimeError):
@@ -39,6 +46,7 @@ def _serve(connection: Connection) -> None:
     from magnetar.functions.invocation import FunctionHost
 
     host = FunctionHost(build_broker().functions)
+    connection.send((READY, None))
     while True:
         try:
             event = connection.recv()
@@ -57,11 +65,13 @@ class _Worker:
     process: BaseProcess
     connection: Connection
     lock: threading.Lock = field(default_factory=threading.Lock)
+    ready: bool = False  # it said so once started: invocations' timeouts count from then
 
 
 class FunctionWorkers:
-    def __init__(self, timeout_s: float = INVOKE_TIMEOUT_S) -> None:
+    def __init__(self, timeout_s: float = INVOKE_TIMEOUT_S, start_timeout_s: float = START_TIMEOUT_S) -> None:
         self.timeout_s = timeout_s
+        self.start_timeout_s = start_timeout_s
         self._workers: dict[str, _Worker] = {}
         self._lock = threading.Lock()
         self.started = 0
@@ -81,12 +91,15 @@ class FunctionWorkers:
 
     def invoke(self, event: dict[str, Any], timeout_s: float | None = None) -> dict[str, Any]:
         """Run `event` in the function's worker; past `timeout_s` (the invocation's time left, as the
-        function's Lambda timeout allows) the worker is stopped and the invocation fails, as Lambda's."""
+        function's Lambda timeout allows, counted once the worker is ready) the worker is stopped and
+        the invocation fails, as Lambda's."""
         fqfn = str(event["fqfn"])
         worker = self._worker(fqfn)
         timeout = self.timeout_s if timeout_s is None else max(0.1, timeout_s)
         with worker.lock:
             try:
+                if not worker.ready:
+                    self._await_start(worker)
                 worker.connection.send(event)
                 if not worker.connection.poll(timeout):
                     raise WorkerFailed(f"Task timed out after {timeout:.2f} seconds")
@@ -98,6 +111,15 @@ class FunctionWorkers:
             raise RuntimeError(str(value))
         result: dict[str, Any] = value
         return result
+
+    def _await_start(self, worker: _Worker) -> None:
+        """Until the worker says it is ready (WorkerFailed past `start_timeout_s`, or if it died)."""
+        if not worker.connection.poll(self.start_timeout_s):
+            raise WorkerFailed(f"the worker did not start within {self.start_timeout_s:.0f} seconds")
+        kind, _ = worker.connection.recv()
+        if kind != READY:
+            raise WorkerFailed(f"the worker answered {kind!r} before it was ready")
+        worker.ready = True
 
     def _discard(self, fqfn: str, worker: _Worker) -> None:
         with self._lock:
