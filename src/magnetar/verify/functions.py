@@ -31,8 +31,9 @@ import magnetar
 from magnetar.client import exceptions
 from magnetar.client.auth import Authentication
 from magnetar.core import crashpoints
-from magnetar.core.functions import inputs
+from magnetar.core.functions import dispatch, inputs
 from magnetar.core.naming import TopicName
+from magnetar.functions.config import FunctionConfig
 from magnetar.verify.history import History
 
 POINTS = ("function.after_invoke", "function.mid_store", "function.after_store")
@@ -42,6 +43,9 @@ DEFAULT_ACK_TIMEOUT_MS = inputs.DISPATCH_ACK_TIMEOUT_MS
 SWEEP_EVERY_S = 1.0
 ARMED_S = 20.0  # the functions' crash points stay armed this long into the check (their dispatchers run late)
 CODE = b"def process(value):\n    return value + '!'\n"
+TIMEOUT_MS = 5_000  # the run's functions' timeout
+SLOT_LEASE_S = dispatch.slot_lease_ms(FunctionConfig(tenant="public", namespace="default", name="verify",
+                                                     timeoutMs=TIMEOUT_MS)) / 1000
 
 
 def runs_functions(crash_points: dict[str, int]) -> bool:
@@ -53,6 +57,11 @@ class Functions:
     """The run's functions: guarantee -> (fqfn, output topic)."""
 
     names: dict[str, tuple[str, str]] = field(default_factory=dict)
+    killed_before: int = 0  # dispatchers the functions' crash points had killed before the run
+
+
+def _killed() -> int:
+    return sum(n for point, n in crashpoints.fired.items() if point in POINTS)
 
 
 def _name(topic: str, guarantee: str) -> str:
@@ -66,7 +75,7 @@ def prepare(url: str, authentication: Authentication | None, topic: str) -> Func
     inputs.DISPATCH_ACK_TIMEOUT_MS = RUN_ACK_TIMEOUT_MS
     base = TopicName.parse(topic)
     admin = AdminClient(url, authentication)
-    functions = Functions()
+    functions = Functions(killed_before=_killed())
     try:
         for guarantee in GUARANTEES:
             name = _name(topic, guarantee)
@@ -74,7 +83,7 @@ def prepare(url: str, authentication: Authentication | None, topic: str) -> Func
             admin.create_function({"tenant": base.tenant, "namespace": base.namespace, "name": name,
                                    "className": "verify_fn.process", "inputs": [topic], "output": output,
                                    "processingGuarantees": guarantee, "subscriptionPosition": "Earliest",
-                                   "timeoutMs": 5_000}, CODE, "verify_fn.py")
+                                   "timeoutMs": TIMEOUT_MS}, CODE, "verify_fn.py")
             functions.names[guarantee] = (f"{base.tenant}/{base.namespace}/{name}", output)
     finally:
         admin.close()
@@ -127,7 +136,10 @@ def check(url: str, authentication: Authentication | None, topic: str, functions
         while True:
             outputs = {g: _outputs(client, out) for g, (_, out) in functions.names.items()}
             missing = {g: set(acked) - {i for i, _ in got} for g, got in outputs.items()}
-            if not any(missing.values()) or time.monotonic() > started + drain_s:
+            # a dispatcher killed by a crash point holds its dispatch slot until the slot's lease runs
+            # out (docs/functions.md): the check waits that long more for each one killed
+            killed = _killed() - functions.killed_before
+            if not any(missing.values()) or time.monotonic() > started + drain_s + killed * SLOT_LEASE_S:
                 break
             if time.monotonic() > started + ARMED_S:  # the functions' crash points had their chance
                 crashpoints.disable_all()

@@ -77,6 +77,12 @@ class FunctionInvoker(Protocol):
     def invoke(self, fqfn: str, event: dict[str, Any], function_arn: str | None = None) -> dict[str, Any]: ...
 
 
+def slot_lease_ms(config: FunctionConfig) -> int:
+    """How long a dispatch slot stays taken past its last renewal: an invocation, storing its
+    outputs, and a margin (how long a dispatcher killed mid-batch holds its slot up)."""
+    return timeout_ms(config) + STORE_MARGIN_MS + LEASE_SLACK_MS
+
+
 # --- serving one function ------------------------------------------------------------------------
 @dataclass
 class ServeReport:
@@ -177,7 +183,7 @@ class FunctionDispatcher:
 
     @staticmethod
     def _lease_ms(config: FunctionConfig) -> int:
-        return timeout_ms(config) + STORE_MARGIN_MS + LEASE_SLACK_MS
+        return slot_lease_ms(config)
 
     def _renew_lease(self, config: FunctionConfig, slot: str, owner: str) -> bool:
         return self.broker.metadata.claim_function_lease(slot, owner, self.broker.clock.now_ms(),
