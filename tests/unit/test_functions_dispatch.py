@@ -340,3 +340,23 @@ def test_what_is_sealed_while_a_dispatcher_gives_its_slot_up_is_served(broker: B
     broker.metadata.release_function_lease = release_after_a_seal  # type: ignore[method-assign]
     report = dispatcher.serve(fqfn, 10_000)
     assert report.received == 2 and report.acked == 2 and _read(broker, "out") == [b"a!", b"b!"]
+
+
+def test_a_batchs_outputs_look_their_topic_up_once(broker: Broker, tmp_path: Path) -> None:
+    """Routing outputs reads the output topic's partition count once per batch, not once per output
+    (a configuration-store read per message)."""
+    fqfn = _create(broker)
+    _produce(broker, "in", *[f"m{i}" for i in range(20)])
+    dispatcher, _ = _dispatcher(broker, tmp_path)
+    lookups: list[str] = []
+    get_partitions = broker.metadata.get_partitions
+
+    def counted(topic: TopicName) -> int | None:
+        lookups.append(str(topic))
+        return get_partitions(topic)
+
+    broker.metadata.get_partitions = counted  # type: ignore[method-assign]
+    report = dispatcher.serve(fqfn, 10_000)
+    assert report.acked == 20 and len(_read(broker, "out")) == 20
+    # the store's one lookup, and the topic's creation by its first append (not one per output)
+    assert report.invocations == 1 and lookups.count("persistent://public/default/out") <= 2

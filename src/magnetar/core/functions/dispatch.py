@@ -313,6 +313,7 @@ class FunctionDispatcher:
         import base64
 
         deduplicated: set[str] = set()
+        partitions: dict[str, list[TopicName]] = {}  # an output topic's partitions, looked up once per store
         groups: list[tuple[TopicName, str, list[Batch], int]] = []  # (partition, producer, entries, bytes)
         for output in outputs:
             topic = TopicName.parse(str(output["topic"]))
@@ -327,7 +328,9 @@ class FunctionDispatcher:
                               output.get("orderingKey") or None,
                               schema_version=int(version) if isinstance(version, int) else None)
             batch = Batch.of([message], batched=False, sequence_id=int(sequence) if sequence is not None else -1)
-            target = self._route(topic, message.key)
+            if str(topic) not in partitions:
+                partitions[str(topic)] = self._partitions(topic)
+            target = self._route(partitions[str(topic)], message.key)
             name = str(producer or f"{config.tenant}.{config.namespace}.{config.name}")
             size = len(batch.payload) + GROUP_ENTRY_OVERHEAD
             last = groups[-1] if groups else None
@@ -355,8 +358,8 @@ class FunctionDispatcher:
                 self.broker.clock.sleep(wait)
                 wait *= 2
 
-    def _route(self, topic: TopicName, key: str | None) -> TopicName:
-        partitions = self._partitions(topic)
+    def _route(self, partitions: list[TopicName], key: str | None) -> TopicName:
+        """The partition an output goes to: by its key's hash, else round robin."""
         if len(partitions) == 1:
             return partitions[0]
         if key:
