@@ -7,6 +7,7 @@ from __future__ import annotations
 from .base import Block, ReportError, Results
 from .cost_model import BLOCKS as COST_MODEL_BLOCKS
 from .cost_text import BLOCKS as COST_TEXT_BLOCKS
+from .details_functions import BLOCKS as FUNCTION_BLOCKS
 from .details_protocols import BLOCKS as PROTOCOL_BLOCKS
 from .details_scale import BLOCKS as SCALE_BLOCKS
 from .details_throughput import BLOCKS as THROUGHPUT_BLOCKS
@@ -14,7 +15,7 @@ from .headlines import BLOCKS as HEADLINE_BLOCKS
 from .message_cost_tables import BLOCKS as MESSAGE_COST_BLOCKS
 
 BLOCKS: dict[str, Block] = {**MESSAGE_COST_BLOCKS, **HEADLINE_BLOCKS, **THROUGHPUT_BLOCKS, **SCALE_BLOCKS,
-                            **PROTOCOL_BLOCKS}
+                            **PROTOCOL_BLOCKS, **FUNCTION_BLOCKS}
 COST_BLOCKS: dict[str, Block] = {**COST_TEXT_BLOCKS, **COST_MODEL_BLOCKS}
 # Each generated document (by file name, under docs/) and the blocks it holds, every one exactly once
 DOCUMENTS: dict[str, dict[str, Block]] = {"benchmarks.md": BLOCKS, "cost-model.md": COST_BLOCKS}
