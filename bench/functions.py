@@ -36,13 +36,12 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 import magnetar
 from magnetar.client.admin import AdminClient
 from magnetar.config import FUNCTION_MEMORY_MB, LAMBDA_MEMORY_MB
 from magnetar.cost import cost_of_measured_run
 from magnetar.local.cluster import LocalUpProcess
+from steady_load import local_stats, percentile, produce, sent_at_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench/results"
@@ -52,13 +51,6 @@ EXCLAMATION = (
     "    def process(self, input, context):\n"
     "        return input + '!'\n"
 )
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
 
 
 class Receiver(threading.Thread):
@@ -79,7 +71,7 @@ class Receiver(threading.Thread):
                 continue
             now = time.time() * 1000
             for message in messages:
-                self.delays.append(now - float(bytes(message.data()).split(b"|", 1)[0]))
+                self.delays.append(now - sent_at_ms(message.data()))
             if messages:
                 self.last_at = time.monotonic()
                 self.first_at = self.first_at or self.last_at
@@ -94,44 +86,6 @@ class Receiver(threading.Thread):
         self.join(timeout=10)
         self.consumer.close()
         return len(self.delays) >= expected
-
-
-def payload(size: int) -> bytes:
-    head = f"{time.time() * 1000:.3f}|".encode()
-    return head + b"x" * max(0, size - len(head))
-
-
-def produce(client: magnetar.Client, topic: str, rate: float | None, seconds: float, size: int,
-            batch: int) -> tuple[int, float]:
-    """Paced at `rate` (None: as fast as acknowledged); the acknowledged sends and the seconds taken."""
-    options: dict[str, Any] = ({"batching_enabled": False} if batch <= 1 else
-                               {"batching_max_messages": batch})
-    producer = client.create_producer(topic, **options)
-    acked = [0]
-    lock = threading.Lock()
-
-    def done(result: magnetar.Result, _id: Any) -> None:
-        if result == magnetar.Result.Ok:
-            with lock:
-                acked[0] += 1
-
-    start = time.monotonic()
-    i = 0
-    while time.monotonic() - start < seconds:
-        producer.send_async(payload(size), done)
-        i += 1
-        if rate:
-            time.sleep(max(0.0, start + i / rate - time.monotonic()))
-    producer.flush()
-    took = time.monotonic() - start
-    producer.close()
-    return acked[0], took
-
-
-def local_stats(url: str, reset: bool = False) -> dict[str, Any]:
-    response = httpx.request("DELETE" if reset else "GET", f"{url}/_magnetar/local/stats", timeout=30)
-    result: dict[str, Any] = response.json()
-    return result
 
 
 def summarize(stats: dict[str, Any], messages: int, seconds: float, size: int) -> dict[str, Any]:
@@ -162,7 +116,8 @@ def window(url: str, client: magnetar.Client, source: str, sink: str, rate: floa
     local_stats(url, reset=True)
     receiver.start()
     started = time.monotonic()
-    acked, took = produce(client, source, rate, seconds, size, batch)
+    options: dict[str, Any] = {"batching_enabled": False} if batch <= 1 else {"batching_max_messages": batch}
+    acked, took = produce(client, source, rate, seconds, size, **options)
     complete = receiver.finish(acked)
     elapsed = time.monotonic() - started
     result: dict[str, Any] = {

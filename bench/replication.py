@@ -29,25 +29,17 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 import magnetar
 from magnetar.client.admin import AdminClient
-from magnetar.local.cluster import free_port
+from magnetar.local.cluster import free_port, free_run
 from magnetar.local.fidelity import AwsFidelity
 from magnetar.local.instance import LocalInstance
-from magnetar.verify.geo import free_run
+from steady_load import local_stats as stats
+from steady_load import percentile, produce, sent_at_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench/results"
 PAYLOAD_BYTES = 256
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 1)
 
 
 def namespace(admin: AdminClient, name: str, clusters: list[str]) -> str:
@@ -74,7 +66,7 @@ class Receiver(threading.Thread):
             except magnetar.Timeout:
                 continue
             now = time.time() * 1000
-            self.delays.append(now - float(message.data()[:20].decode().split("|")[0]))
+            self.delays.append(now - sent_at_ms(message.data()))
             self.last_at = time.monotonic()
             self.consumer.acknowledge(message)
 
@@ -87,41 +79,6 @@ class Receiver(threading.Thread):
         self.consumer.close()
 
 
-def payload() -> bytes:
-    head = f"{time.time() * 1000:.3f}|".encode()
-    return head + b"x" * (PAYLOAD_BYTES - len(head))
-
-
-def produce(client: magnetar.Client, topic: str, rate: float | None, seconds: float) -> tuple[int, float]:
-    """Paced at `rate` (None: as fast as acknowledged); the acknowledged sends and the seconds taken."""
-    producer = client.create_producer(topic, producer_name=f"bench-{uuid.uuid4().hex[:6]}")
-    acked = [0]
-    lock = threading.Lock()
-
-    def done(result: magnetar.Result, _id: Any) -> None:
-        if result == magnetar.Result.Ok:
-            with lock:
-                acked[0] += 1
-
-    start = time.monotonic()
-    i = 0
-    while time.monotonic() - start < seconds:
-        producer.send_async(payload(), done)
-        i += 1
-        if rate:
-            time.sleep(max(0.0, start + i / rate - time.monotonic()))
-    producer.flush()
-    took = time.monotonic() - start
-    producer.close()
-    return acked[0], took
-
-
-def stats(url: str, reset: bool = False) -> dict[str, Any]:
-    response = httpx.request("DELETE" if reset else "GET", f"{url}/_magnetar/local/stats", timeout=30)
-    result: dict[str, Any] = response.json()
-    return result
-
-
 def window(urls: dict[str, str], clients: dict[str, magnetar.Client], topic: str, rate: float | None,
            seconds: float, replicated: bool) -> dict[str, Any]:
     receivers = {"east": Receiver(clients["east"], topic, "bench")}
@@ -132,7 +89,7 @@ def window(urls: dict[str, str], clients: dict[str, magnetar.Client], topic: str
     for r in receivers.values():
         r.start()
     started = time.monotonic()
-    acked, took = produce(clients["east"], topic, rate, seconds)
+    acked, took = produce(clients["east"], topic, rate, seconds, PAYLOAD_BYTES)
     for r in receivers.values():
         r.finish(acked)
     after = {name: stats(url) for name, url in urls.items()}
