@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from functools import cache
 
 import pytest
 
@@ -21,6 +22,7 @@ from magnetar.core.naming import TopicName
 T = TopicName.parse("props")
 
 
+@cache  # a history is a function of its seed and type: the tests below check the same ones, each run once
 def run(seed: int, sub_type: str) -> tuple[list[tuple[str, int, str | None, int]], int]:
     rng = random.Random(seed)
     clock = ManualClock()
