@@ -47,7 +47,8 @@ typecheck: install
 	$(BIN)/mypy
 
 # Two workers (pytest-xdist), a test file each at a time, each worker with its own session cluster:
-# the tests mostly wait (seals, long polls, pushes), so two share the 2 cores well. PYTEST_WORKERS=0: one process.
+# the tests mostly wait (seals, long polls, pushes), so two share the 2 cores well. The longest files start
+# first (tests/scheduling.py, from the seconds in tests/durations.json). PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 2
 test: install lint typecheck
 	$(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)

@@ -4,10 +4,11 @@
 
 Starts its own `magnetar local up` (unless given `--url`), reads the OpenAPI document the broker
 serves (`GET /openapi.json`), points the path parameters' examples at a tenant, namespace, topic
-and subscription it creates (so the explicit examples reach real resources, and nothing the
-fuzzer does lands in `public/default`), and runs `st run` over every operation with every phase
-(examples, coverage, fuzzing, stateful) and the checks: no response >= 500, every status code,
-content type and body as documented. Prints and writes (bench/results/fuzz-api.json) the
+and subscription it creates (so the explicit examples reach real resources), and runs `st run`
+over every operation with every phase (examples, coverage, fuzzing, stateful) and the checks: no
+response >= 500, every status code, content type and body as documented. The fuzzer's requests may
+change anything (`public/default` deleted, the cluster's registration rewritten): give it a
+cluster nothing else needs. Prints and writes (bench/results/fuzz-api.json) the
 operations, the requests the broker served (the local runtime's Lambda invocation count), the
 failures and the duration. tests/e2e/test_fuzz.py runs the same with few examples.
 """

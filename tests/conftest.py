@@ -22,7 +22,21 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "moto_only(reason): needs moto's server as the session's emulator")
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadfile`: the longest files first (tests/scheduling.py)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from scheduling import TimedLoadFile
+
+    return TimedLoadFile(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the collection the controller's TimedLoadFile queues
+        from scheduling import load_durations, ordered
+
+        items[:] = [items[i] for i in ordered([item.nodeid for item in items], load_durations())]
     if not EXTERNAL_AWS_ENDPOINT:
         return
     for item in items:

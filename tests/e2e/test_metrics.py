@@ -209,9 +209,12 @@ def test_bad_options_are_refused_with_a_reason(cluster: Any, monkeypatch: pytest
     assert "pulsar_topics_count" in gzipped.text
 
 
-def test_a_1000_topic_namespace_costs_a_known_number_of_requests(cluster: Any, admin: AdminClient, namespace: str,
-                                                                 client: magnetar.Client) -> None:
-    topics = [f"persistent://{namespace}/t{i:04d}" for i in range(1_000)]
+def test_a_namespace_of_many_topics_costs_a_known_number_of_requests(cluster: Any, admin: AdminClient, namespace: str,
+                                                                    client: magnetar.Client) -> None:
+    """The scrape's requests as docs/metrics.md counts them, on 200 topics (bench/metrics_scrape.py
+    measures 1,000: the figures that page quotes)."""
+    n = 200
+    topics = [f"persistent://{namespace}/t{i:04d}" for i in range(n)]
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(admin.create_topic, topics))
     for topic in topics[:3]:  # a few subscriptions: their cursors come with their topics' queries
@@ -223,15 +226,16 @@ def test_a_1000_topic_namespace_costs_a_known_number_of_requests(cluster: Any, a
     samples = parse(response.text)
     elapsed = time.monotonic() - started
     ns = ("cluster=standalone", f"namespace={namespace}")
-    assert samples[("pulsar_topics_count", *ns)] == 1_000 and samples[("pulsar_subscriptions_count", *ns)] == 3
+    assert samples[("pulsar_topics_count", *ns)] == n and samples[("pulsar_subscriptions_count", *ns)] == 3
     requests = {key[1:]: value for key, value in samples.items() if key[0] == "magnetar_scrape_aws_requests"}
-    # 1 Query lists the topics, 20 BatchGetItems read 1,000 seal and writer states, 1 Query per topic its cursors
-    assert requests == {("cluster=standalone", "operation=Query", "service=dynamodb"): 1 + 1_000,
-                        ("cluster=standalone", "operation=BatchGetItem", "service=dynamodb"): 20}
-    assert elapsed < 30, f"a scrape of 1,000 topics took {elapsed:.1f} s (API Gateway gives up at 30 s)"
-    # at topic level: a series per topic, in a response API Gateway and Lambda can carry (gzip)
+    # 1 Query lists the topics, a BatchGetItem per 50 topics reads their seal and writer states, 1 Query per
+    # topic its cursors
+    assert requests == {("cluster=standalone", "operation=Query", "service=dynamodb"): 1 + n,
+                        ("cluster=standalone", "operation=BatchGetItem", "service=dynamodb"): n // 50}
+    assert elapsed < 30, f"a scrape of {n} topics took {elapsed:.1f} s (API Gateway gives up at 30 s)"
+    # at topic level: a series per topic, gzipped to a small part of it
     response = httpx.get(f"{cluster.url}/metrics", params={"namespace": namespace, "topics": "true"},
                          headers={"Accept-Encoding": "gzip"}, timeout=60)
     by_topic = parse(response.text)
-    assert sum(1 for key in by_topic if key[0] == "pulsar_storage_size") == 1_000
-    assert response.num_bytes_downloaded < 1_000_000 < len(response.content), "gzip: 6 MB is Lambda's limit"
+    assert sum(1 for key in by_topic if key[0] == "pulsar_storage_size") == n
+    assert response.num_bytes_downloaded * 10 < len(response.content), "gzip: 6 MB is Lambda's limit"

@@ -61,7 +61,9 @@ def workload(client: magnetar.Client, topic: str) -> dict[str, Any]:
 
 def test_topic_stats_of_a_known_workload(cluster, admin: AdminClient, workload: dict[str, Any]) -> None:  # type: ignore[no-untyped-def]
     topic = workload["topic"]
-    stats = eventually(lambda: admin.topic_stats(topic), lambda s: s["subscriptions"]["shared"]["msgBacklog"] == 70)
+    # the acks and the consumers' last prefetches land a moment after the receives: wait on both
+    stats = eventually(lambda: admin.topic_stats(topic), lambda s: (s["subscriptions"]["shared"]["msgBacklog"] == 70
+                                                                   and s["subscriptions"]["shared"]["unackedMessages"] == 10))
     assert stats["msgInCounter"] == 100 and stats["bytesInCounter"] == 100 * ENTRY_BYTES
     assert stats["averageMsgSize"] == ENTRY_BYTES
     assert sorted(p["producerName"] for p in stats["publishers"]) == ["prod-a", "prod-b"]

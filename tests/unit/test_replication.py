@@ -230,6 +230,17 @@ def test_a_replicated_subscription_moved_to_the_other_cluster_skips_nothing() ->
     assert west.subscriptions.receive(T, "sub", "c", max_messages=10).entries == []
 
 
+def test_acknowledgements_for_a_topic_deleted_here_are_topic_not_found_not_contention() -> None:
+    from magnetar.core.errors import TopicNotFound
+
+    geo = instance("east", "west")
+    geo.publish("west", "pw", ["w0"])
+    geo.settle()
+    geo.brokers["west"].deletion.delete_topic(T, force=True)
+    with pytest.raises(TopicNotFound, match="deleted"):  # a 404 the replicator understands, not a 503 to retry
+        geo.replicators["west"].subscriptions.apply_remote_acks(T, "sub", "Shared", {"east": 3})
+
+
 def test_a_subscription_not_replicated_stays_where_it_is() -> None:
     geo = instance("east", "west")
     geo.brokers["east"].subscriptions.subscribe(T, "plain", "c", "Shared", "Earliest")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -43,6 +44,12 @@ from magnetar.core.ports import (
 )
 from magnetar.core.ports.deletion import TopicFence
 from magnetar.core.schema.types import StoredSchema
+
+
+def _stored_copy(state: dict[str, Any]) -> dict[str, Any]:
+    """A cursor's state as the DynamoDB adapter stores it (JSON), and a copy no caller shares."""
+    copied: dict[str, Any] = json.loads(json.dumps(state, separators=(",", ":")))
+    return copied
 
 
 class ManualClock:
@@ -574,7 +581,7 @@ class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore):
             if t is None:
                 return SubscriptionView(None, 0, self._fenced_seal(str(topic)) or SealState(), None)
             stored = t.cursors.get(subscription)
-            cursor = CursorState.from_dict(copy.deepcopy(stored[0])) if stored else None
+            cursor = CursorState.from_dict(_stored_copy(stored[0])) if stored else None
             live = self._live(str(topic))
             return SubscriptionView(cursor, stored[1] if stored else 0, t.seal, live.writer if live else None)
 
@@ -586,7 +593,7 @@ class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore):
             version = t.cursors.get(subscription, ({}, 0))[1]
             if version != expected_version:
                 return False
-            t.cursors[subscription] = (copy.deepcopy(state.to_dict()), version + 1)
+            t.cursors[subscription] = (_stored_copy(state.to_dict()), version + 1)
             return True
 
     def get_subscription_views(self, keys: list[tuple[TopicName, str]]) -> list[SubscriptionView]:
@@ -612,7 +619,7 @@ class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore):
             t = self.topics.get(str(topic))
             if t is None:
                 return {}
-            return {name: (CursorState.from_dict(copy.deepcopy(v[0])), v[1]) for name, v in t.cursors.items()}
+            return {name: (CursorState.from_dict(_stored_copy(v[0])), v[1]) for name, v in t.cursors.items()}
 
     # --- schemas (the schema registry) --------------------------------------------------------
     def get_schemas(self, schema_id: str) -> list[StoredSchema]:

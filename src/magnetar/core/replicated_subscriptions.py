@@ -31,7 +31,7 @@ from typing import Any
 
 from magnetar.core.cursor import CursorState
 from magnetar.core.entry import Entry
-from magnetar.core.errors import RetryableError
+from magnetar.core.errors import RetryableError, TopicNotFound
 from magnetar.core.key_shared import key_hash
 from magnetar.core.ledger.reader import EntryReader
 from magnetar.core.naming import TopicName
@@ -224,6 +224,8 @@ class ReplicatedSubscriptions:
                 return state.mark_delete
             if self.metadata.put_cursor(topic, subscription, state, version):
                 return state.mark_delete
+            if view.cursor is None and view.writer is None:  # a new cursor only beside a live topic
+                raise TopicNotFound(f"Topic {topic} not found (deleted or being deleted)")
         raise RetryableError("Too much contention on the subscription; retry")
 
 
