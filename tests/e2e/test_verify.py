@@ -32,3 +32,57 @@ def test_verify_functions_under_dispatcher_crashes_loses_nothing_and_effectively
     assert summary.errors == []
     assert sum(summary.fired[p] for p in functions.POINTS) >= 2, summary.fired
     assert summary.acked > 0 and summary.violations == 0, summary.failures
+
+
+def test_verify_functions_keeps_the_outputs_until_the_check_reads_them(cluster) -> None:  # type: ignore[no-untyped-def]
+    """An output topic nobody subscribes to keeps nothing past a maintenance run in a namespace without
+    retention (as Pulsar): the check's own subscription holds the functions' outputs until it reads them."""
+    import time
+    import uuid
+
+    import httpx
+
+    import magnetar
+    from magnetar.client.admin import AdminClient
+    from magnetar.verify import functions
+
+    topic = f"persistent://public/default/verify-hold-{uuid.uuid4().hex[:8]}"
+    unheld = f"{topic}-unheld"
+    registered = functions.prepare(cluster.url, None, topic)
+    admin = AdminClient(cluster.url)
+    try:
+        outputs = [out for _, out in registered.names.values()]
+        client = magnetar.Client(cluster.url)
+        try:
+            for target in [*outputs, unheld]:
+                producer = client.create_producer(target, batching_enabled=False)
+                for i in range(3):
+                    producer.send(f"m{i}!".encode(), properties={"__pfn_input_msg_id__": f"(0,{i},-1,0)"})
+                producer.close()
+        finally:
+            client.close()
+        deadline = time.monotonic() + 30
+        while True:  # all three sealed (what the maintenance run may trim)
+            stats = [admin.topic_internal_stats(t) for t in [*outputs, unheld]]
+            if all(s["ledgers"] and s["ledgers"][0]["segments"]
+                   and s["ledgers"][0]["segments"][-1]["lastEntry"] >= 2 for s in stats):
+                break
+            assert time.monotonic() < deadline, stats
+            time.sleep(0.2)
+        response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance",
+                              json={"topics": [*outputs, unheld]}, timeout=120)
+        assert response.status_code == 200, response.text
+        reader = magnetar.Client(cluster.url)
+        try:
+            assert functions._outputs(reader, unheld) == []  # trimmed: nobody subscribes to it
+            for output in outputs:
+                assert functions._outputs(reader, output) == [(f"(0,{i},-1,0)", f"m{i}!") for i in range(3)]
+        finally:
+            reader.close()
+    finally:
+        functions.cleanup(cluster.url, None, registered)
+    try:  # the check's subscription goes with the functions
+        for output in outputs:
+            assert functions.HOLD_SUBSCRIPTION not in admin.subscriptions(output)
+    finally:
+        admin.close()

@@ -10,6 +10,12 @@ ran and before its outputs are stored (`function.after_invoke`), after storing s
 dispatcher's ack timeout (shortened for the run) and the maintenance run's backlog sweep (sent to
 the dispatcher during the run) serves it again.
 
+Each output topic gets a subscription of the check's (`HOLD_SUBSCRIPTION`, from its earliest
+message) before the functions start: an output topic nobody subscribes to has nothing to keep (as in
+Pulsar, the maintenance run's retention trims what every subscription has passed, and with none,
+everything), and in a namespace without retention its outputs would be gone before the check
+reads them. The check unsubscribes it when it deletes the functions.
+
 After the run (`check`), every output carries its input's message id (`__pfn_input_msg_id__`):
 - no loss: every acknowledged message of the run's topic has an output in both output topics;
 - no duplicate: the EFFECTIVELY_ONCE output has at most one output per input message (a batch
@@ -42,6 +48,7 @@ RUN_ACK_TIMEOUT_MS = 3_000  # a dead dispatcher's batch comes back this soon dur
 DEFAULT_ACK_TIMEOUT_MS = inputs.DISPATCH_ACK_TIMEOUT_MS
 SWEEP_EVERY_S = 1.0
 ARMED_S = 20.0  # the functions' crash points stay armed this long into the check (their dispatchers run late)
+HOLD_SUBSCRIPTION = "verify-check"  # keeps an output topic's messages until the check has read them
 CODE = b"def process(value):\n    return value + '!'\n"
 TIMEOUT_MS = 5_000  # the run's functions' timeout
 SLOT_LEASE_S = dispatch.slot_lease_ms(FunctionConfig(tenant="public", namespace="default", name="verify",
@@ -75,17 +82,21 @@ def prepare(url: str, authentication: Authentication | None, topic: str) -> Func
     inputs.DISPATCH_ACK_TIMEOUT_MS = RUN_ACK_TIMEOUT_MS
     base = TopicName.parse(topic)
     admin = AdminClient(url, authentication)
+    client = magnetar.Client(url, authentication)
     functions = Functions(killed_before=_killed())
     try:
         for guarantee in GUARANTEES:
             name = _name(topic, guarantee)
             output = str(TopicName.of(base.domain, base.tenant, base.namespace, f"{name}-out"))
+            # the outputs are kept until the check reads them (the module's docstring)
+            client.subscribe(output, HOLD_SUBSCRIPTION, initial_position=magnetar.InitialPosition.Earliest).close()
             admin.create_function({"tenant": base.tenant, "namespace": base.namespace, "name": name,
                                    "className": "verify_fn.process", "inputs": [topic], "output": output,
                                    "processingGuarantees": guarantee, "subscriptionPosition": "Earliest",
                                    "timeoutMs": TIMEOUT_MS}, CODE, "verify_fn.py")
             functions.names[guarantee] = (f"{base.tenant}/{base.namespace}/{name}", output)
     finally:
+        client.close()
         admin.close()
     return functions
 
@@ -168,10 +179,14 @@ def cleanup(url: str, authentication: Authentication | None, functions: Function
     from magnetar.client.admin import AdminClient
 
     admin = AdminClient(url, authentication)
+    client = magnetar.Client(url, authentication)
     try:
-        for fqfn, _ in functions.names.values():
+        for fqfn, output in functions.names.values():
             with contextlib.suppress(Exception):
                 admin.delete_function(*fqfn.split("/"))
+            with contextlib.suppress(Exception):  # the outputs need not be kept any longer
+                client.subscribe(output, HOLD_SUBSCRIPTION).unsubscribe()
     finally:
+        client.close()
         admin.close()
         inputs.DISPATCH_ACK_TIMEOUT_MS = DEFAULT_ACK_TIMEOUT_MS
