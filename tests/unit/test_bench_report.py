@@ -4,7 +4,6 @@ document or read by something else, and the generator refuses a document it cann
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -15,6 +14,8 @@ from types import ModuleType
 
 import pytest
 
+from report_helpers import load_report
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "benchmarks.md"
 RESULTS = ROOT / "bench" / "results"
@@ -22,15 +23,7 @@ RESULTS = ROOT / "bench" / "results"
 
 @pytest.fixture(scope="module")
 def report() -> Iterator[ModuleType]:
-    path = list(sys.path)  # bench/report.py puts bench/ first to import its blocks; put the path back after
-    spec = importlib.util.spec_from_file_location("bench_report", ROOT / "bench" / "report.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = path
-    yield module
+    yield load_report("bench_report")
 
 
 def test_the_committed_document_is_what_the_results_generate(report: ModuleType) -> None:

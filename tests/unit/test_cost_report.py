@@ -5,7 +5,6 @@ price tables list every field of magnetar.cost.Parameters and every price."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from types import ModuleType
 import pytest
 
 from magnetar.cost import DEFAULT_PARAMETERS, PRICES, Parameters
+from report_helpers import load_report
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "cost-model.md"
@@ -25,15 +25,7 @@ RESULTS = ROOT / "bench" / "results"
 
 @pytest.fixture(scope="module")
 def report() -> Iterator[ModuleType]:
-    path = list(sys.path)  # bench/report.py puts bench/ first to import its blocks; put the path back after
-    spec = importlib.util.spec_from_file_location("bench_report_cost", ROOT / "bench" / "report.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path[:] = path
-    yield module
+    yield load_report("bench_report_cost")
 
 
 def block(doc: str, name: str) -> str:
