@@ -161,6 +161,18 @@ class SubscriptionService:
         if self.snapshots is not None:
             self.snapshots.publish(topic, subscription, state)
 
+    def write_cursor(self, topic: TopicName, subscription: str, state: CursorState, view: SubscriptionView,
+                     crash: str) -> bool:
+        """The cursor's conditional write (False: another moved it); a replicated subscription's
+        snapshot, when due, is published once it succeeded. `crash`: the crash point right after it."""
+        share = self.prepare_share(topic, state, view.seal)
+        if not self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
+            return False
+        crash_point(crash)
+        if share:
+            self.publish_share(topic, subscription, state)
+        return True
+
     def _check_consumer_limit(self, topic: TopicName, subscription: str, consumer: str) -> None:
         """Pulsar's maxConsumersPerTopic, counted over every subscription's live consumers."""
         limit = TopicPolicies.of(self.policies(topic)).max_consumers if self.policies else 0
@@ -335,11 +347,8 @@ class SubscriptionService:
                 # look before the poll's last one: they go with the claim, or with the last look
                 return [], None, state.epoch, step.throttled_until
             delay_point("dispatch.before_claim")  # a stalled claim: the ack timeout, the poll's retry
-            share = self.prepare_share(topic, state, view.seal)
-            if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
-                crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
-                if share:
-                    self.publish_share(topic, subscription, state)
+            # claimed, not delivered (a crash after the write): the retried receive gets them
+            if self.write_cursor(topic, subscription, state, view, "dispatch.after_claim"):
                 return step.delivered, None, state.epoch, step.throttled_until
             self.clock.sleep(random.uniform(0.0, 0.02))
         raise RetryableError("Too much contention on the subscription; retry")
@@ -440,12 +449,9 @@ class SubscriptionService:
             else:
                 state = view.cursor
             change(state, now)
-            share = self.prepare_share(topic, state, view.seal)
             delay_point("cursor.before_update")  # a stalled write: another may move the cursor meanwhile
-            if self.metadata.put_cursor(topic, subscription, state, view.cursor_version):
-                crash_point("cursor.after_update")  # cursor moved, caller not told: retrying is harmless
-                if share:
-                    self.publish_share(topic, subscription, state)
+            # (a crash after the write: the cursor moved, the caller not told; retrying is harmless)
+            if self.write_cursor(topic, subscription, state, view, "cursor.after_update"):
                 return state
             self.clock.sleep(random.uniform(0.0, 0.02))
         raise RetryableError("Too much contention on the subscription; retry")

@@ -42,7 +42,6 @@ from dataclasses import dataclass, replace
 from magnetar.core.acks import NO_ACKS, Acks
 from magnetar.core.broker import Broker
 from magnetar.core.claims import MAX_ENTRIES_PER_RECEIVE, DeliveredEntry
-from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
 from magnetar.core.delivery_telemetry import record_delivery
 from magnetar.core.entry import Entry
@@ -215,11 +214,7 @@ class Dispatcher:
                                         or state.read_position < view.seal.next_entry)
             if not delivered and state.to_dict() == before:
                 return [], False
-            share = service.prepare_share(topic, state, view.seal)  # a replicated subscription's snapshot
-            if service.metadata.put_cursor(topic, conn.subscription, state, view.cursor_version):
-                crash_point("dispatch.after_claim")
-                if share:
-                    service.publish_share(topic, conn.subscription, state)
+            if service.write_cursor(topic, conn.subscription, state, view, "dispatch.after_claim"):
                 return delivered, more
             # acknowledgement frames of one subscription arrive in parallel invocations: back off
             self.clock.sleep(random.uniform(0.0, min(MAX_BACKOFF_S, 0.005 * 2 ** attempt)))

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from magnetar.core.acks import NO_ACKS
 from magnetar.core.claims import DeliveredEntry
-from magnetar.core.crashpoints import crash_point
 from magnetar.core.errors import RetryableError
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import SubscriptionView
@@ -72,11 +71,7 @@ def dispatch_shared_group(dispatcher: Dispatcher, members: list[Connection], cap
                                                             lease.ack_timeout_ms, "")
         if not any(claimed.values()) and state.to_dict() == before:
             break
-        share = service.prepare_share(topic, state, view.seal)  # a replicated subscription's snapshot
-        if service.metadata.put_cursor(topic, subscription, state, view.cursor_version):
-            crash_point("dispatch.after_claim")
-            if share:
-                service.publish_share(topic, subscription, state)
+        if service.write_cursor(topic, subscription, state, view, "dispatch.after_claim"):
             break
         dispatcher.clock.sleep(random.uniform(0.0, min(MAX_BACKOFF_S, 0.005 * 2 ** attempt)))
     else:
