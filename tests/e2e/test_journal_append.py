@@ -44,6 +44,8 @@ def test_records_refused_by_a_shards_write_throughput_are_put_again_promptly(
     positions = [journal.append("hot", record) for _ in range(5)]  # 3 MB into a 1 MiB/s shard
     elapsed = time.monotonic() - started
     assert len({p.sequence for p in positions}) == 5
+    assert positions[0].throttled_ms == 0  # the bucket starts full
+    assert sum(p.throttled_ms for p in positions) >= 1000  # 3 MB at 1 MiB/s: the later ones waited
     refused = httpx.get(f"{limited}/_magnetar/aws-limits").json()["refusals"]
     assert refused.get("kinesis.PutRecord:ProvisionedThroughputExceededException", 0) >= 2
     assert elapsed < 5.0, f"5 records of 600 KB took {elapsed:.1f} s (the shard's own pace is ~2.9 s)"

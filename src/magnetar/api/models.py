@@ -169,6 +169,9 @@ class ProduceResponse(BaseModel):
     entryId: int
     duplicate: bool = False
     batches: list[BatchPublishResult] | None = None
+    throttledMs: int | None = Field(
+        default=None, description="Present when the journal's shard was saturated: how long the write waited for "
+        "its write budget. A producer spaces its next requests by it instead of sending into refusals.")
 
 
 class ProducerRequest(_Body):

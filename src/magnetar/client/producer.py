@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.client import exceptions
 from magnetar.client.message import MessageId
+from magnetar.client.pacing import Pacer
 from magnetar.client.tracing import traced_properties
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
@@ -194,6 +195,7 @@ class Producer:
         self._last_sequence_id = last
         self._cond = threading.Condition()
         self._inflight = 0
+        self._pacer = Pacer()  # spaces requests while the journal's shard is saturated (client/pacing.py)
         self._sender = threading.Thread(target=self._run, name=f"producer-{self._name}", daemon=True)
         self._sender.start()
         if access_mode is not ProducerAccessMode.Shared:
@@ -366,6 +368,12 @@ class Producer:
                     else:  # idle: every send, flush and close notifies; the timeout is only a safety net
                         self._flush_requested = False
                         self._cond.wait(IDLE_WAIT_S)
+                wait = self._pacer.delay(time.monotonic())
+                if wait > 0:  # the shard is saturated: messages gather meanwhile, the request goes fuller
+                    self._cond.wait(min(wait, 1.0))
+                    continue
+                if self._batch and time.monotonic() >= self._batch_started + self._delay_s:
+                    self._close_batch()  # due while the previous request was out: it goes with this one
                 if _alone(self._ready[0]):
                     work = [self._ready.pop(0)]
                 else:  # every ready batch up to the next message that travels alone: one request
@@ -380,6 +388,7 @@ class Producer:
                 self._publish_chunks(work[0][0])
             else:
                 for request in _requests(self._entries(work)):
+                    time.sleep(min(self._pacer.delay(time.monotonic()), 1.0))  # the work's later requests too
                     self._publish(request)
             with self._cond:
                 self._inflight = 0
@@ -415,8 +424,10 @@ class Producer:
             size += p.size
         return out
 
-    def _post(self, body: dict[str, Any]) -> list[MessageId]:
+    def _post(self, body: dict[str, Any], nbytes: int) -> list[MessageId]:
+        started = time.monotonic()
         response = self._transport.call("POST", self._path, body, deadline_s=self._send_timeout_s)
+        self._pacer.answered(started, time.monotonic(), nbytes, int(response.get("throttledMs") or 0))
         return [MessageId.from_text(r["messageId"], str(self._topic)) for r in response["messagePublishResults"]]
 
     def _encode(self, batch: list[_Pending]) -> dict[str, Any]:
@@ -442,7 +453,7 @@ class Producer:
                                 "highestSequenceId": b[-1].sequence_id} for b in entries]
         pendings = [p for b in entries for p in b]
         try:
-            ids = self._post(body)
+            ids = self._post(body, sum(p.size for p in pendings))
         except exceptions.PulsarException as exc:
             self._fail(pendings, exc)
             return
@@ -465,7 +476,7 @@ class Producer:
                 }, pending.replicate_to),
             }
             try:
-                message_id = self._post(body)[0]
+                message_id = self._post(body, len(piece))[0]
             except exceptions.PulsarException as exc:
                 self._fail([pending], exc)
                 return

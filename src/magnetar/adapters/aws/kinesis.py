@@ -79,7 +79,8 @@ class KinesisJournal:
         """One PutRecord. A shard's write throughput (1 MiB/s) refuses a large record until its
         budget has refilled by the record's size, so a refusal is retried after about that long
         (a record of a group append may be most of a MiB), not after the SDK's exponential backoff
-        of up to seconds, which would idle the producer's one request in flight. When every
+        of up to seconds, which would idle the producer's one request in flight; the position says
+        how long the refusals held it (`throttled_ms`, the producer's pacing signal). When every
         attempt was refused (none timed out or broke off, which might still land), the record is
         certainly not stored: `JournalRefused`."""
         # read now: verify shortens the deadline
@@ -87,12 +88,12 @@ class KinesisJournal:
         give_up = time.monotonic() + retry_s
         request: dict[str, Any] = {"StreamName": self.stream, "Data": data, "PartitionKey": partition_key,
                                    "ExplicitHashKey": str(hash_key(partition_key))}
-        attempt, uncertain = 0, False
+        attempt, uncertain, throttled_s = 0, False, 0.0
         while True:
             attempt += 1
             try:
                 response = self._writer.put_record(**request)
-                return JournalPosition(response["ShardId"], response["SequenceNumber"])
+                return JournalPosition(response["ShardId"], response["SequenceNumber"], round(throttled_s * 1000))
             except (ClientError, BotoConnectionError, HTTPClientError) as exc:
                 uncertain = uncertain or not _refused(exc)
                 wait = _retry_wait(exc, len(data), attempt)
@@ -102,6 +103,8 @@ class KinesisJournal:
                         raise refused(f"The journal's shard refused the write for {retry_s:.0f} s "
                                       "(write throughput exceeded); retry") from None
                     raise
+                if _throttled(exc):
+                    throttled_s += wait
                 time.sleep(wait)
 
     def shard_for(self, partition_key: str) -> str:

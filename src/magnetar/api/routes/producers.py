@@ -74,12 +74,14 @@ def _publish_batches(name: TopicName, request: ProduceRequest) -> dict[str, Any]
     reservation, one journal record: all or nothing); on a non-persistent one, fanned out in turn."""
     singles = _each_batch(request)
     results: list[BatchPublishResult] = []
+    throttled_ms = 0
     if name.is_persistent:
         appended = build_broker().writer.append_group(name, [batch_from_request(r) for r in singles],
                                                       request.producerName)
         results = [BatchPublishResult(messagePublishResults=[PublishResult(messageId=str(i)) for i in a.message_ids],
                                       ledgerId=a.ledger_id, entryId=a.entry_id, duplicate=a.duplicate)
                    for a in appended]
+        throttled_ms = appended[0].throttled_ms
     else:
         for single in singles:
             one = ProduceResponse.model_validate(_publish_non_persistent(name, single))
@@ -88,8 +90,12 @@ def _publish_batches(name: TopicName, request: ProduceRequest) -> dict[str, Any]
     return ProduceResponse(
         messagePublishResults=[r for b in results for r in b.messagePublishResults],
         ledgerId=results[0].ledgerId, entryId=results[0].entryId, duplicate=all(b.duplicate for b in results),
-        batches=results,
-    ).model_dump()
+        batches=results, throttledMs=_throttled_ms(throttled_ms),
+    ).model_dump(exclude_none=True)
+
+
+def _throttled_ms(ms: int) -> int | None:
+    return ms or None  # absent unless the shard held the write
 
 
 def _bind(domain: str) -> None:
@@ -113,6 +119,7 @@ def _bind(domain: str) -> None:
             ledgerId=result.ledger_id,
             entryId=result.entry_id,
             duplicate=result.duplicate,
+            throttledMs=_throttled_ms(result.throttled_ms),
         )
         return json_response(response.model_dump(exclude_none=True))
 

@@ -89,6 +89,9 @@ class AppendResult:
     entry_id: int
     message_ids: list[MessageIdData]
     duplicate: bool = False  # deduplication: already stored, these are the original ids
+    # how long the journal write waited for its shard's write budget (the shard is saturated: the
+    # producer paces its next requests by it, client/pacing.py)
+    throttled_ms: int = 0
 
 
 POLICY_CACHE_MS = 10_000  # namespace policies are re-read at most this often per container
@@ -224,7 +227,7 @@ class LedgerWriter:
             if refusal_point("produce.journal_refused"):  # a shard refusing every attempt: nothing stored
                 raise JournalRefused("The journal's shard refused the write (write throughput exceeded); retry")
             with self.telemetry.tracer.span("journal.write"):
-                self.journal.append(journal_key(key), data)
+                position = self.journal.append(journal_key(key), data)
         except JournalRefused:
             self._fence_own(topic, entries, fence)
             raise
@@ -236,7 +239,8 @@ class LedgerWriter:
         ledger_old = last.publish_time - reservation.ledger_opened_at >= MAX_LEDGER_AGE_MS
         if ledger_full or ledger_old:
             self.metadata.roll_ledger(topic, reservation.ledger_id, last.publish_time)
-        return [self._result(topic, e.ledger_id, e.entry_id, b) for e, b in zip(entries, batches, strict=True)]
+        return [replace(self._result(topic, e.ledger_id, e.entry_id, b), throttled_ms=position.throttled_ms)
+                for e, b in zip(entries, batches, strict=True)]
 
     def _fence_own(self, topic: TopicName, entries: list[Entry], fence: bool) -> None:
         """The ids of a record this writer certainly did not store (the journal refused every

@@ -23,10 +23,12 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class JournalPosition:
-    """Where a record sits in the journal: Kinesis shard id and sequence number."""
+    """Where a record sits in the journal: Kinesis shard id and sequence number. `throttled_ms`
+    (not part of the position): how long its append waited for the shard's write budget."""
 
     shard_id: str
     sequence: str
+    throttled_ms: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)

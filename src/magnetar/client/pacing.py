@@ -1,0 +1,69 @@
+"""A producer's pacing when the journal's shard is saturated.
+
+A topic partition's journal is one Kinesis shard: 1 MiB/s of writes, a token bucket holding one
+second of it. A producer with more to send than that (flat out) would otherwise send every
+request as soon as the previous one is answered, and every request would find the bucket empty:
+the broker's append is refused and retried until the budget has refilled — each refusal an AWS
+request, and its wait a part of the message's end-to-end latency, since the publish time is set
+before the journal write.
+
+The broker reports how long a write waited for the shard (`throttledMs` in the publish response).
+From the first such report on, the producer paces its requests at a byte rate: first 95 % of the
+rate the refused request got through at (its bytes over its time, which the shard's refill set;
+less than the shard's rate by the request's round trip), then probing upward with every request
+that went through without waiting — by 5 % a request until a report comes while paced, by 2 %
+after it (TCP's slow start, then its congestion avoidance) — and stepping back by 10 % at each
+report while paced (the pace counts from request start to start, and a refused request takes
+longer than its pace: a smaller step left it above the shard's rate). Below the shard's rate
+the bucket refills faster than it drains and absorbs the jitter of the requests' timing.
+Messages wait in the producer meanwhile, so a request carries more of them when it can. A
+producer that no longer has more to send than the shard takes is not held: each of its requests
+raises the pace, until it is past any shard's rate and pacing stops.
+
+Several producers sharing a shard each pace on their own reports and settle on shares of it.
+The times are passed in, so the rule is tested without sleeping.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FIRST_SHARE = 0.95  # the first report: pace at this share of the rate the refused request got through at
+STEP_BACK = 0.9  # a report while paced: step back to this share of the pace
+PROBE_FIRST = 1.05  # through without waiting, before any report while paced: climb fast...
+PROBE = 1.02  # ...and after one, slowly around the rate it showed
+MIN_RATE = 16 * 1024.0  # bytes/s: never pace slower (a report from a shard shared with many)
+MAX_RATE = 64 * 1024 * 1024.0  # bytes/s: probed past this (far above any shard), the pace holds nothing: stop
+
+
+@dataclass
+class Pacer:
+    """The spacing of one producer's requests (see the module's docstring)."""
+
+    rate: float | None = None  # bytes/s while pacing; None: requests go as soon as they are ready
+    _last_start: float = 0.0
+    _last_bytes: int = 0
+    _found: bool = False  # a report came while paced: the shard's rate is near
+
+    def delay(self, now: float) -> float:
+        """Seconds to wait before the next request may start (0: now)."""
+        if self.rate is None:
+            return 0.0
+        return max(0.0, self._last_start + self._last_bytes / self.rate - now)
+
+    def answered(self, started: float, finished: float, nbytes: int, throttled_ms: int) -> None:
+        """A request of `nbytes` payload bytes, sent at `started`, was answered at `finished`;
+        the broker's write waited `throttled_ms` for the shard (0: not at all)."""
+        self._last_start, self._last_bytes = started, nbytes
+        if throttled_ms > 0:
+            if self.rate is None:  # the write waited until the shard's budget had refilled by its
+                # size: its bytes over its time are about what the shard accepts (less: the
+                # request's own round trip), a start the probing corrects
+                self.rate = FIRST_SHARE * nbytes / max(finished - started, 1e-3)
+            else:  # paced a little too fast: a step back
+                self.rate, self._found = self.rate * STEP_BACK, True
+            self.rate = max(MIN_RATE, self.rate)
+        elif self.rate is not None:
+            self.rate *= PROBE if self._found else PROBE_FIRST
+            if self.rate > MAX_RATE:
+                self.rate, self._found = None, False

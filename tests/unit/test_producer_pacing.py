@@ -1,0 +1,84 @@
+"""The producer's pacing while the journal's shard is saturated (client/pacing.py), on a
+simulated shard: a token bucket of 1 MiB/s holding one second, as Kinesis's and the emulator's."""
+
+from __future__ import annotations
+
+import pytest
+
+from magnetar.client.pacing import MAX_RATE, MIN_RATE, Pacer
+
+MIB = 1024 * 1024
+
+
+class Shard:
+    """A shard's write budget and a broker that retries a refused put after the record's refill
+    time, as the journal adapter does (reporting the wait)."""
+
+    def __init__(self) -> None:
+        self.tokens, self.stamp, self.refusals, self.puts = float(MIB), 0.0, 0, 0
+
+    def put(self, now: float, size: int) -> tuple[float, int]:
+        """Returns when the record landed and how long it waited (ms)."""
+        waited = 0.0
+        while True:
+            self.tokens = min(MIB, self.tokens + (now + waited - self.stamp) * MIB)
+            self.stamp = now + waited
+            self.puts += 1
+            if self.tokens >= size:
+                self.tokens -= size
+                return now + waited, round(waited * 1000)
+            self.refusals += 1
+            waited += 0.75 * size / MIB
+
+
+def run(pacer: Pacer | None, seconds: float, size: int = 200 * 1024, overhead: float = 0.05) -> tuple[Shard, float]:
+    """A producer that always has `size` bytes ready, one request in flight; each request spends
+    `overhead` before and after its put. Returns the shard and the bytes/s delivered."""
+    shard, now, sent = Shard(), 0.0, 0
+    while now < seconds:
+        if pacer is not None:
+            now += pacer.delay(now)
+        started = now
+        landed, waited_ms = shard.put(started + overhead, size)
+        now = landed + overhead
+        sent += size
+        if pacer is not None:
+            pacer.answered(started, now, size, waited_ms)
+    return shard, sent / now
+
+
+def test_pacing_cuts_the_refusals_of_a_saturated_shard_and_keeps_most_of_its_rate() -> None:
+    unpaced, unpaced_rate = run(None, 60)
+    paced, paced_rate = run(Pacer(), 60)
+    requests = paced.puts - paced.refusals
+    assert unpaced.refusals >= 0.5 * (unpaced.puts - unpaced.refusals)  # nearly every request refused once
+    assert paced.refusals <= 0.2 * requests, (paced.refusals, requests)
+    assert paced_rate >= 0.85 * MIB and unpaced_rate <= 1.05 * MIB
+
+
+def test_no_pacing_until_the_broker_reports_a_wait_and_none_once_the_producer_slows_down() -> None:
+    pacer = Pacer()
+    pacer.answered(0.0, 0.1, 100_000, 0)
+    assert pacer.rate is None and pacer.delay(0.1) == 0.0
+    pacer.answered(0.1, 0.4, 300_000, 150)  # refused, then through: 300 KB in 0.3 s
+    assert pacer.rate == pytest.approx(0.95 * 1_000_000)
+    assert abs(pacer.delay(0.4) - (0.1 + 300_000 / pacer.rate - 0.4)) < 1e-9
+    pacer.answered(0.5, 0.6, 100_000, 0)  # went through without waiting: climb fast until a report...
+    assert pacer.rate == pytest.approx(0.95 * 1_000_000 * 1.05)
+    pacer.answered(0.9, 1.2, 100_000, 10)  # ...which steps back
+    assert pacer.rate == pytest.approx(0.95 * 1_000_000 * 1.05 * 0.9)
+    pacer.answered(1.3, 1.4, 100_000, 0)  # and from then on climb slowly
+    assert pacer.rate == pytest.approx(0.95 * 1_000_000 * 1.05 * 0.9 * 1.02)
+    for i in range(2_000):  # the producer slows down: every request raises the pace until pacing stops
+        pacer.answered(2.0 + i, 2.1 + i, 100_000, 0)
+        if pacer.rate is None:
+            break
+    assert pacer.rate is None and pacer.delay(3_000.0) == 0.0 and i < 1_000
+    assert MAX_RATE > 1024 * 1024
+
+
+def test_reports_from_a_crowded_shard_never_stop_the_producer() -> None:
+    pacer = Pacer()
+    for i in range(50):
+        pacer.answered(i * 1.0, i * 1.0 + 0.9, 1_000, 800)
+    assert pacer.rate == MIN_RATE
