@@ -247,3 +247,27 @@ def test_a_group_overlapping_an_earlier_one_stores_only_its_new_batches(
     consumer = client.subscribe(f"persistent://public/{ns}/overlap", "s",
                                 initial_position=magnetar.InitialPosition.Earliest)
     assert [m.data() for m in _drain(consumer, 6)] == [str(i).encode() for i in range(6)]
+
+
+def test_a_saturated_shard_is_reported_and_the_producer_paces_itself(cluster: Any, client: magnetar.Client) -> None:
+    """A topic's journal is one shard (1 MiB/s): REST publishes of 700 KB back to back outrun it, and
+    the responses say how long the write waited for the shard (`throttledMs`, absent otherwise);
+    an SDK producer with 3 MB to send reads it and spaces its requests (client/pacing.py): every
+    message is acknowledged and received in order."""
+    name = f"paced-{uuid.uuid4().hex[:8]}"
+    url = f"{cluster.url}{PATH}/default/{name}"
+    payload = base64.b64encode(b"x" * 700 * 1024).decode()
+    responses = [httpx.post(url, json={"messages": [{"payload": payload}]}, timeout=60) for _ in range(4)]
+    assert [r.status_code for r in responses] == [200] * 4, responses[-1].text
+    waits = [r.json().get("throttledMs", 0) for r in responses]
+    assert sum(waits) >= 300 and all(w >= 0 for w in waits), waits
+
+    topic = f"persistent://public/default/{name}-sdk"
+    consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    producer = client.create_producer(topic, batching_max_publish_delay_ms=5)
+    for i in range(3_000):
+        producer.send_async(i.to_bytes(4, "big") + b"y" * 1020, None)
+    producer.flush()
+    assert producer._pacer.rate is not None, "the producer never read a report of the saturated shard"
+    got = _drain(consumer, 3_000, timeout_s=90)
+    assert [int.from_bytes(m.data()[:4], "big") for m in got] == list(range(3_000))
