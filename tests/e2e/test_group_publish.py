@@ -252,7 +252,7 @@ def test_a_group_overlapping_an_earlier_one_stores_only_its_new_batches(
 def test_a_saturated_shard_is_reported_and_the_producer_paces_itself(cluster: Any, client: magnetar.Client) -> None:
     """A topic's journal is one shard (1 MiB/s): REST publishes of 700 KB back to back outrun it, and
     the responses say how long the write waited for the shard (`throttledMs`, absent otherwise);
-    an SDK producer with 3 MB to send reads it and spaces its requests (client/pacing.py): every
+    an SDK producer with 3 MB to send reads it and spaces its requests (core/publish_pacing.py): every
     message is acknowledged and received in order."""
     name = f"paced-{uuid.uuid4().hex[:8]}"
     url = f"{cluster.url}{PATH}/default/{name}"

@@ -1,11 +1,11 @@
-"""The producer's pacing while the journal's shard is saturated (client/pacing.py), on a
+"""The producer's pacing while the journal's shard is saturated (core/publish_pacing.py), on a
 simulated shard: a token bucket of 1 MiB/s holding one second, as Kinesis's and the emulator's."""
 
 from __future__ import annotations
 
 import pytest
 
-from magnetar.client.pacing import MAX_RATE, MIN_RATE, Pacer
+from magnetar.core.publish_pacing import MAX_RATE, MIN_RATE, PublishPacer
 
 MIB = 1024 * 1024
 
@@ -31,7 +31,7 @@ class Shard:
             waited += 0.75 * size / MIB
 
 
-def run(pacer: Pacer | None, seconds: float, size: int = 200 * 1024, overhead: float = 0.05) -> tuple[Shard, float]:
+def run(pacer: PublishPacer | None, seconds: float, size: int = 200 * 1024, overhead: float = 0.05) -> tuple[Shard, float]:
     """A producer that always has `size` bytes ready, one request in flight; each request spends
     `overhead` before and after its put. Returns the shard and the bytes/s delivered."""
     shard, now, sent = Shard(), 0.0, 0
@@ -49,7 +49,7 @@ def run(pacer: Pacer | None, seconds: float, size: int = 200 * 1024, overhead: f
 
 def test_pacing_cuts_the_refusals_of_a_saturated_shard_and_keeps_most_of_its_rate() -> None:
     unpaced, unpaced_rate = run(None, 60)
-    paced, paced_rate = run(Pacer(), 60)
+    paced, paced_rate = run(PublishPacer(), 60)
     requests = paced.puts - paced.refusals
     assert unpaced.refusals >= 0.5 * (unpaced.puts - unpaced.refusals)  # nearly every request refused once
     assert paced.refusals <= 0.2 * requests, (paced.refusals, requests)
@@ -57,7 +57,7 @@ def test_pacing_cuts_the_refusals_of_a_saturated_shard_and_keeps_most_of_its_rat
 
 
 def test_no_pacing_until_the_broker_reports_a_wait_and_none_once_the_producer_slows_down() -> None:
-    pacer = Pacer()
+    pacer = PublishPacer()
     pacer.answered(0.0, 0.1, 100_000, 0)
     assert pacer.rate is None and pacer.delay(0.1) == 0.0
     pacer.answered(0.1, 0.4, 300_000, 150)  # refused, then through: 300 KB in 0.3 s
@@ -78,7 +78,7 @@ def test_no_pacing_until_the_broker_reports_a_wait_and_none_once_the_producer_sl
 
 
 def test_reports_from_a_crowded_shard_never_stop_the_producer() -> None:
-    pacer = Pacer()
+    pacer = PublishPacer()
     for i in range(50):
         pacer.answered(i * 1.0, i * 1.0 + 0.9, 1_000, 800)
     assert pacer.rate == MIN_RATE

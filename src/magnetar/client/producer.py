@@ -37,7 +37,6 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.client import exceptions
 from magnetar.client.message import MessageId
-from magnetar.client.pacing import Pacer
 from magnetar.client.tracing import traced_properties
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
@@ -52,6 +51,7 @@ from magnetar.client.types import (
 from magnetar.core.compression import Codec, compress
 from magnetar.core.entry import Message, encode_messages
 from magnetar.core.naming import TopicName
+from magnetar.core.publish_pacing import PublishPacer
 
 if TYPE_CHECKING:
     from magnetar.client.crypto import MessageEncryptor
@@ -195,7 +195,7 @@ class Producer:
         self._last_sequence_id = last
         self._cond = threading.Condition()
         self._inflight = 0
-        self._pacer = Pacer()  # spaces requests while the journal's shard is saturated (client/pacing.py)
+        self._pacer = PublishPacer()  # spaces requests while the journal's shard is saturated (core/publish_pacing.py)
         self._sender = threading.Thread(target=self._run, name=f"producer-{self._name}", daemon=True)
         self._sender.start()
         if access_mode is not ProducerAccessMode.Shared:

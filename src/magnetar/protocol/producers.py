@@ -6,8 +6,12 @@ queued up while an append was under way go together as one group append (`append
 consecutive entries, one reservation and one journal record), and each gets its SEND_RECEIPT, in
 order. A producer that keeps sending (its last append took more than one SEND) appends at most once
 per `ProxySettings.append_interval_ms`: what it sends meanwhile waits for that append, as an SDK
-producer's batches wait for its request in flight (fewer reservations, journal records and seals). An exclusive producer renews its claim on the topic while it lives; if another producer
-takes the topic, the proxy closes it (CLOSE_PRODUCER), as a broker closes a fenced producer.
+producer's batches wait for its request in flight (fewer reservations, journal records and seals).
+While the topic's journal shard is saturated, appends are paced as the SDK's requests are
+(core/publish_pacing.py): SENDs wait in the queue and go in fuller groups, and the client feels
+the back pressure as a broker's, through receipts that come later. An exclusive producer renews
+its claim on the topic while it lives; if another producer takes the topic, the proxy closes it
+(CLOSE_PRODUCER), as a broker closes a fenced producer.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from magnetar.core.compression import decompress
 from magnetar.core.entry import Batch, decode_messages
 from magnetar.core.errors import InvalidInput, MagnetarError, ProducerFenced
 from magnetar.core.naming import TopicName
+from magnetar.core.publish_pacing import PublishPacer
 from magnetar.protocol import pulsar_api_pb2 as pb
 from magnetar.protocol.chunks import Assembly, Complete
 from magnetar.protocol.errors import ProtocolError
@@ -118,6 +123,7 @@ class Producer:
         self.arrived = asyncio.Event()  # set by every enqueue: a waiting group looks again
         self.closed = False
         self.chunks = Assembly()  # chunked messages held until whole
+        self.pacer = PublishPacer()  # spaces appends while the topic's journal shard is saturated
 
     def start(self) -> None:
         self.conn.spawn(self._run())
@@ -141,6 +147,8 @@ class Producer:
                 await self._close(item[1])
                 return
             group = [item]
+            if self.topic.is_persistent:  # a saturated shard's pace: SENDs gather meanwhile
+                await self._gather(group, time.monotonic() + min(self.pacer.delay(time.monotonic()), 1.0))
             if streaming and self.topic.is_persistent:
                 await self._gather(group, began + self.conn.server.settings.append_interval_ms / 1000)
             self._take_queued(group)
@@ -199,9 +207,13 @@ class Producer:
             await self._publish_non_persistent(batches)
             return
         for group in _within_record(batches, self.conn.max_message_size):
+            await asyncio.sleep(min(self.pacer.delay(time.monotonic()), 1.0))  # a saturated shard's pace
+            started = time.monotonic()
             try:
                 results = await self.conn.call(self.conn.broker.writer.append_group, self.topic,
                                                [b for _, b in group], self.name)
+                self.pacer.answered(started, time.monotonic(), sum(len(b.payload) for _, b in group),
+                                    results[0].throttled_ms)
             except ProducerFenced:
                 self._fenced()
                 return

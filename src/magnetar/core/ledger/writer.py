@@ -90,7 +90,7 @@ class AppendResult:
     message_ids: list[MessageIdData]
     duplicate: bool = False  # deduplication: already stored, these are the original ids
     # how long the journal write waited for its shard's write budget (the shard is saturated: the
-    # producer paces its next requests by it, client/pacing.py)
+    # producer paces its next requests by it, core/publish_pacing.py)
     throttled_ms: int = 0
 
 

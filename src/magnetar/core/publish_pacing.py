@@ -1,4 +1,5 @@
-"""A producer's pacing when the journal's shard is saturated.
+"""A producer's pacing when the journal's shard is saturated (the SDK's producers and the binary
+protocol proxy's, one rule).
 
 A topic partition's journal is one Kinesis shard: 1 MiB/s of writes, a token bucket holding one
 second of it. A producer with more to send than that (flat out) would otherwise send every
@@ -37,7 +38,7 @@ MAX_RATE = 64 * 1024 * 1024.0  # bytes/s: probed past this (far above any shard)
 
 
 @dataclass
-class Pacer:
+class PublishPacer:
     """The spacing of one producer's requests (see the module's docstring)."""
 
     rate: float | None = None  # bytes/s while pacing; None: requests go as soon as they are ready
