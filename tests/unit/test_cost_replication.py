@@ -171,3 +171,10 @@ def test_cli_prices_the_snapshots_of_replicated_subscriptions() -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)["replication"]
     assert data["snapshot_writes_per_s"] == pytest.approx(0.5)
+
+
+def test_the_snapshot_interval_is_the_acknowledgement_paths() -> None:
+    from magnetar.core.replicated_subscriptions import SNAPSHOT_INTERVAL_MS
+    from magnetar.cost import DEFAULT_PARAMETERS
+
+    assert DEFAULT_PARAMETERS.snapshot_interval_s == SNAPSHOT_INTERVAL_MS / 1000
