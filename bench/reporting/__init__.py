@@ -5,6 +5,7 @@ from the JSON results in bench/results/, docs/cost-model.md's from the cost mode
 from __future__ import annotations
 
 from .base import Block, ReportError, Results
+from .cost_functions import BLOCKS as COST_FUNCTION_BLOCKS
 from .cost_model import BLOCKS as COST_MODEL_BLOCKS
 from .cost_text import BLOCKS as COST_TEXT_BLOCKS
 from .details_functions import BLOCKS as FUNCTION_BLOCKS
@@ -16,7 +17,7 @@ from .message_cost_tables import BLOCKS as MESSAGE_COST_BLOCKS
 
 BLOCKS: dict[str, Block] = {**MESSAGE_COST_BLOCKS, **HEADLINE_BLOCKS, **THROUGHPUT_BLOCKS, **SCALE_BLOCKS,
                             **PROTOCOL_BLOCKS, **FUNCTION_BLOCKS}
-COST_BLOCKS: dict[str, Block] = {**COST_TEXT_BLOCKS, **COST_MODEL_BLOCKS}
+COST_BLOCKS: dict[str, Block] = {**COST_TEXT_BLOCKS, **COST_MODEL_BLOCKS, **COST_FUNCTION_BLOCKS}
 # Each generated document (by file name, under docs/) and the blocks it holds, every one exactly once
 DOCUMENTS: dict[str, dict[str, Block]] = {"benchmarks.md": BLOCKS, "cost-model.md": COST_BLOCKS}
 

@@ -128,3 +128,53 @@ def test_cli_replicated_to_prints_and_writes_the_replication(tmp_path: Path) -> 
     assert "replication" not in json.loads(plain.stdout)
     refused = runner.invoke(app, ["--workload", str(BASELINE), "--replicated-to", "-1"])
     assert refused.exit_code != 0
+
+
+# --- replicated subscriptions: their snapshots in the configuration store (a global table) -----------
+def test_global_table_replicated_writes_have_a_price_and_a_source() -> None:
+    price = PRICES["dynamodb.ondemand.replicated_wru"]
+    assert (price.usd, price.per) == (0.625, 1e6)  # priced as a single-region write unit, in every replica
+    assert price.source.startswith("https://aws.amazon.com/") and price.checked.startswith("confirmed")
+    assert "global-tables-billing" in price.checked
+
+
+def test_snapshots_are_a_replicated_write_in_every_region_at_most_every_two_seconds() -> None:
+    w = baseline(subscriptions=3, replicated_subscriptions=2)
+    plain, snapshotted = replication_cost(baseline(subscriptions=3), 2), replication_cost(w, 2)
+    # a subscription writes its cursor with every receive (baseline: 1,000 msg/s in receives of 5 entries of
+    # 100: 2 a second), so its snapshot is written at the 2 s ceiling: 0.5 a second, 1 a second for two
+    assert snapshotted.snapshot_writes_per_s == pytest.approx(1.0)
+    month_s = w.hours_per_month * 3600
+    extra = snapshotted.on_demand.components["dynamodb"] - plain.on_demand.components["dynamodb"]
+    assert extra == pytest.approx(1.0 * month_s * 3 * 0.625e-6)  # 3 replicas: this region and 2 remote ones
+    per_million = 1e6 / w.produce_rate_msgs_per_s
+    assert snapshotted.requests_per_million_messages["dynamodb.PutItem.snapshot"] == pytest.approx(per_million)
+    assert snapshotted.transfer_gb_per_month > plain.transfer_gb_per_month  # the items cross to 2 regions
+    # a slow subscription writes a snapshot with each cursor write, fewer than one per 2 s
+    slow = baseline(produce_rate_msgs_per_s=100, replicated_subscriptions=1)
+    assert replication_cost(slow, 1).snapshot_writes_per_s == pytest.approx(100 / 100 / 5)
+    # nothing without a remote cluster, nor with no replicated subscription
+    assert replication_cost(w, 0).snapshot_writes_per_s == 0.0
+    assert replication_cost(w, 2, replicated_subscriptions=0).snapshot_writes_per_s == 0.0
+
+
+def test_more_replicated_than_subscriptions_is_refused() -> None:
+    with pytest.raises(ValueError, match="replicated_subscriptions"):
+        baseline(subscriptions=1, replicated_subscriptions=2)
+    with pytest.raises(ValueError, match="replicated subscriptions: 3"):
+        replication_cost(baseline(), 1, replicated_subscriptions=3)
+
+
+def test_cli_prices_the_snapshots_of_replicated_subscriptions() -> None:
+    result = runner.invoke(app, ["--workload", str(BASELINE), "--replicated-to", "1", "--replicated-subscriptions",
+                                 "1", "--json", "-"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)["replication"]
+    assert data["snapshot_writes_per_s"] == pytest.approx(0.5)
+
+
+def test_the_snapshot_interval_is_the_acknowledgement_paths() -> None:
+    from magnetar.core.replicated_subscriptions import SNAPSHOT_INTERVAL_MS
+    from magnetar.cost import DEFAULT_PARAMETERS
+
+    assert DEFAULT_PARAMETERS.snapshot_interval_s == SNAPSHOT_INTERVAL_MS / 1000

@@ -3,7 +3,11 @@
 Prints Magnetar's bill by component and by step for both Kinesis capacity modes, the same workload
 on SQS, Kinesis directly and Pulsar on EC2, and the headline: USD per million messages end to end
 (produce, keep for the retention window, consume once per subscription). `--replicated-to N`
-adds geo-replication to N remote clusters of an instance (magnetar.cost.replication). `--json PATH`
+adds geo-replication to N remote clusters of an instance (magnetar.cost.replication; with
+`--replicated-subscriptions R`, R replicated subscriptions' snapshots), `--function` a Pulsar
+Function consuming every message (magnetar.cost.functions: `--function-batch`, `--function-ms`,
+`--function-memory-mb`, `--processing-guarantees`, `--function-parallelism`,
+`--function-state-writes`). `--json PATH`
 also writes everything as JSON (`--json -` prints only the JSON). Runs standalone too:
 `python -m magnetar.cli.cost --workload bench/workloads/baseline-1kb-batch100.yaml`.
 """
@@ -25,14 +29,18 @@ from magnetar.cost import (
     PRICES_AS_OF,
     Comparison,
     CostReport,
+    FunctionCost,
     ReplicationCost,
     WorkloadError,
     compare,
+    function_cost,
     load_workload,
     monthly_cost,
     price_table,
     replication_cost,
 )
+from magnetar.cost.functions import DEFAULT_FUNCTION_MEMORY_MB, DEFAULT_FUNCTION_MS
+from magnetar.functions.config import ProcessingGuarantees
 
 console = Console()
 
@@ -93,10 +101,47 @@ def render_replication(report: CostReport, replication: ReplicationCost, out: Co
     out.print(f"[bold green]{escape(replication_text(report, replication))}[/bold green]")
 
 
-def result_dict(report: CostReport, comparison: Comparison, replication: ReplicationCost | None = None) -> dict[str, Any]:
+def function_text(report: CostReport, function: FunctionCost) -> str:
+    prov, od = function.provisioned.usd_per_million_messages, function.on_demand.usd_per_million_messages
+    out = function.output_topic
+    return (
+        f"a function on every message ({function.guarantee}, {function.batch_messages:.0f} per invocation): "
+        f"+{prov:.4f} USD per million messages with provisioned Kinesis, +{od:.4f} with on-demand Kinesis; "
+        f"an idle function {function.idle_usd_per_month:.2f} USD a month (nothing runs); its output topic's own "
+        f"workload (not included): {out['provisioned']:.4f} and {out['on_demand']:.4f}"
+    )
+
+
+def render_function(report: CostReport, function: FunctionCost, out: Console) -> None:
+    table = Table(title=f"A Pulsar Function on every message, {function.guarantee} (USD/month)")
+    table.add_column("component")
+    table.add_column("on-demand Kinesis", justify="right")
+    table.add_column("provisioned Kinesis", justify="right")
+    for component, usd in function.on_demand.components.items():
+        table.add_row(component, _usd(usd), _usd(function.provisioned.components[component]))
+    table.add_section()
+    table.add_row("[bold]total[/bold]", f"[bold]{_usd(function.on_demand.monthly_usd)}[/bold]",
+                  f"[bold]{_usd(function.provisioned.monthly_usd)}[/bold]")
+    table.add_row(
+        "[bold]USD per million input messages[/bold]",
+        f"[bold]{_per_million(function.on_demand.usd_per_million_messages)}[/bold]",
+        f"[bold]{_per_million(function.provisioned.usd_per_million_messages)}[/bold]",
+    )
+    table.add_row("the output topic's own workload, not in the total", _per_million(function.output_topic["on_demand"]),
+                  _per_million(function.output_topic["provisioned"]))
+    out.print(table)
+    for note in function.notes:
+        out.print(f"[dim]note:[/dim] {escape(note)}")
+    out.print(f"[bold green]{escape(function_text(report, function))}[/bold green]")
+
+
+def result_dict(report: CostReport, comparison: Comparison, replication: ReplicationCost | None = None,
+                function: FunctionCost | None = None) -> dict[str, Any]:
     extra: dict[str, Any] = {}
     if replication is not None:
         extra["replication"] = {"text": replication_text(report, replication), **replication.to_dict()}
+    if function is not None:
+        extra["function"] = {"text": function_text(report, function), **function.to_dict()}
     return {
         "headline": {
             "text": headline_text(report, comparison),
@@ -191,22 +236,66 @@ def cost_command(
     replicated_to: Annotated[int, typer.Option(
         "--replicated-to", min=0,
         help="Also price geo-replication of every message to this many remote clusters of the instance.")] = 0,
+    replicated_subscriptions: Annotated[int | None, typer.Option(
+        "--replicated-subscriptions", min=0,
+        help="With --replicated-to: how many of the subscriptions replicate their state (default: the "
+             "workload's replicated_subscriptions).")] = None,
+    function: Annotated[bool, typer.Option(
+        "--function", help="Also price a Pulsar Function consuming every message of the workload.")] = False,
+    function_batch: Annotated[float | None, typer.Option(
+        "--function-batch", min=1,
+        help="With --function: input messages per invocation (default: what a seal brings, at most 100).")] = None,
+    function_ms: Annotated[float | None, typer.Option(
+        "--function-ms", help="With --function: mean billed ms of one invocation of the function (default 50).")] = None,
+    function_memory_mb: Annotated[int | None, typer.Option(
+        "--function-memory-mb", help="With --function: the function's Lambda memory (default 1024).")] = None,
+    processing_guarantees: Annotated[str | None, typer.Option(
+        "--processing-guarantees",
+        help="With --function: ATLEAST_ONCE (default), ATMOST_ONCE or EFFECTIVELY_ONCE.")] = None,
+    function_parallelism: Annotated[int | None, typer.Option(
+        "--function-parallelism", help="With --function: its dispatch slots (default 1).")] = None,
+    function_state_writes: Annotated[float | None, typer.Option(
+        "--function-state-writes",
+        help="With --function: put_state / incr_counter calls per message (default 0).")] = None,
 ) -> None:
     """Model the monthly AWS bill of a workload and compare it with SQS, Kinesis and Pulsar on EC2."""
+    function_options = {"--function-batch": function_batch, "--function-ms": function_ms,
+                        "--function-memory-mb": function_memory_mb, "--processing-guarantees": processing_guarantees,
+                        "--function-parallelism": function_parallelism,
+                        "--function-state-writes": function_state_writes}
+    stray = [name for name, value in function_options.items() if value is not None]
+    if stray and not function:
+        fail(f"{', '.join(stray)} describe(s) the function of --function: add --function")
+    if replicated_subscriptions is not None and not replicated_to:
+        fail("--replicated-subscriptions prices the snapshots of geo-replication: add --replicated-to N")
     try:
         loaded = load_workload(workload)
     except WorkloadError as exc:
         fail(str(exc))
     report = monthly_cost(loaded)
     comparison = compare(loaded, report)
-    replication = replication_cost(loaded, replicated_to) if replicated_to else None
-    result = result_dict(report, comparison, replication)
+    try:
+        replication = replication_cost(loaded, replicated_to, replicated_subscriptions=replicated_subscriptions) \
+            if replicated_to else None
+        priced_function = function_cost(
+            loaded, batch_messages=function_batch,
+            function_ms=DEFAULT_FUNCTION_MS if function_ms is None else function_ms,
+            function_memory_mb=DEFAULT_FUNCTION_MEMORY_MB if function_memory_mb is None else function_memory_mb,
+            guarantee=processing_guarantees or ProcessingGuarantees.ATLEAST_ONCE.value,
+            parallelism=1 if function_parallelism is None else function_parallelism,
+            state_writes_per_message=function_state_writes or 0.0,
+        ) if function else None
+    except ValueError as exc:
+        fail(str(exc))
+    result = result_dict(report, comparison, replication, priced_function)
     if json_path is not None and str(json_path) == "-":
         typer.echo(json.dumps(result, indent=2))
         return
     render(report, comparison, console)
     if replication is not None:
         render_replication(report, replication, console)
+    if priced_function is not None:
+        render_function(report, priced_function, console)
     if prices:
         render_prices(console)
     if json_path is not None:

@@ -23,7 +23,10 @@ Layout, by responsibility:
 - `alternatives`: SQS, Kinesis directly and Pulsar on EC2 (`pulsar_sizing`);
 - `comparison`: `compare` and `headline`;
 - `measured`: `cost_of_measured_run`;
-- `replication`: `replication_cost`, geo-replication to N remote clusters of an instance.
+- `replication`: `replication_cost`, geo-replication to N remote clusters of an instance (and the
+  replicated subscriptions' snapshots);
+- `functions`: `function_cost`, a Pulsar Function on a workload's messages (its dispatcher, its
+  invocations, its outputs), and `output_workload`, its output topic's own workload.
 
 Conventions: a "GB" of data is 2**30 bytes (AWS bills GB-months and GB transferred in binary
 gigabytes); free tiers are ignored (a production account has used them up); prices are
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 from magnetar.cost.alternatives import Alternative, PulsarSizing, pulsar_sizing
 from magnetar.cost.comparison import Comparison, compare, headline
+from magnetar.cost.functions import FunctionCost, FunctionModeCost, function_cost, output_workload
 from magnetar.cost.magnetar import CostReport, ModeCost, Shape, monthly_cost
 from magnetar.cost.measured import DEFAULT_UNITS_PER_REQUEST, cost_of_measured_run
 from magnetar.cost.prices import (
@@ -85,6 +89,8 @@ __all__ = [
     "Alternative",
     "Comparison",
     "CostReport",
+    "FunctionCost",
+    "FunctionModeCost",
     "GiB",
     "KiB",
     "MiB",
@@ -103,11 +109,13 @@ __all__ = [
     "batch_payload_bytes",
     "compare",
     "cost_of_measured_run",
+    "function_cost",
     "headline",
     "kinesis_ondemand_ingest_bytes",
     "kinesis_put_payload_units",
     "load_workload",
     "monthly_cost",
+    "output_workload",
     "price_table",
     "price_usage",
     "pulsar_sizing",

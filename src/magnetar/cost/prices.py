@@ -158,6 +158,15 @@ _PRICE_LIST = (
         "write request units", _DDB, "confirmed: airbyte.com, jusdb.com (after the Nov 2024 50% cut)",
     ),
     Price(
+        "dynamodb.ondemand.replicated_wru", "DynamoDB",
+        "on-demand replicated write request unit (global tables: 1 KB, in every replica region)", 0.625, 1e6,
+        "replicated write request units", _DDB,
+        "confirmed: the AWS developer guide 'Understanding Amazon DynamoDB billing for global tables' "
+        "(docs.aws.amazon.com/amazondynamodb/latest/developerguide/global-tables-billing.html: one rWRU per "
+        "replica table for each write up to 1 KB; rWRUs priced the same as WRUs), usage.ai 'DynamoDB global tables "
+        "cost' ($0.625 per million rWRU in us-east-1 after the Nov 2024 cut)",
+    ),
+    Price(
         "dynamodb.ondemand.rru", "DynamoDB", "on-demand read request unit (4 KB strongly consistent)", 0.125, 1e6,
         "read request units", _DDB, "confirmed: airbyte.com, jusdb.com (after the Nov 2024 50% cut)",
     ),

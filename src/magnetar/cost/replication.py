@@ -16,6 +16,13 @@ remote cluster:
 - the replicator's cursor write (one DynamoDB PutItem in this cluster);
 - the journal consumer's wait for the remote call (Lambda duration, `replication_call_ms`).
 
+Replicated subscriptions (`Workload.replicated_subscriptions`, Pulsar's replicate_subscription_state):
+the acknowledgement path writes a subscription's snapshot to the configuration store at most every
+`snapshot_interval_s` while its position moves (core/replicated_subscriptions.py): one PutItem of
+`snapshot_item_bytes`, and the configuration store is a DynamoDB global table with a replica in
+each cluster's region, so each write is billed as one replicated write unit in every replica
+(`dynamodb.ondemand.replicated_wru`) and its bytes cross to each other region.
+
 What the remote cluster then does with the entries (sealing, storing them for its retention,
 delivering them to its subscriptions) is that cluster's own workload: price it with
 `magnetar cost` at the replicated rate. Configuration changes (tenants, namespaces, topic creation,
@@ -60,6 +67,7 @@ class ReplicationCost:
     remote_clusters: int
     batches_per_s: float  # journal batches replicated to each remote cluster
     entries_per_batch: float
+    snapshot_writes_per_s: float  # replicated subscriptions' snapshots, all of them (each in every replica)
     request_bytes: float  # one replication request's body (what crosses the region boundary)
     transfer_gb_per_month: float  # all remotes together
     on_demand: ReplicationModeCost
@@ -75,11 +83,16 @@ class ReplicationCost:
 
 
 def replication_cost(
-    workload: Workload, remote_clusters: int, *, replication_call_ms: float = DEFAULT_REPLICATION_CALL_MS
+    workload: Workload, remote_clusters: int, *, replication_call_ms: float = DEFAULT_REPLICATION_CALL_MS,
+    replicated_subscriptions: int | None = None,
 ) -> ReplicationCost:
-    """The monthly cost of replicating `workload`'s messages to `remote_clusters` other clusters."""
+    """The monthly cost of replicating `workload`'s messages to `remote_clusters` other clusters, and
+    of its replicated subscriptions' snapshots (`replicated_subscriptions`: default the workload's)."""
     if remote_clusters < 0:
         raise ValueError(f"remote clusters: {remote_clusters} (0 or more)")
+    replicated = workload.replicated_subscriptions if replicated_subscriptions is None else replicated_subscriptions
+    if not 0 <= replicated <= workload.subscriptions:
+        raise ValueError(f"replicated subscriptions: {replicated} (0 to the workload's {workload.subscriptions})")
     w, p = workload, workload.params()
     month_s = w.hours_per_month * SECONDS_PER_HOUR
     s = _shape(w, p, "on_demand")
@@ -100,12 +113,17 @@ def replication_cost(
         kinesis_ppu=batches * records * kinesis_put_payload_units(journal_record),
         logs_gb=batches * p.log_bytes_per_invocation / GiB,
     ).scaled(month_s)
-    transfer_gb = batches * body / GiB * month_s
+    snapshots = _snapshot_writes_per_s(w, s.receives_per_s, replicated) if remote_clusters else 0.0
+    snapshot_usage = Usage(
+        dynamodb_replicated_wru=snapshots * (1 + remote_clusters) * wru(p.snapshot_item_bytes),
+    ).scaled(month_s)
+    transfer_gb = (batches * body + snapshots * remote_clusters * p.snapshot_item_bytes) / GiB * month_s
     transfer_usd = _cost("transfer.inter_region_gb", transfer_gb)
     millions = w.messages_per_month / 1e6
     modes: dict[str, ReplicationModeCost] = {}
     for mode in MODES:
-        components = _sum_components(price_usage({"replication": usage}, mode, w.lambda_architecture).values())
+        steps = price_usage({"replication": usage, "snapshots": snapshot_usage}, mode, w.lambda_architecture)
+        components = _sum_components(steps.values())
         components[DATA_TRANSFER] = transfer_usd
         total = sum(components.values())
         modes[mode] = ReplicationModeCost(mode, components, total, total / millions if millions else 0.0)
@@ -116,6 +134,7 @@ def replication_cost(
         "dynamodb.UpdateItem": batches * p.writer_updates_per_entry * per_million,
         "dynamodb.PutItem": batches * per_million,
         "kinesis.PutRecord": batches * records * per_million,
+        "dynamodb.PutItem.snapshot": snapshots * per_million,  # at the home replica, replicated to the others
     }
     notes = [
         f"each of {remote_clusters} remote cluster(s) receives {batches / max(remote_clusters, 1):.2f} replication "
@@ -127,10 +146,14 @@ def replication_cost(
         "inter-region transfer is priced at $0.02/GB (us-east-1 to another region but us-east-2, which is $0.01); "
         "the remote's small responses are left out",
     ]
+    if snapshots:
+        notes.append(f"{replicated} replicated subscription(s): {snapshots:.2f} snapshot writes/s to the configuration "
+                     f"store, each a replicated write in all {1 + remote_clusters} replica regions")
     return ReplicationCost(
         remote_clusters=remote_clusters,
         batches_per_s=batches / remote_clusters if remote_clusters else 0.0,
         entries_per_batch=entries,
+        snapshot_writes_per_s=snapshots,
         request_bytes=body,
         transfer_gb_per_month=transfer_gb,
         on_demand=modes["on_demand"],
@@ -138,3 +161,15 @@ def replication_cost(
         requests_per_million_messages=requests,
         notes=notes,
     )
+
+
+def _snapshot_writes_per_s(w: Workload, receives_per_s: float, replicated: int) -> float:
+    """Snapshot writes a second of `replicated` subscriptions: each moves its position with every
+    cursor write of a receive (and of a separate acknowledgement), and shares it at most once per
+    `snapshot_interval_s`."""
+    p = w.params()
+    if not replicated or not w.subscriptions:
+        return 0.0
+    cursor_writes = receives_per_s / w.subscriptions * (p.cursor_puts_per_receive + p.ack_flushes_per_receive)
+    ceiling = 1 / p.snapshot_interval_s if p.snapshot_interval_s else cursor_writes
+    return replicated * min(cursor_writes, ceiling)

@@ -35,6 +35,7 @@ class Usage:
     lambda_gb_s: float = 0.0
     dynamodb_wru: float = 0.0
     dynamodb_rru: float = 0.0
+    dynamodb_replicated_wru: float = 0.0  # global tables (the configuration store): one per replica region per write
     dynamodb_gb_month: float = 0.0
     kinesis_od_stream_hours: float = 0.0
     kinesis_od_ingest_gb: float = 0.0
@@ -67,6 +68,7 @@ def _lines(usage: Usage, mode: Mode, architecture: str) -> list[tuple[str, str, 
         ("lambda_compute", f"lambda.{architecture}.gb_second", usage.lambda_gb_s),
         ("dynamodb", "dynamodb.ondemand.wru", usage.dynamodb_wru),
         ("dynamodb", "dynamodb.ondemand.rru", usage.dynamodb_rru),
+        ("dynamodb", "dynamodb.ondemand.replicated_wru", usage.dynamodb_replicated_wru),
         ("dynamodb", "dynamodb.storage_gb_month", usage.dynamodb_gb_month),
         ("s3_requests", "s3.put_request", usage.s3_put_requests),
         ("s3_requests", "s3.get_request", usage.s3_get_requests),

@@ -74,6 +74,21 @@ class Parameters:
     request_latency_s: float = 0.01  # one DynamoDB round trip inside the poll loop
     lease_renew_interval_s: float = 15.0  # the lease (30 s) is renewed when half spent
 
+    # --- Pulsar Functions: the dispatcher (magnetar.cost.functions) --------------------------------
+    function_record_bytes: float = 1500.0  # the function's registry item (FunctionConfig JSON), read per dispatcher start
+    function_lease_item_bytes: float = 150.0  # a dispatch slot's lease item (conditional PutItem, DeleteItem)
+    function_stats_writes_per_invocation: float = 5.0  # UpdateItem: received, processed, latency sum and count, last invocation
+    function_state_item_bytes: float = 200.0  # a state or stats item (one put_state / incr_counter: one UpdateItem)
+    function_output_property_bytes: float = 150.0  # __pfn_input_topic__ and __pfn_input_msg_id__ on each output
+    function_trigger_ms: float = 10.0  # the journal consumer's asynchronous Invoke of a dispatcher, per seal
+    dispatcher_start_ms: float = 40.0  # a dispatcher's start: the record, the input's partitions, subscribe, the slot
+    dispatcher_batch_ms: float = 120.0  # per batch besides the function's own time: lease, receive, store, stats, ack
+    dispatcher_end_ms: float = 40.0  # a serving dispatcher's end: lease, the empty receive, release, the backlog check
+
+    # --- replicated subscriptions (replication_cost) ----------------------------------------------
+    snapshot_interval_s: float = 2.0  # SNAPSHOT_INTERVAL_MS: a subscription's snapshot at most this often while it acknowledges
+    snapshot_item_bytes: float = 200.0  # the snapshot item in the configuration store (a global table)
+
     # --- fixed -------------------------------------------------------------------------------------
     maintenance_interval_s: float = 60.0  # EventBridge schedule of the maintenance function
     log_bytes_per_invocation: float = 0.0  # the stack logs from WARN (no START/END/REPORT lines); ~300 at logLevel INFO
@@ -111,6 +126,9 @@ class Workload(BaseModel):
     batch_size: int = Field(ge=1, le=10_000, description="messages per produce request (one entry)")
     produce_rate_msgs_per_s: float = Field(gt=0, description="messages per second, all producers")
     subscriptions: int = Field(default=1, ge=0, description="subscriptions, each reading every message once")
+    replicated_subscriptions: int = Field(
+        default=0, ge=0,
+        description="of the subscriptions, those with replicate_subscription_state (priced by replication_cost)")
     retention_hours: float = Field(default=24.0, ge=0, description="how long sealed segments are kept in S3")
     entries_per_receive: float = Field(default=5.0, gt=0, le=100, description="entries a receive returns on average")
     topic_partitions: int = Field(default=1, ge=1, le=10_000)
@@ -144,6 +162,13 @@ class Workload(BaseModel):
         if negative:
             raise ValueError(f"parameter(s) must not be negative: {', '.join(negative)}")
         return value
+
+    @model_validator(mode="after")
+    def _replicated_among_subscriptions(self) -> Workload:
+        if self.replicated_subscriptions > self.subscriptions:
+            raise ValueError(f"replicated_subscriptions ({self.replicated_subscriptions}) is more than the "
+                             f"subscriptions ({self.subscriptions})")
+        return self
 
     @model_validator(mode="after")
     def _entry_fits_a_record(self) -> Workload:
