@@ -14,7 +14,7 @@ from tests.unit.test_replication import Instance, T
 
 from magnetar.core import crashpoints
 from magnetar.core.broker import Broker
-from magnetar.core.errors import Conflict, SubscriptionNotFound
+from magnetar.core.errors import ConfigurationUnavailable, Conflict, SubscriptionNotFound
 from magnetar.core.naming import TopicName
 
 EVERYTHING = [f"m{i}" for i in range(10)]
@@ -98,6 +98,20 @@ def test_an_unsubscribe_that_dies_after_the_snapshot_is_finished_by_the_same_req
     with pytest.raises(SubscriptionNotFound):
         east.subscriptions.unsubscribe(T, "sub", "c")
     assert _west_from_earliest(geo) == EVERYTHING
+
+
+def test_while_the_configuration_stores_home_is_out_the_unsubscribe_is_refused_and_deletes_nothing() -> None:
+    geo = _acknowledged_in_east()
+    east = geo.brokers["east"]
+
+    def unreachable(topic: TopicName, subscription: str, cluster: str) -> None:
+        raise ConfigurationUnavailable("The configuration store's home replica is unreachable; retry later")
+
+    east.metadata.delete_subscription_snapshot = unreachable  # type: ignore[method-assign]
+    with pytest.raises(ConfigurationUnavailable):  # a 503: retry it
+        east.subscriptions.unsubscribe(T, "sub", "c")
+    assert east.metadata.get_subscription_view(T, "sub").cursor is not None
+    assert "east" in east.metadata.get_subscription_snapshots(T, "sub")
 
 
 def test_a_maintenance_run_racing_the_unsubscribe_leaves_no_snapshot_and_creates_nothing_in_west() -> None:
