@@ -138,7 +138,8 @@ class TopicDeletion:
                 return report  # another run of this deletion finished it
             report.items = len(keys)
             crash_point("delete.after_items")
-            report.snapshots = self.metadata.delete_topic_snapshots(topic, self.cluster_name)
+            if topic.is_persistent:  # (a non-persistent topic's subscriptions share no position)
+                report.snapshots = self.metadata.delete_topic_snapshots(topic, self.cluster_name)
             report.objects = self._delete_objects(topic, fence, generation)
             crash_point("delete.after_objects")
         self.metadata.forget_topic(topic, counted)

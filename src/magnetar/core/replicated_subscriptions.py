@@ -20,10 +20,11 @@ it (`SubscriptionSnapshots.forget`, `core.deletion`): a subscription of the same
 in another cluster starts at its own initial position, not where the deleted one was. The other
 clusters' subscriptions of that name, and their snapshots, stay (as in Pulsar: a subscription is
 deleted in the cluster it is deleted in). A snapshot is written only after a cursor write, and a
-deletion deletes the cursor with a condition on the version it read: a snapshot write in flight
-when the subscription is deleted is either before the deletion's snapshot delete or makes the
-deletion read again; the maintenance run, which writes a snapshot before its cursor write, deletes
-the snapshot it wrote when that write finds the subscription gone, and sends nothing.
+deletion deletes the cursor with a condition on the version it read: the snapshot write of an
+acknowledgement racing the deletion was sent before the deletion's snapshot delete (its cursor
+write came before the deletion's read) or makes the deletion read and delete again; the
+maintenance run, which writes a snapshot before its cursor write, deletes the snapshot it wrote
+when that write finds the subscription gone, and sends nothing.
 
 Never a skip: a snapshot only says what a cursor write made durable here, and a snapshot only
 grows (its write is conditional on covering more). A moved consumer gets again at most what was

@@ -4,10 +4,10 @@ entries, clear a backlog and reset a cursor by time or by message id (the admin 
 
 Each call is a cursor change through `SubscriptionService.update_cursor` (a conditional write on
 the cursor's version, retried on a race with consumers) or, to create, one conditional put; a
-delete is the one every unsubscribe makes (`SubscriptionService.delete_subscription`: with a
-replicated subscription's snapshot). On a partitioned topic's own name, create, delete, clear and reset by
-time apply to every partition, as in Pulsar; skipping a count and resetting to a message id name
-one partition's entries, so they take the partition's name.
+delete is the one every unsubscribe makes (`SubscriptionService.delete_subscription`, with a
+replicated subscription's snapshot). On a partitioned topic's own name, create, delete, clear and
+reset by time apply to every partition, as in Pulsar; skipping a count and resetting to a message
+id name one partition's entries, so they take the partition's name.
 
 Counts are in entries, as the backlog is (`msgBacklog`): a batch is one entry.
 """
