@@ -3,6 +3,7 @@ through the SDK and the HTTP API of each cluster, an outage staged on the networ
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import time
 import uuid
@@ -232,6 +233,63 @@ def test_a_replicated_subscription_moved_within_seconds_gets_nothing_acknowledge
         oldest = max((moved_at - acked_at[m] for m in redelivered), default=0.0)
         assert oldest < 4.0, (redelivered, oldest)  # only what was acknowledged in the last seconds
         assert len(redelivered) < 20
+    finally:
+        east.close()
+        west.close()
+
+
+def _aws_requests(instance: LocalInstance, name: str) -> dict[str, int]:
+    requests: dict[str, int] = httpx.get(f"{_url(instance, name)}/_magnetar/local/stats",
+                                         timeout=30).json()["aws_requests"]
+    return requests
+
+
+@pytest.mark.parametrize("deleted_by", ["unsubscribe", "topic deletion"])
+def test_a_replicated_subscription_deleted_in_east_leaves_no_position_for_a_new_one_in_west(
+        instance: LocalInstance, deleted_by: str) -> None:
+    """East's replicated subscription acknowledged some messages (its snapshot written by the
+    acknowledgement path; every message has reached west), then is unsubscribed (the SDK) or its
+    topic deleted in east (REST, forced): a subscription of the same name in west, from Earliest,
+    gets every message."""
+    name = f"gone-{deleted_by.split()[0]}"
+    topic = f"persistent://{_replicated_namespace(instance)}/{name}"
+    east, west = magnetar.Client(_url(instance, "east")), magnetar.Client(_url(instance, "west"))
+    try:
+        first = east.subscribe(topic, "sub", consumer_type=magnetar.ConsumerType.Shared,
+                               initial_position=magnetar.InitialPosition.Earliest,
+                               replicate_subscription_state_enabled=True)
+        producer = east.create_producer(topic, producer_name=f"p-{name}", batching_enabled=False)
+        for i in range(10):
+            producer.send(f"m{i}".encode())
+        producer.close()
+        assert len(_receive_all(first, 6)) == 6
+        reader = west.create_reader(topic, magnetar.MessageId.earliest)  # every message reached west
+        deadline = time.monotonic() + 60
+        copies: set[str] = set()
+        while len(copies) < 10 and time.monotonic() < deadline:
+            with contextlib.suppress(magnetar.Timeout):
+                copies.add(reader.read_next(timeout_millis=2000).data().decode())
+        reader.close()
+        assert len(copies) == 10
+        if deleted_by == "unsubscribe":
+            before = _aws_requests(instance, "east")
+            first.unsubscribe()  # (its grouped acknowledgements go first)
+            after = _aws_requests(instance, "east")
+            # the cursor's delete and the snapshot's: one request more than a subscription not replicated
+            assert after.get("dynamodb.DeleteItem", 0) - before.get("dynamodb.DeleteItem", 0) == 2
+        else:
+            first.close()
+            response = httpx.delete(f"{_url(instance, 'east')}/admin/v2/{topic.replace('://', '/')}",
+                                    params={"force": "true"}, timeout=60)
+            assert response.status_code == 204, response.text
+        time.sleep(1.5)  # past the configuration store's replication delay (1 s here)
+        second = west.subscribe(topic, "sub", consumer_type=magnetar.ConsumerType.Shared,
+                                initial_position=magnetar.InitialPosition.Earliest,
+                                replicate_subscription_state_enabled=True)
+        got = sorted(m.data().decode() for m in _receive_all(second, 10))
+        assert got == sorted(f"m{i}" for i in range(10))  # none skipped: no position from the deleted one
+        with pytest.raises(magnetar.Timeout):
+            second.receive(timeout_millis=2000)
     finally:
         east.close()
         west.close()

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from magnetar.adapters.memory_deletion import MemoryDeletionStore
+from magnetar.adapters.memory_snapshots import MemorySnapshotStore
 from magnetar.core.clusters import ClusterData
 from magnetar.core.cursor import CursorState
 from magnetar.core.errors import (
@@ -226,7 +227,7 @@ class _Topic:
     rate_tat: tuple[int, int] = (0, 0)  # publish rate: the virtual clocks of messages and bytes (ns)
 
 
-class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore):
+class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore, MemorySnapshotStore):
     def __init__(self) -> None:
         self.tenants: dict[str, TenantInfo] = {}
         self.clusters: dict[str, ClusterData] = {}
@@ -286,20 +287,6 @@ class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore):
     def delete_cluster(self, name: str) -> bool:
         with self._lock:
             return self.clusters.pop(name, None) is not None
-
-    def put_subscription_snapshot(self, topic: TopicName, subscription: str, cluster: str,
-                                  snapshot: SubscriptionSnapshot) -> bool:
-        with self._lock:
-            stored = self.snapshots.setdefault((str(topic), subscription), {})
-            old = stored.get(cluster)
-            if old is not None and sum(old.origin_acked.values()) >= sum(snapshot.origin_acked.values()):
-                return False
-            stored[cluster] = SubscriptionSnapshot(dict(snapshot.origin_acked), snapshot.at_ms)
-            return True
-
-    def get_subscription_snapshots(self, topic: TopicName, subscription: str) -> dict[str, SubscriptionSnapshot]:
-        with self._lock:
-            return dict(self.snapshots.get((str(topic), subscription), {}))
 
     def create_namespace(self, namespace: NamespaceInfo) -> bool:
         with self._lock:

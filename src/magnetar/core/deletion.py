@@ -17,9 +17,11 @@ them, then removes what the fence made unreachable.
    in flight fails its next conditional write and the next incarnation's generations (and their
    write-once objects) are new numbers.
 4. the partition's other items (segments, cursors, compacted index, connections): 99 per
-   TransactWriteItems, each conditional on the deletion being unfinished; then its S3 objects,
-   1,000 keys per DeleteObjects, only ledgers up to L and compacted generations up to the fenced
-   one (a later incarnation's objects are never touched).
+   TransactWriteItems, each conditional on the deletion being unfinished; then the snapshots this
+   cluster wrote of its replicated subscriptions (configuration store: the subscriptions are gone,
+   so a snapshot write in flight was sent before; a retry deletes them again); then its S3
+   objects, 1,000 keys per DeleteObjects, only ledgers up to L and compacted generations up to the
+   fenced one (a later incarnation's objects are never touched).
 5. the listing (with its policies) and, for a whole topic, its schema and permissions.
 6. **finish**: the name may be created again. A new incarnation continues from the fence (entry
    ids from F, ledger L + 1), so neither a journal record nor a message id of the old one can ever
@@ -61,6 +63,7 @@ class DeletionReport:
     items: int = 0  # metadata items of the partitions (segments, cursors, ...)
     objects: int = 0  # S3 objects (segments, compacted objects and maps)
     schemas: int = 0
+    snapshots: int = 0  # replicated subscriptions' snapshots (configuration store)
     topics: int = 0  # a namespace's or tenant's topics
     namespaces: int = 0
 
@@ -135,6 +138,8 @@ class TopicDeletion:
                 return report  # another run of this deletion finished it
             report.items = len(keys)
             crash_point("delete.after_items")
+            if topic.is_persistent:  # (a non-persistent topic's subscriptions share no position)
+                report.snapshots = self.metadata.delete_topic_snapshots(topic, self.cluster_name)
             report.objects = self._delete_objects(topic, fence, generation)
             crash_point("delete.after_objects")
         self.metadata.forget_topic(topic, counted)

@@ -228,15 +228,32 @@ class SubscriptionService:
 
     def unsubscribe(self, topic: TopicName, subscription: str, consumer: str) -> None:
         """Delete the subscription (its cursor); refused while other consumers are attached."""
+        def refuse(state: CursorState) -> None:
+            others = [c for c in state.live_consumers(self.clock.now_ms()) if c != consumer]
+            if others:
+                raise Conflict(f"Subscription {subscription} has other connected consumers: {', '.join(others)}")
+
+        if not self.delete_subscription(topic, subscription, refuse):
+            raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
+
+    def delete_subscription(self, topic: TopicName, subscription: str, refuse: Callable[[CursorState], None]) -> bool:
+        """Delete the subscription unless `refuse` raises on its cursor; False: there is none. Every
+        door's unsubscribe (SDK and REST, WebSocket, binary protocol) and the admin API's delete
+        come here. A replicated subscription's snapshot for this cluster goes first (one DeleteItem
+        in the configuration store; refused, 503, while its home is unreachable, nothing deleted),
+        then the cursor, conditional on the version read: the same request again finishes a
+        deletion that died between the two, and a cursor write that raced it (whose snapshot would
+        have been written after it) makes it read and delete both again."""
         for _ in range(CONFLICT_RETRIES):
             view = self.metadata.get_subscription_view(topic, subscription)
             if view.cursor is None:
-                raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
-            others = [c for c in view.cursor.live_consumers(self.clock.now_ms()) if c != consumer]
-            if others:
-                raise Conflict(f"Subscription {subscription} has other connected consumers: {', '.join(others)}")
+                return False
+            refuse(view.cursor)
+            if view.cursor.replicated and self.snapshots is not None:
+                self.snapshots.forget(topic, subscription)
+                crash_point("unsubscribe.after_snapshot")
             if self.metadata.delete_cursor(topic, subscription, view.cursor_version):
-                return
+                return True
         raise RetryableError("Too much contention on the subscription; retry")
 
     # --- receive ---------------------------------------------------------------------------

@@ -15,6 +15,17 @@ carry it, none with a process of its own:
   (the last acknowledgements within an interval, a snapshot a dying container did not write) and
   sends it to the other clusters, which move their subscription at once.
 
+A subscription deleted here (unsubscribed, or its topic deleted) takes this cluster's snapshot with
+it (`SubscriptionSnapshots.forget`, `core.deletion`): a subscription of the same name created later
+in another cluster starts at its own initial position, not where the deleted one was. The other
+clusters' subscriptions of that name, and their snapshots, stay (as in Pulsar: a subscription is
+deleted in the cluster it is deleted in). A snapshot is written only after a cursor write, and a
+deletion deletes the cursor with a condition on the version it read: the snapshot write of an
+acknowledgement racing the deletion was sent before the deletion's snapshot delete (its cursor
+write came before the deletion's read) or makes the deletion read and delete again; the
+maintenance run, which writes a snapshot before its cursor write, deletes the snapshot it wrote
+when that write finds the subscription gone, and sends nothing.
+
 Never a skip: a snapshot only says what a cursor write made durable here, and a snapshot only
 grows (its write is conditional on covering more). A moved consumer gets again at most what was
 acknowledged in the last interval before its last acknowledgement here (and what a client had not
@@ -112,6 +123,12 @@ class SubscriptionSnapshots:
         """After the cursor write `prepare` readied: the snapshot, for the other clusters."""
         publish_snapshot(self.metadata, topic, subscription, self.local_cluster, state.origin_acked, state.snapshot_at)
 
+    def forget(self, topic: TopicName, subscription: str) -> None:
+        """The subscription is being deleted here: this cluster's snapshot of it goes (first: a
+        retry of the deletion deletes it again). Raised, not logged: a deletion that cannot delete
+        its snapshot (the configuration store's home out of reach) deletes nothing."""
+        self.metadata.delete_subscription_snapshot(topic, subscription, self.local_cluster)
+
     def catch_up(self, topic: TopicName, subscription: str, subscription_type: str) -> None:
         """A consumer subscribes here to a replicated subscription: move it past what the other
         clusters' snapshots cover, before its first receive. A failure is logged, never raised:
@@ -158,7 +175,10 @@ class ReplicatedSubscriptions:
         """The maintenance run: the replicated subscriptions' acknowledged prefixes that changed since
         the last run, to `remotes` and to the snapshots every cluster reads; the sends made. It also
         catches up on what the acknowledgement path left (a snapshot not written: the container died
-        after its cursor write; the last acknowledgements within the snapshot interval)."""
+        after its cursor write; the last acknowledgements within the snapshot interval). Per
+        subscription: the snapshot, the cursor write (`origin_sent`), then the sends; a run that
+        dies before its cursor write is done again by the next, one that dies after it leaves the
+        other clusters to the snapshot (applied when a consumer subscribes there)."""
         sent = 0
         seal: SealState | None = None
         for name, (cursor, version) in cursors.items():
@@ -170,9 +190,18 @@ class ReplicatedSubscriptions:
                 updated.origin_acked, updated.origin_scanned = scan_prefix(self.reader, topic, cursor, seal,
                                                                            self.local_cluster)
             changed = updated.origin_acked != updated.origin_sent
-            if changed and updated.origin_acked:
+            published = bool(changed and updated.origin_acked)
+            if published:
                 publish_snapshot(self.metadata, topic, name, self.local_cluster, updated.origin_acked,
                                  self.clock.now_ms())
+            updated.origin_sent = dict(updated.origin_acked)
+            if updated.to_dict() != cursor.to_dict() and not self.metadata.put_cursors(
+                    [CursorWrite(topic, name, updated, version)])[0]:
+                # lost to a consumer's write (again next time), or the subscription was deleted
+                # since it was listed: then the snapshot just written goes, and nothing is sent
+                if published:
+                    self._forget_if_deleted(topic, name)
+                continue
             for remote in remotes:
                 key = (str(topic), name, remote)
                 if not (changed or key in self._unsent) or not updated.origin_acked or self.remotes is None:
@@ -184,10 +213,16 @@ class ReplicatedSubscriptions:
                 except RemoteUnavailable as exc:
                     self._unsent.add(key)
                     log.warning("subscription %s of %s not shared with %s: %s", name, topic, remote, exc)
-            updated.origin_sent = dict(updated.origin_acked)
-            if updated.to_dict() != cursor.to_dict():  # lost to a consumer's write: again next time
-                self.metadata.put_cursors([CursorWrite(topic, name, updated, version)])
         return sent
+
+    def _forget_if_deleted(self, topic: TopicName, subscription: str) -> None:
+        """`share` wrote the snapshot of a subscription whose cursor write then failed: when the
+        subscription is gone (deleted meanwhile), so is the snapshot."""
+        try:
+            if self.metadata.get_subscription_view(topic, subscription).cursor is None:
+                self.metadata.delete_subscription_snapshot(topic, subscription, self.local_cluster)
+        except Exception as exc:
+            log.warning("snapshot of deleted subscription %s of %s not deleted: %s", subscription, topic, exc)
 
     def apply_remote_acks(self, topic: TopicName, subscription: str, subscription_type: str,
                           origin_acked: dict[str, int], max_scan: int = 10_000) -> int:

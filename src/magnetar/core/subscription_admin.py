@@ -3,10 +3,11 @@ entries, clear a backlog and reset a cursor by time or by message id (the admin 
 `.../subscription/{name}/...` calls, which pulsar-admin and Pulsar Manager make).
 
 Each call is a cursor change through `SubscriptionService.update_cursor` (a conditional write on
-the cursor's version, retried on a race with consumers) or, to create and delete, one
-conditional put or delete. On a partitioned topic's own name, create, delete, clear and reset by
-time apply to every partition, as in Pulsar; skipping a count and resetting to a message id name
-one partition's entries, so they take the partition's name.
+the cursor's version, retried on a race with consumers) or, to create, one conditional put; a
+delete is the one every unsubscribe makes (`SubscriptionService.delete_subscription`, with a
+replicated subscription's snapshot). On a partitioned topic's own name, create, delete, clear and
+reset by time apply to every partition, as in Pulsar; skipping a count and resetting to a message
+id name one partition's entries, so they take the partition's name.
 
 Counts are in entries, as the backlog is (`msgBacklog`): a batch is one entry.
 """
@@ -22,7 +23,6 @@ from magnetar.core.errors import (
     AlreadyExists,
     InvalidInput,
     PreconditionFailed,
-    RetryableError,
     SubscriptionNotFound,
     TopicNotFound,
 )
@@ -31,7 +31,6 @@ from magnetar.core.ports import Clock, MetadataStore
 from magnetar.core.replication import is_replicator
 
 EARLIEST, LATEST = "earliest", "latest"
-WRITE_ATTEMPTS = 20
 PositionOf = Callable[[CursorState], int]  # the position to acknowledge up to, from the cursor
 
 
@@ -110,16 +109,12 @@ class SubscriptionAdmin:
             raise SubscriptionNotFound(f"Subscription {subscription} not found on {topic}")
 
     def _delete_one(self, topic: TopicName, subscription: str, force: bool) -> bool:
-        for _ in range(WRITE_ATTEMPTS):
-            view = self.metadata.get_subscription_view(topic, subscription)
-            if view.cursor is None:
-                return False
-            live = view.cursor.live_consumers(self.clock.now_ms())
+        def refuse(state: CursorState) -> None:
+            live = state.live_consumers(self.clock.now_ms())
             if live and not force:
                 raise PreconditionFailed(f"Subscription {subscription} has active consumers: {', '.join(live)}")
-            if self.metadata.delete_cursor(topic, subscription, view.cursor_version):
-                return True
-        raise RetryableError("Too much contention on the subscription; retry")
+
+        return self.subscriptions.delete_subscription(topic, subscription, refuse)
 
     # --- moving the cursor ----------------------------------------------------------------------
     def clear_backlog(self, topic: TopicName, subscription: str) -> int:

@@ -16,7 +16,12 @@ every cluster's topics are read whole, and the run checks:
 - `replicated_from` names the cluster of origin on the copies, and is empty on the originals;
 - a replicated subscription consumed partly in one cluster, its acknowledgements shared by that
   cluster's maintenance run, then consumed in another: the two received every message between
-  them (redeliveries allowed, skips not).
+  them (redeliveries allowed, skips not);
+- that subscription then deleted in both clusters (the SDK's unsubscribe in the second, the admin
+  API's DELETE in the first, each dying once between the snapshot's delete and the cursor's:
+  crash point `unsubscribe.after_snapshot`, the request retried) and subscribed again in the first
+  from the earliest entry: it starts there, not where a deleted one's snapshot was (its first
+  messages are the topic's first).
 
 The crash points fired in each cluster process (`/_magnetar/local/stats`) are the run's evidence
 that the crash paths were taken.
@@ -41,11 +46,13 @@ import magnetar
 from magnetar.client import exceptions
 
 GEO_CRASH_POINTS = ("replicate.after_append", "replicate.after_position")
+UNSUBSCRIBE_CRASH_POINT = "unsubscribe.after_snapshot"  # once per cluster process: each deletion's first try dies
 CLUSTER_NAMES = {2: ("east", "west"), 3: ("east", "west", "central")}
 TOPICS = ("orders", "events")  # not partitioned
 PARTITIONED_TOPIC, PARTITIONS = "keyed", 2
 SUBSCRIBED_TOPIC = "shared-sub"  # the replicated subscription's topic
 REPLICATED_SUBSCRIPTION = "geo-sub"
+RESUBSCRIBE_CHECKED = 10  # the first messages the subscription subscribed again must get
 OUTAGE_S = (3.0, 5.0)  # how long the outage lasts (drawn)
 DRAIN_DEADLINE_S = 60.0  # replicator backlogs must reach 0 within this
 READ_DEADLINE_S = 40.0  # every cluster's topics read whole within this
@@ -74,7 +81,8 @@ class GeoPlan:
         outage = rng.choice(clusters)
         first, second = rng.sample(list(clusters), 2)
         return cls(run, seed, clusters, f"public/geo-{run}-{uuid.uuid4().hex[:6]}",
-                   {p: rng.randint(1, 3) for p in GEO_CRASH_POINTS}, rng.choice([10.0, 20.0, 30.0]), seconds,
+                   {**{p: rng.randint(1, 3) for p in GEO_CRASH_POINTS}, UNSUBSCRIBE_CRASH_POINT: 1},
+                   rng.choice([10.0, 20.0, 30.0]), seconds,
                    outage, rng.choice([c for c in clusters if c != outage]),
                    round(rng.uniform(0.15, 0.4) * seconds, 1), round(rng.uniform(*OUTAGE_S), 1), first, second)
 
@@ -127,6 +135,7 @@ class GeoRun:
     order_violations: list[str] = field(default_factory=list)
     origin_violations: list[str] = field(default_factory=list)
     subscription_skipped: list[str] = field(default_factory=list)
+    resubscribe_skipped: list[str] = field(default_factory=list)  # the subscription subscribed again
     subscription: dict[str, int] = field(default_factory=dict)
     fired: dict[str, dict[str, int]] = field(default_factory=dict)  # cluster -> crash point -> firings
     backlog_left: int = 0
@@ -139,7 +148,7 @@ class GeoRun:
     @property
     def violations(self) -> int:
         return (len(self.lost) + len(self.duplicated) + len(self.order_violations) + len(self.origin_violations)
-                + len(self.subscription_skipped))
+                + len(self.subscription_skipped) + len(self.resubscribe_skipped))
 
     @property
     def ok(self) -> bool:
@@ -157,11 +166,13 @@ class GeoRun:
             "crash_points_fired": dict(fired), "crash_points_fired_by_cluster": self.fired,
             "lost": len(self.lost), "duplicated": len(self.duplicated), "order_violations": len(self.order_violations),
             "replicated_from_violations": len(self.origin_violations),
-            "replicated_subscription": self.subscription | {"skipped": len(self.subscription_skipped)},
+            "replicated_subscription": self.subscription | {"skipped": len(self.subscription_skipped),
+                                                            "resubscribe_skipped": len(self.resubscribe_skipped)},
             "replication_backlog_left": self.backlog_left, "drain_seconds": round(self.drain_s, 1),
             "seconds": round(self.seconds, 1), "errors": self.errors[:10], "notes": self.notes,
             "violation_samples": (self.lost[:5] + self.duplicated[:5] + self.order_violations[:5]
-                                  + self.origin_violations[:5] + self.subscription_skipped[:5]),
+                                  + self.origin_violations[:5] + self.subscription_skipped[:5]
+                                  + self.resubscribe_skipped[:5]),
         }
 
 
@@ -268,6 +279,8 @@ class GeoVerifier:
             self._read_all(plan, run, clients)
             self.log(f"run {plan.run}: the replicated subscription")
             self._replicated_subscription(plan, run, clients, urls)
+            self.log(f"run {plan.run}: the replicated subscription deleted, then subscribed again")
+            self._resubscribed(plan, run, clients, urls)
         finally:
             for client in clients.values():
                 with contextlib.suppress(Exception):
@@ -420,13 +433,48 @@ class GeoVerifier:
             second_got.add(message.data().decode())
             consumer.acknowledge(message)
             idle_until = time.monotonic() + 3
-        consumer.close()
+        consumer.unsubscribe()  # its first try dies after the snapshot's delete: the SDK's retry finishes it
         run.subscription = {"messages": len(everything), "received_first": len(first_got),
                             "received_second": len(second_got),
                             "skipped_in_second": len(everything - second_got),  # acknowledged in the first
                             "received_twice": len(first_got & second_got)}
         run.subscription_skipped = [f"{p} received in neither {plan.first_consumer} nor {plan.second_consumer}"
                                     for p in sorted(everything - first_got - second_got)]
+
+    def _resubscribed(self, plan: GeoPlan, run: GeoRun, clients: dict[str, magnetar.Client],
+                      urls: dict[str, str]) -> None:
+        """The subscription the second cluster unsubscribed, deleted in the first too (the admin
+        API), subscribed again in the first from the earliest entry: its first messages are the
+        topic's first there. A snapshot left by either deletion (the second's covers every message)
+        would have it start further on."""
+        topic = f"persistent://{plan.namespace}/{SUBSCRIBED_TOPIC}"
+        path = f"/admin/v2/persistent/{plan.namespace}/{SUBSCRIBED_TOPIC}/subscription/{REPLICATED_SUBSCRIPTION}"
+        for attempt in range(5):  # its first try dies (the crash point): the retry finishes it
+            response = httpx.delete(f"{urls[plan.first_consumer]}{path}", params={"force": "true"}, timeout=60)
+            if response.status_code < 500:
+                break
+            time.sleep(0.2 * (attempt + 1))
+        if response.status_code != 204:
+            raise RuntimeError(f"DELETE {path} in {plan.first_consumer}: {response.status_code} {response.text[:200]}")
+        stored = [m.payload for m in run.stored[plan.first_consumer] if m.topic == topic]
+        expected = stored[:RESUBSCRIBE_CHECKED]
+        consumer = clients[plan.first_consumer].subscribe(
+            topic, REPLICATED_SUBSCRIPTION, replicate_subscription_state_enabled=True,
+            initial_position=magnetar.InitialPosition.Earliest, receiver_queue_size=RESUBSCRIBE_CHECKED)
+        got: list[str] = []
+        try:
+            while len(got) < len(expected):
+                try:
+                    got.append(consumer.receive(timeout_millis=5000).data().decode())
+                except exceptions.Timeout:
+                    break
+        finally:
+            consumer.close()
+        run.subscription["resubscribed_received"] = len(got)
+        if got != expected:
+            run.resubscribe_skipped.append(
+                f"subscribed again in {plan.first_consumer} from the earliest entry after its deletion in both "
+                f"clusters: got {got[:3]}... instead of {expected[:3]}...")
 
 
 def _read_partition(client: magnetar.Client, partition: str, expected: set[str], deadline: float) -> list[Stored]:
@@ -486,7 +534,7 @@ def summarize(runs: list[GeoRun]) -> dict[str, Any]:
         "lost": sum(len(r.lost) for r in runs), "duplicated": sum(len(r.duplicated) for r in runs),
         "order_violations": sum(len(r.order_violations) for r in runs),
         "replicated_from_violations": sum(len(r.origin_violations) for r in runs),
-        "replicated_subscription_skips": sum(len(r.subscription_skipped) for r in runs),
+        "replicated_subscription_skips": sum(len(r.subscription_skipped) + len(r.resubscribe_skipped) for r in runs),
         "violations": sum(r.violations for r in runs), "crash_points_fired": dict(fired),
         "errors": [f"run {r.plan.run}: {e}" for r in runs for e in r.errors][:20],
         "per_run": [r.as_dict() for r in runs],

@@ -1,6 +1,7 @@
 """The base of the DynamoDB MetadataStore: the client and table, the item codecs, the
-conditional write, single-item reads, the consistent BatchGetItem with its backoff on unprocessed
-keys, key queries, and the decoders of the seal and writer items (read by several mixins).
+conditional write, single-item reads, the consistent BatchGetItem and the batch delete with their
+backoff on unprocessed keys, key queries, and the decoders of the seal and writer items (read by
+several mixins).
 The table's layout is described in the package's docstring.
 """
 
@@ -138,11 +139,11 @@ class DynamoBase:
         ).get("Item")
         return item
 
-    def _query_sks(self, pk: str, prefix: str = "", config: bool = False) -> list[str]:
+    def _query_sks(self, pk: str, prefix: str = "", config: bool = False, consistent: bool = False) -> list[str]:
         out: list[str] = []
         table, ddb = self._db(config)
         kwargs: dict[str, Any] = {
-            "TableName": table,
+            "TableName": table, **({"ConsistentRead": True} if consistent else {}),
             "KeyConditionExpression": "pk = :pk" + (" AND begins_with(sk, :p)" if prefix else ""),
             "ExpressionAttributeValues": {":pk": _s(pk), **({":p": _s(prefix)} if prefix else {})},
             "ProjectionExpression": "sk",
@@ -153,6 +154,20 @@ class DynamoBase:
             if "LastEvaluatedKey" not in page:
                 return out
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _batch_delete(self, keys: list[dict[str, Any]], config: bool = False) -> None:
+        """BatchWriteItem, 25 deletes per request, unprocessed ones sent again with backoff."""
+        table, ddb = self._db(config)
+        for start in range(0, len(keys), 25):
+            request: dict[str, Any] = {table: [{"DeleteRequest": {"Key": k}} for k in keys[start:start + 25]]}
+            for attempt in range(UNPROCESSED_ATTEMPTS + 1):
+                if attempt:
+                    unprocessed_backoff(attempt - 1, "BatchWriteItem")
+                request = ddb.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
+                if not request:
+                    break
+            else:
+                raise RetryableError("DynamoDB throttled a batch delete; retry")
 
     def _batch_get(self, keys: list[dict[str, Any]], config: bool = False,
                    consistent: bool = True) -> list[dict[str, Any]]:

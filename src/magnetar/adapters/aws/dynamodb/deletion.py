@@ -22,7 +22,6 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from magnetar.adapters.aws.clients import UNPROCESSED_ATTEMPTS, unprocessed_backoff
 from magnetar.adapters.aws.dynamodb.base import DynamoBase, _condition_failed, _int, _n, _s, _tp
 from magnetar.core.errors import RetryableError
 from magnetar.core.naming import NamespaceName, TopicName
@@ -144,20 +143,6 @@ class DeletionItems(DynamoBase):
                 for sk in self._query_sks(f"SCHEMA#{schema_id}", config=True)]
         self._batch_delete(keys, config=True)
         return len(keys)
-
-    def _batch_delete(self, keys: list[dict[str, Any]], config: bool = False) -> None:
-        """BatchWriteItem, 25 deletes per request, unprocessed ones sent again with backoff."""
-        table, ddb = self._db(config)
-        for start in range(0, len(keys), 25):
-            request: dict[str, Any] = {table: [{"DeleteRequest": {"Key": k}} for k in keys[start:start + 25]]}
-            for attempt in range(UNPROCESSED_ATTEMPTS + 1):
-                if attempt:
-                    unprocessed_backoff(attempt - 1, "BatchWriteItem")
-                request = ddb.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
-                if not request:
-                    break
-            else:
-                raise RetryableError("DynamoDB throttled a batch delete; retry")
 
     def delete_namespace(self, name: NamespaceName) -> bool:
         return self._if("delete_item", True, TableName=self.config_table,

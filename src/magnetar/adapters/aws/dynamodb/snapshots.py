@@ -17,7 +17,9 @@ _PK = "RSUB#"
 class SnapshotItems(DynamoBase):
     """The RSUB items (pk RSUB#<topic>, sk <subscription>#<cluster>): `acked` (origin cluster ->
     highest origin id acknowledged, JSON), `total` (the sum of those ids: a snapshot only ever
-    grows, so a write is conditional on a larger total and never moves one back) and `at` (ms)."""
+    grows, so a write is conditional on a larger total and never moves one back) and `at` (ms).
+    A subscription deleted in a cluster takes its item with it (one DeleteItem); a topic partition
+    deleted there, every item of that cluster under its key (one Query, one BatchWriteItem per 25)."""
 
     def put_subscription_snapshot(self, topic: TopicName, subscription: str, cluster: str,
                                   snapshot: SubscriptionSnapshot) -> bool:
@@ -47,3 +49,13 @@ class SnapshotItems(DynamoBase):
             if "LastEvaluatedKey" not in page:
                 return out
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def delete_subscription_snapshot(self, topic: TopicName, subscription: str, cluster: str) -> None:
+        self.config_ddb.delete_item(TableName=self.config_table,
+                                    Key={"pk": _s(f"{_PK}{topic}"), "sk": _s(f"{subscription}#{cluster}")})
+
+    def delete_topic_snapshots(self, topic: TopicName, cluster: str) -> int:
+        pk = f"{_PK}{topic}"
+        mine = [sk for sk in self._query_sks(pk, config=True, consistent=True) if sk.rpartition("#")[2] == cluster]
+        self._batch_delete([{"pk": _s(pk), "sk": _s(sk)} for sk in mine], config=True)
+        return len(mine)
