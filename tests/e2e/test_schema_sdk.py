@@ -240,3 +240,32 @@ def test_protobuf_native_messages_round_trip_and_register_pulsars_descriptor(
     assert [f.name for f in files.file] == [definition["rootFileDescriptorName"]]
     with pytest.raises(TypeError):
         producer.send("not a protobuf message")
+
+
+class Person1(Record):  # pulsar-client's suite evolves records whose names differ
+    name = String()
+    age = Integer()
+
+
+class Person2(Record):
+    _sorted_fields = True
+    name = String()
+    age = Integer(required=True)
+
+
+def test_a_record_of_another_name_evolves_a_topic_as_in_pulsar(client: magnetar.Client, admin: AdminClient,
+                                                              namespace: str) -> None:
+    """Pulsar's Avro check matches records by their fields, not their names (as its suite's
+    test_schema_evolve: `User1` then `User2` under FORWARD)."""
+    admin.set_schema_compatibility_strategy(namespace, "FORWARD")
+    topic = topic_in(namespace)
+    first = client.create_producer(topic, schema=AvroSchema(Person1))
+    consumer = client.subscribe(topic, "s", schema=AvroSchema(Person1), initial_position=magnetar.InitialPosition.Earliest)
+    second = client.create_producer(topic, schema=AvroSchema(Person2))  # was name_mismatch: IncompatibleSchema
+    first.send(Person1(name="one", age=1))
+    second.send(Person2(name="two", age=2))
+    got = [consumer.receive(10_000).value() for _ in range(2)]
+    assert [(p.name, p.age) for p in got] == [("one", 1), ("two", 2)]
+    admin.set_schema_compatibility_strategy(namespace, "FULL")
+    with pytest.raises(exceptions.IncompatibleSchema, match="FULL"):  # the fields still count
+        client.create_producer(topic, schema=AvroSchema(Incompatible))

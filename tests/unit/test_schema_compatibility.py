@@ -61,6 +61,33 @@ def test_types_and_key_values() -> None:
     assert refused is not None and "value" in refused
 
 
+def named(name: str, *fields: dict[str, object]) -> SchemaData:
+    return parse_schema("AVRO", json.dumps({"type": "record", "name": name, "fields": list(fields)}))
+
+
+def test_record_names_do_not_matter_as_in_pulsars_check() -> None:
+    """Pulsar asks Avro's SchemaValidator, which resolves grammars: records match by their fields,
+    whatever their names (pulsar-client's suite evolves `User1` into `User2`); enum and fixed
+    types keep their names."""
+    user1 = named("User1", {"name": "name", "type": ["null", "string"]}, {"name": "age", "type": ["null", "int"]})
+    user2 = named("User2", {"name": "age", "type": "int"}, {"name": "name", "type": ["null", "string"]})
+    assert check_compatible(user2, [user1], "FORWARD") is None  # User1 reads User2's data
+    refused = check_compatible(user2, [user1], "BACKWARD")  # User2's int age cannot read User1's null
+    assert refused is not None and "type_mismatch" in refused and "name_mismatch" not in refused
+
+    def holder(name: str, inner: dict[str, object]) -> SchemaData:
+        return named(name, {"name": "inner", "type": ["null", inner], "default": None})
+
+    point = {"type": "record", "name": "Point", "fields": [{"name": "x", "type": "int"}]}
+    place = {"type": "record", "name": "Place", "fields": [{"name": "x", "type": "int"}]}
+    assert check_compatible(holder("B", place), [holder("A", point)], "FULL") is None  # a union branch too
+    color = {"type": "enum", "name": "Color", "symbols": ["RED"]}
+    hue = {"type": "enum", "name": "Hue", "symbols": ["RED"]}
+    assert check_compatible(holder("A", hue), [holder("A", color)], "FULL") is not None  # an enum's name counts
+    assert check_compatible(named("B", {"name": "c", "type": hue}), [named("A", {"name": "c", "type": color})],
+                            "FULL") is not None
+
+
 @pytest.mark.parametrize(("type_name", "data"), [
     ("AVRO", "{not json"), ("AVRO", '{"type": "record", "name": "X"}'), ("JSON", ""), ("AVRO", '"nosuchtype"'),
     ("STRNG", ""), (7, ""), ("KEY_VALUE", "[]"),

@@ -1,8 +1,14 @@
 """Pulsar's schema compatibility strategies, decided with Avro's schema-resolution rules.
 
-The rules themselves are Apache Avro's (`avro.compatibility.ReaderWriterCompatibilityChecker`,
-the Python port of the Java checker Pulsar uses): data written with schema W can be read with
-schema R. Per strategy, for a new schema N and the topic's existing versions:
+The rules themselves are Apache Avro's schema resolution (`avro.compatibility`'s
+`ReaderWriterCompatibilityChecker`, the Python port of Java's `SchemaCompatibility`): data written
+with schema W can be read with schema R. Pulsar's check (`AvroSchemaBasedCompatibilityCheck`) asks
+Java Avro's `SchemaValidator`, which resolves the two schemas' grammars
+(`ResolvingGrammarGenerator`): that resolution matches records by their fields, not their names
+(a record named `User1` reads data written as `User2`; in a union, a record branch of another name
+matches by structure), while enums and fixed types keep their names. So the checker here skips the
+record-name rule (`_PulsarChecker`) and keeps every other. Per strategy, for a new schema N and
+the topic's existing versions:
 
 | strategy    | N must be able to                                    |
 |-------------|------------------------------------------------------|
@@ -21,7 +27,9 @@ compares descriptors' root message names, which Magnetar does not parse).
 
 from __future__ import annotations
 
-from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+from typing import Any
+
+from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType, SchemaType
 
 from magnetar.core.errors import InvalidInput
 from magnetar.core.schema.types import STRUCTS, SchemaData, avro_schema
@@ -44,12 +52,22 @@ def effective_strategy(value: object) -> str:
     return value if isinstance(value, str) and value in STRATEGIES else DEFAULT_STRATEGY
 
 
+class _PulsarChecker(ReaderWriterCompatibilityChecker):  # type: ignore[misc]
+    """Avro's reader/writer checker without its record-name rule, as Pulsar's grammar-based check
+    (the module's docstring): two records are compatible when their fields are."""
+
+    def calculate_compatibility(self, reader: Any, writer: Any, location: list[str]) -> Any:
+        if reader.type == writer.type == SchemaType.RECORD:
+            return self.check_reader_writer_record_fields(reader, writer, location)
+        return super().calculate_compatibility(reader, writer, location)
+
+
 def _can_read(reader: SchemaData, writer: SchemaData) -> str | None:
     """None when data written with `writer` can be read with `reader`, else why not."""
     if reader.type != writer.type:
         return f"schema type {writer.type} cannot be read as {reader.type}"
     if reader.type in STRUCTS:
-        checker = ReaderWriterCompatibilityChecker()  # type: ignore[no-untyped-call]
+        checker = _PulsarChecker()
         result = checker.get_compatibility(avro_schema(reader.data), avro_schema(writer.data))
         if result.compatibility is SchemaCompatibilityType.compatible:
             return None
