@@ -256,3 +256,17 @@ def test_cli_compact_and_status(cluster, client: magnetar.Client, topic: str) ->
     status = runner.invoke(app, ["admin", "topics", "compaction-status", topic, "--service-url", cluster.url])
     assert status.exit_code == 0 and "SUCCESS" in status.output
     assert read_all(client, topic, compacted=True) == [("a", b"2")]
+
+
+def test_a_compaction_triggered_right_after_the_sends_compacts_them(cluster, client: magnetar.Client,  # type: ignore[no-untyped-def]
+                                                                    topic: str) -> None:
+    """As pulsar-client's suite does it (test_publish_compact_and_consume): the trigger comes at
+    once after the sends, before the journal consumer sealed them; the run compacts them anyway."""
+    client.subscribe(topic, "compacted", is_read_compacted=True).close()
+    plain = client.subscribe(topic, "plain")
+    publish(client, topic, ("k", b"hello-0"), ("k", b"hello-1"))
+    assert compact(cluster, topic) == {"status": "SUCCESS"}
+    consumer = client.subscribe(topic, "compacted", is_read_compacted=True)
+    assert consumer.receive(10_000).data() == b"hello-1"
+    assert read_all(client, topic, compacted=True) == [("k", b"hello-1")]
+    assert [plain.receive(10_000).data() for _ in range(2)] == [b"hello-0", b"hello-1"]

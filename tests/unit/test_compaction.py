@@ -212,3 +212,31 @@ def test_a_maintenance_run_shares_one_compaction_budget(monkeypatch: pytest.Monk
     monkeypatch.setattr(comp, "RUN_BUDGET_S", 60.0)
     broker.maintenance.run()
     assert compactor.status(T).status == SUCCESS
+
+
+def test_a_trigger_compacts_what_was_published_before_it_sealed_or_not() -> None:
+    """Pulsar's compaction compacts up to the last message published when it is triggered: the
+    horizon is the writer's end, not the sealer's (messages sent just before the trigger count)."""
+    broker = memory_broker()
+    compactor = memory_compactor(broker)
+    for value in (b"a1", b"a2"):  # appended, not sealed yet (read from the journal tail)
+        broker.writer.append(T, Batch.of([Message(value, "a")], batched=False), "p")
+    assert broker.metadata.get_topic_state(T)[0].next_entry == 0
+    state = compactor.trigger(T)
+    assert state.status == SUCCESS and state.horizon == 2
+    assert view(compactor) == [("a", b"a2", 1)]
+
+
+def test_a_trigger_waits_for_published_entries_to_be_readable() -> None:
+    """Without journal-tail reads an entry is readable once sealed: the run waits for it within its
+    budget, then goes on from where it stopped (the maintenance run, or another step)."""
+    broker = memory_broker(tail_reads=False)
+    compactor = memory_compactor(broker)
+    start = len(broker.journal.records)
+    for value in (b"b1", b"b2"):
+        broker.writer.append(T, Batch.of([Message(value, "b")], batched=False), "p")
+    state = compactor.trigger(T, budget_s=0.05)
+    assert state.status == RUNNING and state.progress is not None and state.progress.horizon == 2
+    broker.sealer.seal(broker.journal.records[start:])
+    state = compactor.run(T)
+    assert state.status == SUCCESS and view(compactor) == [("b", b"b2", 1)]

@@ -36,6 +36,7 @@ from magnetar.core.naming import TopicName
 from magnetar.core.ports import Clock, MetadataStore, SegmentStore
 
 log = logging.getLogger(__name__)
+UNREADABLE_WAIT_S = 0.1  # a run waiting for published entries to be readable looks again this often
 
 
 class Compactor:
@@ -59,14 +60,16 @@ class Compactor:
     # --- triggering and status ------------------------------------------------------------
     def trigger(self, topic: TopicName, budget_s: float = DEFAULT_BUDGET_S) -> CompactionState:
         """Pulsar's `PUT .../compaction`: start a run (409 while one runs), then run it as far as
-        the budget allows; the maintenance run continues what is left."""
-        seal, writer = self.metadata.get_topic_state(topic)
+        the budget allows; the maintenance run continues what is left. As in Pulsar, the run
+        compacts every message published before the trigger (its horizon is the writer's next
+        entry, not the sealed end): entries not readable yet are waited for within the budget."""
+        _, writer = self.metadata.get_topic_state(topic)
         if writer is None:
             raise TopicNotFound(f"Topic {topic} not found")
         state = self.store.get_state(topic)
         if state.progress is not None:
             raise Conflict(f"Compaction already in progress on {topic}")
-        self._start(topic, state, seal.next_entry)
+        self._start(topic, state, writer.next_entry)
         return self.run(topic, budget_s)
 
     def status(self, topic: TopicName) -> CompactionState:
@@ -138,13 +141,11 @@ class Compactor:
         assert p is not None
         keys = self._load_map(p.map_key, p.map_size)
         position = p.position
-        seal, writer = self.metadata.get_topic_state(topic)
+        seal, _ = self.metadata.get_topic_state(topic)
         if position < seal.first_entry:  # trimmed before it was compacted (compaction enabled late)
             position = seal.first_entry
         while position < p.horizon:  # at least one page, then as many as the budget allows
-            entries = self.reader.read(topic, position, min(READ_PAGE, p.horizon - position), seal, writer)
-            if not entries:
-                raise RetryableError(f"entries from {position} are not readable yet")
+            entries = self._read(topic, position, min(READ_PAGE, p.horizon - position), deadline)
             for entry in entries:
                 if entry.hole or entry.chunk is not None:
                     continue
@@ -166,7 +167,21 @@ class Compactor:
             self.segments.delete([p.map_key])  # the previous step's map (not the committed generation's)
         return new
 
-    def _sources(self, topic: TopicName, state: CompactionState, start: int, horizon: int) -> Iterator[Entry]:
+    def _read(self, topic: TopicName, position: int, count: int, deadline: float) -> list[Entry]:
+        """Up to `count` entries from `position` (at least one), waiting until the budget's
+        `deadline` for entries published but not readable yet (being sealed, or an append in
+        flight); after it, RetryableError: the run resumes from here later."""
+        while True:
+            seal, writer = self.metadata.get_topic_state(topic)
+            entries = self.reader.read(topic, position, count, seal, writer)
+            if entries:
+                return entries
+            if time.monotonic() >= deadline:
+                raise RetryableError(f"entries from {position} are not readable yet")
+            self.clock.sleep(UNREADABLE_WAIT_S)
+
+    def _sources(self, topic: TopicName, state: CompactionState, start: int, horizon: int,
+                 deadline: float) -> Iterator[Entry]:
         """The entries a new generation is filtered from, in order: the committed view below its
         horizon, then the topic up to the new horizon."""
         position = start
@@ -176,12 +191,10 @@ class Compactor:
                 yield item.entry
             if not page:
                 break
-        seal, writer = self.metadata.get_topic_state(topic)
+        seal, _ = self.metadata.get_topic_state(topic)
         position = max(position, state.horizon, seal.first_entry)
         while position < horizon:
-            entries = self.reader.read(topic, position, min(READ_PAGE, horizon - position), seal, writer)
-            if not entries:
-                raise RetryableError(f"entries from {position} are not readable yet")
+            entries = self._read(topic, position, min(READ_PAGE, horizon - position), deadline)
             yield from entries
             position = entries[-1].entry_id + 1
 
@@ -193,7 +206,7 @@ class Compactor:
             kept: list[tuple[Entry, tuple[int, ...]]] = []
             size = 0
             end = p.horizon
-            for entry in self._sources(topic, state, p.position, p.horizon):
+            for entry in self._sources(topic, state, p.position, p.horizon, deadline):
                 mask = view_mask(entry, keys)
                 if mask is None:
                     continue
