@@ -58,7 +58,9 @@ def test_message_id_round_trips_with_its_topic_and_positions_a_reader(client: ma
     assert restored == ids[1] and restored.topic_name() == topic
     assert magnetar.MessageId.wrap(restored) == ids[1]
     reader = client.create_reader(topic, restored, start_message_id_inclusive=True)
-    assert reader.read_next(timeout_millis=5000).data() == b"m1"
+    message = reader.read_next(timeout_millis=5000)
+    assert message.data() == b"m1"
+    assert (message.schema_version(), message.int_schema_version()) == ("", -1)  # no schema: pulsar-client's
     earliest = client.create_reader(topic, magnetar.MessageId.earliest)
     assert earliest.read_next(timeout_millis=5000).data() == b"m0"
     latest = client.create_reader(topic, magnetar.MessageId.latest)

@@ -61,7 +61,7 @@ def test_rest_producer_typed_values(cluster, client: magnetar.Client, admin: Adm
     response = httpx.post(cluster.url + rest_path(topic), json=body)
     assert response.status_code == 200, response.text
     message = read_one(client, topic, schema)
-    assert message.value() == value and message.schema_version() == 0
+    assert message.value() == value and message.int_schema_version() == 0
     assert admin.get_schema(topic)["type"] == schema.schema_info().schema_type()
     again = httpx.post(cluster.url + rest_path(topic), json={"schemaVersion": 0, "messages": [{"payload": text}]})
     assert again.status_code == 200, again.text  # by version, without the schema

@@ -178,9 +178,18 @@ class Message:
             return self._schema.decode_message(self)
         return self._data
 
-    def schema_version(self) -> int | None:
-        """The version of the topic's schema the message was written with (None: no schema)."""
-        return self._schema_version
+    def schema_version(self) -> str:
+        """pulsar-client's form of the version of the topic's schema the message was written with:
+        Pulsar's 8-byte big-endian version as text, one character per byte
+        ('\x00' * 8 for version 0; `.encode()` gives the bytes back); "" when it has none.
+        `int_schema_version()` is the number."""
+        if self._schema_version is None:
+            return ""
+        return struct.pack(">q", self._schema_version).decode("latin-1")
+
+    def int_schema_version(self) -> int:
+        """The schema version as a number (pulsar-client's native message has it too); -1 when none."""
+        return -1 if self._schema_version is None else self._schema_version
 
     def message_id(self) -> MessageId:
         return self._message_id

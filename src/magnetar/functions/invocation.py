@@ -54,7 +54,12 @@ def message_json(message: Message) -> dict[str, Any]:
             "orderingKey": message._ordering_key or None, "properties": message.properties(),
             "eventTime": message.event_timestamp(), "publishTime": message.publish_timestamp(),
             "payload": base64.b64encode(message.data()).decode(), "redeliveryCount": message.redelivery_count(),
-            "producerName": message.producer_name(), "schemaVersion": message.schema_version()}
+            "producerName": message.producer_name(), "schemaVersion": _version(message)}
+
+
+def _version(message: Message) -> int | None:
+    version = message.int_schema_version()
+    return None if version < 0 else version
 
 
 def invocation_event(record: FunctionRecord, config: FunctionConfig, messages: list[Message],

@@ -60,8 +60,8 @@ class AvroSchema(Schema):
         return self._decode_bytes(data, self._parsed)
 
     def decode_message(self, msg: Any) -> Any:
-        version = msg.schema_version()
-        if self._client is None or version is None:
+        version = msg.int_schema_version()
+        if self._client is None or version < 0:
             return self.decode(msg.data())
         try:
             writer = self._writer_schema(msg.topic_name(), version)
