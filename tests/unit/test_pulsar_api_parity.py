@@ -42,8 +42,9 @@ DIFFERENCES: dict[str, str] = {
     "ConsumerKeySharedPolicy.policy": _NATIVE,
     "MessageBatch": "parses the binary protocol's batch format; Magnetar's entries are not that format",
     # --- parameters -----------------------------------------------------------------------------
-    "Client.create_producer(batching_enabled=)": "default True, not False: one AWS request per message "
-                                                "otherwise (send_async under load); batching_enabled=False works",
+    "Client.create_producer(batching_enabled=)": "default None (on unless chunking_enabled), not False: one AWS "
+                                                "request per message otherwise (send_async under load); "
+                                                "batching_enabled=False works",
     "Client.create_producer(batching_max_publish_delay_ms=)": "default 50, not 10: every request is an API call, "
                                                              "a Lambda invocation, a reservation and a journal record",
 }

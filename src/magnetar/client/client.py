@@ -208,7 +208,7 @@ class Client:
         max_pending_messages: int = 1000,
         max_pending_messages_across_partitions: int = 50000,
         block_if_queue_full: bool = False,
-        batching_enabled: bool = True,
+        batching_enabled: bool | None = None,
         batching_max_messages: int = 1000,
         batching_max_allowed_size_in_bytes: int = 128 * 1024,
         batching_max_publish_delay_ms: int = DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS,
@@ -223,6 +223,8 @@ class Client:
         message_router: Callable[[Message, int], int] | None = None,
     ) -> Producer | PartitionedProducer:
         """pulsar-client's `create_producer` (its order of parameters; `schema` is not there yet).
+        `batching_enabled`: on by default (pulsar-client's is off: here each request is an AWS
+        call), unless `chunking_enabled`; both True is pulsar-client's ValueError.
         `encryption_key` (a key name, or Magnetar's list of names) with `crypto_key_reader`
         encrypts every message end to end (docs/semantics.md). `initial_sequence_id`: the first message gets
         the next one. Accepted without effect: `max_pending_messages_across_partitions`,
@@ -239,6 +241,8 @@ class Client:
                              ("batching_max_publish_delay_ms", batching_max_publish_delay_ms)):
             check_type(int, number, arg)
         check_type(CompressionType, compression_type, "compression_type")
+        if batching_enabled is None:  # the SDK's default: batches, unless large messages go in chunks
+            batching_enabled = not chunking_enabled
         for arg, flag in (("block_if_queue_full", block_if_queue_full), ("batching_enabled", batching_enabled),
                            ("chunking_enabled", chunking_enabled),
                            ("lazy_start_partitioned_producers", lazy_start_partitioned_producers)):
@@ -251,6 +255,8 @@ class Client:
         # what pulsar-client passes on to its C++ configuration unchecked (a TypeError there)
         check_native(PartitionsRoutingMode, message_routing_mode, "message_routing_mode")
         check_properties(properties)
+        if batching_enabled and chunking_enabled:
+            raise ValueError("Batching and chunking of messages can't be enabled together.")
         name = _topic(topic)
         options: dict[str, Any] = {
             "batching_enabled": batching_enabled, "batching_max_messages": batching_max_messages,
