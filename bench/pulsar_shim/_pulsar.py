@@ -1,32 +1,21 @@
 """pulsar-client's C++ extension module, as far as programs import it directly.
 
-Its configuration objects (`ProducerConfiguration`, `ConsumerConfiguration`, ...) wrap the C++
-client's; the SDK has none (its options are the keyword arguments of `create_producer` and
-`subscribe`), so each name is here only to be refused when used.
+Its configuration objects are the SDK's (`magnetar.ProducerConfiguration`, `ConsumerConfiguration`,
+`ReaderConfiguration`: the same accessors, in Python; `options()` gives them as keyword arguments
+of `create_producer`, `subscribe`, `create_reader`). `ClientConfiguration` is here only to be
+refused when used: the SDK's `Client` takes its settings as keyword arguments.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from magnetar.client.config import ConsumerConfiguration, ProducerConfiguration, ReaderConfiguration
 
-class _Native:
+__all__ = ["ClientConfiguration", "ConsumerConfiguration", "ProducerConfiguration", "ReaderConfiguration"]
+
+
+class ClientConfiguration:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(f"{type(self).__name__} is pulsar-client's C++ object: the SDK takes these "
-                                  "options as keyword arguments of create_producer / subscribe")
-
-
-class ProducerConfiguration(_Native):
-    pass
-
-
-class ConsumerConfiguration(_Native):
-    pass
-
-
-class ReaderConfiguration(_Native):
-    pass
-
-
-class ClientConfiguration(_Native):
-    pass
+        raise NotImplementedError("ClientConfiguration is pulsar-client's C++ object: the SDK's Client takes "
+                                  "these settings as keyword arguments")

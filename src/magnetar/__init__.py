@@ -52,6 +52,10 @@ _SDK = {
     "ServiceInfo": "magnetar.client.failover",
     "ServiceInfoProvider": "magnetar.client.failover",
     "AutoClusterFailover": "magnetar.client.failover",
+    # pulsar-client's configuration objects (its `_pulsar` module's), in Python
+    "ProducerConfiguration": "magnetar.client.config",
+    "ConsumerConfiguration": "magnetar.client.config",
+    "ReaderConfiguration": "magnetar.client.config",
     # Pulsar Functions (pulsar.Function, pulsar.Context, pulsar.SerDe...)
     "Function": "magnetar.functions.function",
     "Context": "magnetar.functions.context",
@@ -72,6 +76,7 @@ if TYPE_CHECKING:
         AuthenticationToken,
     )
     from magnetar.client.client import Client
+    from magnetar.client.config import ConsumerConfiguration, ProducerConfiguration, ReaderConfiguration
     from magnetar.client.consumer import Consumer
     from magnetar.client.crypto import CryptoKeyReader, EncryptionContext, EncryptionKey
     from magnetar.client.failover import AutoClusterFailover, ServiceInfo, ServiceInfoProvider
@@ -129,6 +134,7 @@ __all__ = [
     "ConsoleLogger",
     "Consumer",
     "ConsumerBatchReceivePolicy",
+    "ConsumerConfiguration",
     "ConsumerCryptoFailureAction",
     "ConsumerDeadLetterPolicy",
     "ConsumerKeySharedPolicy",
@@ -149,8 +155,10 @@ __all__ = [
     "PickleSerDe",
     "Producer",
     "ProducerAccessMode",
+    "ProducerConfiguration",
     "PushConsumer",
     "Reader",
+    "ReaderConfiguration",
     "RegexSubscriptionMode",
     "Result",
     "SerDe",
