@@ -85,3 +85,32 @@ def test_start_message_id_inclusive_starts_a_latest_subscription_at_the_last_mes
     producer.send(b"new")
     assert [m.data() for m in receive_until_quiet(inclusive)] == [b"last", b"new"]
     assert [m.data() for m in receive_until_quiet(exclusive)] == [b"new"]
+
+
+def test_a_closed_client_leaves_none_of_its_threads(cluster, admin, topic: str) -> None:  # type: ignore[no-untyped-def]
+    """pulsar-client's close returns with its threads ended (its suite counts them: test_logger_thread_leaks):
+    so does the SDK's, for every kind of producer, consumer and reader, listeners included."""
+    partitioned = f"{topic}-p"
+    admin.create_partitioned_topic(partitioned, 2)
+    before = set(threading.enumerate())
+    client = magnetar.Client(cluster.url)
+    client.create_producer(topic, access_mode=magnetar.ProducerAccessMode.Exclusive).send(b"m", partition_key="k")
+    client.create_producer(partitioned).send(b"m")
+
+    def ignore(*_: object) -> None:
+        pass
+
+    client.subscribe(topic, "single", message_listener=ignore)
+    client.subscribe(partitioned, "partitioned", message_listener=ignore)  # one shared poll, its acks
+    client.subscribe([topic, partitioned], "several")  # a pump per plain topic
+    client.subscribe(topic, "push", delivery="push", message_listener=ignore)  # WebSocket reader, ack flusher
+    client.subscribe(topic, "gone", initial_position=Earliest).unsubscribe()
+    client.create_reader(topic, magnetar.MessageId.earliest, reader_listener=ignore)
+    client.create_reader(partitioned, magnetar.MessageId.earliest, reader_listener=ignore)
+    client.create_table_view(topic)
+    time.sleep(1.0)  # every loop under way: polls in flight, listeners waiting
+    assert len(set(threading.enumerate()) - before) > 10
+    client.close()
+    # (the session cluster serves in this process: its HTTP server's AnyIO workers are not the SDK's)
+    left = [t.name for t in set(threading.enumerate()) - before if t.is_alive() and not t.name.startswith("AnyIO")]
+    assert left == []

@@ -31,6 +31,7 @@ from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase, key_shared_meta
 from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId, acknowledged_id
+from magnetar.client.threads import Workers
 from magnetar.client.transport import ServiceSwitched, Transport, topic_path
 from magnetar.client.types import (
     ConsumerBatchReceivePolicy,
@@ -139,11 +140,10 @@ class Consumer(ConsumerBase):
         self._transport.add_switch_listener(self._on_switch)  # client failover (client/failover.py)
         # is_read_compacted: entries below the compaction horizon are filtered through the view (client/compacted.py)
         self._compacted = CompactedFilter.load(transport, topic) if read_compacted and topic.is_persistent else None
-        self._background = threading.Thread(target=self._run, name=f"consumer-{self._name}", daemon=True)
-        self._background.start()
+        self._workers = Workers()
+        self._background = self._workers.start(self._run, name=f"consumer-{self._name}")
         if message_listener is not None:
-            threading.Thread(target=self._listen, args=(message_listener,), name=f"listener-{self._name}",
-                             daemon=True).start()
+            self._workers.start(self._listen, message_listener, name=f"listener-{self._name}")
 
     # --- pulsar-client API -----------------------------------------------------------------
     def receive(self, timeout_millis: int | None = None) -> Message:
@@ -274,19 +274,22 @@ class Consumer(ConsumerBase):
         self._pending.wake.set()
 
     def close(self) -> None:
-        if self._closed.is_set():
+        if self._closed.is_set():  # closed already, or unsubscribed: its threads may still be ending
+            self._workers.join()
             return
         self._transport.remove_switch_listener(self._on_switch)
         with contextlib.suppress(exceptions.PulsarException):
             self._flush_acks()
         self._closed.set()
         self._pending.wake.set()
-        self._background.join(timeout=2)
+        if self._background is not threading.current_thread():
+            self._background.join(timeout=2)  # no heartbeat attaches it again after the detach
         with contextlib.suppress(exceptions.PulsarException):  # if it fails, the lease expires on its own
             self._transport.call("DELETE", self._consumer_path, deadline_s=5)
         for producer in (self._dlq_producer, self._retry_producer):
             if producer is not None:
                 producer.close()
+        self._workers.join()  # the acknowledgements' thread, and a listener's once its receive returns
 
     def is_connected(self) -> bool:
         return not self._closed.is_set()

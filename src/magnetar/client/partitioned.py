@@ -23,6 +23,7 @@ from magnetar.client.consumer import ACK_GROUP_S, HEARTBEAT_S, Consumer, ack_flu
 from magnetar.client.consumer_base import MessageListening
 from magnetar.client.message import Message, MessageId, acknowledged_id
 from magnetar.client.producer import Producer, SendCallback, send_arguments
+from magnetar.client.threads import Workers
 from magnetar.client.transport import ServiceSwitched, topic_path
 from magnetar.client.types import ConsumerBatchReceivePolicy, PartitionsRoutingMode, check_type
 from magnetar.core.naming import TopicName
@@ -167,6 +168,7 @@ class PartitionsPoller:
         self._last_poll = time.monotonic()
         self._polling = False
         self._started = False
+        self.workers = Workers()
 
     def add(self, child: Consumer) -> None:
         """A partition joins the next poll (one dict store: no need to wait for the poll in flight)."""
@@ -178,8 +180,8 @@ class PartitionsPoller:
         first poll asks for all of them."""
         if not self._started:
             self._started = True
-            threading.Thread(target=self._run, name=f"poll-{self.parent}", daemon=True).start()
-            threading.Thread(target=self._background, name=f"acks-{self.parent}", daemon=True).start()
+            self.workers.start(self._run, name=f"poll-{self.parent}")
+            self.workers.start(self._background, name=f"acks-{self.parent}")
 
     def _path(self, action: str) -> str:
         """The consumer's routes on the partitioned topic's own name (as a partition's, its path)."""
@@ -324,13 +326,14 @@ class MultiTopicsConsumer(MessageListening):
         self._closed = threading.Event()
         self._lock = threading.Lock()
         self._pollers: dict[str, PartitionsPoller] = {}  # partitioned topic -> its shared poll
+        self._workers = Workers()  # pumps, the pattern's rediscovery, the listener
         for topic in topics:
             self._add(topic)
         self._start_pollers()
         if discover is not None:
-            threading.Thread(target=self._rediscover, args=(discover, discovery_period_s), daemon=True).start()
+            self._workers.start(self._rediscover, discover, discovery_period_s, name=f"rediscover-{self._name}")
         if message_listener is not None:
-            threading.Thread(target=self._listen, args=(message_listener,), daemon=True).start()
+            self._workers.start(self._listen, message_listener, name=f"listener-{self._name}")
 
     @staticmethod
     def new_name() -> str:
@@ -353,7 +356,7 @@ class MultiTopicsConsumer(MessageListening):
                 if poller.name == child.consumer_name():  # one consumer name for all of them
                     poller.add(child)
                     return
-        threading.Thread(target=self._pump, args=(child,), name=f"pump-{topic}", daemon=True).start()
+        self._workers.start(self._pump, child, name=f"pump-{topic}")
 
     def _start_pollers(self) -> None:
         with self._lock:
@@ -481,6 +484,9 @@ class MultiTopicsConsumer(MessageListening):
         self._closed.set()
         for child in list(self._children.values()):
             child.close()
+        for poller in list(self._pollers.values()):
+            poller.workers.join()
+        self._workers.join()
 
     def is_connected(self) -> bool:
         return not self._closed.is_set()

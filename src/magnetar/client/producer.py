@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.client import exceptions
 from magnetar.client.message import MessageId
+from magnetar.client.threads import Workers
 from magnetar.client.tracing import traced_properties
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
@@ -196,10 +197,11 @@ class Producer:
         self._cond = threading.Condition()
         self._inflight = 0
         self._pacer = PublishPacer()  # spaces requests while the journal's shard is saturated (core/publish_pacing.py)
-        self._sender = threading.Thread(target=self._run, name=f"producer-{self._name}", daemon=True)
-        self._sender.start()
+        self._stopped = threading.Event()  # closed: the lease renewal stops waiting
+        self._workers = Workers()
+        self._workers.start(self._run, name=f"producer-{self._name}")
         if access_mode is not ProducerAccessMode.Shared:
-            threading.Thread(target=self._keep_exclusive, name=f"lease-{self._name}", daemon=True).start()
+            self._workers.start(self._keep_exclusive, name=f"lease-{self._name}")
 
     def _attach(self) -> int:
         """Register with the topic: Exclusive takes it or fails, WaitForExclusive waits for it."""
@@ -217,10 +219,7 @@ class Producer:
         mode = ProducerAccessMode.Exclusive if self._access_mode is ProducerAccessMode.ExclusiveWithFencing \
             else self._access_mode
         body = {"accessMode": mode.value, "leaseMs": EXCLUSIVE_LEASE_MS}
-        while not self._closed:
-            time.sleep(EXCLUSIVE_LEASE_MS / 3000)
-            if self._closed:
-                return
+        while not self._stopped.wait(EXCLUSIVE_LEASE_MS / 3000):
             try:
                 self._transport.call("PUT", self._attach_path, body)
             except exceptions.PulsarException:
@@ -276,12 +275,14 @@ class Producer:
 
     def close(self) -> None:
         if self._closed:
+            self._workers.join()
             return
         self.flush()
         with self._cond:
             self._closed = True
             self._cond.notify_all()
-        self._sender.join(timeout=5)
+        self._stopped.set()
+        self._workers.join()  # the sender (its last request answered) and the lease renewal
         with contextlib.suppress(exceptions.PulsarException):  # releases an exclusive claim, ends its stats
             self._transport.call("DELETE", self._attach_path, deadline_s=5)
 

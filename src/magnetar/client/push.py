@@ -42,6 +42,7 @@ from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase
 from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId, acknowledged_id
+from magnetar.client.threads import Workers
 from magnetar.client.transport import Transport, topic_path
 from magnetar.client.types import (
     ConsumerBatchReceivePolicy,
@@ -148,13 +149,11 @@ class PushConsumer(ConsumerBase):
         self._errors: collections.deque[str] = collections.deque(maxlen=10)  # error frames from the broker
         self._ws: ClientConnection = self._connect()  # a refusal raises here, as the SDK's exceptions
         transport.add_switch_listener(self._on_switch)
-        self._reader = threading.Thread(target=self._read, name=f"push-{self._name}", daemon=True)
-        self._reader.start()
-        self._flusher = threading.Thread(target=self._flush_loop, name=f"push-acks-{self._name}", daemon=True)
-        self._flusher.start()
+        self._workers = Workers()
+        self._reader = self._workers.start(self._read, name=f"push-{self._name}")
+        self._workers.start(self._flush_loop, name=f"push-acks-{self._name}")
         if message_listener is not None:
-            threading.Thread(target=self._listen, args=(message_listener,), name=f"listener-{self._name}",
-                             daemon=True).start()
+            self._workers.start(self._listen, message_listener, name=f"listener-{self._name}")
 
     # --- pulsar-client API -----------------------------------------------------------------
     def is_connected(self) -> bool:
@@ -262,8 +261,7 @@ class PushConsumer(ConsumerBase):
         with contextlib.suppress(Exception):
             self._ws.close()
         self._connected.clear()
-        if threading.current_thread() is not self._reader:
-            self._reader.join(timeout=5)
+        self._workers.join()  # the frames' reader, the acknowledgements' flusher, a listener
 
     # --- internals -------------------------------------------------------------------------
     @property

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +12,7 @@ from magnetar.api.wire import entry_from_wire
 from magnetar.client import exceptions
 from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId
+from magnetar.client.threads import Workers
 from magnetar.client.transport import Transport, topic_path
 from magnetar.core.naming import TopicName
 
@@ -39,8 +39,9 @@ class Reader:
         self._skip_until: MessageId | None = None  # inside the first entry: messages up to this one
         self._place(start_message_id)
         self._listener = listener
+        self._workers = Workers()
         if listener is not None:  # pulsar-client's reader_listener: messages pushed, in order, on one thread
-            threading.Thread(target=self._listen, name=f"reader-{topic}", daemon=True).start()
+            self._workers.start(self._listen, name=f"reader-{topic}")
 
     def _listen(self) -> None:
         assert self._listener is not None
@@ -110,6 +111,7 @@ class Reader:
 
     def close(self) -> None:
         self._closed = True
+        self._workers.join()  # the listener, once its read returns
 
     def is_connected(self) -> bool:
         return not self._closed
@@ -146,8 +148,9 @@ class PartitionedReader:
         self._turn = 0
         self._closed = False
         self._listener = listener
+        self._workers = Workers()
         if listener is not None:
-            threading.Thread(target=_run_listener, args=(self, listener), name=f"reader-{topic}", daemon=True).start()
+            self._workers.start(_run_listener, self, listener, name=f"reader-{topic}")
 
     def topic(self) -> str:
         return self._topic
@@ -187,6 +190,7 @@ class PartitionedReader:
         self._closed = True
         for reader in self._readers:
             reader.close()
+        self._workers.join()
 
     def is_connected(self) -> bool:
         return not self._closed

@@ -16,6 +16,7 @@ from typing import Any
 
 from magnetar.client import exceptions
 from magnetar.client.message import Message
+from magnetar.client.threads import Workers
 
 log = logging.getLogger(__name__)
 CATCH_UP_WAIT_MS = 5_000  # a message published just before the view was created is sealed within it
@@ -34,8 +35,8 @@ class TableView:
         self._lock = threading.RLock()
         self._closed = False
         self._catch_up()
-        self._thread = threading.Thread(target=self._follow, name=f"table-view-{topic}", daemon=True)
-        self._thread.start()
+        self._workers = Workers()
+        self._workers.start(self._follow, name=f"table-view-{topic}")
 
     # --- pulsar-client API -----------------------------------------------------------------
     def get(self, key: str) -> Any | None:
@@ -60,6 +61,7 @@ class TableView:
     def close(self) -> None:
         self._closed = True
         self._reader.close()
+        self._workers.join()
 
     def __len__(self) -> int:
         with self._lock:
