@@ -114,3 +114,25 @@ def test_a_closed_client_leaves_none_of_its_threads(cluster, admin, topic: str) 
     # (the session cluster serves in this process: its HTTP server's AnyIO workers are not the SDK's)
     left = [t.name for t in set(threading.enumerate()) - before if t.is_alive() and not t.name.startswith("AnyIO")]
     assert left == []
+
+
+def test_a_message_that_comes_after_the_timeout_is_the_next_receives(client: magnetar.Client, topic: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """pulsar-client's receive(timeout) raises Timeout when nothing arrived in time, even if a
+    message arrives just after (its suite's test_deliver_after counts on it): a poll answered after
+    the deadline leaves its messages queued for the next receive."""
+    from magnetar.core import delaypoints
+
+    consumer = client.subscribe(topic, "late", initial_position=Earliest)
+    client.create_producer(topic).send(b"late")
+    monkeypatch.setattr(delaypoints, "duration_ms", 1500)
+    delaypoints.enable("dispatch.before_claim", times=1)  # the poll's claim stalls past the receive's timeout
+    try:
+        started = time.monotonic()
+        with pytest.raises(magnetar.Timeout):
+            consumer.receive(timeout_millis=500)
+        assert time.monotonic() - started >= 1.4, "the poll was answered late"
+        assert delaypoints.fired["dispatch.before_claim"] == 1
+    finally:
+        delaypoints.disable_all()
+    assert consumer.receive(timeout_millis=0).data() == b"late"  # already here: no wait at all

@@ -147,7 +147,9 @@ class Consumer(ConsumerBase):
 
     # --- pulsar-client API -----------------------------------------------------------------
     def receive(self, timeout_millis: int | None = None) -> Message:
-        """The next message; raises `Timeout` if none arrives within `timeout_millis`."""
+        """The next message; raises `Timeout` if none arrives within `timeout_millis`. As in
+        pulsar-client, a message that arrives after the timeout (a poll's last look, at the
+        deadline, found it) is not this call's: it waits in the queue for the next receive."""
         if timeout_millis is not None:
             check_type(int, timeout_millis, "timeout_millis")
         deadline = None if timeout_millis is None else time.monotonic() + timeout_millis / 1000
@@ -160,7 +162,7 @@ class Consumer(ConsumerBase):
                 if remaining_ms <= 0 and deadline is not None:
                     raise exceptions.Timeout("No message received within the timeout")
                 self._poll(max(0, min(remaining_ms, MAX_POLL_MS)))
-                if not self._queue and deadline is not None and time.monotonic() >= deadline:
+                if deadline is not None and time.monotonic() >= deadline:
                     raise exceptions.Timeout("No message received within the timeout")
 
     def batch_receive(self) -> list[Message]:

@@ -82,7 +82,7 @@ class Reader:
                 return message
             if deadline is not None and time.monotonic() >= deadline:
                 raise exceptions.Timeout("No message within the timeout")
-            time.sleep(POLL_S)
+            time.sleep(POLL_S if deadline is None else min(POLL_S, max(0.0, deadline - time.monotonic())))
 
     def _poll(self) -> Message | None:
         """The next message, fetching until the topic has no more now: None when it has none."""
@@ -172,7 +172,7 @@ class PartitionedReader:
                     return message
             if deadline is not None and time.monotonic() >= deadline:
                 raise exceptions.Timeout("No message within the timeout")
-            time.sleep(POLL_S)
+            time.sleep(POLL_S if deadline is None else min(POLL_S, max(0.0, deadline - time.monotonic())))
 
     def has_message_available(self) -> bool:
         return any(r.has_message_available() for r in self._readers)
