@@ -183,8 +183,8 @@ def worker(args: argparse.Namespace) -> None:
         for attempt in range(8):
             try:
                 return what(topic)
-            except (exceptions.ConnectError, exceptions.ServiceUnitNotReady, exceptions.Timeout):
-                if attempt == 7:
+            except (exceptions.ConnectError, exceptions.ServiceUnitNotReady, exceptions.Timeout) as exc:
+                if attempt == 7 or isinstance(exc, exceptions.AuthenticationError):  # refused credentials stay so
                     raise
                 time.sleep(2 * (attempt + 1))
         raise AssertionError("unreachable")

@@ -108,6 +108,10 @@ def test_sdk_users_are_their_roles_and_wrong_passwords_are_refused(cluster_basic
                 pytest.raises(exceptions.AuthenticationError) as refused:
             client.create_producer(topic).send(b"x")
         assert "Unknown user or wrong password" in refused.value.reason
+        assert isinstance(refused.value, magnetar.ConnectError)  # as pulsar-client's refused connection
+    with closing(magnetar.Client(cluster_basic.url, basic("invalid", "123456"))) as client, \
+            pytest.raises(magnetar.ConnectError):  # pulsar-client's suite: test_invalid_basic_auth
+        client.subscribe(topic, "my-sub", consumer_type=magnetar.ConsumerType.Shared)
 
 
 def test_http_answers_401_with_a_reason_never_500(cluster_basic: Any) -> None:

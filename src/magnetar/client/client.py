@@ -83,7 +83,8 @@ class Client:
     `authentication` (second, as in pulsar-client): `AuthenticationToken(token)`,
     `AuthenticationBasic(username, password)` or `AuthenticationAwsIam()`; every request, retry and
     WebSocket connect of every producer, consumer and reader of this client presents it. A 401
-    raises `AuthenticationError`, a 403 `AuthorizationError`, with the broker's reason.
+    raises `AuthenticationError` (a `ConnectError` too, as pulsar-client reports refused
+    credentials), a 403 `AuthorizationError`, with the broker's reason.
 
     pulsar-client's other settings are accepted and validated as it validates them (a wrong type
     is a ValueError); `logger` (a `logging.Logger`, `ConsoleLogger` or `FileLogger`) receives the

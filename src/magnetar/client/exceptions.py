@@ -56,8 +56,9 @@ class ConnectError(PulsarException):
     pass
 
 
-class AuthenticationError(PulsarException):
-    """401: the client presented no credentials, or invalid or expired ones."""
+class AuthenticationError(ConnectError):
+    """401: the client presented no credentials, or invalid or expired ones. A ConnectError too,
+    as pulsar-client reports credentials the broker refuses (its connection is refused)."""
 
 
 class AuthorizationError(PulsarException):
