@@ -52,9 +52,12 @@ def effective_strategy(value: object) -> str:
     return value if isinstance(value, str) and value in STRATEGIES else DEFAULT_STRATEGY
 
 
-class _PulsarChecker(ReaderWriterCompatibilityChecker):  # type: ignore[misc]
+class _PulsarChecker(ReaderWriterCompatibilityChecker):
     """Avro's reader/writer checker without its record-name rule, as Pulsar's grammar-based check
     (the module's docstring): two records are compatible when their fields are."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
 
     def calculate_compatibility(self, reader: Any, writer: Any, location: list[str]) -> Any:
         if reader.type == writer.type == SchemaType.RECORD:
