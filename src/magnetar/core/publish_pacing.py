@@ -9,11 +9,13 @@ request, and its wait a part of the message's end-to-end latency, since the publ
 before the journal write.
 
 The broker reports how long a write waited for the shard (`throttledMs` in the publish response).
-From the first such report on, the producer paces its requests at a byte rate: first 95 % of the
-rate the refused request got through at (its bytes over its time, which the shard's refill set;
-less than the shard's rate by the request's round trip), then probing upward with every request
-that went through without waiting — by 5 % a request until a report comes while paced, by 2 %
-after it (TCP's slow start, then its congestion avoidance) — and stepping back by 10 % at each
+From the first such report on, the producer paces its requests at a byte rate: first 95 % of
+what it got through over the last two seconds, sending as fast as it could (its share of the
+shard; more while the shard's one-second bucket still held a burst, which the next reports step
+down — an estimate too low would cost throughput until probing brought it back), then probing
+upward with every request that went through without waiting — by 5 % a request until a report
+comes while paced, by 2 % after it (TCP's slow start, then its congestion avoidance) — and
+stepping back by 10 % at each
 report while paced (the pace counts from request start to start, and a refused request takes
 longer than its pace: a smaller step left it above the shard's rate). Below the shard's rate
 the bucket refills faster than it drains and absorbs the jitter of the requests' timing.
@@ -27,12 +29,14 @@ The times are passed in, so the rule is tested without sleeping.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 
 FIRST_SHARE = 0.95  # the first report: pace at this share of the rate the refused request got through at
 STEP_BACK = 0.9  # a report while paced: step back to this share of the pace
 PROBE_FIRST = 1.05  # through without waiting, before any report while paced: climb fast...
 PROBE = 1.02  # ...and after one, slowly around the rate it showed
+WINDOW_S = 2.0  # the first report measures what the producer got through over this long
 MIN_RATE = 16 * 1024.0  # bytes/s: never pace slower (a report from a shard shared with many)
 MAX_RATE = 64 * 1024 * 1024.0  # bytes/s: probed past this (far above any shard), the pace holds nothing: stop
 
@@ -45,6 +49,7 @@ class PublishPacer:
     _last_start: float = 0.0
     _last_bytes: int = 0
     _found: bool = False  # a report came while paced: the shard's rate is near
+    _recent: deque[tuple[float, int]] = field(default_factory=deque)  # (started, bytes) of the last WINDOW_S
 
     def delay(self, now: float) -> float:
         """Seconds to wait before the next request may start (0: now)."""
@@ -56,11 +61,15 @@ class PublishPacer:
         """A request of `nbytes` payload bytes, sent at `started`, was answered at `finished`;
         the broker's write waited `throttled_ms` for the shard (0: not at all)."""
         self._last_start, self._last_bytes = started, nbytes
+        self._recent.append((started, nbytes))
+        while self._recent[0][0] < finished - WINDOW_S:
+            self._recent.popleft()
         if throttled_ms > 0:
-            if self.rate is None:  # the write waited until the shard's budget had refilled by its
-                # size: its bytes over its time are about what the shard accepts (less: the
-                # request's own round trip), a start the probing corrects
-                self.rate = FIRST_SHARE * nbytes / max(finished - started, 1e-3)
+            if self.rate is None:  # what the producer got through lately, sent as fast as it could:
+                # its share of the shard (more while the shard's bucket still held a burst; the
+                # reports that follow step it down: too low would cost throughput until probed back)
+                got = sum(b for _, b in self._recent) / max(finished - self._recent[0][0], 1e-3)
+                self.rate = FIRST_SHARE * got
             else:  # paced a little too fast: a step back
                 self.rate, self._found = self.rate * STEP_BACK, True
             self.rate = max(MIN_RATE, self.rate)
