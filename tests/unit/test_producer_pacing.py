@@ -111,3 +111,10 @@ def test_reports_from_a_crowded_shard_never_stop_the_producer() -> None:
     for i in range(50):
         pacer.answered(i * 1.0, i * 1.0 + 0.9, 1_000, 800)
     assert pacer.rate == MIN_RATE
+
+
+def test_a_request_slower_than_the_window_measures_itself() -> None:
+    pacer = PublishPacer()
+    pacer.answered(0.0, 0.1, 100_000, 0)
+    pacer.answered(1.0, 6.0, 500_000, 4_000)  # answered 5 s after it was sent, past the 2 s window
+    assert pacer.rate == pytest.approx(0.95 * 500_000 / 5.0)

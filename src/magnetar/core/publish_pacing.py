@@ -62,8 +62,8 @@ class PublishPacer:
         the broker's write waited `throttled_ms` for the shard (0: not at all)."""
         self._last_start, self._last_bytes = started, nbytes
         self._recent.append((started, nbytes))
-        while self._recent[0][0] < finished - WINDOW_S:
-            self._recent.popleft()
+        while len(self._recent) > 1 and self._recent[0][0] < finished - WINDOW_S:
+            self._recent.popleft()  # (this request stays, however long it took)
         if throttled_ms > 0:
             if self.rate is None:  # what the producer got through lately, sent as fast as it could:
                 # its share of the shard (more while the shard's bucket still held a burst; the
