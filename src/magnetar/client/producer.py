@@ -458,6 +458,10 @@ class Producer:
         except exceptions.PulsarException as exc:
             self._fail(pendings, exc)
             return
+        except Exception as exc:  # a bug must fail these messages, not end the sender (and every later send)
+            log.exception("publish failed unexpectedly")
+            self._fail(pendings, exceptions.UnknownError(f"{type(exc).__name__}: {exc}"))
+            return
         self._last_sequence_id = max(self._last_sequence_id, max(b[-1].sequence_id for b in entries))
         for p, message_id in zip(pendings, ids, strict=True):
             self._succeed(p, message_id)
