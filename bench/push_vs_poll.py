@@ -29,6 +29,7 @@ import statistics
 import threading
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,11 @@ from magnetar.local.cluster import LocalUpProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench/results/push-vs-poll.json"
+# the mapping's reads of the journal, shared-throughput polls or enhanced fan-out (on AWS one
+# SubscribeToShard per shard every 5 minutes, billed per consumer-shard hour: the stream's cost)
 ESM_OPERATIONS = {"kinesis.GetRecords", "kinesis.GetShardIterator", "kinesis.ListShards",
-                  "kinesis.DescribeStreamSummary"}
+                  "kinesis.DescribeStreamSummary", "kinesis.GetRecords(fan-out)", "kinesis.GetShardIterator(fan-out)",
+                  "kinesis.SubscribeToShard", "kinesis.DescribeStreamConsumer"}
 LAMBDA_MEMORY_GB = 1.0  # the stack's broker and WebSocket functions (infra/magnetar_stack.py)
 
 
@@ -224,6 +228,7 @@ def main() -> None:
     args = parser.parse_args()
     with LocalUpProcess(maintenance_interval_s=0) as cluster:  # the schedule's cost is per cluster, not per consumer
         result = {
+            "when": datetime.now(UTC).isoformat(timespec="seconds"),
             "command": f"bench/push_vs_poll.py --rate {args.rate} --duration {args.duration} --idle {args.idle}",
             "latency": latency(cluster.url, args.rate, args.duration),
             "idle": idle_cost(cluster.url, args.idle),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import typer
 from rich.console import Console
@@ -80,25 +80,42 @@ def replication_text(report: CostReport, replication: ReplicationCost) -> str:
     )
 
 
-def render_replication(report: CostReport, replication: ReplicationCost, out: Console) -> None:
-    table = Table(title=f"Replication to {replication.remote_clusters} remote cluster(s) (USD/month)")
+class _ModeBill(Protocol):
+    @property
+    def components(self) -> dict[str, float]: ...
+    @property
+    def monthly_usd(self) -> float: ...
+    @property
+    def usd_per_million_messages(self) -> float: ...
+
+
+def _bill_table(title: str, on_demand: _ModeBill, provisioned: _ModeBill, per_million: str) -> Table:
+    """An extra's monthly bill by component in both Kinesis modes, its total and its USD per million."""
+    table = Table(title=title)
     table.add_column("component")
     table.add_column("on-demand Kinesis", justify="right")
     table.add_column("provisioned Kinesis", justify="right")
-    for component, usd in replication.on_demand.components.items():
-        table.add_row(component, _usd(usd), _usd(replication.provisioned.components[component]))
+    for component, usd in on_demand.components.items():
+        table.add_row(component, _usd(usd), _usd(provisioned.components[component]))
     table.add_section()
-    table.add_row("[bold]total[/bold]", f"[bold]{_usd(replication.on_demand.monthly_usd)}[/bold]",
-                  f"[bold]{_usd(replication.provisioned.monthly_usd)}[/bold]")
-    table.add_row(
-        "[bold]USD per million messages[/bold]",
-        f"[bold]{_per_million(replication.on_demand.usd_per_million_messages)}[/bold]",
-        f"[bold]{_per_million(replication.provisioned.usd_per_million_messages)}[/bold]",
-    )
+    table.add_row("[bold]total[/bold]", f"[bold]{_usd(on_demand.monthly_usd)}[/bold]",
+                  f"[bold]{_usd(provisioned.monthly_usd)}[/bold]")
+    table.add_row(f"[bold]{per_million}[/bold]", f"[bold]{_per_million(on_demand.usd_per_million_messages)}[/bold]",
+                  f"[bold]{_per_million(provisioned.usd_per_million_messages)}[/bold]")
+    return table
+
+
+def _print_extra(out: Console, table: Table, notes: list[str], text: str) -> None:
     out.print(table)
-    for note in replication.notes:
+    for note in notes:
         out.print(f"[dim]note:[/dim] {escape(note)}")
-    out.print(f"[bold green]{escape(replication_text(report, replication))}[/bold green]")
+    out.print(f"[bold green]{escape(text)}[/bold green]")
+
+
+def render_replication(report: CostReport, replication: ReplicationCost, out: Console) -> None:
+    table = _bill_table(f"Replication to {replication.remote_clusters} remote cluster(s) (USD/month)",
+                        replication.on_demand, replication.provisioned, "USD per million messages")
+    _print_extra(out, table, replication.notes, replication_text(report, replication))
 
 
 def function_text(report: CostReport, function: FunctionCost) -> str:
@@ -113,26 +130,11 @@ def function_text(report: CostReport, function: FunctionCost) -> str:
 
 
 def render_function(report: CostReport, function: FunctionCost, out: Console) -> None:
-    table = Table(title=f"A Pulsar Function on every message, {function.guarantee} (USD/month)")
-    table.add_column("component")
-    table.add_column("on-demand Kinesis", justify="right")
-    table.add_column("provisioned Kinesis", justify="right")
-    for component, usd in function.on_demand.components.items():
-        table.add_row(component, _usd(usd), _usd(function.provisioned.components[component]))
-    table.add_section()
-    table.add_row("[bold]total[/bold]", f"[bold]{_usd(function.on_demand.monthly_usd)}[/bold]",
-                  f"[bold]{_usd(function.provisioned.monthly_usd)}[/bold]")
-    table.add_row(
-        "[bold]USD per million input messages[/bold]",
-        f"[bold]{_per_million(function.on_demand.usd_per_million_messages)}[/bold]",
-        f"[bold]{_per_million(function.provisioned.usd_per_million_messages)}[/bold]",
-    )
+    table = _bill_table(f"A Pulsar Function on every message, {function.guarantee} (USD/month)",
+                        function.on_demand, function.provisioned, "USD per million input messages")
     table.add_row("the output topic's own workload, not in the total", _per_million(function.output_topic["on_demand"]),
                   _per_million(function.output_topic["provisioned"]))
-    out.print(table)
-    for note in function.notes:
-        out.print(f"[dim]note:[/dim] {escape(note)}")
-    out.print(f"[bold green]{escape(function_text(report, function))}[/bold green]")
+    _print_extra(out, table, function.notes, function_text(report, function))
 
 
 def result_dict(report: CostReport, comparison: Comparison, replication: ReplicationCost | None = None,
