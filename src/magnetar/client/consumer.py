@@ -485,8 +485,8 @@ class Consumer(ConsumerBase):
                 if time.monotonic() - last_beat >= HEARTBEAT_S and not self._closed.is_set():
                     self._transport.call("PUT", self._consumer_path, self._subscribe_body)
                     last_beat = time.monotonic()
-            except exceptions.PulsarException:
-                log.warning("consumer background call failed", exc_info=True)
+            except exceptions.PulsarException as exc:
+                log.warning("consumer background call failed: %r", exc)
 
 
 def _tagged(message: Message, generation: int) -> Message:

@@ -61,9 +61,9 @@ class MessageListening:
                 continue
             except exceptions.AlreadyClosed:
                 return
-            except exceptions.PulsarException:  # the SDK gave up on a request (a timeout, a broker
+            except exceptions.PulsarException as exc:  # the SDK gave up on a request (a timeout, a broker
                 # down): the listener keeps listening, as pulsar-client's does after a reconnect
-                log.warning("message listener: receive failed; retrying", exc_info=True)
+                log.warning("message listener: receive failed; retrying: %r", exc)
                 self._closed.wait(LISTENER_RETRY_S)
                 continue
             while self._listener_paused and not self._closed.is_set():  # paused while this one arrived

@@ -244,17 +244,17 @@ class PartitionsPoller:
                     self._ack(transport, acks, generation)
             except ServiceSwitched:
                 return
-            except exceptions.PulsarException:
+            except exceptions.PulsarException as exc:
                 self._restore(children, acks)
-                log.warning("re-attaching the partitions failed; retrying", exc_info=True)
+                log.warning("re-attaching the partitions failed; retrying: %r", exc)
                 time.sleep(0.5)
             return
         except exceptions.AlreadyClosed:
             raise
-        except exceptions.PulsarException:
+        except exceptions.PulsarException as exc:
             self._restore(children, acks)
             if not self._closed.is_set():
-                log.warning("partitioned poll failed; retrying", exc_info=True)
+                log.warning("partitioned poll failed; retrying: %r", exc)
                 time.sleep(0.5)
             return
         self._last_poll = time.monotonic()
@@ -301,9 +301,9 @@ class PartitionsPoller:
                     self._last_poll = time.monotonic()
             except exceptions.AlreadyClosed:
                 return  # the client was closed under us
-            except exceptions.PulsarException:
+            except exceptions.PulsarException as exc:
                 if not self._closed.is_set():
-                    log.warning("partitioned consumer background call failed", exc_info=True)
+                    log.warning("partitioned consumer background call failed: %r", exc)
 
 class MultiTopicsConsumer(MessageListening):
     """One consumer over several topic partitions (a partitioned topic, a list, a pattern).
@@ -372,10 +372,10 @@ class MultiTopicsConsumer(MessageListening):
                 continue
             except exceptions.AlreadyClosed:
                 return
-            except exceptions.PulsarException:
+            except exceptions.PulsarException as exc:
                 if self._closed.is_set():
                     return  # closing: the request was cut short
-                log.warning("partition consumer failed; retrying", exc_info=True)
+                log.warning("partition consumer failed; retrying: %r", exc)
                 time.sleep(0.5)
                 continue
             while not self._closed.is_set():
@@ -391,8 +391,8 @@ class MultiTopicsConsumer(MessageListening):
                 for topic in discover():
                     self._add(topic)
                 self._start_pollers()
-            except exceptions.PulsarException:
-                log.warning("pattern rediscovery failed", exc_info=True)
+            except exceptions.PulsarException as exc:
+                log.warning("pattern rediscovery failed: %r", exc)
 
     def get_last_message_id(self) -> MessageId:
         """pulsar-client refuses it on a multi-topic consumer (OperationNotSupported); so does Magnetar."""

@@ -203,10 +203,10 @@ def _run_listener(reader: Any, listener: Callable[[Any, Message], None]) -> None
             message = reader._next(1000)
         except exceptions.Timeout:
             continue
-        except exceptions.PulsarException:
+        except exceptions.PulsarException as exc:
             if reader._closed:
                 return
-            log.warning("reader listener: read failed; retrying", exc_info=True)
+            log.warning("reader listener: read failed; retrying: %r", exc)
             time.sleep(POLL_S)
             continue
         try:

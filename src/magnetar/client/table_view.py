@@ -133,10 +133,10 @@ class TableView:
                 message = self._reader.read_next(POLL_MS)
             except exceptions.Timeout:
                 continue
-            except exceptions.PulsarException:
+            except exceptions.PulsarException as exc:
                 if self._closed:
                     return
-                log.warning("table view on %s: read failed; retrying", self._topic, exc_info=True)
+                log.warning("table view on %s: read failed; retrying: %r", self._topic, exc)
                 threading.Event().wait(POLL_MS / 1000)
                 continue
             self._apply(message)
