@@ -360,23 +360,3 @@ def test_a_batchs_outputs_look_their_topic_up_once(broker: Broker, tmp_path: Pat
     assert report.acked == 20 and len(_read(broker, "out")) == 20
     # the store's one lookup, and the topic's creation by its first append (not one per output)
     assert report.invocations == 1 and lookups.count("persistent://public/default/out") <= 2
-
-
-def test_triggers_read_a_namespaces_topics_patterns_once_a_period_not_once_a_topic(broker: Broker) -> None:
-    fqfn = _create(broker)
-    reads: list[str] = []
-    patterns = broker.metadata.function_patterns
-
-    def counted(namespace: str) -> dict[str, str]:
-        reads.append(namespace)
-        return patterns(namespace)
-
-    broker.metadata.function_patterns = counted  # type: ignore[method-assign]
-    now = [0]
-    triggers = FunctionTriggers(broker, period_ms=1000, now_ms=lambda: now[0])
-    topics = [f"persistent://public/default/t{i}" for i in range(50)] + ["persistent://public/default/in"]
-    assert triggers.functions_of(topics) == [fqfn]
-    assert reads == ["public/default"]
-    now[0] = 1000
-    assert triggers.functions_of(["persistent://public/default/t0"]) == []
-    assert reads == ["public/default"] * 2

@@ -90,10 +90,8 @@ def config_arn(config_json: str) -> bool:
 
 
 class FunctionTriggers:
-    """The functions consuming a topic (the registry's input index), cached per topic for
-    `period_ms`, and the topics patterns of its namespace, cached per namespace for as long (a
-    sealed batch's topics cost one read each per period, and their namespaces one, not per batch:
-    at 1,000 topics of a message a minute each, a read per topic and none per namespace)."""
+    """The functions consuming a topic (the registry's input index), cached per topic partition
+    for `period_ms` (a sealed batch's topics cost one read each per period, not per batch)."""
 
     def __init__(self, broker: Broker, period_ms: int = TRIGGER_CACHE_MS,
                  now_ms: Callable[[], int] | None = None) -> None:
@@ -101,30 +99,18 @@ class FunctionTriggers:
         self.period_ms = period_ms
         self._now = now_ms or broker.clock.now_ms
         self._cache: dict[str, tuple[int, list[str]]] = {}
-        self._patterns: dict[str, tuple[int, dict[str, str]]] = {}  # namespace -> (read at, fqfn -> pattern)
 
     def consumers_of(self, topic: str) -> list[str]:
-        name = TopicName.parse(topic).partitioned_topic
-        base = str(name)
+        base = str(TopicName.parse(topic).partitioned_topic)
         now = self._now()
         cached = self._cache.get(base)
         if cached is not None and now - cached[0] < self.period_ms:
             return cached[1]
-        found = self.broker.functions.consumers_of(base, self._namespace_patterns(str(name.namespace_name), now))
+        found = self.broker.functions.consumers_of(base)
         if len(self._cache) > 10_000:
             self._cache.clear()
         self._cache[base] = (now, found)
         return found
-
-    def _namespace_patterns(self, namespace: str, now: int) -> dict[str, str]:
-        cached = self._patterns.get(namespace)
-        if cached is not None and now - cached[0] < self.period_ms:
-            return cached[1]
-        patterns = self.broker.metadata.function_patterns(namespace)
-        if len(self._patterns) > 10_000:
-            self._patterns.clear()
-        self._patterns[namespace] = (now, patterns)
-        return patterns
 
     def functions_of(self, topics: list[str]) -> list[str]:
         found: set[str] = set()

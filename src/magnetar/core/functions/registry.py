@@ -108,14 +108,11 @@ class FunctionRegistry:
             raise NotFound(f"Function {record.fqfn} has no code (it names a Lambda function: functionArn)")
         return self.segments.get_range(record.code_key, 0, record.code_size)
 
-    def consumers_of(self, topic: str, patterns: dict[str, str] | None = None) -> list[str]:
-        """The functions (fqfn) whose inputs name `topic` or whose topics pattern matches it
-        (`patterns`: the topic's namespace's, when the caller read them already)."""
+    def consumers_of(self, topic: str) -> list[str]:
+        """The functions (fqfn) whose inputs name `topic` or whose topics pattern matches it."""
         name = TopicName.parse(topic).partitioned_topic
         found = set(self.metadata.functions_of_input(str(name)))
-        if patterns is None:
-            patterns = self.metadata.function_patterns(str(name.namespace_name))
-        for fqfn, pattern in patterns.items():
+        for fqfn, pattern in self.metadata.function_patterns(str(name.namespace_name)).items():
             if re.fullmatch(pattern, str(name)) or re.fullmatch(pattern, name.local_name):
                 found.add(fqfn)
         return sorted(found)
