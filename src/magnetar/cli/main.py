@@ -229,6 +229,9 @@ def local_up(
         os.environ[ENV_TRACING] = "on"
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Ctrl-C stops it even when started as a background job of a script, whose shell hands it
+    # SIGINT ignored (Python then keeps ignoring it)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with console.status("starting the local cluster..."):
             cluster.start()
