@@ -371,7 +371,7 @@ class Producer:
                         self._cond.wait(IDLE_WAIT_S)
                 wait = self._pacer.delay(time.monotonic())
                 if wait > 0:  # the shard is saturated: messages gather meanwhile, the request goes fuller
-                    self._cond.wait(min(wait, 1.0))
+                    self._cond.wait(wait)
                     continue
                 if self._batch and time.monotonic() >= self._batch_started + self._delay_s:
                     self._close_batch()  # due while the previous request was out: it goes with this one
@@ -389,7 +389,7 @@ class Producer:
                 self._publish_chunks(work[0][0])
             else:
                 for request in _requests(self._entries(work)):
-                    time.sleep(min(self._pacer.delay(time.monotonic()), 1.0))  # the work's later requests too
+                    time.sleep(self._pacer.delay(time.monotonic()))  # the work's later requests too
                     self._publish(request)
             with self._cond:
                 self._inflight = 0

@@ -37,6 +37,7 @@ STEP_BACK = 0.9  # a report while paced: step back to this share of the pace
 PROBE_FIRST = 1.05  # through without waiting, before any report while paced: climb fast...
 PROBE = 1.02  # ...and after one, slowly around the rate it showed
 WINDOW_S = 2.0  # the first report measures what the producer got through over this long
+MAX_WAIT_S = 1.0  # the longest one wait (a close or flush is not held longer)
 MIN_RATE = 16 * 1024.0  # bytes/s: never pace slower (a report from a shard shared with many)
 MAX_RATE = 64 * 1024 * 1024.0  # bytes/s: probed past this (far above any shard), the pace holds nothing: stop
 
@@ -52,10 +53,11 @@ class PublishPacer:
     _recent: deque[tuple[float, int]] = field(default_factory=deque)  # (started, bytes) of the last WINDOW_S
 
     def delay(self, now: float) -> float:
-        """Seconds to wait before the next request may start (0: now)."""
+        """Seconds to wait before the next request may start (0: now), at most `MAX_WAIT_S` at a
+        time (a caller that waits it looks again)."""
         if self.rate is None:
             return 0.0
-        return max(0.0, self._last_start + self._last_bytes / self.rate - now)
+        return min(MAX_WAIT_S, max(0.0, self._last_start + self._last_bytes / self.rate - now))
 
     def answered(self, started: float, finished: float, nbytes: int, throttled_ms: int) -> None:
         """A request of `nbytes` payload bytes, sent at `started`, was answered at `finished`;

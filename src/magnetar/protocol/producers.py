@@ -148,7 +148,7 @@ class Producer:
                 return
             group = [item]
             if self.topic.is_persistent:  # a saturated shard's pace: SENDs gather meanwhile
-                await self._gather(group, time.monotonic() + min(self.pacer.delay(time.monotonic()), 1.0))
+                await self._gather(group, time.monotonic() + self.pacer.delay(time.monotonic()))
             if streaming and self.topic.is_persistent:
                 await self._gather(group, began + self.conn.server.settings.append_interval_ms / 1000)
             self._take_queued(group)
@@ -207,7 +207,7 @@ class Producer:
             await self._publish_non_persistent(batches)
             return
         for group in _within_record(batches, self.conn.max_message_size):
-            await asyncio.sleep(min(self.pacer.delay(time.monotonic()), 1.0))  # a saturated shard's pace
+            await asyncio.sleep(self.pacer.delay(time.monotonic()))  # a saturated shard's pace
             started = time.monotonic()
             try:
                 results = await self.conn.call(self.conn.broker.writer.append_group, self.topic,
