@@ -40,14 +40,10 @@ import magnetar
 from magnetar.client import exceptions
 from magnetar.cost import PRICES
 from magnetar.local.cluster import LocalUpProcess
+from scale_topics import is_mapping_read  # the mapping's reads of the journal: one rule for the benches
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench/results/push-vs-poll.json"
-# the mapping's reads of the journal, shared-throughput polls or enhanced fan-out (on AWS one
-# SubscribeToShard per shard every 5 minutes, billed per consumer-shard hour: the stream's cost)
-ESM_OPERATIONS = {"kinesis.GetRecords", "kinesis.GetShardIterator", "kinesis.ListShards",
-                  "kinesis.DescribeStreamSummary", "kinesis.GetRecords(fan-out)", "kinesis.GetShardIterator(fan-out)",
-                  "kinesis.SubscribeToShard", "kinesis.DescribeStreamConsumer"}
 LAMBDA_MEMORY_GB = 1.0  # the stack's broker and WebSocket functions (infra/magnetar_stack.py)
 
 
@@ -141,7 +137,7 @@ def priced(stats: dict[str, Any], seconds: float, connection_minutes: float) -> 
     # The event-source mapping's own polling of the journal (GetRecords once a second per shard) is
     # AWS's poller: it runs whether or not anyone consumes, and Kinesis does not bill it per request.
     # When nothing is published, no consumer reads the journal, so every GetRecords here is the ESM's.
-    esm = {k: requests.pop(k) for k in list(requests) if k in ESM_OPERATIONS}
+    esm = {k: requests.pop(k) for k in list(requests) if is_mapping_read(k)}
     lambdas = {name: f for name, f in stats["lambda"].items() if "journal-consumer" not in name}
     invocations = sum(f["invocations"] for f in lambdas.values())
     gb_seconds = sum(f["duration_ms_total"] for f in lambdas.values()) / 1000 * LAMBDA_MEMORY_GB
