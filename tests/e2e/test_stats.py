@@ -35,12 +35,17 @@ def eventually(read: Callable[[], Any], ok: Callable[[Any], bool], timeout_s: fl
         time.sleep(0.1)
 
 
+def sealed(internal: dict[str, Any]) -> int:
+    """How many entries the topic's segments hold (internal stats)."""
+    return sum(seg["lastEntry"] - seg["firstEntry"] + 1 for le in internal["ledgers"] for seg in le["segments"])
+
+
 def path(topic: str) -> str:
     return topic.replace("://", "/", 1)
 
 
 @pytest.fixture
-def workload(client: magnetar.Client, topic: str) -> dict[str, Any]:
+def workload(client: magnetar.Client, admin: AdminClient, topic: str) -> dict[str, Any]:
     """2 producers x 50 messages of 100 bytes; Shared `shared`: c1 and c2 each take 15 and ack them
     (20 each were handed out: the receive queue holds 10); Exclusive `excl`: e1 takes nothing."""
     shared = [client.subscribe(topic, "shared", consumer_type=magnetar.ConsumerType.Shared, consumer_name=name,
@@ -53,6 +58,9 @@ def workload(client: magnetar.Client, topic: str) -> dict[str, Any]:
         for _ in range(50):
             producer.send_async(PAYLOAD, None)
         producer.flush()
+    # consumers read sealed entries: wait until all 100 are, so each poll hands out a full queue
+    # (a poll that finds part of a queue sealed hands out fewer, and the counts below would vary)
+    eventually(lambda: admin.topic_internal_stats(topic), lambda s: sealed(s) == 100)
     for consumer in shared:
         for _ in range(15):
             consumer.acknowledge(consumer.receive(timeout_millis=10_000))
@@ -80,10 +88,7 @@ def test_topic_stats_of_a_known_workload(cluster, admin: AdminClient, workload: 
     assert stats["deduplicationStatus"] == "Disabled"
     assert shared["nonContiguousDeletedMessagesRanges"] == 1, "c2 acked 20..34 while 15..19 wait on c1"
 
-    # once the journal consumer sealed everything, sizes come from the segments
-    def sealed(internal: dict[str, Any]) -> int:
-        return sum(seg["lastEntry"] - seg["firstEntry"] + 1 for le in internal["ledgers"] for seg in le["segments"])
-
+    # everything is sealed (the fixture waited for it): sizes come from the segments
     internal = eventually(lambda: admin.topic_internal_stats(topic), lambda s: sealed(s) == 100)
     assert sealed(internal) == 100
     assert internal["entriesAddedCounter"] == 100 and internal["numberOfEntries"] == 100
