@@ -24,7 +24,7 @@ FAN_OUT = "kinesis.GetRecords(fan-out)"
 
 WORKLOADS: dict[str, list[str]] = {
     "steady-300": ["--rate", "300", "--duration", "180"],
-    "steady-300-linger-100": ["--rate", "300", "--duration", "60", "--batch-max-delay-ms", "100"],
+    "steady-300-linger-50": ["--rate", "300", "--duration", "60", "--batch-max-delay-ms", "50"],
     "steady-300-linger-10": ["--rate", "300", "--duration", "60", "--batch-max-delay-ms", "10"],  # pulsar-client's
     "steady-100": ["--rate", "100", "--duration", "60"],
     "steady-300-2x2": ["--rate", "300", "--duration", "60", "--producers", "2", "--consumers", "2"],

@@ -9,13 +9,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS
+from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS
+
 FAN_OUT = ("kinesis.GetRecords(fan-out)", "kinesis.GetShardIterator(fan-out)")
 FAN_OUT_READS = "kinesis.GetRecords(fan-out)"  # what bench/message_cost.py leaves out of "without fan-out reads"
 MIB = 1024 * 1024
 
-# Today's defaults (seal latency target 250 ms, producers lingering 50 ms) hold for runs made since
-# this instant; a run made before it is labelled with what it was measured at instead.
-DEFAULTS_SINCE = "2026-11-28T15:29:00Z"
+# Today's defaults (the seal latency target and the producers' batching delay below) hold for runs
+# made since this instant; a run made before it is labelled with what it was measured at instead.
+DEFAULTS_SINCE = "2026-11-29T06:17:00Z"
+DEFAULT_DELAY_MS, DEFAULT_SEAL_MS = DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, DEFAULT_SEAL_LATENCY_MS
+# the defaults before those: producers lingering 50 ms (the seal target as today)
+FORMER_DEFAULTS_SINCE = "2026-11-28T15:29:00Z"
+FORMER = "producer delay 50 ms"
 TODAY = "today's defaults"
 UNPACED = "unpaced seals"  # limits on, fan-out, sealed reads; every journal batch sealed at once, producers at 10 ms
 TAIL_READS = "tail reads, limits off"  # limits off, the mapping polling once a second, consumers on the journal's tail
@@ -147,12 +154,13 @@ def measured_at(run: Any, before: str) -> str:
     """`before` for a run made before today's defaults; for a newer `magnetar perf` run, today's
     defaults and whatever the run set otherwise."""
     stamp = when(run).replace("+00:00", "Z")
-    if not stamp or stamp < DEFAULTS_SINCE:
+    if not stamp or stamp < FORMER_DEFAULTS_SINCE:
         return before
+    era, delay_ms = (TODAY, DEFAULT_DELAY_MS) if stamp >= DEFAULTS_SINCE else (FORMER, 50)
     if not isinstance(run, dict) or "config" not in run:
-        return TODAY
+        return era
     config, differences = run["config"], []
-    if config.get("batch_max_delay_ms", 50) != 50:
+    if config.get("batch_max_delay_ms", delay_ms) != delay_ms:
         differences.append(f"producer delay {config['batch_max_delay_ms']} ms")
     if config.get("receive_wait_ms", 100) != 100:
         differences.append(f"receive wait {config['receive_wait_ms']} ms")
@@ -160,11 +168,11 @@ def measured_at(run: Any, before: str) -> str:
         differences.append(f"{run['journal_batching_window_s']} s journal batching window")
     if run.get("seal_latency_ms") is not None:
         differences.append(f"seal latency target {run['seal_latency_ms']} ms")
-    return ", ".join([TODAY, *differences])
+    return ", ".join([era, *differences])
 
 
 def scale_measured_at(run: dict[str, Any], before: str) -> str:
     """The same for bench/scale_topics.py's files, whose `local_up` names the cluster's options."""
     label = measured_at({"when": run.get("when")}, before)
     extra = str(run.get("local_up", "")).replace("magnetar local up (defaults)", "").strip()
-    return f"{label}, `{extra}`" if label == TODAY and extra else label
+    return f"{label}, `{extra}`" if label in (TODAY, FORMER) and extra else label

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from .base import (
+    FORMER,
     TAIL_READS,
-    TODAY,
     UNPACED,
     Results,
     bold,
@@ -142,7 +142,7 @@ def replication(results: Results) -> str:
         table(["run", "replication delay p50 / p99 ms", "single-cluster e2e p50 / p99 ms", "ratio",
                "replicated topic's e2e in east p50 / p99 ms", "AWS requests / 1,000 msgs, both clusters",
                "inter-region bytes (requests) / 1,000 msgs"], lat_rows),
-        f"Measured at: {TODAY}.")
+        f"Measured at: {FORMER}.")
 
 
 def fuzz(results: Results) -> str:

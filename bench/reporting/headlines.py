@@ -9,6 +9,7 @@ from typing import Any
 from message_cost import WORKLOADS
 
 from .base import (
+    FORMER,
     TAIL_READS,
     TODAY,
     UNPACED,
@@ -191,8 +192,8 @@ def push_vs_poll(results: Results) -> str:
 def spark(results: Results) -> str:
     data: dict[str, Any] = results.load("spark-direct-s3.json")
     label = measured_at(data, f"{UNPACED}, AWS limits off (the bench's default)")
-    if label == TODAY and data.get("aws_limits") == "off":
-        label = f"{TODAY}, AWS limits off (the bench's default: producing 1 GB is not held to one shard)"
+    if label in (TODAY, FORMER) and data.get("aws_limits") == "off":
+        label = f"{label}, AWS limits off (the bench's default: producing 1 GB is not held to one shard)"
     lines = [cited_command(data["command"], "spark-direct-s3.json")]
     # the path through the broker: from the same run when it read that way too, else from the run that did
     broker_run, broker_label = data, label
@@ -248,13 +249,13 @@ def protocol(results: Results) -> str:
 # `magnetar verify` records its command line and time: a new one is labelled from those).
 VERIFY: list[tuple[str, str, str]] = [
     ("verify-12-seed25.json", "magnetar verify --runs 12 --seed 25 --delay-points all "
-     "--json bench/results/verify-12-seed25.json", TODAY),
+     "--json bench/results/verify-12-seed25.json", FORMER),
     ("verify-30-seed24.json", "magnetar verify --runs 30 --seed 24 --delay-points all "
      "--json bench/results/verify-30-seed24.json", UNPACED),
     ("verify-200-seed42.json", "magnetar verify --runs 200 --seed 42 --crash-points all --delay-points all "
      "--json bench/results/verify-200-seed42.json", f"{UNPACED}; `all` without the refusal point"),
-    ("verify-geo-2-clusters.json", "", TODAY),
-    ("verify-geo-3-clusters.json", "", TODAY),
+    ("verify-geo-2-clusters.json", "", FORMER),
+    ("verify-geo-3-clusters.json", "", FORMER),
 ]
 VIOLATIONS = ("lost", "duplicated", "order_violations", "cursor_backwards", "missing_objects", "compaction_violations",
               "schema_violations", "replicated_from_violations", "replicated_subscription_skips")

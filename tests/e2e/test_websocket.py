@@ -231,3 +231,17 @@ def test_connection_registry_on_dynamodb(cluster) -> None:  # type: ignore[no-un
     assert topic in registry.topics()
     registry.forget_topic(topic, registry.topics()[topic])
     assert topic not in registry.topics()
+
+
+def test_a_producer_outrunning_its_shard_is_told_how_long_its_writes_waited(cluster) -> None:  # type: ignore[no-untyped-def]
+    """A topic's journal is one shard (1 MiB/s): 90 KB frames back to back outrun it, and the
+    receipts of the writes that waited for the shard say how long (`throttledMs`, as the HTTP
+    publish response does); the others carry no such field."""
+    topic = new_topic()
+    payload = "x" * 90 * 1024  # under API Gateway's 128 KB frame once in base64
+    with open_ws(cluster, producer_path(topic)) as producer:
+        receipts = [send(producer, payload, context=str(i)) for i in range(40)]
+    assert [r["result"] for r in receipts] == ["ok"] * 40
+    waits = [r.get("throttledMs", 0) for r in receipts]
+    assert sum(waits) > 0 and all(w >= 0 for w in waits), waits
+    assert all("throttledMs" not in r or r["throttledMs"] > 0 for r in receipts)

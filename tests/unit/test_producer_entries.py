@@ -9,7 +9,8 @@ from concurrent.futures import Future
 
 import pytest
 
-from magnetar.client.producer import Producer, _Pending, _requests
+from magnetar.client.producer import Producer
+from magnetar.client.producer_entries import Pending, requests_of
 from magnetar.client.transport import Transport
 from magnetar.client.types import BatchingType
 from magnetar.core.entry import Message
@@ -27,9 +28,9 @@ def producer(transport: Transport, **kwargs: object) -> Producer:
                     **kwargs)  # type: ignore[arg-type]
 
 
-def queued(keys: list[str | None], size: int = 1000) -> list[list[_Pending]]:
+def queued(keys: list[str | None], size: int = 1000) -> list[list[Pending]]:
     """One one-message batch per key: what the delay left while a request was in flight."""
-    return [[_Pending(Message(b"x" * size, key), size, Future(), None, seq)] for seq, key in enumerate(keys)]
+    return [[Pending(Message(b"x" * size, key), size, Future(), None, seq)] for seq, key in enumerate(keys)]
 
 
 def test_one_message_batches_are_joined_up_to_the_batching_limit(transport: Transport) -> None:
@@ -53,7 +54,7 @@ def test_key_based_batches_become_one_entry_per_key_ordered_by_highest_sequence_
     assert highest == sorted(highest) == [196, 197, 198, 199]
     assert all([m.sequence_id for m in e] == sorted(m.sequence_id for m in e) for e in entries)
     # a request of 200 one-message entries (before joining) against 4: the 256 KiB cut counts entries
-    assert len(_requests(entries)) == 1 and len(_requests([[m] for e in entries for m in e])) == 2
+    assert len(requests_of(entries)) == 1 and len(requests_of([[m] for e in entries for m in e])) == 2
 
 
 def test_without_batching_every_message_stays_its_own_entry(transport: Transport) -> None:
@@ -64,7 +65,7 @@ def test_without_batching_every_message_stays_its_own_entry(transport: Transport
 def test_batches_of_different_replication_settings_are_never_joined(transport: Transport) -> None:
     p = producer(transport, batching_max_messages=100)
     settings: list[tuple[str, ...] | None] = [None, None, ("a", "b"), ("a", "b"), (), None]
-    batches = [[_Pending(Message(b"x"), 1, Future(), None, seq, replicate_to=rt)] for seq, rt in enumerate(settings)]
+    batches = [[Pending(Message(b"x"), 1, Future(), None, seq, replicate_to=rt)] for seq, rt in enumerate(settings)]
     entries = p._entries(batches)
     assert [[m.sequence_id for m in e] for e in entries] == [[0, 1], [2, 3], [4], [5]]
     assert [p._encode(e).get("replicationClusters") for e in entries] == [None, ["a", "b"], [], None]
@@ -73,7 +74,7 @@ def test_batches_of_different_replication_settings_are_never_joined(transport: T
 def test_key_based_entries_keep_their_replication_setting_apart(transport: Transport) -> None:
     p = producer(transport, batching_type=BatchingType.KeyBased)
     settings: list[tuple[str, ...] | None] = [None, ("a",), None, ("a",)]
-    batches = [[_Pending(Message(b"x", "k"), 1, Future(), None, seq, replicate_to=rt)]
+    batches = [[Pending(Message(b"x", "k"), 1, Future(), None, seq, replicate_to=rt)]
                for seq, rt in enumerate(settings)]
     entries = p._entries(batches)
     assert all(len({m.replicate_to for m in e}) == 1 for e in entries)

@@ -45,7 +45,7 @@ DIFFERENCES: dict[str, str] = {
     "Client.create_producer(batching_enabled=)": "default None (on unless chunking_enabled), not False: one AWS "
                                                 "request per message otherwise (send_async under load); "
                                                 "batching_enabled=False works",
-    "Client.create_producer(batching_max_publish_delay_ms=)": "default 50, not 10: every request is an API call, "
+    "Client.create_producer(batching_max_publish_delay_ms=)": "default 100, not 10: every request is an API call, "
                                                              "a Lambda invocation, a reservation and a journal record",
 }
 

@@ -22,7 +22,8 @@ from magnetar.client import exceptions
 from magnetar.client.consumer import ACK_GROUP_S, HEARTBEAT_S, Consumer, ack_flush_due
 from magnetar.client.consumer_base import MessageListening
 from magnetar.client.message import Message, MessageId, acknowledged_id
-from magnetar.client.producer import Producer, SendCallback, send_arguments
+from magnetar.client.producer import Producer, send_arguments
+from magnetar.client.producer_entries import SendCallback
 from magnetar.client.threads import Workers
 from magnetar.client.transport import ServiceSwitched, topic_path
 from magnetar.client.types import ConsumerBatchReceivePolicy, PartitionsRoutingMode, check_type

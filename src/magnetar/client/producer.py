@@ -29,14 +29,22 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client import exceptions
 from magnetar.client.message import MessageId
+from magnetar.client.producer_entries import (
+    Pending,
+    SendCallback,
+    by_key,
+    requests_of,
+    same_replication,
+    travels_alone,
+    with_replication,
+)
+from magnetar.client.send_checks import after_ms, check_content, check_send, replicate_to_of
 from magnetar.client.threads import Workers
 from magnetar.client.tracing import traced_properties
 from magnetar.client.transport import Transport, topic_path
@@ -45,9 +53,6 @@ from magnetar.client.types import (
     CompressionType,
     ProducerAccessMode,
     Result,
-    check_properties,
-    check_type,
-    check_type_or_none,
 )
 from magnetar.core.compression import Codec, compress
 from magnetar.core.entry import Message, encode_messages
@@ -57,57 +62,15 @@ from magnetar.core.publish_pacing import PublishPacer
 if TYPE_CHECKING:
     from magnetar.client.crypto import MessageEncryptor
 
-SendCallback = Callable[[Result, MessageId | None], None]
 log = logging.getLogger(__name__)
 # pulsar-client closes a batch after 10 ms; here every request is an API call, a Lambda invocation, a
-# DynamoDB reservation and a Kinesis record, so a busy producer lingers longer by default: at 300 msg/s
-# 50 ms halves the producer's requests for ~20 ms more publish latency (docs/benchmarks.md).
-DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS = 50
+# DynamoDB reservation and a Kinesis record, so a busy producer lingers longer by default: its share
+# of the end-to-end latency budget it splits with the seal latency target (core/ledger/pacing.py,
+# DEFAULT_SEAL_LATENCY_MS, says how; docs/benchmarks.md measures it).
+DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS = 100
 IDLE_WAIT_S = 5.0  # an idle producer's sender thread wakes this seldom (many producers per process)
 MAX_ENTRY_BYTES = 900 * 1024  # under Kinesis' 1 MiB record, with room for the entry's metadata
-# the entries of one request share one journal record (up to 1 MiB); a quarter of a MiB keeps
-# requests few (about 250 messages of 1 KB) while a record needs a quarter of a second of a shard's
-# 1 MiB/s, so the partition producers sharing a shard (each one request in flight) take turns
-MAX_REQUEST_BYTES = 256 * 1024
-ENTRY_OVERHEAD_BYTES = 1024  # an entry's metadata beside its payload and key (topic, producer, ids)
-MAX_BATCHES_PER_REQUEST = 1_000  # the broker's limit of entries in one publish
 EXCLUSIVE_LEASE_MS = 30_000  # an exclusive producer renews its hold on the topic every third of it
-
-
-@dataclass
-class _Pending:
-    message: Message
-    size: int
-    future: Future[MessageId]
-    callback: SendCallback | None
-    sequence_id: int
-    deliver_at: int = 0
-    chunks: list[tuple[bytes, int, int]] = field(default_factory=list)  # (chunk, codec size, uncompressed)
-    # the clusters the message is stored in (geo-replication): None, the topic's; (): this one only
-    replicate_to: tuple[str, ...] | None = None
-
-
-def check_content(content: object) -> None:
-    """pulsar-client's BytesSchema.encode check of a payload (None: a null value): a TypeError."""
-    if content is not None and not isinstance(content, bytes):
-        raise TypeError(f"Invalid record obj of type {type(content)} - expected type is {bytes}")
-
-
-def _check_send(content: object, properties: object, partition_key: object, ordering_key: object,
-                sequence_id: object, replication_clusters: object, disable_replication: object,
-                event_timestamp: object, deliver_at: object, deliver_after: object) -> None:
-    """pulsar-client's argument checks of `send`/`send_async` (its `_build_msg`): the payload's
-    TypeError first, then ValueErrors (a TypeError for a property that is not str to str)."""
-    check_content(content)
-    check_properties(properties)
-    check_type_or_none(str, partition_key, "partition_key")
-    check_type_or_none(str, ordering_key, "ordering_key")
-    check_type_or_none(int, sequence_id, "sequence_id")
-    check_type_or_none(list, replication_clusters, "replication_clusters")
-    check_type(bool, disable_replication, "disable_replication")
-    check_type_or_none(int, event_timestamp, "event_timestamp")
-    check_type_or_none(int, deliver_at, "deliver_at")
-    check_type_or_none((timedelta, int), deliver_after, "deliver_after")
 
 
 def send_arguments(content: object, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -117,28 +80,9 @@ def send_arguments(content: object, args: tuple[Any, ...], kwargs: dict[str, Any
     bound.apply_defaults()
     arguments = dict(bound.arguments)
     del arguments["self"]
-    _check_send(**arguments)
+    check_send(**arguments)
     del arguments["content"]
     return arguments
-
-
-def _replicate_to(replication_clusters: list[str] | None, disable_replication: bool) -> tuple[str, ...] | None:
-    """pulsar-client's per-message replication: `disable_replication` stores the message in this
-    cluster only (it wins over a list, as in pulsar-client, which applies it last); a non-empty
-    `replication_clusters` names the clusters; None or [] leaves the topic's replication clusters."""
-    if disable_replication:
-        return ()
-    if not replication_clusters:
-        return None
-    if not all(isinstance(c, str) and c for c in replication_clusters):
-        raise ValueError("replication_clusters must be a list of cluster names (non-empty str)")
-    return tuple(dict.fromkeys(replication_clusters))
-
-
-def _after_ms(deliver_after: timedelta | int | None) -> int | None:
-    if isinstance(deliver_after, timedelta):
-        return int(deliver_after.total_seconds() * 1000)
-    return deliver_after
 
 
 class Producer:
@@ -177,9 +121,9 @@ class Producer:
         if encryptor is not None:
             self._codec = Codec.NONE  # ciphertext does not compress
         self._chunking = chunking_enabled
-        self._batch: list[_Pending] = []  # the batch being filled
+        self._batch: list[Pending] = []  # the batch being filled
         # ready to send, in order: batches, and delayed or chunked messages (each its own request)
-        self._ready: list[list[_Pending]] = []
+        self._ready: list[list[Pending]] = []
         self._waiting = 0  # messages in ready batches and the current one, not yet in flight
         self._max_pending = max(1, max_pending_messages)
         self._batch_bytes = 0
@@ -244,11 +188,11 @@ class Producer:
         (Magnetar also takes ms as an int). `replication_clusters` names the clusters of the
         topic's replication set the message is stored in (None or []: all of them),
         `disable_replication` stores it in this cluster only."""
-        _check_send(content, properties, partition_key, ordering_key, sequence_id, replication_clusters,
+        check_send(content, properties, partition_key, ordering_key, sequence_id, replication_clusters,
                     disable_replication, event_timestamp, deliver_at, deliver_after)
         future = self._enqueue(content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
-                               deliver_at, _after_ms(deliver_after), None,
-                               _replicate_to(replication_clusters, disable_replication))
+                               deliver_at, after_ms(deliver_after), None,
+                               replicate_to_of(replication_clusters, disable_replication))
         self.flush()
         return future.result()
 
@@ -257,13 +201,13 @@ class Producer:
                    replication_clusters: list[str] | None = None, disable_replication: bool = False,
                    event_timestamp: int | None = None, deliver_at: int | None = None,
                    deliver_after: timedelta | int | None = None) -> None:
-        _check_send(content, properties, partition_key, ordering_key, sequence_id, replication_clusters,
+        check_send(content, properties, partition_key, ordering_key, sequence_id, replication_clusters,
                     disable_replication, event_timestamp, deliver_at, deliver_after)
         if callback is not None and not callable(callback):
             raise TypeError(f"send_async(): incompatible function arguments: callback must be callable, not "
                             f"'{type(callback).__name__}'")
         self._enqueue(content, properties, partition_key, ordering_key, sequence_id, event_timestamp, deliver_at,
-                      _after_ms(deliver_after), callback, _replicate_to(replication_clusters, disable_replication))
+                      after_ms(deliver_after), callback, replicate_to_of(replication_clusters, disable_replication))
 
     def flush(self) -> None:
         """Send everything queued so far and wait until it is acknowledged (or failed)."""
@@ -311,7 +255,7 @@ class Producer:
             seq = self._next_sequence_id if sequence_id is None else int(sequence_id)
             self._next_sequence_id = max(self._next_sequence_id, seq) + 1
             size = len(message.payload) + (self._encryptor.overhead() if self._encryptor is not None else 0)
-            pending = _Pending(message, size, Future(), callback, seq, at, replicate_to=replicate_to)
+            pending = Pending(message, size, Future(), callback, seq, at, replicate_to=replicate_to)
             if pending.size > MAX_ENTRY_BYTES:
                 if not self._chunking:
                     raise exceptions.MessageTooBig(
@@ -375,10 +319,10 @@ class Producer:
                     continue
                 if self._batch and time.monotonic() >= self._batch_started + self._delay_s:
                     self._close_batch()  # due while the previous request was out: it goes with this one
-                if _alone(self._ready[0]):
+                if travels_alone(self._ready[0]):
                     work = [self._ready.pop(0)]
                 else:  # every ready batch up to the next message that travels alone: one request
-                    count = next((i for i, b in enumerate(self._ready) if _alone(b)), len(self._ready))
+                    count = next((i for i, b in enumerate(self._ready) if travels_alone(b)), len(self._ready))
                     work, self._ready = self._ready[:count], self._ready[count:]
                 self._inflight = sum(len(b) for b in work)
                 self._waiting -= self._inflight
@@ -388,14 +332,14 @@ class Producer:
             if work[0][0].chunks:
                 self._publish_chunks(work[0][0])
             else:
-                for request in _requests(self._entries(work)):
+                for request in requests_of(self._entries(work)):
                     time.sleep(self._pacer.delay(time.monotonic()))  # the work's later requests too
                     self._publish(request)
             with self._cond:
                 self._inflight = 0
                 self._cond.notify_all()
 
-    def _entries(self, batches: list[list[_Pending]]) -> list[list[_Pending]]:
+    def _entries(self, batches: list[list[Pending]]) -> list[list[Pending]]:
         """The ready batches of one request as its entries. Batches that queued while the previous
         request was in flight are joined again up to the batching limits (messages, bytes): at a
         low rate per partition the delay closes a batch after a message or two, and with
@@ -406,16 +350,16 @@ class Producer:
         messages form its entries, ordered by their highest sequence ids (deduplication compares
         those, so they keep growing from one request to the next). Messages with different
         replication settings are never joined: each run of one setting is cut on its own."""
-        entries: list[list[_Pending]] = []
-        for run in _same_replication([p for b in batches for p in b]):
-            groups = _by_key(run) if self._key_based else [run]
+        entries: list[list[Pending]] = []
+        for run in same_replication([p for b in batches for p in b]):
+            groups = by_key(run) if self._key_based else [run]
             entries += [part for group in groups for part in self._cut(group)]
         return sorted(entries, key=lambda e: e[-1].sequence_id) if self._key_based else entries
 
-    def _cut(self, messages: list[_Pending]) -> list[list[_Pending]]:
+    def _cut(self, messages: list[Pending]) -> list[list[Pending]]:
         """Consecutive messages cut into entries of at most `batching_max_messages` messages and
         `batching_max_allowed_size_in_bytes` bytes."""
-        out: list[list[_Pending]] = []
+        out: list[list[Pending]] = []
         size = 0
         for p in messages:
             if not out or len(out[-1]) >= self._max_messages or size + p.size > self._max_bytes:
@@ -431,7 +375,7 @@ class Producer:
         self._pacer.answered(started, time.monotonic(), nbytes, int(response.get("throttledMs") or 0))
         return [MessageId.from_text(r["messageId"], str(self._topic)) for r in response["messagePublishResults"]]
 
-    def _encode(self, batch: list[_Pending]) -> dict[str, Any]:
+    def _encode(self, batch: list[Pending]) -> dict[str, Any]:
         messages = [p.message for p in batch]
         raw = encode_messages(messages)
         key = next((m.ordering_key or m.key for m in messages if (m.ordering_key or m.key)), None)
@@ -440,9 +384,9 @@ class Producer:
             "numMessages": len(batch), "compression": self._codec.value, "uncompressedSize": len(raw),
             "key": key, "batched": self._batching, "deliverAt": batch[0].deliver_at,
         }
-        return _with_replication(body, batch[0].replicate_to)
+        return with_replication(body, batch[0].replicate_to)
 
-    def _publish(self, entries: list[list[_Pending]]) -> None:
+    def _publish(self, entries: list[list[Pending]]) -> None:
         """One request: one batch (`batch`), or several appended together (`batches`, each with
         its sequence ids); all of its messages succeed or fail together."""
         body: dict[str, Any] = {"producerName": self._name}
@@ -466,14 +410,14 @@ class Producer:
         for p, message_id in zip(pendings, ids, strict=True):
             self._succeed(p, message_id)
 
-    def _publish_chunks(self, pending: _Pending) -> None:
+    def _publish_chunks(self, pending: Pending) -> None:
         chunk_uuid = f"{self._name}-{pending.sequence_id}-{uuid.uuid4().hex[:8]}"
         key = pending.message.ordering_key or pending.message.key
         message_id: MessageId | None = None
         for index, (piece, total, uncompressed) in enumerate(pending.chunks):
             body = {
                 "producerName": self._name, "sequenceId": pending.sequence_id, "highestSequenceId": pending.sequence_id,
-                "batch": _with_replication({
+                "batch": with_replication({
                     "payload": base64.b64encode(piece).decode(), "numMessages": 1, "compression": self._codec.value,
                     "uncompressedSize": uncompressed, "key": key, "batched": False,
                     "chunk": {"uuid": chunk_uuid, "chunkId": index, "numChunks": len(pending.chunks),
@@ -489,63 +433,16 @@ class Producer:
         assert message_id is not None
         self._succeed(pending, message_id)
 
-    def _succeed(self, p: _Pending, message_id: MessageId) -> None:
+    def _succeed(self, p: Pending, message_id: MessageId) -> None:
         p.future.set_result(message_id)
         if p.callback:
             _safe(p.callback, Result.Ok, message_id)
 
-    def _fail(self, batch: list[_Pending], exc: exceptions.PulsarException) -> None:
+    def _fail(self, batch: list[Pending], exc: exceptions.PulsarException) -> None:
         for p in batch:
             p.future.set_exception(exc)
             if p.callback:
                 _safe(p.callback, Result.from_exception(exc), None)
-
-
-def _alone(batch: list[_Pending]) -> bool:
-    """A delayed or chunked message: its own request (its delivery time or chunks are its own)."""
-    return bool(batch[0].deliver_at or batch[0].chunks)
-
-
-def _requests(entries: list[list[_Pending]]) -> list[list[list[_Pending]]]:
-    """Consecutive entries cut into requests whose entries fit one journal record together."""
-    out: list[list[list[_Pending]]] = []
-    size = 0
-    for entry in entries:
-        weight = sum(p.size + len(p.message.key or "") + len(p.message.ordering_key or "") + 32
-                     + sum(len(k) + len(v) + 8 for k, v in p.message.properties.items()) for p in entry)
-        weight += ENTRY_OVERHEAD_BYTES
-        if not out or size + weight > MAX_REQUEST_BYTES or len(out[-1]) >= MAX_BATCHES_PER_REQUEST:
-            out.append([])
-            size = 0
-        out[-1].append(entry)
-        size += weight
-    return out
-
-
-def _with_replication(batch: dict[str, Any], replicate_to: tuple[str, ...] | None) -> dict[str, Any]:
-    """An encoded batch with its messages' replication clusters ([]: this cluster only), if set."""
-    if replicate_to is not None:
-        batch["replicationClusters"] = list(replicate_to)
-    return batch
-
-
-def _same_replication(messages: list[_Pending]) -> list[list[_Pending]]:
-    """Consecutive messages in runs of one replication setting (a batch never mixes them)."""
-    runs: list[list[_Pending]] = []
-    for p in messages:
-        if not runs or runs[-1][-1].replicate_to != p.replicate_to:
-            runs.append([])
-        runs[-1].append(p)
-    return runs
-
-
-def _by_key(batch: list[_Pending]) -> list[list[_Pending]]:
-    """Key-based batching: one entry per key, in the order of their highest sequence ids (so that
-    deduplication, which compares highest sequence ids, sees them grow)."""
-    groups: dict[str | None, list[_Pending]] = {}
-    for p in batch:
-        groups.setdefault(p.message.ordering_key or p.message.key, []).append(p)
-    return sorted(groups.values(), key=lambda g: g[-1].sequence_id)
 
 
 def _safe(callback: SendCallback, result: Result, message_id: MessageId | None) -> None:

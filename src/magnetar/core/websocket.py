@@ -152,10 +152,14 @@ def entry_frames(entry: Entry, partition: int, redelivery_count: int, skip: set[
     return out
 
 
-def producer_ack(message_id: MessageIdData, context: object) -> str:
+def producer_ack(message_id: MessageIdData, context: object, throttled_ms: int = 0) -> str:
+    """A publish's answer; `throttledMs` (as in the HTTP publish response) when the journal write
+    waited that long for its shard's write budget: a producer that sees it should slow down."""
     ack: dict[str, Any] = {"result": "ok", "messageId": encode_message_id(message_id)}
     if context is not None:
         ack["context"] = context
+    if throttled_ms > 0:
+        ack["throttledMs"] = throttled_ms
     return json.dumps(ack)
 
 

@@ -34,7 +34,16 @@ from dataclasses import dataclass, field
 from magnetar.core.errors import InvalidInput
 from magnetar.core.ports import JournalPosition, JournalRecord, SealState
 
-DEFAULT_SEAL_LATENCY_MS = 250  # keeps end-to-end p99 under ~700 ms at the defaults (docs/benchmarks.md)
+# A message of a busy topic waits twice before it is readable: in its producer's batch (at most the
+# producer's batching delay) and in the journal for its seal (at most this target). The two defaults
+# split one budget of 350 ms, the most that keeps end-to-end p99 under 500 ms at 100 msg/s (and
+# ~700 ms at any rate one shard takes; docs/benchmarks.md). A producer's wait costs a publish
+# request per delay, a seal's a seal per target, so the split that costs least puts delay : target
+# at sqrt(price of a publish : price of a seal): a publish is an API Gateway request, a Lambda
+# invocation of ~20 ms, a reservation and a journal record, ~$2.1 per million; a seal a segment PUT,
+# a 4-unit commit, the consumer's poll and GET, a journal-consumer invocation and its hold, ~$12 per
+# million (magnetar.cost.prices). sqrt(2.1 / 12) ~ 0.42: ~100 ms of delay for ~250 ms of target.
+DEFAULT_SEAL_LATENCY_MS = 250  # and the SDK's batching delay 100 ms (client/producer.py)
 MAX_SEAL_LATENCY_MS = 10_000  # well inside the writers' 10 s deadline and the 60 s hole grace
 FULL_SEGMENT_BYTES = 1024 * 1024  # a batch this big is sealed at once: its PUT is well spent
 

@@ -239,6 +239,7 @@ class Connections:
             self.broker.schemas.check_publish(  # its schemaVersion is the topic's; schemaValidationEnforced
                 topic, request.message.schema_version,
                 bool(self.broker.writer.policies(topic).get("schema_validation_enforced")))
+            throttled_ms = 0
             if not topic.is_persistent:
                 message_id = self.fanout.publish(topic, [request.message], conn.name)[0]
             else:
@@ -248,10 +249,11 @@ class Connections:
                 batch = Batch.of([request.message], batched=False, sequence_id=request.sequence_id,
                                  highest_sequence_id=request.sequence_id, deliver_at=deliver_at,
                                  replicate_to=request.replicate_to)
-                message_id = self.broker.writer.append(topic, batch, conn.name).message_ids[0]
+                appended = self.broker.writer.append(topic, batch, conn.name)
+                message_id, throttled_ms = appended.message_ids[0], appended.throttled_ms
         except MagnetarError as exc:
             return producer_error(UNKNOWN_ERROR, exc.reason, request.context)
-        return producer_ack(message_id, request.context)
+        return producer_ack(message_id, request.context, throttled_ms)
 
     def _consumer_frame(self, conn: Connection, frame: dict[str, object]) -> str | None:
         kind = frame.get("type")
