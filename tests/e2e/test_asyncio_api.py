@@ -26,7 +26,7 @@ def _default(value: Any) -> str:
 # Defaults that differ on purpose (docs/semantics.md), as the SDK's own (tests/unit/test_pulsar_api_parity.py)
 DIFFERENT_DEFAULTS = {
     # every publish request is an API call, an invocation, a reservation and a journal record
-    "Client.create_producer(batching_max_publish_delay_ms)": "50",
+    "Client.create_producer(batching_max_publish_delay_ms)": "100",
 }
 
 
