@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import struct
+import threading
 import uuid
 from types import SimpleNamespace
 from typing import Any, cast
@@ -157,3 +161,76 @@ def test_reconnects_after_an_unexpected_close_and_redelivers(client) -> None:  #
     consumer.redeliver_unacknowledged_messages()  # "after" is not acknowledged: it comes back at once
     assert consumer.receive(timeout_millis=10_000).data() == b"after"
     consumer.close()
+
+
+class _Relay:
+    """A TCP relay in front of the cluster's port; the next `resets` connections are cut with a TCP
+    reset as soon as they are accepted (as a cluster going down mid-connect does): the client's
+    handshake fails on a reset socket or on a connection closed under it, whichever comes first."""
+
+    def __init__(self, port: int) -> None:
+        self.target, self.resets, self.cut = port, 0, 0
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.links: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            if self.resets > 0:
+                self.resets -= 1
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                conn.close()
+                self.cut += 1
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            self.links += [conn, upstream]
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def drop_links(self) -> None:
+        for link in self.links:
+            with contextlib.suppress(OSError):
+                link.close()
+        self.links.clear()
+
+    def close(self) -> None:
+        self.server.close()
+        self.drop_links()
+
+
+def test_a_reconnect_whose_handshake_is_reset_is_tried_again(cluster) -> None:  # type: ignore[no-untyped-def]
+    """The connection drops and the next handshakes are reset mid-way (a cluster going down as the
+    consumer reconnects): the consumer keeps trying, and gets what is published once it is back."""
+    relay = _Relay(int(cluster.url.rsplit(":", 1)[1]))
+    c = magnetar.Client(cluster.url, websocket_url=f"http://127.0.0.1:{relay.port}")
+    try:
+        topic = new_topic("persistent")
+        consumer = c.subscribe(topic, "reset", delivery="push")
+        producer = producer_of(c, topic)
+        producer.send(b"before")
+        consumer.acknowledge(consumer.receive(timeout_millis=10_000))
+        relay.resets = 5
+        relay.drop_links()
+        producer.send(b"after")
+        got = consumer.receive(timeout_millis=20_000)
+        if got.data() == b"before":  # its acknowledgement went down with the connection: at least once
+            consumer.acknowledge(got)
+            got = consumer.receive(timeout_millis=20_000)
+        assert got.data() == b"after"
+        assert relay.cut == 5 and consumer.is_connected()
+    finally:
+        c.close()
+        relay.close()

@@ -33,7 +33,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidStatus, InvalidURI, WebSocketException
 from websockets.sync.client import ClientConnection, connect
 
 from magnetar.client import exceptions
@@ -299,7 +299,8 @@ class PushConsumer(ConsumerBase):
             raise _refusal(exc) from None
         except InvalidURI as exc:
             raise exceptions.InvalidConfiguration(f"Invalid WebSocket URL {self._url!r}: {exc}") from None
-        except (OSError, TimeoutError, InvalidHandshake) as exc:
+        except (OSError, TimeoutError, WebSocketException) as exc:  # a refused handshake, or a connection
+            # reset or closed during it (a cluster going down as the consumer reconnects): try again
             raise exceptions.ConnectError(f"WebSocket connect to {self._url}: {exc}") from exc
         self._generation = generation
         self._connected.set()
