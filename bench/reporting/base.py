@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS
-from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS
 
 FAN_OUT = ("kinesis.GetRecords(fan-out)", "kinesis.GetShardIterator(fan-out)")
 FAN_OUT_READS = "kinesis.GetRecords(fan-out)"  # what bench/message_cost.py leaves out of "without fan-out reads"
@@ -19,10 +18,10 @@ MIB = 1024 * 1024
 # Today's defaults (the seal latency target and the producers' batching delay below) hold for runs
 # made since this instant; a run made before it is labelled with what it was measured at instead.
 DEFAULTS_SINCE = "2026-11-29T06:17:00Z"
-DEFAULT_DELAY_MS, DEFAULT_SEAL_MS = DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, DEFAULT_SEAL_LATENCY_MS
 # the defaults before those: producers lingering 50 ms (the seal target as today)
 FORMER_DEFAULTS_SINCE = "2026-11-28T15:29:00Z"
-FORMER = "producer delay 50 ms"
+FORMER_DELAY_MS = 50
+FORMER = f"producer delay {FORMER_DELAY_MS} ms"
 TODAY = "today's defaults"
 UNPACED = "unpaced seals"  # limits on, fan-out, sealed reads; every journal batch sealed at once, producers at 10 ms
 TAIL_READS = "tail reads, limits off"  # limits off, the mapping polling once a second, consumers on the journal's tail
@@ -156,7 +155,8 @@ def measured_at(run: Any, before: str) -> str:
     stamp = when(run).replace("+00:00", "Z")
     if not stamp or stamp < FORMER_DEFAULTS_SINCE:
         return before
-    era, delay_ms = (TODAY, DEFAULT_DELAY_MS) if stamp >= DEFAULTS_SINCE else (FORMER, 50)
+    era, delay_ms = ((TODAY, DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS) if stamp >= DEFAULTS_SINCE
+                     else (FORMER, FORMER_DELAY_MS))
     if not isinstance(run, dict) or "config" not in run:
         return era
     config, differences = run["config"], []

@@ -103,9 +103,7 @@ def _met(checks: list[Check]) -> str:
 
 
 def goals(results: Results) -> str:
-    # the producer's default delay is the 100 ms the linger goal names: steady-300 is that run
     s300, s100, two = (run(results, w) for w in ("steady-300", "steady-100", "steady-300-2x2"))
-    lingering = s300
     flat, ks = run(results, "flat-out"), run(results, "key-shared-8p")
 
     def req(r: dict[str, Any], limit: float) -> Check:
@@ -125,7 +123,7 @@ def goals(results: Results) -> str:
         ("steady 300 msg/s: ≤ $0.30 per million", [cost(s300, 0.30)]),
         ("steady 300 msg/s: e2e p99 ≤ 700 ms", [p99(s300, 700)]),
         ("producer lingering 100 ms: ≤ $0.12 per million (batched SQS), e2e p99 ≤ 1 s",
-         [cost(lingering, 0.12), p99(lingering, 1000)]),
+         [cost(s300, 0.12), p99(s300, 1000)]),  # the default delay is the 100 ms this goal names
         ("flat out: ≤ 30 requests per 1,000, ≤ $0.05 per million, e2e p99 ≤ 700 ms",
          [req(flat, 30), cost(flat, 0.05), p99(flat, 700)]),
         ("partitioned Key_Shared: ≤ 40 requests per 1,000; throughput ≥ 0.5 of the single-topic flat-out run",

@@ -312,8 +312,8 @@ class Client:
         `auto_ack_oldest_chunked_message_on_queue_full`, `batch_index_ack_enabled` (batch-index
         acknowledgement is always on), `max_total_receiver_queue_size_across_partitions`,
         `broker_consumer_stats_cache_time_ms`, `replicate_subscription_state_enabled`, `properties`."""
-        arguments = {k: v for k, v in locals().items() if k != "self"}
-        topic, replicate_subscription_state_enabled = check_subscribe_arguments(**arguments)
+        topic, replicate_subscription_state_enabled = check_subscribe_arguments(
+            **{k: v for k, v in locals().items() if k != "self"})
         decryptor = crypto.decryptor(crypto_key_reader, crypto_failure_action)
         mode = _delivery(delivery) if delivery is not None else self._delivery
         if pattern is not None:

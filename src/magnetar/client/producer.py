@@ -189,7 +189,7 @@ class Producer:
         topic's replication set the message is stored in (None or []: all of them),
         `disable_replication` stores it in this cluster only."""
         check_send(content, properties, partition_key, ordering_key, sequence_id, replication_clusters,
-                    disable_replication, event_timestamp, deliver_at, deliver_after)
+                   disable_replication, event_timestamp, deliver_at, deliver_after)
         future = self._enqueue(content, properties, partition_key, ordering_key, sequence_id, event_timestamp,
                                deliver_at, after_ms(deliver_after), None,
                                replicate_to_of(replication_clusters, disable_replication))
@@ -202,7 +202,7 @@ class Producer:
                    event_timestamp: int | None = None, deliver_at: int | None = None,
                    deliver_after: timedelta | int | None = None) -> None:
         check_send(content, properties, partition_key, ordering_key, sequence_id, replication_clusters,
-                    disable_replication, event_timestamp, deliver_at, deliver_after)
+                   disable_replication, event_timestamp, deliver_at, deliver_after)
         if callback is not None and not callable(callback):
             raise TypeError(f"send_async(): incompatible function arguments: callback must be callable, not "
                             f"'{type(callback).__name__}'")
