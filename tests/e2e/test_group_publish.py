@@ -261,6 +261,7 @@ def test_a_saturated_shard_is_reported_and_the_producer_paces_itself(cluster: An
     assert [r.status_code for r in responses] == [200] * 4, responses[-1].text
     waits = [r.json().get("throttledMs", 0) for r in responses]
     assert sum(waits) >= 300 and all(w >= 0 for w in waits), waits
+    assert len({r.json()["journalShard"] for r in responses}) == 1, "one topic, one shard, named in each answer"
 
     topic = f"persistent://public/default/{name}-sdk"
     consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
@@ -271,3 +272,34 @@ def test_a_saturated_shard_is_reported_and_the_producer_paces_itself(cluster: An
     assert producer._pacer.rate is not None, "the producer never read a report of the saturated shard"
     got = _drain(consumer, 3_000, timeout_s=90)
     assert [int.from_bytes(m.data()[:4], "big") for m in got] == list(range(3_000))
+
+
+def test_the_producers_of_one_client_share_the_pace_of_their_shard(cluster: Any, client: magnetar.Client,
+                                                                    admin: Any) -> None:
+    """A partitioned producer's partitions whose writes go to one journal shard pace together (one
+    pacer per shard and client, core/publish_pacing.py), named by the broker's `journalShard`:
+    4 partitions over the local cluster's 2 shards, 2 on each."""
+    topic = f"persistent://public/default/shared-pace-{uuid.uuid4().hex[:8]}"
+    admin.create_partitioned_topic(topic, 4)
+    producer = client.create_producer(topic, message_routing_mode=magnetar.PartitionsRoutingMode.RoundRobinDistribution,
+                                      batching_enabled=False)
+    for i in range(8):
+        producer.send(str(i).encode())
+    partitions = producer._producers
+    shards = [p._pacer for p in partitions]
+    assert all(pacer is client._pacers.of(shard) for pacer, shard in zip(shards, _shards_of(cluster, topic), strict=True))
+    assert len({id(p) for p in shards}) == 2, "2 shards: 2 pacers, each shared by 2 partitions"
+    other = magnetar.Client(cluster.url)
+    try:
+        alone = other.create_producer(f"{topic}-partition-0")
+        alone.send(b"x")
+        assert alone._pacer is not partitions[0]._pacer, "another client paces on its own"
+    finally:
+        other.close()
+
+
+def _shards_of(cluster: Any, topic: str) -> list[str]:
+    """The journal shard of each of `topic`'s 4 partitions, as a REST publish names it."""
+    path = topic.removeprefix("persistent://")
+    return [httpx.post(f"{cluster.url}/topics/persistent/{path}-partition-{i}", json={"messages": [{"payload": ""}]},
+                       timeout=30).json()["journalShard"] for i in range(4)]

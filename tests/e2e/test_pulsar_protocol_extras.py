@@ -260,3 +260,20 @@ def test_perf_run_with_the_official_client_through_the_proxy(cluster, proxy: Pro
     assert result["acked"] > 300 and result["failed"] == 0 and not result["drain_timed_out"]
     assert delivery["unique_received"] == delivery["acked"] == result["acked"] and delivery["duplicates"] == 0
     assert result["aws_requests_total"] > 0 and result["http_statuses"] == {}  # no HTTP: the binary protocol
+
+
+def test_the_proxys_producers_share_the_pace_of_their_shard(official: pulsar.Client, proxy: ProxyThread,
+                                                            admin: Any) -> None:
+    """The official client's producers of a 4-partition topic through the proxy: each partition's
+    producer paces with the proxy's pacer of its journal shard (2 local shards: 2 pacers, each
+    shared by 2 partitions), as the SDK's producers of one client do."""
+    topic = f"persistent://public/default/proxy-pace-{uuid.uuid4().hex[:8]}"
+    admin.create_partitioned_topic(topic, 4)
+    producer = official.create_producer(topic, batching_enabled=False,
+                                        message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    for i in range(8):
+        producer.send(str(i).encode())
+    pacers = {str(p.topic): p.pacer for conn in proxy.server.connections for p in conn.producers.values()}
+    assert len(pacers) == 4, pacers.keys()
+    assert len({id(p) for p in pacers.values()}) == 2, "2 shards: 2 pacers, each shared by 2 partitions"
+    assert all(any(p is shared for shared in proxy.server.pacers._pacers.values()) for p in pacers.values())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from magnetar.core.publish_pacing import MAX_RATE, MIN_RATE, PublishPacer
+from magnetar.core.publish_pacing import MAX_RATE, MIN_RATE, PublishPacer, ShardPacers
 
 MIB = 1024 * 1024
 
@@ -38,6 +38,7 @@ def run(pacer: PublishPacer | None, seconds: float, size: int = 200 * 1024, over
     while now < seconds:
         if pacer is not None:
             now += pacer.delay(now)
+            pacer.starting(now, size)
         started = now
         landed, waited_ms = shard.put(started + overhead, size)
         now = landed + overhead
@@ -69,6 +70,8 @@ def run_shared(flows: int, seconds: float, paced: bool = True, size: int = 200 *
         if start > ready[i]:
             ready[i] = start  # held: the others may go first
             continue
+        if paced:
+            pacers[i].starting(start, size)
         landed, waited_ms = shard.put(start + overhead, size)
         ready[i] = landed + overhead
         sent += size
@@ -92,9 +95,9 @@ def test_no_pacing_until_the_broker_reports_a_wait_and_none_once_the_producer_sl
     pacer.answered(0.1, 0.4, 300_000, 150)  # refused, then through: 300 KB in 0.3 s
     assert pacer.rate == pytest.approx(0.95 * 1_000_000)
     assert abs(pacer.delay(0.4) - (0.1 + 300_000 / pacer.rate - 0.4)) < 1e-9
-    pacer.answered(0.5, 0.6, 100_000, 0)  # went through without waiting: climb fast until a report...
+    pacer.answered(0.4, 0.5, 100_000, 0)  # went through without waiting: climb fast until a report...
     assert pacer.rate == pytest.approx(0.95 * 1_000_000 * 1.05)
-    pacer.answered(0.9, 1.2, 100_000, 10)  # ...which steps back
+    pacer.answered(0.5, 0.6, 100_000, 10)  # ...which steps back by 10 % (600 KB got through in 0.6 s: more)
     assert pacer.rate == pytest.approx(0.95 * 1_000_000 * 1.05 * 0.9)
     pacer.answered(1.3, 1.4, 100_000, 0)  # and from then on climb slowly
     assert pacer.rate == pytest.approx(0.95 * 1_000_000 * 1.05 * 0.9 * 1.02)
@@ -118,3 +121,53 @@ def test_a_request_slower_than_the_window_measures_itself() -> None:
     pacer.answered(0.0, 0.1, 100_000, 0)
     pacer.answered(1.0, 6.0, 500_000, 4_000)  # answered 5 s after it was sent, past the 2 s window
     assert pacer.rate == pytest.approx(0.95 * 500_000 / 5.0)
+
+
+def test_a_report_answers_one_saturation_and_steps_back_to_what_got_through() -> None:
+    pacer = PublishPacer()
+    for i in range(10):  # 100 KB every 0.1 s through: 1 MB/s
+        pacer.answered(i * 0.1, i * 0.1 + 0.1, 100_000, 0)
+    pacer.answered(1.0, 1.1, 100_000, 20)
+    assert pacer.rate == pytest.approx(0.95 * 1_100_000 / 1.1)
+    pacer.answered(1.05, 1.2, 100_000, 30)  # started before the pace was set: the same saturation
+    pacer.answered(1.08, 1.3, 100_000, 0)  # nor does it probe
+    assert pacer.rate == pytest.approx(0.95 * 1_000_000)
+    for i in range(40):  # the pace climbs far above what gets through (a burst the bucket held)...
+        pacer.answered(1.4 + i * 0.01, 1.41 + i * 0.01, 1_000, 0)
+    assert pacer.rate > 2 * 1_000_000
+    pacer.answered(1.9, 2.0, 1_000, 10)  # ...and one report brings it back to what got through, not 10 % below
+    got = 13 * 100_000 + 41 * 1_000  # every request started within the last 2 s
+    assert pacer.rate == pytest.approx(0.95 * got / 2.0)
+
+
+def test_producers_sharing_one_pacer_keep_the_shards_rate_with_far_fewer_refusals_than_pacing_alone() -> None:
+    """A partitioned producer's partitions on one shard (one client: `ShardPacers`), flat out."""
+    for flows in (16, 32):
+        alone, alone_rate = run_flows(flows, 60, shared=False)
+        shared, shared_rate = run_flows(flows, 60, shared=True)
+        assert shared.refusals <= 0.5 * alone.refusals, (flows, shared.refusals, alone.refusals)
+        assert shared_rate >= 0.9 * MIB and shared_rate >= alone_rate, (flows, shared_rate / MIB, alone_rate / MIB)
+    assert ShardPacers().of("shardId-0") is not ShardPacers().of("shardId-0")
+    pacers = ShardPacers()
+    assert pacers.of("shardId-0") is pacers.of("shardId-0") and pacers.of("shardId-1") is not pacers.of("shardId-0")
+
+
+def run_flows(flows: int, seconds: float, shared: bool, size: int = 100 * 1024,
+              overhead: float = 0.05) -> tuple[Shard, float]:
+    """`flows` producers of 100 KB requests, flat out, each its own pacer or all one, with
+    concurrent requests booking the schedule as they start."""
+    shard, sent, one = Shard(), 0, PublishPacer()
+    pacers = [one if shared else PublishPacer() for _ in range(flows)]
+    ready = [i * 0.001 for i in range(flows)]
+    while min(ready) < seconds:
+        i = ready.index(min(ready))
+        start = ready[i] + pacers[i].delay(ready[i])
+        if start > ready[i]:
+            ready[i] = start
+            continue
+        pacers[i].starting(start, size)
+        landed, waited_ms = shard.put(start + overhead, size)
+        ready[i] = landed + overhead
+        sent += size
+        pacers[i].answered(start, ready[i], size, waited_ms)
+    return shard, sent / max(ready)

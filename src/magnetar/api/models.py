@@ -172,6 +172,9 @@ class ProduceResponse(BaseModel):
     throttledMs: int | None = Field(
         default=None, description="Present when the journal's shard was saturated: how long the write waited for "
         "its write budget. A producer spaces its next requests by it instead of sending into refusals.")
+    journalShard: str | None = Field(
+        default=None, description="The journal shard the write went to: a client's producers whose writes share "
+        "a shard pace their requests together.")
 
 
 class ProducerRequest(_Body):

@@ -54,6 +54,7 @@ from magnetar.client.types import (
 )
 from magnetar.core.errors import InvalidInput
 from magnetar.core.naming import TopicName
+from magnetar.core.publish_pacing import ShardPacers
 from magnetar.schema import Schema
 
 
@@ -159,6 +160,7 @@ class Client:
         self._log_handler = log_handler(logger)
         self._transport = Transport(url, float(operation_timeout_seconds), authentication, websocket_url)
         self._closeables: list[Any] = []
+        self._pacers = ShardPacers()  # its producers' pace per journal shard (core/publish_pacing.py)
         self._closed = False
         if self._provider is not None:
             self._provider.initialize(self._on_service_info_update)
@@ -240,6 +242,7 @@ class Client:
             "max_pending_messages": max_pending_messages, "initial_sequence_id": initial_sequence_id,
             "encryptor": crypto.encryptor(encryption_key, crypto_key_reader, compression_type),
             "attach": True,  # registers the producer (limits, quotas, stats); a named one resumes its sequence
+            "pacers": self._pacers,
         }
         partitions = self._partitions(name)
         producer: Producer | PartitionedProducer

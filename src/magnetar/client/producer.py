@@ -57,7 +57,7 @@ from magnetar.client.types import (
 from magnetar.core.compression import Codec, compress
 from magnetar.core.entry import Message, encode_messages
 from magnetar.core.naming import TopicName
-from magnetar.core.publish_pacing import PublishPacer
+from magnetar.core.publish_pacing import PublishPacer, ShardPacers
 
 if TYPE_CHECKING:
     from magnetar.client.crypto import MessageEncryptor
@@ -106,6 +106,7 @@ class Producer:
         max_pending_messages: int = 1000,
         initial_sequence_id: int | None = None,
         encryptor: MessageEncryptor | None = None,
+        pacers: ShardPacers | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -140,7 +141,11 @@ class Producer:
         self._last_sequence_id = last
         self._cond = threading.Condition()
         self._inflight = 0
-        self._pacer = PublishPacer()  # spaces requests while the journal's shard is saturated (core/publish_pacing.py)
+        # spaces requests while the journal's shard is saturated (core/publish_pacing.py): the
+        # producer's own until the broker names its topic's shard, then the one its client's
+        # producers on that shard share
+        self._pacer = PublishPacer()
+        self._pacers = pacers
         self._stopped = threading.Event()  # closed: the lease renewal stops waiting
         self._workers = Workers()
         self._workers.start(self._run, name=f"producer-{self._name}")
@@ -371,7 +376,11 @@ class Producer:
 
     def _post(self, body: dict[str, Any], nbytes: int) -> list[MessageId]:
         started = time.monotonic()
+        self._pacer.starting(started, nbytes)
         response = self._transport.call("POST", self._path, body, deadline_s=self._send_timeout_s)
+        shard = response.get("journalShard")
+        if self._pacers is not None and isinstance(shard, str) and shard:
+            self._pacer = self._pacers.of(shard)
         self._pacer.answered(started, time.monotonic(), nbytes, int(response.get("throttledMs") or 0))
         return [MessageId.from_text(r["messageId"], str(self._topic)) for r in response["messagePublishResults"]]
 

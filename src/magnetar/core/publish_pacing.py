@@ -15,20 +15,28 @@ shard; more while the shard's one-second bucket still held a burst, which the ne
 down — an estimate too low would cost throughput until probing brought it back), then probing
 upward with every request that went through without waiting — by 5 % a request until a report
 comes while paced, by 2 % after it (TCP's slow start, then its congestion avoidance) — and
-stepping back by 10 % at each
-report while paced (the pace counts from request start to start, and a refused request takes
-longer than its pace: a smaller step left it above the shard's rate). Below the shard's rate
+stepping back at each report while paced by 10 %, or to 95 % of what got through over the last
+two seconds if that is lower (the pace counts from request start to start, and a refused
+request takes longer than its pace: a smaller step left it above the shard's rate). Below the shard's rate
 the bucket refills faster than it drains and absorbs the jitter of the requests' timing.
 Messages wait in the producer meanwhile, so a request carries more of them when it can. A
 producer that no longer has more to send than the shard takes is not held: each of its requests
 raises the pace, until it is past any shard's rate and pacing stops.
 
-Several producers sharing a shard each pace on their own reports and settle on shares of it.
-The times are passed in, so the rule is tested without sleeping.
+The producers of one client (or one proxy) whose topics share a shard share its pacer
+(`ShardPacers`: the broker names the shard of each write, `journalShard`): a partitioned
+producer's partitions, or several producers of one process, would otherwise each pace on their
+own reports, send their requests together after a stall and drain the shard's bucket at once.
+The shared pace is a schedule (each request, as it starts, books `nbytes / rate` of it: the
+generic cell rate algorithm), and one saturation is answered once: reports of requests that
+started before the pace last changed were sent at the old pace and neither step it back nor
+probe it up. Producers of different processes each pace on their own reports and settle on
+shares of the shard. The times are passed in, so the rule is tested without sleeping.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -44,38 +52,67 @@ MAX_RATE = 64 * 1024 * 1024.0  # bytes/s: probed past this (far above any shard)
 
 @dataclass
 class PublishPacer:
-    """The spacing of one producer's requests (see the module's docstring)."""
+    """The spacing of the requests of the producers that share it (see the module's docstring)."""
 
     rate: float | None = None  # bytes/s while pacing; None: requests go as soon as they are ready
-    _last_start: float = 0.0
-    _last_bytes: int = 0
+    _next_start: float = 0.0  # the schedule: when the next request may start
+    _changed: float = float("-inf")  # when the pace was set or stepped back last
     _found: bool = False  # a report came while paced: the shard's rate is near
     _recent: deque[tuple[float, int]] = field(default_factory=deque)  # (started, bytes) of the last WINDOW_S
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def delay(self, now: float) -> float:
         """Seconds to wait before the next request may start (0: now), at most `MAX_WAIT_S` at a
         time (a caller that waits it looks again)."""
-        if self.rate is None:
-            return 0.0
-        return min(MAX_WAIT_S, max(0.0, self._last_start + self._last_bytes / self.rate - now))
+        with self._lock:
+            if self.rate is None:
+                return 0.0
+            return min(MAX_WAIT_S, max(0.0, self._next_start - now))
+
+    def starting(self, now: float, nbytes: int) -> None:
+        """A request of `nbytes` payload bytes starts now: it books its time of the schedule."""
+        with self._lock:
+            if self.rate is not None:
+                self._next_start = max(self._next_start, now) + nbytes / self.rate
 
     def answered(self, started: float, finished: float, nbytes: int, throttled_ms: int) -> None:
         """A request of `nbytes` payload bytes, sent at `started`, was answered at `finished`;
         the broker's write waited `throttled_ms` for the shard (0: not at all)."""
-        self._last_start, self._last_bytes = started, nbytes
-        self._recent.append((started, nbytes))
-        while len(self._recent) > 1 and self._recent[0][0] < finished - WINDOW_S:
-            self._recent.popleft()  # (this request stays, however long it took)
-        if throttled_ms > 0:
-            if self.rate is None:  # what the producer got through lately, sent as fast as it could:
-                # its share of the shard (more while the shard's bucket still held a burst; the
-                # reports that follow step it down: too low would cost throughput until probed back)
-                got = sum(b for _, b in self._recent) / max(finished - self._recent[0][0], 1e-3)
-                self.rate = FIRST_SHARE * got
-            else:  # paced a little too fast: a step back
-                self.rate, self._found = self.rate * STEP_BACK, True
-            self.rate = max(MIN_RATE, self.rate)
-        elif self.rate is not None:
-            self.rate *= PROBE if self._found else PROBE_FIRST
-            if self.rate > MAX_RATE:
-                self.rate, self._found = None, False
+        with self._lock:
+            self._recent.append((started, nbytes))
+            while len(self._recent) > 1 and self._recent[0][0] < finished - WINDOW_S:
+                self._recent.popleft()  # (this request stays, however long it took)
+            if started < self._changed:
+                return  # sent at the former pace: its report is of the saturation already answered
+            if throttled_ms > 0:
+                # what the producers got through lately, sent as fast as they could: their share of
+                # the shard (more while the shard's bucket still held a burst; the reports that
+                # follow step it down: too low would cost throughput until probed back)
+                first = min(s for s, _ in self._recent)
+                got = FIRST_SHARE * sum(b for _, b in self._recent) / max(finished - first, 1e-3)
+                if self.rate is None:
+                    self.rate = got
+                else:  # paced too fast: a step back, to that share if it is lower (producers
+                    # sharing the pace each add requests: one step from a pace far above the
+                    # shard's would leave it there for many rounds)
+                    self.rate, self._found = min(self.rate * STEP_BACK, got), True
+                self.rate = max(MIN_RATE, self.rate)
+                self._changed = finished
+                self._next_start = max(self._next_start, started + nbytes / self.rate)
+            elif self.rate is not None:
+                self.rate *= PROBE if self._found else PROBE_FIRST
+                if self.rate > MAX_RATE:
+                    self.rate, self._found = None, False
+
+
+class ShardPacers:
+    """One pacer per journal shard, shared by the producers of one client or one proxy whose
+    topics' writes went to that shard (the broker names it with each write)."""
+
+    def __init__(self) -> None:
+        self._pacers: dict[str, PublishPacer] = {}
+        self._lock = threading.Lock()
+
+    def of(self, shard: str) -> PublishPacer:
+        with self._lock:
+            return self._pacers.setdefault(shard, PublishPacer())

@@ -123,7 +123,9 @@ class Producer:
         self.arrived = asyncio.Event()  # set by every enqueue: a waiting group looks again
         self.closed = False
         self.chunks = Assembly()  # chunked messages held until whole
-        self.pacer = PublishPacer()  # spaces appends while the topic's journal shard is saturated
+        # spaces appends while the topic's journal shard is saturated: the producer's own until the
+        # broker names the shard, then the one the proxy's producers on that shard share
+        self.pacer = PublishPacer()
 
     def start(self) -> None:
         self.conn.spawn(self._run())
@@ -208,12 +210,14 @@ class Producer:
             return
         for group in _within_record(batches, self.conn.max_message_size):
             await asyncio.sleep(self.pacer.delay(time.monotonic()))  # a saturated shard's pace
-            started = time.monotonic()
+            started, nbytes = time.monotonic(), sum(len(b.payload) for _, b in group)
+            self.pacer.starting(started, nbytes)
             try:
                 results = await self.conn.call(self.conn.broker.writer.append_group, self.topic,
                                                [b for _, b in group], self.name)
-                self.pacer.answered(started, time.monotonic(), sum(len(b.payload) for _, b in group),
-                                    results[0].throttled_ms)
+                if results[0].journal_shard:
+                    self.pacer = self.conn.server.pacers.of(results[0].journal_shard)
+                self.pacer.answered(started, time.monotonic(), nbytes, results[0].throttled_ms)
             except ProducerFenced:
                 self._fenced()
                 return

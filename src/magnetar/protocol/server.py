@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from magnetar.core.broker import Broker
+from magnetar.core.publish_pacing import ShardPacers
 from magnetar.protocol.connection import Connection
 
 if TYPE_CHECKING:
@@ -77,6 +78,7 @@ class ProxyServer:
     _broker: Broker | None = None
     push_factory: Callable[[], PushService] = _default_push
     _push: PushService | None = None
+    pacers: ShardPacers = field(default_factory=ShardPacers)  # its producers' pace per journal shard
 
     @property
     def broker(self) -> Broker:

@@ -74,14 +74,14 @@ def _publish_batches(name: TopicName, request: ProduceRequest) -> dict[str, Any]
     reservation, one journal record: all or nothing); on a non-persistent one, fanned out in turn."""
     singles = _each_batch(request)
     results: list[BatchPublishResult] = []
-    throttled_ms = 0
+    throttled_ms, shard = 0, ""
     if name.is_persistent:
         appended = build_broker().writer.append_group(name, [batch_from_request(r) for r in singles],
                                                       request.producerName)
         results = [BatchPublishResult(messagePublishResults=[PublishResult(messageId=str(i)) for i in a.message_ids],
                                       ledgerId=a.ledger_id, entryId=a.entry_id, duplicate=a.duplicate)
                    for a in appended]
-        throttled_ms = appended[0].throttled_ms
+        throttled_ms, shard = appended[0].throttled_ms, appended[0].journal_shard
     else:
         for single in singles:
             one = ProduceResponse.model_validate(_publish_non_persistent(name, single))
@@ -90,7 +90,7 @@ def _publish_batches(name: TopicName, request: ProduceRequest) -> dict[str, Any]
     return ProduceResponse(
         messagePublishResults=[r for b in results for r in b.messagePublishResults],
         ledgerId=results[0].ledgerId, entryId=results[0].entryId, duplicate=all(b.duplicate for b in results),
-        batches=results, throttledMs=_throttled_ms(throttled_ms),
+        batches=results, throttledMs=_throttled_ms(throttled_ms), journalShard=shard or None,
     ).model_dump(exclude_none=True)
 
 
@@ -120,6 +120,7 @@ def _bind(domain: str) -> None:
             entryId=result.entry_id,
             duplicate=result.duplicate,
             throttledMs=_throttled_ms(result.throttled_ms),
+            journalShard=result.journal_shard or None,
         )
         return json_response(response.model_dump(exclude_none=True))
 

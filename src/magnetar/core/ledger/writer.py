@@ -92,6 +92,7 @@ class AppendResult:
     # how long the journal write waited for its shard's write budget (the shard is saturated: the
     # producer paces its next requests by it, core/publish_pacing.py)
     throttled_ms: int = 0
+    journal_shard: str = ""  # the shard the journal record went to (producers sharing it pace together)
 
 
 POLICY_CACHE_MS = 10_000  # namespace policies are re-read at most this often per container
@@ -239,7 +240,8 @@ class LedgerWriter:
         ledger_old = last.publish_time - reservation.ledger_opened_at >= MAX_LEDGER_AGE_MS
         if ledger_full or ledger_old:
             self.metadata.roll_ledger(topic, reservation.ledger_id, last.publish_time)
-        return [replace(self._result(topic, e.ledger_id, e.entry_id, b), throttled_ms=position.throttled_ms)
+        return [replace(self._result(topic, e.ledger_id, e.entry_id, b), throttled_ms=position.throttled_ms,
+                        journal_shard=position.shard_id)
                 for e, b in zip(entries, batches, strict=True)]
 
     def _fence_own(self, topic: TopicName, entries: list[Entry], fence: bool) -> None:
