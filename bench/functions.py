@@ -142,7 +142,7 @@ def main() -> None:
     parser.add_argument("--name", default="defaults", help="results file: bench/results/functions-<name>.json")
     args = parser.parse_args()
     result: dict[str, Any] = {"command": " ".join(["python", "bench/functions.py", *sys.argv[1:]]),
-                              "rate": args.rate, "size": args.size, "steady": {}, "flat_out": {}}
+                              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rate": args.rate, "size": args.size, "steady": {}, "flat_out": {}}
     with LocalUpProcess() as cluster:
         client = magnetar.Client(cluster.url)
         admin = AdminClient(cluster.url)

@@ -127,6 +127,7 @@ def main() -> None:
                              fidelity=fidelity, cluster_args=["--aws-limits", "on",
                                                               *(["--aws-latency"] if args.aws_latency else [])])
     result: dict[str, Any] = {"command": " ".join(["python", "bench/replication.py", *sys.argv[1:]]),
+                              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                               "aws_latency": args.aws_latency, "inter_region_rtt_ms": 75.0 if args.aws_latency else 0.0,
                               "payload_bytes": PAYLOAD_BYTES, "steady": {}, "flat_out": None}
     with instance:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import FORMER, Results, bold, commands, join, n, pct, ratio, table
+from .base import FORMER, Results, bold, commands, join, measured_at, n, pct, ratio, table
 from .headlines import cited_command
 
 RESULT = "functions-defaults.json"
@@ -58,7 +58,7 @@ def functions(results: Results) -> str:
             f"times; the AWS requests of the whole cluster meanwhile: "
             + (", ".join(f"`{k}` {n(v)}" for k, v in sorted(billed.items())) or "none")
             + " (the maintenance schedule's, which runs whether or not functions exist).")
-    parts.append(f"Measured at: {FORMER}.")
+    parts.append(f"Measured at: {measured_at(data, FORMER)}.")
     return join(*parts)
 
 

@@ -142,7 +142,13 @@ def replication(results: Results) -> str:
         table(["run", "replication delay p50 / p99 ms", "single-cluster e2e p50 / p99 ms", "ratio",
                "replicated topic's e2e in east p50 / p99 ms", "AWS requests / 1,000 msgs, both clusters",
                "inter-region bytes (requests) / 1,000 msgs"], lat_rows),
-        f"Measured at: {FORMER}.")
+        f"Measured at: {_replication_measured_at(data, latency)}.")
+
+
+def _replication_measured_at(*runs: dict[str, Any]) -> str:
+    """The replication runs' label: each run's own, once when they agree."""
+    labels = list(dict.fromkeys(measured_at(run, FORMER) for run in runs))
+    return "; ".join(labels)
 
 
 def fuzz(results: Results) -> str:

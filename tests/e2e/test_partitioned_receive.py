@@ -385,3 +385,51 @@ def test_sdk_listener_and_batch_receive_over_partitions(client: magnetar.Client,
     assert all(len(b) <= 5 for b in batches) and sum(len(b) for b in batches) == 9
     listening.close()
     batching.close()
+
+
+def test_a_poll_over_busy_partitions_says_when_their_next_seal_is_due(
+    client: magnetar.Client, cluster: Any, topic: str
+) -> None:
+    """While both partitions are busy, a receive over them says when the first of their next seals
+    is due (`nextSealInMs`); the SDK's partitioned consumer, which then polls no earlier, still
+    gets every message once."""
+    create_partitioned(cluster, topic, 2)
+    subscribe_partitions(cluster, topic, "probe", "probe", 2)
+    consumer = client.subscribe(topic, "s", initial_position=Earliest)
+    producer = client.create_producer(topic, batching_max_publish_delay_ms=20,
+                                      message_routing_mode=Routing.RoundRobinDistribution)
+    stop, sent = threading.Event(), []
+
+    def produce() -> None:
+        while not stop.is_set():
+            payload = f"m{len(sent)}".encode()
+            producer.send_async(payload, None)
+            sent.append(payload)
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    hints: list[int] = []
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline and not hints:
+            answer = receive(cluster, topic, "probe", "probe", {"partitions": [0, 1], "maxMessages": 1000, "waitMs": 0})
+            assert answer.status_code == 200, answer.text
+            if answer.json().get("nextSealInMs") is not None:
+                hints.append(answer.json()["nextSealInMs"])
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join()
+        producer.flush()
+    assert hints and 0 < hints[0] <= 1_000, hints
+    while len(got) < len(sent) and time.monotonic() < deadline + 30:
+        try:
+            message = consumer.receive(timeout_millis=2000)
+        except exceptions.Timeout:
+            continue
+        consumer.acknowledge(message)
+        got.append(message.data())
+    assert sorted(got) == sorted(sent)
+    consumer.close()

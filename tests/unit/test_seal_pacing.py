@@ -296,3 +296,33 @@ def test_a_poll_says_when_a_busy_topics_next_seal_is_due() -> None:
     assert broker.subscriptions.receive(T, "s", "c1", 100).next_seal_in_ms is None  # overdue: not predicted
     seal = broker.metadata.get_seal_states([str(T)])[str(T)]
     assert next_seal_in_ms(seal, seal.recent_segments[-1].created_at) == 250
+
+
+def test_a_poll_over_partitions_says_when_the_first_of_their_next_seals_is_due() -> None:
+    """Two busy partitions sealed 250 ms apart each, the second 100 ms after the first: a poll over
+    both hears of the first next seal; with a partition whose cadence is unknown, of none."""
+    from magnetar.core.dispatch_partitions import next_seal_of_partitions, receive_partitions
+
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    parent = TopicName.parse("busy")
+    for p in range(3):
+        broker.subscriptions.subscribe(parent.partition(p), "s", "c1", "Shared", "Earliest")
+
+    def seal_both(gap_ms: int) -> None:
+        for p in (0, 1):
+            before = len(broker.journal.records)
+            broker.writer.append(parent.partition(p), Batch.of([Message(b"x")]), "p")
+            broker.sealer.seal(list(broker.journal.records)[before:])
+            clock.advance(gap_ms if p == 0 else 0)
+
+    seal_both(100)
+    clock.advance(150)
+    seal_both(100)  # partition 0 sealed at 250 ms, partition 1 at 350 ms; both every 250 ms
+    clock.advance(20)  # now 370 ms: partition 0's next at 500, partition 1's at 600
+    got = receive_partitions(broker.subscriptions, parent, [0, 1], "s", "c1", 100, 0, "r1", {})
+    assert [len(got[p].entries) for p in (0, 1)] == [2, 2]
+    assert (got[0].next_seal_in_ms, got[1].next_seal_in_ms) == (130, 230)
+    assert next_seal_of_partitions(got) == 130
+    quiet = receive_partitions(broker.subscriptions, parent, [0, 1, 2], "s", "c1", 100, 0, "r2", {})
+    assert quiet[2].next_seal_in_ms is None and next_seal_of_partitions(quiet) is None

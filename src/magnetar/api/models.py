@@ -430,8 +430,9 @@ class ReceiveResponse(BaseModel):
     epochs: dict[str, int] | None = None
     unappliedAcks: list[int] | None = None
     nextSealInMs: int | None = Field(default=None, description=(
-        "When the topic's next seal is due (ms from now), when the broker can tell: a consumer that keeps "
-        "up finds nothing new before then"))
+        "When the topic's next seal is due (ms from now), when the broker can tell (a receive over several "
+        "partitions: the first of theirs, when each is known): a consumer that keeps up finds nothing new before "
+        "then"))
 
 
 class AckResponse(BaseModel):

@@ -19,7 +19,7 @@ from typing import Any
 import mmh3
 
 from magnetar.client import exceptions
-from magnetar.client.consumer import ACK_GROUP_S, HEARTBEAT_S, Consumer, ack_flush_due
+from magnetar.client.consumer import ACK_GROUP_S, HEARTBEAT_S, SEAL_VISIBLE_S, Consumer, ack_flush_due
 from magnetar.client.consumer_base import MessageListening
 from magnetar.client.message import Message, MessageId, acknowledged_id
 from magnetar.client.producer import Producer, send_arguments
@@ -114,6 +114,7 @@ class PartitionedProducer:
 
 
 POLL_WAIT_MS = 5_000  # a shared poll's long-poll wait (it returns as soon as any partition has messages)
+MAX_SEAL_WAIT_S = 1.0  # the longest a poll that took everything ready waits for the next seal
 
 
 class _Turns:
@@ -168,6 +169,7 @@ class PartitionsPoller:
         self._closed = closed
         self._last_poll = time.monotonic()
         self._polling = False
+        self._next_seal_at: float | None = None  # when the partitions' first next seal is due (monotonic), if told
         self._started = False
         self.workers = Workers()
 
@@ -211,6 +213,8 @@ class PartitionsPoller:
                     return  # the client was closed under us
                 finally:
                     self._polling = False
+            if out and len(out) < room:
+                self._until_next_seal()
             for message in out:
                 while not self._closed.is_set():
                     try:
@@ -218,6 +222,23 @@ class PartitionsPoller:
                         break
                     except queue.Full:
                         continue
+
+    def _until_next_seal(self) -> None:
+        """The poll took everything ready (fewer messages than it had room for): nothing more is
+        readable before the partitions' next seal, so the next poll waits until then instead of
+        a look that would find nothing. Acks ride on it meanwhile (a poll is coming), and the
+        wait is never longer than a busy topic's seal interval (`next_seal_in_ms` predicts no
+        longer one)."""
+        due = self._next_seal_at
+        if due is None:
+            return
+        wait = min(due + SEAL_VISIBLE_S - time.monotonic(), MAX_SEAL_WAIT_S)
+        if wait > 0:
+            self._polling = True  # the acks wait for the poll to come
+            try:
+                self._closed.wait(wait)
+            finally:
+                self._polling = False
 
     def _poll_once(self, room: int, out: list[Message]) -> None:
         children = dict(self.children)
@@ -259,6 +280,8 @@ class PartitionsPoller:
                 time.sleep(0.5)
             return
         self._last_poll = time.monotonic()
+        next_seal_in_ms = response.get("nextSealInMs")
+        self._next_seal_at = None if next_seal_in_ms is None else self._last_poll + int(next_seal_in_ms) / 1000
         for p in response.get("unappliedAcks") or ():
             if p in acks:
                 children[p]._restore_acks(acks[p])

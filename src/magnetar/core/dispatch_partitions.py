@@ -20,7 +20,8 @@ rules, acks, redelivery, ack timeouts, delayed delivery and dispatch rate):
   subscription) is found before any write: a refused request changed nothing.
 
 The poll returns as soon as any partition has messages (or `min_messages` in all), or when the
-wait is over.
+wait is over, with when the first of the partitions' next seals is due when their cadences tell
+(`next_seal_of_partitions`): a consumer that took everything ready polls again then, not at once.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.delaypoints import delay_point
 from magnetar.core.errors import InvalidInput, MagnetarError, SubscriptionNotFound
+from magnetar.core.ledger.pacing import next_seal_in_ms
 from magnetar.core.naming import TopicName
 from magnetar.core.ports import CursorWrite, SubscriptionView
 
@@ -58,6 +60,18 @@ class PartitionReceived:
     entries: list[DeliveredEntry]
     epoch: int
     acks_applied: bool = True  # False: its acks could not be written this time, send them again
+    # when the partition's next seal is due, if its cadence tells (`ledger.pacing.next_seal_in_ms`)
+    next_seal_in_ms: int | None = None
+
+
+def next_seal_of_partitions(got: dict[int, PartitionReceived]) -> int | None:
+    """When the first of the partitions' next seals is due (ms): a consumer that took everything
+    ready needs no look before then. None unless every partition's is known (a quiet partition
+    is sealed as soon as something reaches it)."""
+    due = [r.next_seal_in_ms for r in got.values()]
+    if not due or any(d is None for d in due):
+        return None
+    return min(d for d in due if d is not None)
 
 
 def check_partitions(parent: TopicName, partitions: list[int]) -> list[TopicName]:
@@ -213,7 +227,8 @@ def _look(
     for i, ok in zip(changed, written, strict=True):
         if ok and i in shares:
             service.publish_share(topics[i], subscription, steps[i].state)
-    out = {partitions[i]: PartitionReceived(steps[i].delivered, steps[i].state.epoch) for i in range(n)}
+    out = {partitions[i]: PartitionReceived(steps[i].delivered, steps[i].state.epoch,
+                                            next_seal_in_ms=next_seal_in_ms(views[i].seal, now)) for i in range(n)}
     lost = [i for i, ok in zip(changed, written, strict=True) if not ok]
     if lost:  # lost races: those partitions again, together (one read, one write per round)
         asks = {i: max(steps[i].messages, min(share, steps[i].cap)) for i in lost}

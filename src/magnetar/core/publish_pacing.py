@@ -15,9 +15,9 @@ shard; more while the shard's one-second bucket still held a burst, which the ne
 down — an estimate too low would cost throughput until probing brought it back), then probing
 upward with every request that went through without waiting — by 5 % a request until a report
 comes while paced, by 2 % after it (TCP's slow start, then its congestion avoidance) — and
-stepping back at each report while paced by 10 %, or to 95 % of what got through over the last
-two seconds if that is lower (the pace counts from request start to start, and a refused
-request takes longer than its pace: a smaller step left it above the shard's rate). Below the shard's rate
+stepping back by 10 % at each report while paced (the pace counts from request start to start,
+and a refused request takes longer than its pace: a smaller step left it above the shard's
+rate). Below the shard's rate
 the bucket refills faster than it drains and absorbs the jitter of the requests' timing.
 Messages wait in the producer meanwhile, so a request carries more of them when it can. A
 producer that no longer has more to send than the shard takes is not held: each of its requests
@@ -85,17 +85,15 @@ class PublishPacer:
             if started < self._changed:
                 return  # sent at the former pace: its report is of the saturation already answered
             if throttled_ms > 0:
-                # what the producers got through lately, sent as fast as they could: their share of
-                # the shard (more while the shard's bucket still held a burst; the reports that
-                # follow step it down: too low would cost throughput until probed back)
-                first = min(s for s, _ in self._recent)
-                got = FIRST_SHARE * sum(b for _, b in self._recent) / max(finished - first, 1e-3)
-                if self.rate is None:
-                    self.rate = got
-                else:  # paced too fast: a step back, to that share if it is lower (producers
-                    # sharing the pace each add requests: one step from a pace far above the
-                    # shard's would leave it there for many rounds)
-                    self.rate, self._found = min(self.rate * STEP_BACK, got), True
+                if self.rate is None:  # what the producers got through lately, sent as fast as they could:
+                    # their share of the shard (more while the shard's bucket still held a burst; the
+                    # reports that follow step it down: too low would cost throughput until probed back)
+                    first = min(s for s, _ in self._recent)
+                    self.rate = FIRST_SHARE * sum(b for _, b in self._recent) / max(finished - first, 1e-3)
+                else:  # paced a little too fast: a step back (not to what got through lately, which
+                    # misses the requests still out and, measured just after a stall, would pace the
+                    # producers far below the shard: measured, it halved a partitioned run's throughput)
+                    self.rate, self._found = self.rate * STEP_BACK, True
                 self.rate = max(MIN_RATE, self.rate)
                 self._changed = finished
                 self._next_start = max(self._next_start, started + nbytes / self.rate)

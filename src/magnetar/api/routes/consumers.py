@@ -42,7 +42,11 @@ from magnetar.api.openapi import Param
 from magnetar.api.wire import acks_from_request, entry_messages, entry_to_wire
 from magnetar.core.acks import NO_ACKS, Acks
 from magnetar.core.authz import Access
-from magnetar.core.dispatch_partitions import acknowledge_partitions, receive_partitions
+from magnetar.core.dispatch_partitions import (
+    acknowledge_partitions,
+    next_seal_of_partitions,
+    receive_partitions,
+)
 from magnetar.core.entry import MessageIdData
 from magnetar.core.errors import InvalidInput, NotAllowed
 from magnetar.core.key_shared import AUTO_SPLIT, KeySharedPolicy
@@ -233,6 +237,9 @@ def _receive_partitions(name: TopicName, subscription: str, consumer: str, reque
     entries = [entry_to_wire(d.entry, p, d.redelivery_count, d.acked_indexes)
                for p, r in got.items() for d in r.entries]
     out: dict[str, Any] = {"entries": entries, "epoch": 0, "epochs": {str(p): r.epoch for p, r in got.items()}}
+    next_seal = next_seal_of_partitions(got)
+    if next_seal is not None:
+        out["nextSealInMs"] = next_seal
     unapplied = sorted(p for p, r in got.items() if not r.acks_applied)
     if unapplied:
         out["unappliedAcks"] = unapplied
