@@ -213,8 +213,6 @@ class PartitionsPoller:
                     return  # the client was closed under us
                 finally:
                     self._polling = False
-            if out and len(out) < room:
-                self._until_next_seal()
             for message in out:
                 while not self._closed.is_set():
                     try:
@@ -222,6 +220,8 @@ class PartitionsPoller:
                         break
                     except queue.Full:
                         continue
+            if out and len(out) < room:
+                self._until_next_seal()
 
     def _until_next_seal(self) -> None:
         """The poll took everything ready (fewer messages than it had room for): nothing more is

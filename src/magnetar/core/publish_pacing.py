@@ -17,11 +17,10 @@ upward with every request that went through without waiting — by 5 % a request
 comes while paced, by 2 % after it (TCP's slow start, then its congestion avoidance) — and
 stepping back by 10 % at each report while paced (the pace counts from request start to start,
 and a refused request takes longer than its pace: a smaller step left it above the shard's
-rate). Below the shard's rate
-the bucket refills faster than it drains and absorbs the jitter of the requests' timing.
-Messages wait in the producer meanwhile, so a request carries more of them when it can. A
-producer that no longer has more to send than the shard takes is not held: each of its requests
-raises the pace, until it is past any shard's rate and pacing stops.
+rate). Below the shard's rate the bucket refills faster than it drains and absorbs the jitter
+of the requests' timing. Messages wait in the producer meanwhile, so a request carries more of
+them when it can. A producer that no longer has more to send than the shard takes is not held:
+each of its requests raises the pace, until it is past any shard's rate and pacing stops.
 
 The producers of one client (or one proxy) whose topics share a shard share its pacer
 (`ShardPacers`: the broker names the shard of each write, `journalShard`): a partitioned
