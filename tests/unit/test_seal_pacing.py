@@ -326,3 +326,24 @@ def test_a_poll_over_partitions_says_when_the_first_of_their_next_seals_is_due()
     assert next_seal_of_partitions(got) == 130
     quiet = receive_partitions(broker.subscriptions, parent, [0, 1, 2], "s", "c1", 100, 0, "r2", {})
     assert quiet[2].next_seal_in_ms is None and next_seal_of_partitions(quiet) is None
+
+
+def test_a_poll_over_partitions_cut_short_by_its_count_says_nothing_of_the_next_seal() -> None:
+    """More is readable than the poll asked for: the next look need not wait for a seal."""
+    from magnetar.core.dispatch_partitions import next_seal_of_partitions, receive_partitions
+
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    parent = TopicName.parse("cut")
+    broker.subscriptions.subscribe(parent.partition(0), "s", "c1", "Shared", "Earliest")
+    for n in range(3):  # three seals 250 ms apart (at 0, 250 and 500 ms), two entries each
+        clock.advance(250 if n else 0)
+        before = len(broker.journal.records)
+        for _ in range(2):
+            broker.writer.append(parent.partition(0), Batch.of([Message(b"x")]), "p")
+        broker.sealer.seal(list(broker.journal.records)[before:])
+    clock.advance(20)  # the next seal is due at 750 ms
+    cut = receive_partitions(broker.subscriptions, parent, [0], "s", "c1", 4, 0, "r1", {})
+    assert len(cut[0].entries) == 4 and next_seal_of_partitions(cut) is None
+    rest = receive_partitions(broker.subscriptions, parent, [0], "s", "c1", 100, 0, "r2", {})
+    assert len(rest[0].entries) == 2 and next_seal_of_partitions(rest) == 230

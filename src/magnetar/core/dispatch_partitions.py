@@ -227,8 +227,12 @@ def _look(
     for i, ok in zip(changed, written, strict=True):
         if ok and i in shares:
             service.publish_share(topics[i], subscription, steps[i].state)
+    # the next seals tell when more is readable only if this look took everything ready: not when
+    # the request's count or bytes cut it short
+    full = msgs_left <= 0 or bytes_left < MAX_RECEIVE_BYTES // 4
     out = {partitions[i]: PartitionReceived(steps[i].delivered, steps[i].state.epoch,
-                                            next_seal_in_ms=next_seal_in_ms(views[i].seal, now)) for i in range(n)}
+                                            next_seal_in_ms=None if full else next_seal_in_ms(views[i].seal, now))
+           for i in range(n)}
     lost = [i for i, ok in zip(changed, written, strict=True) if not ok]
     if lost:  # lost races: those partitions again, together (one read, one write per round)
         asks = {i: max(steps[i].messages, min(share, steps[i].cap)) for i in lost}
