@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import magnetar
@@ -25,3 +29,26 @@ def receive_until_quiet(consumer: Any, timeout_ms: int = 1500, ack: bool = True)
         out.append(msg)
         if ack:
             consumer.acknowledge(msg)
+
+
+@contextmanager
+def producing(producer: Any, interval_s: float = 0.01) -> Iterator[list[bytes]]:
+    """`producer` sends m0, m1, ... every `interval_s` from a thread while the block runs (then
+    flushes); yields the list of what it sent, growing meanwhile."""
+    stop, sent = threading.Event(), []
+
+    def produce() -> None:
+        while not stop.is_set():
+            payload = f"m{len(sent)}".encode()
+            producer.send_async(payload, None)
+            sent.append(payload)
+            time.sleep(interval_s)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+    try:
+        yield sent
+    finally:
+        stop.set()
+        thread.join()
+        producer.flush()

@@ -9,6 +9,7 @@ import pytest
 
 import magnetar
 from magnetar.client import exceptions
+from sdk_helpers import producing
 
 
 def test_health_and_default_tenant_and_namespace(cluster) -> None:  # type: ignore[no-untyped-def]
@@ -223,32 +224,16 @@ def test_a_busy_topics_poll_says_when_its_next_seal_is_due(cluster, client, topi
     path = f"/magnetar/v1/consumer/{topic_path(TopicName.parse(topic))}/probe/probe"
     assert http.put(path, json={"subscriptionType": "Shared", "initialPosition": "Earliest"}).status_code in (200, 204)
     producer = client.create_producer(topic, batching_max_publish_delay_ms=20)
-    stop = threading.Event()
-    sent: list[bytes] = []
-
-    def produce() -> None:
-        while not stop.is_set():
-            payload = f"m{len(sent)}".encode()
-            producer.send_async(payload, None)
-            sent.append(payload)
-            time.sleep(0.01)
-
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
     hints: list[int] = []
     got: list[bytes] = []
     deadline = time.monotonic() + 20
-    try:
+    with producing(producer) as sent:
         while time.monotonic() < deadline and not hints:
             answer = http.post(f"{path}/receive", json={"maxMessages": 1000, "waitMs": 0}).json()
             if answer.get("nextSealInMs") is not None:
                 hints.append(answer["nextSealInMs"])
             got += [m.data() for m in consumer.batch_receive()]
             time.sleep(0.05)
-    finally:
-        stop.set()
-        thread.join()
-        producer.flush()
     assert hints and 0 < hints[0] <= 1_000
     while len(got) < len(sent) and time.monotonic() < deadline + 20:
         batch = consumer.batch_receive()

@@ -18,7 +18,7 @@ import pytest
 import magnetar
 from magnetar.client import exceptions
 from magnetar.client.partitioned import key_partition
-from sdk_helpers import receive_until_quiet
+from sdk_helpers import producing, receive_until_quiet
 
 Earliest = magnetar.InitialPosition.Earliest
 Routing = magnetar.PartitionsRoutingMode
@@ -398,31 +398,16 @@ def test_a_poll_over_busy_partitions_says_when_their_next_seal_is_due(
     consumer = client.subscribe(topic, "s", initial_position=Earliest)
     producer = client.create_producer(topic, batching_max_publish_delay_ms=20,
                                       message_routing_mode=Routing.RoundRobinDistribution)
-    stop, sent = threading.Event(), []
-
-    def produce() -> None:
-        while not stop.is_set():
-            payload = f"m{len(sent)}".encode()
-            producer.send_async(payload, None)
-            sent.append(payload)
-            time.sleep(0.01)
-
-    thread = threading.Thread(target=produce, daemon=True)
-    thread.start()
     hints: list[int] = []
     got: list[bytes] = []
     deadline = time.monotonic() + 30
-    try:
+    with producing(producer) as sent:
         while time.monotonic() < deadline and not hints:
             answer = receive(cluster, topic, "probe", "probe", {"partitions": [0, 1], "maxMessages": 1000, "waitMs": 0})
             assert answer.status_code == 200, answer.text
             if answer.json().get("nextSealInMs") is not None:
                 hints.append(answer.json()["nextSealInMs"])
             time.sleep(0.05)
-    finally:
-        stop.set()
-        thread.join()
-        producer.flush()
     assert hints and 0 < hints[0] <= 1_000, hints
     while len(got) < len(sent) and time.monotonic() < deadline + 30:
         try:
