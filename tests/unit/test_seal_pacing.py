@@ -347,3 +347,37 @@ def test_a_poll_over_partitions_cut_short_by_its_count_says_nothing_of_the_next_
     assert len(cut[0].entries) == 4 and next_seal_of_partitions(cut) is None
     rest = receive_partitions(broker.subscriptions, parent, [0], "s", "c1", 100, 0, "r2", {})
     assert len(rest[0].entries) == 2 and next_seal_of_partitions(rest) == 230
+
+
+@pytest.mark.parametrize("sub_type", ["Key_Shared", "Failover"])
+def test_a_poll_over_partitions_counts_only_the_seals_that_may_bring_the_consumer_something(sub_type: str) -> None:
+    """Two consumers on two busy partitions: Key_Shared gives each partition's keys to one of them
+    (Failover, each partition to its active consumer), so each hears of the next seal of its own
+    partition, not of the other's, which could only bring it a look that finds nothing."""
+    from magnetar.core.dispatch_partitions import next_seal_of_partitions, receive_partitions
+
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    parent = TopicName.parse(f"owned-{sub_type.lower()}")
+    assert broker.metadata.create_partitioned_topic(parent, 2)
+    for consumer in ("c1", "c2"):
+        for p in range(2):
+            broker.subscriptions.subscribe(parent.partition(p), "s", consumer, sub_type, "Earliest")
+
+    def seal_both(gap_ms: int) -> None:
+        for p in (0, 1):
+            before = len(broker.journal.records)
+            broker.writer.append(parent.partition(p), Batch.of([Message(b"x", key=f"k{p}")]), "p")
+            broker.sealer.seal(list(broker.journal.records)[before:])
+            clock.advance(gap_ms if p == 0 else 0)
+
+    seal_both(100)
+    clock.advance(150)
+    seal_both(100)  # partition 0 sealed at 250 ms, partition 1 at 350 ms; both every 250 ms
+    clock.advance(20)  # now 370 ms: partition 0's next at 500, partition 1's at 600
+    first = receive_partitions(broker.subscriptions, parent, [0, 1], "s", "c1", 100, 0, "r1", {})
+    second = receive_partitions(broker.subscriptions, parent, [0, 1], "s", "c2", 100, 0, "r2", {})
+    assert [len(first[p].entries) for p in (0, 1)] == [2, 0]  # c1 has partition 0, c2 partition 1
+    assert [len(second[p].entries) for p in (0, 1)] == [0, 2]
+    assert next_seal_of_partitions(first) == 130
+    assert next_seal_of_partitions(second) == 230  # not partition 0's, due 100 ms sooner

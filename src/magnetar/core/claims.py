@@ -76,12 +76,10 @@ class Claims:
         conditional write): move new entries into the cursor, then hand `consumer` what is ready
         for it, in order (at least one entry, then up to `max_messages` and `max_bytes`). Long
         polls and pushes to WebSocket consumers both go through here."""
-        sub_type = state.subscription_type
-        if sub_type == "Failover" and state.active_consumer(now, topic.partition_index) != consumer:
-            return []  # a standby: it gets messages when the active consumer goes away
         partition, partitions = topic.partition_index, self.key_shared_partitions(topic, state, now)
-        owner = state.partition_owner(now, partition, partitions) if partitions else None
-        if owner not in (None, consumer) and not state.ready_for(consumer, now, partition, partitions, assign=False):
+        if not self.may_receive_new(topic, state, consumer, now) and (
+                state.subscription_type == "Failover"  # a standby: it gets messages when the active one goes
+                or not state.ready_for(consumer, now, partition, partitions, assign=False)):
             return []  # Key_Shared, another consumer owns this partition's keys: it admits, not this one
         self.admit_new_entries(topic, view, state, now, max_messages)
         out: list[DeliveredEntry] = []
@@ -109,6 +107,14 @@ class Claims:
         if out:
             state.record_out(messages, size, now, redelivered)
         return out
+
+    def may_receive_new(self, topic: TopicName, state: CursorState, consumer: str, now: int) -> bool:
+        """Whether entries sealed from now on may go to `consumer` (as `claim` decides): not for a
+        Failover standby, nor for a Key_Shared consumer while another owns the partition's keys."""
+        if state.subscription_type == "Failover":
+            return state.active_consumer(now, topic.partition_index) == consumer
+        partitions = self.key_shared_partitions(topic, state, now)
+        return not partitions or state.partition_owner(now, topic.partition_index, partitions) in (None, consumer)
 
     def key_shared_partitions(self, topic: TopicName, state: CursorState, now: int) -> int:
         """The partition count of the partitioned topic `topic` is a partition of, for a Key_Shared

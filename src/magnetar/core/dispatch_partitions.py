@@ -62,13 +62,17 @@ class PartitionReceived:
     acks_applied: bool = True  # False: its acks could not be written this time, send them again
     # when the partition's next seal is due, if its cadence tells (`ledger.pacing.next_seal_in_ms`)
     next_seal_in_ms: int | None = None
+    # whether what the partition seals next may go to this consumer (not while another consumer
+    # owns its keys, Key_Shared, or is its active consumer, Failover): its seals do not concern it
+    receives_new: bool = True
 
 
 def next_seal_of_partitions(got: dict[int, PartitionReceived]) -> int | None:
-    """When the first of the partitions' next seals is due (ms): a consumer that took everything
-    ready needs no look before then. None unless every partition's is known (a quiet partition
-    is sealed as soon as something reaches it)."""
-    due = [r.next_seal_in_ms for r in got.values()]
+    """When the first next seal of the partitions whose new entries may go to the consumer is due
+    (ms): a consumer that took everything ready needs no look before then. None unless each of
+    those partitions' is known (a quiet partition is sealed as soon as something reaches it), or
+    when none of them may send it anything new."""
+    due = [r.next_seal_in_ms for r in got.values() if r.receives_new]
     if not due or any(d is None for d in due):
         return None
     return min(d for d in due if d is not None)
@@ -230,9 +234,9 @@ def _look(
     # the next seals tell when more is readable only if this look took everything ready: not when
     # the request's count or bytes cut it short
     full = msgs_left <= 0 or bytes_left < MAX_RECEIVE_BYTES // 4
-    out = {partitions[i]: PartitionReceived(steps[i].delivered, steps[i].state.epoch,
-                                            next_seal_in_ms=None if full else next_seal_in_ms(views[i].seal, now))
-           for i in range(n)}
+    out = {partitions[i]: PartitionReceived(
+        steps[i].delivered, steps[i].state.epoch, next_seal_in_ms=None if full else next_seal_in_ms(views[i].seal, now),
+        receives_new=service.claims.may_receive_new(topics[i], steps[i].state, consumer, now)) for i in range(n)}
     lost = [i for i, ok in zip(changed, written, strict=True) if not ok]
     if lost:  # lost races: those partitions again, together (one read, one write per round)
         asks = {i: max(steps[i].messages, min(share, steps[i].cap)) for i in lost}
