@@ -7,6 +7,7 @@ partitioned topic polls with it: one long poll per consumer, not one per partiti
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import defaultdict
@@ -418,3 +419,101 @@ def test_a_poll_over_busy_partitions_says_when_their_next_seal_is_due(
         got.append(message.data())
     assert sorted(got) == sorted(sent)
     consumer.close()
+
+
+# --- consumers polling together ------------------------------------------------------------------
+def test_one_receive_serves_joined_consumers_each_with_its_own_entries_and_acks(
+    client: magnetar.Client, cluster: Any, topic: str
+) -> None:
+    """Failover on 2 partitions: c0 is active on partition 0, c1 on partition 1. One receive for c0
+    with c1 joined hands each its own partition's entries; c1's acks ride on the next one."""
+    create_partitioned(cluster, topic, 2)
+    for consumer in ("c0", "c1"):
+        subscribe_partitions(cluster, topic, "s", consumer, 2, "Failover")
+    send_to(client, topic, 0, [b"a0", b"a1"])
+    send_to(client, topic, 1, [b"b0"])
+    wait_sealed(cluster, topic, {0: 2, 1: 1})
+    body = {"partitions": [0, 1], "maxMessages": 100, "waitMs": 0,
+            "joined": [{"consumer": "c1", "maxMessages": 100}]}
+    answer = receive(cluster, topic, "s", "c0", body)
+    assert answer.status_code == 200, answer.text
+    own, joined = answer.json(), answer.json()["joined"]["c1"]
+    assert [(e["partition"], e["entryId"]) for e in own["entries"]] == [(0, 0), (0, 1)]
+    assert [(e["partition"], e["entryId"]) for e in joined["entries"]] == [(1, 0)]
+    assert set(joined["epochs"]) == {"0", "1"}
+    e = joined["entries"][0]
+    acks = {"partitions": {"1": {"messageIds": [f"{e['ledgerId']}:{e['entryId']}:1:-1"]}}}
+    again = receive(cluster, topic, "s", "c0", body | {"joined": [{"consumer": "c1", "maxMessages": 100, "acks": acks}]})
+    assert again.status_code == 200, again.text
+    stats = httpx.get(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}-partition-1/stats", timeout=30).json()
+    assert stats["subscriptions"]["s"]["msgBacklog"] == 0  # c1's ack was applied
+    stats = httpx.get(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}-partition-0/stats", timeout=30).json()
+    assert stats["subscriptions"]["s"]["msgBacklog"] == 2  # c0's not acknowledged
+
+
+@pytest.mark.parametrize("extra, status", [
+    ({"joined": [{"consumer": "c0"}]}, 400),  # the receive's own consumer again
+    ({"joined": [{"consumer": "c1"}, {"consumer": "c1"}]}, 400),
+    ({"joined": [{"consumer": ""}]}, 400),
+    ({"joined": [{"consumer": "c1", "maxMessages": 0}]}, 400),
+    ({"joined": [{"consumer": "c1", "acks": {"partitions": {"3": {"messageIds": []}}}}]}, 400),
+    ({"joined": [{"consumer": "nobody"}]}, 404),  # not attached
+])
+def test_bad_joined_receives_are_refused_with_a_reason_and_change_nothing(
+    client: magnetar.Client, cluster: Any, topic: str, extra: dict[str, Any], status: int
+) -> None:
+    create_partitioned(cluster, topic, 2)
+    for consumer in ("c0", "c1"):
+        subscribe_partitions(cluster, topic, "s", consumer, 2)
+    send_to(client, topic, 0, [b"a"])
+    wait_sealed(cluster, topic, {0: 1})
+    response = receive(cluster, topic, "s", "c0", {"partitions": [0, 1], **extra})
+    assert response.status_code == status, response.text
+    assert response.json()["reason"]
+    got = wait_entries_unacked(cluster, topic, "s", "c0", [0, 1], 1)
+    assert got[0]["redeliveryCount"] == 0  # nothing was handed out by the refused receive
+
+
+def test_joined_needs_partitions(cluster: Any, topic: str) -> None:
+    response = receive(cluster, topic, "s", "c0", {"joined": [{"consumer": "c1"}]})
+    assert response.status_code == 400 and "partitions" in response.json()["reason"]
+
+
+def test_a_clients_consumers_of_one_subscription_poll_together(
+    client: magnetar.Client, cluster: Any, topic: str
+) -> None:
+    """Four Key_Shared consumers of one client on a 4-partition topic: their polls carry the others
+    (`joined`), so the receives are about a quarter of what four lone pollers make, and every
+    message still arrives once, each key at one consumer, in order."""
+    create_partitioned(cluster, topic, 4)
+    bodies: list[dict[str, Any]] = []
+
+    def record(request: httpx.Request) -> None:
+        if request.url.path.endswith("/receive"):
+            bodies.append(json.loads(request.content))
+
+    client._transport.http.event_hooks["request"].append(record)
+    consumers = [client.subscribe(topic, "s", consumer_type=magnetar.ConsumerType.KeyShared, consumer_name=f"c{i}",
+                                  initial_position=Earliest) for i in range(4)]
+    produce_keys(client, topic, 16, 5, 4)
+    seen: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    lock = threading.Lock()
+
+    def drain(i: int) -> None:
+        for m in receive_until_quiet(consumers[i], 4000):
+            k, n = m.data().decode().split(":")
+            with lock:
+                seen[k].append((f"c{i}", int(n)))
+
+    threads = [threading.Thread(target=drain, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(len(v) for v in seen.values()) == 80
+    for k, got in seen.items():
+        assert len({c for c, _ in got}) == 1 and [n for _, n in got] == list(range(5)), (k, got)
+    together = [b for b in bodies if len(b.get("joined") or ()) == 3]
+    assert together and len(together) >= len(bodies) // 2, [len(b.get("joined") or ()) for b in bodies]
+    for c in consumers:
+        c.close()

@@ -265,6 +265,14 @@ class AckRequest(_Body):
     partitions: dict[str, AckRequest] | None = Field(default=None, max_length=256)
 
 
+class JoinedReceive(_Body):
+    """Another consumer of the subscription that a receive over partitions serves too."""
+
+    consumer: str = Field(min_length=1, max_length=256)
+    maxMessages: int = Field(default=100, ge=1, le=10_000)
+    acks: AckRequest | None = None  # its acknowledgements by partition (`acks.partitions`)
+
+
 class ReceiveRequest(_Body):
     maxMessages: int = Field(default=100, ge=1, le=10_000)
     minMessages: int = Field(default=1, ge=1, le=10_000)  # return early once this many are ready
@@ -273,6 +281,9 @@ class ReceiveRequest(_Body):
     acks: AckRequest | None = None  # acknowledgements riding along with the poll
     # on a partitioned topic's own name: one poll for these partitions (acks: `acks.partitions`)
     partitions: list[int] | None = Field(default=None, min_length=1, max_length=256)
+    # with `partitions`: other consumers of the subscription this poll serves as well (a client's
+    # consumers polling together: one look and one claim for all of them)
+    joined: list[JoinedReceive] | None = Field(default=None, min_length=1, max_length=31)
 
 
 class ReadRequest(_Body):
@@ -421,9 +432,19 @@ class WireEntry(BaseModel):
     chunk: ChunkModel | None = None
 
 
+class JoinedReceived(BaseModel):
+    """What a receive handed out to one of its joined consumers (as the receive's own fields)."""
+
+    entries: list[WireEntry]
+    epochs: dict[str, int]
+    unappliedAcks: list[int] | None = None
+    nextSealInMs: int | None = None
+
+
 class ReceiveResponse(BaseModel):
     """Entries name their partition; a multi-partition receive gives each partition's cursor
-    epoch in `epochs`, and in `unappliedAcks` the partitions whose acks must be sent again."""
+    epoch in `epochs`, and in `unappliedAcks` the partitions whose acks must be sent again; what
+    it handed out to its joined consumers is in `joined`, by consumer."""
 
     entries: list[WireEntry]
     epoch: int
@@ -433,6 +454,7 @@ class ReceiveResponse(BaseModel):
         "When the topic's next seal is due (ms from now), when the broker can tell (a receive over several "
         "partitions: the first of theirs, when each is known): a consumer that keeps up finds nothing new before "
         "then"))
+    joined: dict[str, JoinedReceived] | None = None
 
 
 class AckResponse(BaseModel):

@@ -23,6 +23,7 @@ from magnetar.client.logger import log_handler
 from magnetar.client.message import Message, MessageId
 from magnetar.client.partitioned import MultiTopicsConsumer, PartitionedProducer, matching
 from magnetar.client.patterns import namespace_topics, pattern_namespace, without_domain
+from magnetar.client.poll_group import PollGroups
 from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, Producer
 from magnetar.client.push import PushConsumer, websocket_base
 from magnetar.client.reader import PartitionedReader, Reader
@@ -161,6 +162,7 @@ class Client:
         self._transport = Transport(url, float(operation_timeout_seconds), authentication, websocket_url)
         self._closeables: list[Any] = []
         self._pacers = ShardPacers()  # its producers' pace per journal shard (core/publish_pacing.py)
+        self._poll_groups = PollGroups()  # its consumers of one subscription poll together (client/poll_group.py)
         self._closed = False
         if self._provider is not None:
             self._provider.initialize(self._on_service_info_update)
@@ -397,7 +399,7 @@ class Client:
         else:
             consumer = MultiTopicsConsumer(subscription_name, make, topics, receiver_queue_size,
                                            batch_receive_policy, message_listener, discover,
-                                           float(pattern_auto_discovery_period), consumer_name)
+                                           float(pattern_auto_discovery_period), consumer_name, self._poll_groups)
         self._closeables.append(consumer)
         return cast(Consumer, typed_consumer(consumer, schema))
 

@@ -14,14 +14,16 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import mmh3
 
 from magnetar.client import exceptions
-from magnetar.client.consumer import ACK_GROUP_S, HEARTBEAT_S, SEAL_VISIBLE_S, Consumer, ack_flush_due
+from magnetar.client.consumer import ACK_GROUP_S, HEARTBEAT_S, Consumer, ack_flush_due
 from magnetar.client.consumer_base import MessageListening
 from magnetar.client.message import Message, MessageId, acknowledged_id
+from magnetar.client.poll_group import PollGroup, PollGroups
 from magnetar.client.producer import Producer, send_arguments
 from magnetar.client.producer_entries import SendCallback
 from magnetar.client.threads import Workers
@@ -113,10 +115,6 @@ class PartitionedProducer:
 
 
 
-POLL_WAIT_MS = 5_000  # a shared poll's long-poll wait (it returns as soon as any partition has messages)
-MAX_SEAL_WAIT_S = 1.0  # the longest a poll that took everything ready waits for the next seal
-
-
 class _Turns:
     """The shared poll's lock, fair to the others: the poll loop holds it for each long poll and,
     between two polls, lets in whoever waits for it (seek, redeliver). A plain `Lock` is not fair:
@@ -148,29 +146,43 @@ class _Turns:
             yield
 
 
+@dataclass
+class PollAsk:
+    """A consumer's part of one poll: its partitions then, the acks that ride on it, its body."""
+
+    children: dict[int, Consumer]
+    acks: dict[int, dict[str, Any]]
+    body: dict[str, Any]
+
+
 class PartitionsPoller:
-    """One long-poll loop for every partition of one partitioned topic a consumer holds.
+    """Every partition of one partitioned topic a consumer holds, polled with one request.
 
     Pulsar multiplexes a consumer's partitions over one connection; here one request
     (`POST .../<partitioned topic>/<subscription>/<consumer>/receive` with `partitions`) serves
     them all, carrying each partition's grouped acks, so a consumer of an 8-partition topic is one
-    poller, not eight. Each partition keeps its `Consumer` for its own state (acks, epoch, chunks,
-    dead letters); this loop feeds their messages to the multi-topics consumer's queue, asks for
-    no more than the queue has room for (flow control), flushes acks alone (one request for all
-    partitions) when no poll carries them soon, and renews the leases while nothing polls.
+    poller, not eight — and the consumers of one client on one subscription poll together, one
+    request for all of them (client/poll_group.py). Each partition keeps its `Consumer` for its own
+    state (acks, epoch, chunks, dead letters); the poller feeds their messages to the multi-topics
+    consumer's queue, asks for no more than the queue has room for (flow control), flushes acks
+    alone (one request for all partitions) when no poll carries them soon, and renews the leases
+    while nothing polls.
     """
 
-    def __init__(self, parent: TopicName, name: str, queue_: queue.Queue[Message], closed: threading.Event) -> None:
+    def __init__(self, parent: TopicName, name: str, queue_: queue.Queue[Message], closed: threading.Event,
+                 groups: PollGroups | None = None) -> None:
         self.parent = parent
         self.name = name
         self.children: dict[int, Consumer] = {}
         self.lock = _Turns()  # held by a poll: seek and redeliver wait for it (their turn comes between polls)
+        self.closed = closed
+        self.polling = False  # a poll is in flight or coming: acks ride on it
+        self.next_seal_at: float | None = None  # when its partitions' first next seal is due (monotonic), if told
         self._queue = queue_
-        self._closed = closed
+        self._groups = groups or PollGroups()
         self._last_poll = time.monotonic()
-        self._polling = False
-        self._next_seal_at: float | None = None  # when the partitions' first next seal is due (monotonic), if told
         self._started = False
+        self._group: PollGroup | None = None
         self.workers = Workers()
 
     def add(self, child: Consumer) -> None:
@@ -183,13 +195,25 @@ class PartitionsPoller:
         first poll asks for all of them."""
         if not self._started:
             self._started = True
-            self.workers.start(self._run, name=f"poll-{self.parent}")
+            self._group = self._groups.join(self, next(iter(self.children.values()))._subscription)
             self.workers.start(self._background, name=f"acks-{self.parent}")
 
-    def _path(self, action: str) -> str:
+    def join(self) -> None:
+        """Its consumer closed: wait for its threads (and its group's loop, if it was the last)."""
+        self.workers.join()
+        if self._group is not None:
+            self._group.left()
+
+    def transport(self) -> Any:
+        return next(iter(self.children.values()))._transport
+
+    def path(self, action: str) -> str:
         """The consumer's routes on the partitioned topic's own name (as a partition's, its path)."""
         subscription = next(iter(self.children.values()))._subscription
         return f"/magnetar/v1/consumer/{topic_path(self.parent)}/{subscription}/{self.name}/{action}"
+
+    def room(self) -> int:
+        return self._queue.maxsize - self._queue.qsize()
 
     def _take_acks(self, children: dict[int, Consumer]) -> dict[int, dict[str, Any]]:
         return {p: a for p, c in children.items() if (a := c._take_acks()) is not None}
@@ -198,109 +222,60 @@ class PartitionsPoller:
         for p, body in acks.items():
             children[p]._restore_acks(body)
 
-    def _run(self) -> None:
-        while not self._closed.is_set():
-            room = self._queue.maxsize - self._queue.qsize()
-            if room <= 0:
-                time.sleep(0.02)
-                continue
-            out: list[Message] = []
-            with self.lock.poll():
-                self._polling = True
-                try:
-                    self._poll_once(room, out)
-                except exceptions.AlreadyClosed:
-                    return  # the client was closed under us
-                finally:
-                    self._polling = False
-            for message in out:
-                while not self._closed.is_set():
-                    try:
-                        self._queue.put(message, timeout=0.5)
-                        break
-                    except queue.Full:
-                        continue
-            if out and len(out) < room:
-                self._until_next_seal()
-
-    def _until_next_seal(self) -> None:
-        """The poll took everything ready (fewer messages than it had room for): nothing more is
-        readable before the partitions' next seal, so the next poll waits until then instead of
-        a look that would find nothing. Acks ride on it meanwhile (a poll is coming), and the
-        wait is never longer than a busy topic's seal interval (`next_seal_in_ms` predicts no
-        longer one)."""
-        due = self._next_seal_at
-        if due is None:
-            return
-        wait = min(due + SEAL_VISIBLE_S - time.monotonic(), MAX_SEAL_WAIT_S)
-        if wait > 0:
-            self._polling = True  # the acks wait for the poll to come
-            try:
-                self._closed.wait(wait)
-            finally:
-                self._polling = False
-
-    def _poll_once(self, room: int, out: list[Message]) -> None:
+    # --- one poll, as a member of its group -------------------------------------------------
+    def ask(self, room: int) -> PollAsk:
         children = dict(self.children)
-        transport = next(iter(children.values()))._transport
-        generation = transport.generation  # the poll and its acks stay on this service (client failover)
         acks = self._take_acks(children)
-        body: dict[str, Any] = {"partitions": sorted(children), "maxMessages": max(1, room), "minMessages": 1,
-                                "waitMs": POLL_WAIT_MS, "requestId": uuid.uuid4().hex}
+        body: dict[str, Any] = {"maxMessages": max(1, room)}
         if acks:
             body["acks"] = {"partitions": {str(p): a for p, a in acks.items()}}
-        try:
-            response = transport.call("POST", self._path("receive"), body, deadline_s=30 + POLL_WAIT_MS / 1000,
-                                      generation=generation)
-        except ServiceSwitched:
-            return  # the client switched cluster: these acks belong to the former one
-        except exceptions.SubscriptionNotFound:
-            if self._closed.is_set():
-                return
-            # a lease lapsed (a long pause): attach every partition again, as a reconnecting client
-            # does, then send the acks (nothing of the refused poll was written)
-            try:
-                for child in children.values():
-                    transport.call("PUT", child._consumer_path, child._subscribe_body)
-                if acks:
-                    self._ack(transport, acks, generation)
-            except ServiceSwitched:
-                return
-            except exceptions.PulsarException as exc:
-                self._restore(children, acks)
-                log.warning("re-attaching the partitions failed; retrying: %r", exc)
-                time.sleep(0.5)
-            return
-        except exceptions.AlreadyClosed:
-            raise
-        except exceptions.PulsarException as exc:
-            self._restore(children, acks)
-            if not self._closed.is_set():
-                log.warning("partitioned poll failed; retrying: %r", exc)
-                time.sleep(0.5)
-            return
+        return PollAsk(children, acks, body)
+
+    def restore(self, ask: PollAsk) -> None:
+        """The poll failed: its acks go with the next one."""
+        self._restore(ask.children, ask.acks)
+
+    def attach_again(self, ask: PollAsk, transport: Any, generation: int | None) -> None:
+        for child in ask.children.values():
+            transport.call("PUT", child._consumer_path, child._subscribe_body)
+        if ask.acks:
+            self._ack(transport, ask.acks, generation)
+
+    def accept(self, part: dict[str, Any], ask: PollAsk, generation: int | None) -> list[Message]:
+        """This consumer's part of a poll's answer: its messages, by way of each partition's consumer."""
         self._last_poll = time.monotonic()
-        next_seal_in_ms = response.get("nextSealInMs")
-        self._next_seal_at = None if next_seal_in_ms is None else self._last_poll + int(next_seal_in_ms) / 1000
-        for p in response.get("unappliedAcks") or ():
-            if p in acks:
-                children[p]._restore_acks(acks[p])
-        wires: dict[int, list[dict[str, Any]]] = {p: [] for p in children}
-        for wire in response["entries"]:
+        next_seal_in_ms = part.get("nextSealInMs")
+        self.next_seal_at = None if next_seal_in_ms is None else self._last_poll + int(next_seal_in_ms) / 1000
+        for p in part.get("unappliedAcks") or ():
+            if p in ask.acks:
+                ask.children[p]._restore_acks(ask.acks[p])
+        wires: dict[int, list[dict[str, Any]]] = {p: [] for p in ask.children}
+        for wire in part.get("entries") or ():
             wires.setdefault(int(wire["partition"]), []).append(wire)
-        epochs = response.get("epochs") or {}
-        for p, child in children.items():
+        epochs = part.get("epochs") or {}
+        out: list[Message] = []
+        for p, child in ask.children.items():
             child._sink = out.append
             child._accept(wires[p], int(epochs.get(str(p), child._epoch)), generation)
+        return out
+
+    def deliver(self, messages: list[Message]) -> None:
+        for message in messages:
+            while not self.closed.is_set():
+                try:
+                    self._queue.put(message, timeout=0.5)
+                    break
+                except queue.Full:
+                    continue
 
     def _ack(self, transport: Any, acks: dict[int, dict[str, Any]], generation: int | None = None) -> None:
-        transport.call("POST", self._path("ack"), {"partitions": {str(p): a for p, a in acks.items()}},
+        transport.call("POST", self.path("ack"), {"partitions": {str(p): a for p, a in acks.items()}},
                        generation=generation)
 
     def _background(self) -> None:
         """Acks ride on the next poll; flush them alone (one request) when none comes soon, and
         renew the partitions' leases while nothing polls (the application is not receiving)."""
-        while not self._closed.wait(ACK_GROUP_S):
+        while not self.closed.wait(ACK_GROUP_S):
             children = dict(self.children)
             if not children:
                 continue
@@ -308,7 +283,7 @@ class PartitionsPoller:
             try:
                 oldest = min((c._pending.since for c in children.values() if c._pending.since), default=0.0)
                 waited = time.monotonic() - oldest if oldest else 0.0
-                if waited and ack_flush_due(waited, self._polling):
+                if waited and ack_flush_due(waited, self.polling):
                     generation = transport.generation
                     acks = self._take_acks(children)
                     if acks:
@@ -326,22 +301,25 @@ class PartitionsPoller:
             except exceptions.AlreadyClosed:
                 return  # the client was closed under us
             except exceptions.PulsarException as exc:
-                if not self._closed.is_set():
+                if not self.closed.is_set():
                     log.warning("partitioned consumer background call failed: %r", exc)
+
 
 class MultiTopicsConsumer(MessageListening):
     """One consumer over several topic partitions (a partitioned topic, a list, a pattern).
 
     The long-polled partitions of a partitioned topic share one `PartitionsPoller` (one request
-    for all of them); other topics (a plain topic, a pushed one) each run their own pump.
+    for all of them, and for the client's other consumers of the subscription); other topics (a
+    plain topic, a pushed one) each run their own pump.
     """
 
     def __init__(self, subscription: str, make: Callable[[str], Consumer], topics: list[str],
                  receiver_queue_size: int, batch_receive_policy: ConsumerBatchReceivePolicy | None,
                  message_listener: Callable[[Any, Message], None] | None = None,
                  discover: Callable[[], list[str]] | None = None, discovery_period_s: float = 60.0,
-                 consumer_name: str | None = None) -> None:
+                 consumer_name: str | None = None, poll_groups: PollGroups | None = None) -> None:
         self._subscription = subscription
+        self._poll_groups = poll_groups  # the client's: its consumers of one subscription poll together
         self._name = consumer_name or ""
         self._make = make
         self._queue: queue.Queue[Message] = queue.Queue(maxsize=max(1, receiver_queue_size))
@@ -376,7 +354,7 @@ class MultiTopicsConsumer(MessageListening):
                 poller = self._pollers.get(parent)
                 if poller is None:
                     poller = self._pollers[parent] = PartitionsPoller(name.partitioned_topic, child.consumer_name(),
-                                                                      self._queue, self._closed)
+                                                                      self._queue, self._closed, self._poll_groups)
                 if poller.name == child.consumer_name():  # one consumer name for all of them
                     poller.add(child)
                     return
@@ -509,7 +487,7 @@ class MultiTopicsConsumer(MessageListening):
         for child in list(self._children.values()):
             child.close()
         for poller in list(self._pollers.values()):
-            poller.workers.join()
+            poller.join()
         self._workers.join()
 
     def is_connected(self) -> bool:

@@ -19,6 +19,12 @@ rules, acks, redelivery, ack timeouts, delayed delivery and dispatch rate):
 - everything that can refuse the request (a consumer not attached, a cumulative ack on a Shared
   subscription) is found before any write: a refused request changed nothing.
 
+One receive may also serve several consumers of the subscription (`receive_partitions_together`:
+a client's consumers polling together): each look reads the partitions once and steps every
+consumer on each cursor in turn (who goes first rotates), and each cursor that changed is written
+once for all of them — a client's four Key_Shared consumers of an 8-partition topic make one look
+and one claim per seal instead of four.
+
 The poll returns as soon as any partition has messages (or `min_messages` in all), or when the
 wait is over, with when the first of the partitions' next seals is due when their cadences tell
 (`next_seal_of_partitions`): a consumer that took everything ready polls again then, not at once.
@@ -29,7 +35,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from magnetar.core.crashpoints import crash_point
@@ -47,6 +53,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_PARTITIONS_PER_RECEIVE = 256  # keeps a look within a few BatchGetItems
+MAX_CONSUMERS_PER_RECEIVE = 32  # a client's consumers of one subscription served by one receive
 
 # looks made by this container: each starts at the next partition in turn (a random start, as
 # before, left a partition out of 12 small asks 3 % of the time)
@@ -88,6 +95,16 @@ def check_partitions(parent: TopicName, partitions: list[int]) -> list[TopicName
     return [parent.partition(p) for p in partitions]
 
 
+@dataclass(frozen=True)
+class ConsumerAsk:
+    """One consumer's part of a receive over partitions: the messages it has room for, and its
+    acknowledgements by partition riding along."""
+
+    consumer: str
+    max_messages: int
+    acks: dict[int, Acks] = field(default_factory=dict)
+
+
 def receive_partitions(
     service: SubscriptionService,
     parent: TopicName,
@@ -102,28 +119,52 @@ def receive_partitions(
 ) -> dict[int, PartitionReceived]:
     """Long-poll the partitions `partitions` of `parent` for `consumer` (acks by partition ride
     along); what each partition handed out, by partition (every partition asked is in it)."""
+    got = receive_partitions_together(service, parent, partitions, subscription,
+                                      [ConsumerAsk(consumer, max_messages, acks)], wait_ms, request_id, min_messages)
+    return got[consumer]
+
+
+def receive_partitions_together(
+    service: SubscriptionService,
+    parent: TopicName,
+    partitions: list[int],
+    subscription: str,
+    asks: list[ConsumerAsk],
+    wait_ms: int,
+    request_id: str,
+    min_messages: int = 1,
+) -> dict[str, dict[int, PartitionReceived]]:
+    """Long-poll the partitions `partitions` of `parent` for several consumers of `subscription`
+    at once (a client's consumers of one subscription): each look reads the partitions once and
+    steps every consumer on each of them in turn, and each cursor that changed is written once
+    for all of them. What each partition handed out, by consumer then partition. Returns as soon
+    as any consumer got something (or `min_messages` in all)."""
     from magnetar.core.dispatch import MAX_POLL_INTERVAL_S, MAX_WAIT_MS, POLL_INTERVAL_S
 
     topics = check_partitions(parent, partitions)
-    if max_messages <= 0:
+    if not asks or len(asks) > MAX_CONSUMERS_PER_RECEIVE:
+        raise InvalidInput(f"Give 1 to {MAX_CONSUMERS_PER_RECEIVE} consumers")
+    if len({a.consumer for a in asks}) != len(asks):
+        raise InvalidInput("Consumers of one receive must be distinct")
+    if any(a.max_messages <= 0 for a in asks):
         raise InvalidInput("maxMessages must be positive")
-    if set(acks) - set(partitions):
+    if any(set(a.acks) - set(partitions) for a in asks):
         raise InvalidInput("Acknowledgements for a partition not received from")
-    min_messages = max(1, min(min_messages, max_messages))
+    min_messages = max(1, min(min_messages, sum(a.max_messages for a in asks)))
     clock = service.clock
     deadline = clock.now_ms() + min(max(wait_ms, 0), MAX_WAIT_MS)
     idle_interval = POLL_INTERVAL_S
     while True:
         final = clock.now_ms() >= deadline
-        got, throttled_until = _look(service, topics, partitions, subscription, consumer, max_messages, request_id,
-                                     acks, 1 if final else min_messages)
+        got, throttled_until = _look(service, topics, partitions, subscription, asks, request_id,
+                                     1 if final else min_messages)
         left_s = max(0.0, (deadline - clock.now_ms()) / 1000)
         if got is None:  # some ready, not enough: look again once the wait is over (or in 250 ms)
             clock.sleep(max(0.05, min(left_s, 0.25)))
             continue
-        acks = {}  # written with the cursors
-        if final or any(r.entries for r in got.values()):
-            _record(service, parent, got)
+        asks = [replace(a, acks={}) for a in asks]  # written with the cursors
+        if final or any(r.entries for per in got.values() for r in per.values()):
+            _record(service, parent, [r for per in got.values() for r in per.values()])
             return got
         if throttled_until:  # every partition's dispatch rate is used up: wait for the next period
             clock.sleep(min(max(throttled_until - clock.now_ms(), 1) / 1000, left_s + 0.001))
@@ -132,12 +173,12 @@ def receive_partitions(
         idle_interval = min(idle_interval * 2, MAX_POLL_INTERVAL_S)
 
 
-def _record(service: SubscriptionService, parent: TopicName, got: dict[int, PartitionReceived]) -> None:
+def _record(service: SubscriptionService, parent: TopicName, got: list[PartitionReceived]) -> None:
     """The messages a partitioned receive handed out, to the telemetry (one namespace)."""
     from magnetar.core.delivery_telemetry import record_delivery
     from magnetar.core.metrics import DISPATCHED_MESSAGES
 
-    delivered = [d for r in got.values() for d in r.entries]
+    delivered = [d for r in got for d in r.entries]
     if delivered:
         with service.telemetry.tracer.span("dispatch") as span:
             span.annotate("namespace", str(parent.namespace_name))
@@ -179,71 +220,82 @@ def _look(
     topics: list[TopicName],
     partitions: list[int],
     subscription: str,
-    consumer: str,
-    max_messages: int,
+    asks: list[ConsumerAsk],
     request_id: str,
-    acks: dict[int, Acks],
     min_messages: int,
-) -> tuple[dict[int, PartitionReceived] | None, int]:
-    """One look at every partition; None when fewer than `min_messages` are ready (nothing
-    written), else what each handed out and, when dispatch rates held everything back, the
-    earliest time one of them opens again."""
+) -> tuple[dict[str, dict[int, PartitionReceived]] | None, int]:
+    """One look at every partition for every consumer asking; None when fewer than `min_messages`
+    are ready (nothing written), else what each partition handed out to each consumer and, when
+    dispatch rates held everything back, the earliest time one of them opens again."""
     from magnetar.core.acks import NO_ACKS
     from magnetar.core.claims import MAX_RECEIVE_BYTES
 
     now = service.clock.now_ms()
     views = service.metadata.get_subscription_views([(t, subscription) for t in topics])
-    n = len(topics)
-    start = next(_LOOKS) % n  # no partition always first: none starves when the ask is small
-    order = [(start + k) % n for k in range(n)]
-    share = max(1, max_messages // n)
-    msgs_left, bytes_left = max_messages, MAX_RECEIVE_BYTES
-    steps: dict[int, Step] = {}
-    for i in order:  # pass 1: acks, leases, and a fair share each
+    n, m = len(topics), len(asks)
+    look = next(_LOOKS)
+    order = [(look + k) % n for k in range(n)]  # no partition always first: none starves when the ask is small
+    turns = [(look + k) % m for k in range(m)]  # nor a consumer: on a Shared cursor the first takes the most
+    shares = [max(1, a.max_messages // n) for a in asks]
+    msgs_left, bytes_left = [a.max_messages for a in asks], MAX_RECEIVE_BYTES  # one response for all
+
+    def room() -> bool:  # at least one entry is always handed out: claim only while a large one fits
+        return bytes_left >= MAX_RECEIVE_BYTES // 4 or bytes_left == MAX_RECEIVE_BYTES
+
+    steps: dict[tuple[int, int], Step] = {}
+    for i in order:  # pass 1: acks, leases, and a fair share each (consumers in turn on one cursor)
         p = partitions[i]
-        # at least one entry is always handed out, so claim only while a large one still fits
-        ask = min(share, msgs_left) if bytes_left >= MAX_RECEIVE_BYTES // 4 or msgs_left == max_messages else 0
-        step = service.step(topics[i], views[i], consumer, ask, request_id, acks.get(p, NO_ACKS), now, bytes_left,
-                            subscription=subscription)
-        steps[i] = step
-        msgs_left -= step.messages
-        bytes_left -= sum(d.entry.size for d in step.delivered)
+        for j in turns:
+            ask = min(shares[j], msgs_left[j]) if room() else 0
+            step = service.step(topics[i], views[i], asks[j].consumer, ask, request_id, asks[j].acks.get(p, NO_ACKS),
+                                now, bytes_left, subscription=subscription)
+            steps[i, j] = step
+            msgs_left[j] -= step.messages
+            bytes_left -= sum(d.entry.size for d in step.delivered)
     for i in order:  # pass 2: what the quiet partitions left goes to those that filled their share
-        step = steps[i]
-        if msgs_left <= 0 or bytes_left < MAX_RECEIVE_BYTES // 4:
-            break
-        if step.retried or step.limited or step.messages < min(share, step.cap):
-            continue
-        more = _claim_more(service, topics[i], views[i], step, consumer, msgs_left, bytes_left, request_id)
-        msgs_left -= sum(d.entry.num_messages for d in more)
-        bytes_left -= sum(d.entry.size for d in more)
+        for j in turns:
+            step = steps[i, j]
+            if msgs_left[j] <= 0 or not room() or step.retried or step.limited \
+                    or step.messages < min(shares[j], step.cap):
+                continue
+            more = _claim_more(service, topics[i], views[i], step, asks[j].consumer, msgs_left[j], bytes_left,
+                               request_id)
+            msgs_left[j] -= sum(d.entry.num_messages for d in more)
+            bytes_left -= sum(d.entry.size for d in more)
     ready = sum(s.messages for s in steps.values())
     if 0 < ready < min_messages and not any(s.retried for s in steps.values()):
         return None, 0
-    changed = [i for i in range(n) if steps[i].write]
+    changed = [i for i in range(n) if any(steps[i, j].write for j in range(m))]
     if changed:
         delay_point("dispatch.before_claim")  # a stalled claim: the ack timeout, the poll's retry
-    shares = {i for i in changed if service.prepare_share(topics[i], steps[i].state, views[i].seal)}
+    shares_of = {i for i in changed if service.prepare_share(topics[i], steps[i, 0].state, views[i].seal)}
     written = service.metadata.put_cursors(
-        [CursorWrite(topics[i], subscription, steps[i].state, views[i].cursor_version) for i in changed])
+        [CursorWrite(topics[i], subscription, steps[i, 0].state, views[i].cursor_version) for i in changed])
     if any(written):
         crash_point("dispatch.after_claim")  # claimed, not delivered: the retried receive gets them
     for i, ok in zip(changed, written, strict=True):
-        if ok and i in shares:
-            service.publish_share(topics[i], subscription, steps[i].state)
-    # the next seals tell when more is readable only if this look took everything ready: not when
-    # the request's count or bytes cut it short
-    full = msgs_left <= 0 or bytes_left < MAX_RECEIVE_BYTES // 4
-    out = {partitions[i]: PartitionReceived(
-        steps[i].delivered, steps[i].state.epoch, next_seal_in_ms=None if full else next_seal_in_ms(views[i].seal, now),
-        receives_new=service.claims.may_receive_new(topics[i], steps[i].state, consumer, now)) for i in range(n)}
+        if ok and i in shares_of:
+            service.publish_share(topics[i], subscription, steps[i, 0].state)
+    out: dict[str, dict[int, PartitionReceived]] = {}
+    for j, a in enumerate(asks):
+        # the next seals tell when more is readable only if this look took everything ready for
+        # the consumer: not when the request's count or bytes cut it short
+        full = msgs_left[j] <= 0 or not room()
+        out[a.consumer] = {partitions[i]: PartitionReceived(
+            steps[i, j].delivered, steps[i, j].state.epoch,
+            next_seal_in_ms=None if full else next_seal_in_ms(views[i].seal, now),
+            receives_new=service.claims.may_receive_new(topics[i], steps[i, j].state, a.consumer, now))
+            for i in range(n)}
     lost = [i for i, ok in zip(changed, written, strict=True) if not ok]
     if lost:  # lost races: those partitions again, together (one read, one write per round)
-        asks = {i: max(steps[i].messages, min(share, steps[i].cap)) for i in lost}
-        out.update(_again(service, [topics[i] for i in lost], [partitions[i] for i in lost], subscription, consumer,
-                          [asks[i] for i in lost], request_id, acks, [steps[i].state.epoch for i in lost]))
+        wants = {(k, j): max(steps[i, j].messages, min(shares[j], steps[i, j].cap))
+                 for k, i in enumerate(lost) for j in range(m)}
+        again = _again(service, [topics[i] for i in lost], [partitions[i] for i in lost], subscription, asks, wants,
+                       request_id, [steps[i, 0].state.epoch for i in lost])
+        for consumer, per in again.items():
+            out[consumer].update(per)
     throttled = [s.throttled_until for s in steps.values() if s.throttled_until]
-    return out, (min(throttled) if len(throttled) == n else 0)
+    return out, (min(throttled) if len(throttled) == n * m else 0)
 
 
 def _claim_more(service: SubscriptionService, topic: TopicName, view: SubscriptionView, step: Step, consumer: str,
@@ -260,46 +312,55 @@ def _claim_more(service: SubscriptionService, topic: TopicName, view: Subscripti
 
 
 def _again(service: SubscriptionService, topics: list[TopicName], partitions: list[int], subscription: str,
-           consumer: str, asks: list[int], request_id: str, acks: dict[int, Acks],
-           epochs: list[int]) -> dict[int, PartitionReceived]:
-    """Step again the partitions whose write lost a race (re-read, their acks re-applied), all of
-    them in each round: one BatchGetItem and one TransactWriteItems, up to CONFLICT_RETRIES rounds.
-    Other partitions' claims are already written, so nothing may be raised from here: a partition
-    that cannot be stepped now (endless contention, its consumer detached meanwhile) hands out
-    nothing this time and says its acks were not applied, for the client to send them again."""
+           asks: list[ConsumerAsk], wants: dict[tuple[int, int], int], request_id: str,
+           epochs: list[int]) -> dict[str, dict[int, PartitionReceived]]:
+    """Step again the partitions whose write lost a race (re-read, every consumer's acks
+    re-applied, `wants[k, j]` messages for consumer j on partition k), all of them in each round:
+    one BatchGetItem and one TransactWriteItems, up to CONFLICT_RETRIES rounds. Other partitions'
+    claims are already written, so nothing may be raised from here: a partition that cannot be
+    stepped now (endless contention, a consumer detached meanwhile) hands out nothing this time
+    and says its acks were not applied, for the clients to send them again."""
     from magnetar.core.acks import NO_ACKS
     from magnetar.core.dispatch import CONFLICT_RETRIES
 
-    out: dict[int, PartitionReceived] = {}
+    out: dict[str, dict[int, PartitionReceived]] = {a.consumer: {} for a in asks}
+
+    def nothing(k: int) -> None:
+        for a in asks:
+            out[a.consumer][partitions[k]] = PartitionReceived([], epochs[k], acks_applied=partitions[k] not in a.acks)
+
     todo = list(range(len(topics)))
     for _ in range(CONFLICT_RETRIES):
         service.clock.sleep(random.uniform(0.0, 0.02))
         views = service.metadata.get_subscription_views([(topics[k], subscription) for k in todo])
         now = service.clock.now_ms()
-        stepped: list[tuple[int, SubscriptionView, Step]] = []
+        stepped: list[tuple[int, SubscriptionView, list[Step]]] = []
         for k, view in zip(todo, views, strict=True):
             try:
-                step = service.step(topics[k], view, consumer, asks[k], request_id, acks.get(partitions[k], NO_ACKS),
-                                     now, subscription=subscription)
+                steps = [service.step(topics[k], view, a.consumer, wants[k, j], request_id,
+                                      a.acks.get(partitions[k], NO_ACKS), now, subscription=subscription)
+                         for j, a in enumerate(asks)]
             except MagnetarError as exc:
                 log.warning("partition %s not stepped after a lost race: %s", topics[k], exc)
-                out[partitions[k]] = PartitionReceived([], epochs[k], acks_applied=partitions[k] not in acks)
+                nothing(k)
                 continue
-            if step.write:
-                stepped.append((k, view, step))
+            if any(step.write for step in steps):
+                stepped.append((k, view, steps))
             else:
-                out[partitions[k]] = PartitionReceived([], step.state.epoch)
+                for a, step in zip(asks, steps, strict=True):
+                    out[a.consumer][partitions[k]] = PartitionReceived([], step.state.epoch)
         written = service.metadata.put_cursors(
-            [CursorWrite(topics[k], subscription, step.state, view.cursor_version) for k, view, step in stepped])
+            [CursorWrite(topics[k], subscription, steps[0].state, view.cursor_version) for k, view, steps in stepped])
         todo = []
-        for (k, _, step), ok in zip(stepped, written, strict=True):
+        for (k, _, steps), ok in zip(stepped, written, strict=True):
             if ok:
-                out[partitions[k]] = PartitionReceived(step.delivered, step.state.epoch)
+                for a, step in zip(asks, steps, strict=True):
+                    out[a.consumer][partitions[k]] = PartitionReceived(step.delivered, step.state.epoch)
             else:
                 todo.append(k)
         if not todo:
             return out
     for k in todo:
         log.warning("partition %s not stepped: too much contention", topics[k])
-        out[partitions[k]] = PartitionReceived([], epochs[k], acks_applied=partitions[k] not in acks)
+        nothing(k)
     return out

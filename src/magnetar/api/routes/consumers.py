@@ -6,7 +6,9 @@ A consumer of a partitioned topic receives from all its partitions with one long
 `.../<topic>/<subscription>/<consumer>/receive` route on the partitioned topic's own name, with
 `partitions` (the indexes it subscribed to) in the body; the entries name their partition, acks
 ride along by partition (`acks.partitions`), and `.../ack` takes several partitions' acks the same
-way. The same route rather than a new one: Pulsar's REST naming has the partitioned topic's name
+way; `joined` names other consumers of the subscription (a client's consumers polling together)
+that the same poll serves, each with its own `maxMessages` and acks, their part of the answer in
+`joined` by consumer. The same route rather than a new one: Pulsar's REST naming has the partitioned topic's name
 for its partitions' operations, and a grant on the partitioned topic covers its partitions
 (core/authz.py). Subscribe, close, seek and redeliver stay per partition."""
 
@@ -43,9 +45,11 @@ from magnetar.api.wire import acks_from_request, entry_messages, entry_to_wire
 from magnetar.core.acks import NO_ACKS, Acks
 from magnetar.core.authz import Access
 from magnetar.core.dispatch_partitions import (
+    ConsumerAsk,
+    PartitionReceived,
     acknowledge_partitions,
     next_seal_of_partitions,
-    receive_partitions,
+    receive_partitions_together,
 )
 from magnetar.core.entry import MessageIdData
 from magnetar.core.errors import InvalidInput, NotAllowed
@@ -107,6 +111,8 @@ def _bind(domain: str) -> None:
         request = body(ReceiveRequest)
         if request.partitions is not None:
             return _receive_partitions(name, unquote(subscription), unquote(consumer), request)
+        if request.joined:
+            raise InvalidInput("Consumers join a receive with partitions")
         if request.acks and request.acks.partitions is not None:
             raise InvalidInput("Acknowledgements by partition need a receive with partitions")
         result = build_broker().subscriptions.receive(
@@ -229,21 +235,33 @@ def _partition_acks(request: AckRequest, consumer: str) -> dict[int, Acks]:
 
 
 def _receive_partitions(name: TopicName, subscription: str, consumer: str, request: ReceiveRequest) -> Response[str]:
-    """One long poll over several partitions of the partitioned topic `name` (dispatch_partitions)."""
-    acks = _partition_acks(request.acks, consumer) if request.acks else {}
-    got = receive_partitions(build_broker().subscriptions, name, request.partitions or [], subscription, consumer,
-                             request.maxMessages, request.waitMs, request.requestId or str(uuid.uuid4()), acks,
-                             request.minMessages)
-    entries = [entry_to_wire(d.entry, p, d.redelivery_count, d.acked_indexes)
-               for p, r in got.items() for d in r.entries]
-    out: dict[str, Any] = {"entries": entries, "epoch": 0, "epochs": {str(p): r.epoch for p, r in got.items()}}
+    """One long poll over several partitions of the partitioned topic `name`, for the consumer and
+    any joined ones (dispatch_partitions)."""
+    asks = [ConsumerAsk(consumer, request.maxMessages, _partition_acks(request.acks, consumer) if request.acks else {})]
+    asks += [ConsumerAsk(j.consumer, j.maxMessages, _partition_acks(j.acks, j.consumer) if j.acks else {})
+             for j in request.joined or ()]
+    got = receive_partitions_together(build_broker().subscriptions, name, request.partitions or [], subscription, asks,
+                                      request.waitMs, request.requestId or str(uuid.uuid4()), request.minMessages)
+    out: dict[str, Any] = {**_received(got[consumer]), "epoch": 0}
+    if request.joined:
+        out["joined"] = {j.consumer: _received(got[j.consumer]) for j in request.joined}
+    return json_response(out)
+
+
+def _received(got: dict[int, PartitionReceived]) -> dict[str, Any]:
+    """One consumer's part of a receive over partitions, as the wire has it."""
+    out: dict[str, Any] = {
+        "entries": [entry_to_wire(d.entry, p, d.redelivery_count, d.acked_indexes)
+                    for p, r in got.items() for d in r.entries],
+        "epochs": {str(p): r.epoch for p, r in got.items()},
+    }
     next_seal = next_seal_of_partitions(got)
     if next_seal is not None:
         out["nextSealInMs"] = next_seal
     unapplied = sorted(p for p, r in got.items() if not r.acks_applied)
     if unapplied:
         out["unappliedAcks"] = unapplied
-    return json_response(out)
+    return out
 
 
 for _domain in DOMAINS:
