@@ -58,6 +58,18 @@ def test_max_messages_is_shared_fairly_and_leftovers_go_to_the_busy_partitions()
     assert len(got[0]) == 20  # the quiet partitions are empty: the busy one takes all
 
 
+def test_entries_larger_than_a_partitions_share_do_not_cut_the_receive_short() -> None:
+    """Entries of 20 messages, a share of 30 per partition: the first pass takes one entry from
+    each (a second would pass the share), the second pass fills the ask from the busy ones."""
+    broker, _ = setup(2, ["c"])
+    for p in (0, 1):
+        for _ in range(3):
+            broker.writer.append(PARENT.partition(p), Batch.of([Message(b"x")] * 20), "p")
+    broker.sealer.seal(list(broker.journal.records))
+    got = receive_partitions(broker.subscriptions, PARENT, [0, 1], "s", "c", 60, 0, "", {})
+    assert sum(d.entry.num_messages for r in got.values() for d in r.entries) == 60
+
+
 def test_small_asks_rotate_so_no_partition_starves() -> None:
     broker, _ = setup(4, ["c"])
     for p in range(4):

@@ -10,7 +10,8 @@ rules, acks, redelivery, ack timeouts, delayed delivery and dispatch rate):
   (`MetadataStore.get_subscription_views`: one BatchGetItem);
 - each partition takes one dispatch step in memory (`SubscriptionService.step`): acks first,
   then a fair share of `max_messages` (partitions in a rotating order; what a quiet partition
-  leaves goes to the busy ones in a second pass), within one response's byte budget;
+  leaves goes, in a second pass, to those that handed out something), within one response's
+  byte budget;
 - the cursors that changed are written together (`MetadataStore.put_cursors`: one
   TransactWriteItems), each still conditional on its own version, so two consumers never hand
   out the same entry; the partitions whose writes lose a race are stepped again (re-read,
@@ -252,11 +253,10 @@ def _look(
             steps[i, j] = step
             msgs_left[j] -= step.messages
             bytes_left -= sum(d.entry.size for d in step.delivered)
-    for i in order:  # pass 2: what the quiet partitions left goes to those that filled their share
-        for j in turns:
+    for i in order:  # pass 2: what the quiet partitions left goes to those that handed out something
+        for j in turns:  # (an entry of many messages may have stopped a step short of its share)
             step = steps[i, j]
-            if msgs_left[j] <= 0 or not room() or step.retried or step.limited \
-                    or step.messages < min(shares[j], step.cap):
+            if msgs_left[j] <= 0 or not room() or step.retried or step.limited or not step.delivered:
                 continue
             more = _claim_more(service, topics[i], views[i], step, asks[j].consumer, msgs_left[j], bytes_left,
                                request_id)
