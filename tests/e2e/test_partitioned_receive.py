@@ -517,3 +517,30 @@ def test_a_clients_consumers_of_one_subscription_poll_together(
     assert together and len(together) >= len(bodies) // 2, [len(b.get("joined") or ()) for b in bodies]
     for c in consumers:
         c.close()
+
+
+def test_two_consumers_of_one_name_in_one_client_still_get_every_message(
+    client: magnetar.Client, cluster: Any, topic: str
+) -> None:
+    """Two consumers sharing a name are one consumer to the broker: they never go in one receive
+    (it would be refused), they take turns, and every message arrives once."""
+    create_partitioned(cluster, topic, 2)
+    consumers = [client.subscribe(topic, "s", consumer_type=magnetar.ConsumerType.Shared, consumer_name="same",
+                                  initial_position=Earliest) for _ in range(2)]
+    produce_keys(client, topic, 4, 5, 2)
+    got: list[bytes] = []
+    lock = threading.Lock()
+
+    def drain(i: int) -> None:
+        for m in receive_until_quiet(consumers[i], 3000):
+            with lock:
+                got.append(m.data())
+
+    threads = [threading.Thread(target=drain, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(got) == sorted(f"{k}:{i}".encode() for k in range(4) for i in range(5))
+    for c in consumers:
+        c.close()

@@ -107,7 +107,12 @@ class PollGroup:
             start = self._round % len(ready)
             ready = ready[start:] + ready[:start]
             partitions = sorted(ready[0][0].children)
-            together = [(m, room) for m, room in ready if sorted(m.children) == partitions][:MAX_TOGETHER]
+            together: list[tuple[PartitionsPoller, int]] = []
+            names: set[str] = set()
+            for m, room in ready:  # one consumer name once a round (two consumers may share a name)
+                if sorted(m.children) == partitions and m.name not in names and len(together) < MAX_TOGETHER:
+                    together.append((m, room))
+                    names.add(m.name)
             wait_ms = POLL_WAIT_MS if len(together) == len(members) else SHORT_WAIT_MS
             with contextlib.ExitStack() as turns:
                 for m, _ in together:
