@@ -13,7 +13,9 @@ first's (a consumer whose partitions differ, as while a pattern consumer discove
 in the next round); who leads the round rotates. While a consumer sits a round out (no room in its
 queue) the round's long poll waits only briefly, so that it is not kept from its messages. After a
 round in which every consumer took everything ready for it, the next waits for the partitions' next
-seal (at most `MAX_SEAL_WAIT_S`), as a lone consumer does.
+seal (at most `MAX_SEAL_WAIT_S`), as a lone consumer does. While there is a backlog (a round filled
+a consumer's room) two loops poll half of the consumers each, at once: one broker invocation
+stepping every consumer over a backlog is slower than two, and each request is full anyway.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ POLL_WAIT_MS = 5_000  # a round's long-poll wait (it returns as soon as any cons
 SHORT_WAIT_MS = 250  # the wait while a consumer sits the round out (no room in its queue)
 MAX_SEAL_WAIT_S = 1.0  # the longest a round that took everything ready waits for the next seal
 MAX_TOGETHER = 32  # consumers one receive serves (the broker's limit)
+LOOPS = 2  # poll loops per group: a backlog (a round filled a consumer's room) is polled in two halves at once
 
 
 class PollGroups:
@@ -59,76 +62,108 @@ class PollGroups:
 
 
 class PollGroup:
-    """One poll loop for the partitioned-topic consumers of one client on one subscription."""
+    """The poll loops of the partitioned-topic consumers of one client on one subscription."""
 
     def __init__(self, key: tuple[str, str]) -> None:
         self._key = key
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)  # a round ended, a backlog began
         self._members: list[PartitionsPoller] = []
+        self._busy: set[PartitionsPoller] = set()  # in a round, or waiting for its next seal
+        self._backlog = False  # the last round filled a consumer's room: more is ready than one round takes
         self._round = 0
-        self._ended = False  # its loop ended (every member closed): a new member starts a new group
+        self._ended = False  # its loops ended (every member closed): a new member starts a new group
         self.workers = Workers()
 
     def join(self, member: PartitionsPoller) -> bool:
-        """Add `member` to the next rounds; False when this group's loop has ended."""
+        """Add `member` to the next rounds; False when this group's loops have ended."""
         with self._lock:
             if self._ended:
                 return False
             self._members.append(member)
             if len(self._members) == 1:
-                self.workers.start(self._run, name=f"poll-{self._key[0]}")
+                for k in range(LOOPS):
+                    self.workers.start(self._run, k, name=f"poll-{self._key[0]}-{k}")
             return True
 
     def left(self) -> None:
-        """A member closed: when it was the last, wait for the loop to end (a closed client leaves
+        """A member closed: when it was the last, wait for the loops to end (a closed client leaves
         no thread behind)."""
-        with self._lock:
+        with self._changed:
+            self._changed.notify_all()  # a loop waiting for a round to end sees it closed now
             last = all(m.closed.is_set() for m in self._members)
         if last:
             self.workers.join()
 
-    def _open(self) -> list[PartitionsPoller] | None:
-        """The members still open; None (and the loop ends) when none is."""
+    def _take(self, loop: int) -> tuple[list[tuple[PartitionsPoller, int]], float] | None:
+        """The next round's consumers with their room and its wait (ms); or no consumer and how
+        long to wait before asking again (s); None (and the loop ends) when every member closed.
+        The first loop polls whoever is ready; the others only share a backlog with it."""
         with self._lock:
             self._members = [m for m in self._members if not m.closed.is_set()]
             if not self._members:
                 self._ended = True
+                self._changed.notify_all()
                 return None
-            return list(self._members)
-
-    def _run(self) -> None:
-        while (members := self._open()) is not None:
-            rooms = [(m, m.room()) for m in members]
-            ready = [(m, room) for m, room in rooms if room > 0 and m.children]
-            if not ready:
-                time.sleep(0.02)
-                continue
+            if (self._busy or loop > 0) and not self._backlog:
+                return [], 1.0  # one round at a time but in a backlog: woken when a round ends
+            ready = [(m, room) for m in self._members if m not in self._busy and m.children and (room := m.room()) > 0]
+            if not ready:  # no room: the application has not taken its messages yet
+                return [], 0.02 if loop == 0 else 1.0
             self._round += 1
             start = self._round % len(ready)
             ready = ready[start:] + ready[:start]
             partitions = sorted(ready[0][0].children)
             together: list[tuple[PartitionsPoller, int]] = []
-            names: set[str] = set()
+            names = {m.name for m in self._busy}
             for m, room in ready:  # one consumer name once a round (two consumers may share a name)
                 if sorted(m.children) == partitions and m.name not in names and len(together) < MAX_TOGETHER:
                     together.append((m, room))
                     names.add(m.name)
-            wait_ms = POLL_WAIT_MS if len(together) == len(members) else SHORT_WAIT_MS
-            with contextlib.ExitStack() as turns:
+            if self._backlog and len(together) > 1:  # the other loop takes the other half
+                together = together[:(len(together) + 1) // 2]
+            self._busy.update(m for m, _ in together)
+            everyone = len(together) + len(self._busy - {m for m, _ in together}) == len(self._members)
+            return together, POLL_WAIT_MS if everyone else SHORT_WAIT_MS
+
+    def _run(self, loop: int) -> None:
+        while (taken := self._take(loop)) is not None:
+            together, wait = taken
+            if not together:
+                with self._changed:
+                    if not self._ended:
+                        self._changed.wait(wait)
+                continue
+            try:
+                self._round_of(together, int(wait))
+            except exceptions.AlreadyClosed:
+                return  # the client was closed under us
+            finally:
+                with self._changed:
+                    self._busy.difference_update(m for m, _ in together)
+                    self._changed.notify_all()
+
+    def _round_of(self, together: list[tuple[PartitionsPoller, int]], wait_ms: int) -> None:
+        """One long poll for `together`, their messages handed over, then (when each took
+        everything ready for it) the wait for their next seal."""
+        partitions = sorted(together[0][0].children)
+        with contextlib.ExitStack() as turns:
+            for m, _ in together:
+                turns.enter_context(m.lock.poll())
+                m.polling = True
+            try:
+                got = self._poll(together, partitions, wait_ms)
+            finally:
                 for m, _ in together:
-                    turns.enter_context(m.lock.poll())
-                    m.polling = True
-                try:
-                    got = self._poll(together, partitions, wait_ms)
-                except exceptions.AlreadyClosed:
-                    return  # the client was closed under us
-                finally:
-                    for m, _ in together:
-                        m.polling = False
-            for m, messages in got.items():
-                m.deliver(messages)
-            if got and any(got.values()) and all(len(got[m]) < room for m, room in together):
-                self._until_next_seal([m for m, _ in together])
+                    m.polling = False
+        full = any(len(got.get(m, ())) >= room for m, room in together)
+        with self._changed:
+            self._backlog = full
+            self._changed.notify_all()
+        for m, messages in got.items():
+            m.deliver(messages)
+        if got and any(got.values()) and not full:
+            self._until_next_seal([m for m, _ in together])
 
     def _until_next_seal(self, members: list[PartitionsPoller]) -> None:
         """Every consumer of the round took everything ready for it: nothing more is readable
