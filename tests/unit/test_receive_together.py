@@ -147,3 +147,34 @@ def test_bad_asks_are_invalid(asks: list[ConsumerAsk]) -> None:
     broker = setup(2, ["a"], "Shared")
     with pytest.raises(InvalidInput):
         together(broker, asks, 2)
+
+
+def test_an_answer_stays_within_its_byte_budget_when_a_partition_lost_a_race() -> None:
+    """Eight consumers take a whole answer's worth from one busy partition, and the cursor write
+    loses a race: stepped again, the partition still hands out no more than one answer's budget
+    (entries and their metadata: Lambda's response is 6 MB at most), not a budget per consumer."""
+    import os
+
+    from magnetar.core.claims import MAX_RECEIVE_BYTES, WIRE_BYTES_PER_ENTRY
+
+    consumers = [f"c{i}" for i in range(8)]
+    broker = setup(2, [*consumers, "other"], "Shared")
+    for _ in range(1000):  # 10 MB on partition 0, 10 KB entries
+        broker.writer.append(PARENT.partition(0), Batch.of([Message(os.urandom(1000)) for _ in range(10)]), "p")
+    broker.sealer.seal(list(broker.journal.records))
+    store = broker.metadata
+    real = store.put_cursors
+    raced = {"done": False}
+
+    def racing(writes: list[CursorWrite]) -> list[bool]:
+        if not raced["done"]:  # another consumer claims on partition 0 between the read and the write
+            raced["done"] = True
+            assert together(broker, [ConsumerAsk("other", 10)], 2)["other"][0]
+        return list(real(writes))
+
+    store.put_cursors = racing
+    got = receive_partitions_together(broker.subscriptions, PARENT, [0, 1], "s",
+                                      [ConsumerAsk(c, 1000) for c in consumers], 0, "r")
+    handed = [d for per in got.values() for r in per.values() for d in r.entries]
+    assert raced["done"] and len({c for c, per in got.items() if per[0].entries}) > 1  # stepped again
+    assert sum(d.entry.size + WIRE_BYTES_PER_ENTRY for d in handed) <= MAX_RECEIVE_BYTES

@@ -32,6 +32,7 @@ from magnetar.core.ports import Clock, MetadataStore, SubscriptionView
 
 MAX_ENTRIES_PER_RECEIVE = 100
 MAX_RECEIVE_BYTES = 4 * 1024 * 1024  # base64 in JSON must stay under Lambda's 6 MB response
+WIRE_BYTES_PER_ENTRY = 512  # an entry's metadata in a receive's JSON answer (ids, names, times), counted with it
 PARTITION_COUNT_TTL_MS = 30_000  # a partitioned topic's partition count, cached per parent (Key_Shared)
 
 

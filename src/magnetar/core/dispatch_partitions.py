@@ -229,7 +229,10 @@ def _look(
     are ready (nothing written), else what each partition handed out to each consumer and, when
     dispatch rates held everything back, the earliest time one of them opens again."""
     from magnetar.core.acks import NO_ACKS
-    from magnetar.core.claims import MAX_RECEIVE_BYTES
+    from magnetar.core.claims import MAX_RECEIVE_BYTES, WIRE_BYTES_PER_ENTRY
+
+    def wire_bytes(delivered: list[DeliveredEntry]) -> int:  # what they add to the answer's JSON
+        return sum(d.entry.size + WIRE_BYTES_PER_ENTRY for d in delivered)
 
     now = service.clock.now_ms()
     views = service.metadata.get_subscription_views([(t, subscription) for t in topics])
@@ -252,7 +255,7 @@ def _look(
                                 now, bytes_left, subscription=subscription)
             steps[i, j] = step
             msgs_left[j] -= step.messages
-            bytes_left -= sum(d.entry.size for d in step.delivered)
+            bytes_left -= wire_bytes(step.delivered)
     for i in order:  # pass 2: what the quiet partitions left goes to those that handed out something
         for j in turns:  # (an entry of many messages may have stopped a step short of its share)
             step = steps[i, j]
@@ -261,7 +264,7 @@ def _look(
             more = _claim_more(service, topics[i], views[i], step, asks[j].consumer, msgs_left[j], bytes_left,
                                request_id)
             msgs_left[j] -= sum(d.entry.num_messages for d in more)
-            bytes_left -= sum(d.entry.size for d in more)
+            bytes_left -= wire_bytes(more)
     ready = sum(s.messages for s in steps.values())
     if 0 < ready < min_messages and not any(s.retried for s in steps.values()):
         return None, 0
@@ -290,8 +293,9 @@ def _look(
     if lost:  # lost races: those partitions again, together (one read, one write per round)
         wants = {(k, j): max(steps[i, j].messages, min(shares[j], steps[i, j].cap))
                  for k, i in enumerate(lost) for j in range(m)}
+        kept = sum(wire_bytes(steps[i, j].delivered) for i in range(n) if i not in lost for j in range(m))
         again = _again(service, [topics[i] for i in lost], [partitions[i] for i in lost], subscription, asks, wants,
-                       request_id, [steps[i, 0].state.epoch for i in lost])
+                       request_id, [steps[i, 0].state.epoch for i in lost], MAX_RECEIVE_BYTES - kept)
         for consumer, per in again.items():
             out[consumer].update(per)
     throttled = [s.throttled_until for s in steps.values() if s.throttled_until]
@@ -313,14 +317,16 @@ def _claim_more(service: SubscriptionService, topic: TopicName, view: Subscripti
 
 def _again(service: SubscriptionService, topics: list[TopicName], partitions: list[int], subscription: str,
            asks: list[ConsumerAsk], wants: dict[tuple[int, int], int], request_id: str,
-           epochs: list[int]) -> dict[str, dict[int, PartitionReceived]]:
+           epochs: list[int], max_bytes: int) -> dict[str, dict[int, PartitionReceived]]:
     """Step again the partitions whose write lost a race (re-read, every consumer's acks
     re-applied, `wants[k, j]` messages for consumer j on partition k), all of them in each round:
     one BatchGetItem and one TransactWriteItems, up to CONFLICT_RETRIES rounds. Other partitions'
     claims are already written, so nothing may be raised from here: a partition that cannot be
     stepped now (endless contention, a consumer detached meanwhile) hands out nothing this time
-    and says its acks were not applied, for the clients to send them again."""
+    and says its acks were not applied, for the clients to send them again. What they hand out
+    stays within `max_bytes` of the answer (the rest of the look's budget)."""
     from magnetar.core.acks import NO_ACKS
+    from magnetar.core.claims import MAX_RECEIVE_BYTES, WIRE_BYTES_PER_ENTRY
     from magnetar.core.dispatch import CONFLICT_RETRIES
 
     out: dict[str, dict[int, PartitionReceived]] = {a.consumer: {} for a in asks}
@@ -332,14 +338,20 @@ def _again(service: SubscriptionService, topics: list[TopicName], partitions: li
     todo = list(range(len(topics)))
     for _ in range(CONFLICT_RETRIES):
         service.clock.sleep(random.uniform(0.0, 0.02))
+        left = max_bytes - sum(d.entry.size + WIRE_BYTES_PER_ENTRY for per in out.values() for r in per.values()
+                               for d in r.entries)
         views = service.metadata.get_subscription_views([(topics[k], subscription) for k in todo])
         now = service.clock.now_ms()
         stepped: list[tuple[int, SubscriptionView, list[Step]]] = []
         for k, view in zip(todo, views, strict=True):
             try:
-                steps = [service.step(topics[k], view, a.consumer, wants[k, j], request_id,
-                                      a.acks.get(partitions[k], NO_ACKS), now, subscription=subscription)
-                         for j, a in enumerate(asks)]
+                steps = []
+                for j, a in enumerate(asks):  # claim only while a large entry still fits the answer
+                    want = wants[k, j] if left >= MAX_RECEIVE_BYTES // 4 else 0
+                    steps.append(service.step(topics[k], view, a.consumer, want, request_id,
+                                              a.acks.get(partitions[k], NO_ACKS), now, max(left, 0),
+                                              subscription=subscription))
+                    left -= sum(d.entry.size + WIRE_BYTES_PER_ENTRY for d in steps[-1].delivered)
             except MagnetarError as exc:
                 log.warning("partition %s not stepped after a lost race: %s", topics[k], exc)
                 nothing(k)
