@@ -3,6 +3,8 @@ keeps from its own commits (no read for a shard it keeps sealing), on in-memory 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from magnetar.adapters.memory import ManualClock, memory_broker
@@ -298,6 +300,18 @@ def test_a_poll_says_when_a_busy_topics_next_seal_is_due() -> None:
     assert next_seal_in_ms(seal, seal.recent_segments[-1].created_at) == 250
 
 
+def seal_two_partitions_every_250_ms(broker: Any, clock: ManualClock, parent: TopicName) -> None:
+    """Partitions 0 and 1 of `parent` each sealed twice, 250 ms apart, partition 1 100 ms after
+    partition 0 (0 at 0 and 250 ms, 1 at 100 and 350 ms); the clock then at 370 ms, when partition
+    0's next seal is due in 130 ms and partition 1's in 230 ms."""
+    for pause in (150, 20):
+        for p in (0, 1):
+            before = len(broker.journal.records)
+            broker.writer.append(parent.partition(p), Batch.of([Message(b"x", key=f"k{p}")]), "p")
+            broker.sealer.seal(list(broker.journal.records)[before:])
+            clock.advance(100 if p == 0 else pause)
+
+
 def test_a_poll_over_partitions_says_when_the_first_of_their_next_seals_is_due() -> None:
     """Two busy partitions sealed 250 ms apart each, the second 100 ms after the first: a poll over
     both hears of the first next seal; with a partition whose cadence is unknown, of none."""
@@ -309,17 +323,7 @@ def test_a_poll_over_partitions_says_when_the_first_of_their_next_seals_is_due()
     for p in range(3):
         broker.subscriptions.subscribe(parent.partition(p), "s", "c1", "Shared", "Earliest")
 
-    def seal_both(gap_ms: int) -> None:
-        for p in (0, 1):
-            before = len(broker.journal.records)
-            broker.writer.append(parent.partition(p), Batch.of([Message(b"x")]), "p")
-            broker.sealer.seal(list(broker.journal.records)[before:])
-            clock.advance(gap_ms if p == 0 else 0)
-
-    seal_both(100)
-    clock.advance(150)
-    seal_both(100)  # partition 0 sealed at 250 ms, partition 1 at 350 ms; both every 250 ms
-    clock.advance(20)  # now 370 ms: partition 0's next at 500, partition 1's at 600
+    seal_two_partitions_every_250_ms(broker, clock, parent)
     got = receive_partitions(broker.subscriptions, parent, [0, 1], "s", "c1", 100, 0, "r1", {})
     assert [len(got[p].entries) for p in (0, 1)] == [2, 2]
     assert (got[0].next_seal_in_ms, got[1].next_seal_in_ms) == (130, 230)
@@ -364,17 +368,7 @@ def test_a_poll_over_partitions_counts_only_the_seals_that_may_bring_the_consume
         for p in range(2):
             broker.subscriptions.subscribe(parent.partition(p), "s", consumer, sub_type, "Earliest")
 
-    def seal_both(gap_ms: int) -> None:
-        for p in (0, 1):
-            before = len(broker.journal.records)
-            broker.writer.append(parent.partition(p), Batch.of([Message(b"x", key=f"k{p}")]), "p")
-            broker.sealer.seal(list(broker.journal.records)[before:])
-            clock.advance(gap_ms if p == 0 else 0)
-
-    seal_both(100)
-    clock.advance(150)
-    seal_both(100)  # partition 0 sealed at 250 ms, partition 1 at 350 ms; both every 250 ms
-    clock.advance(20)  # now 370 ms: partition 0's next at 500, partition 1's at 600
+    seal_two_partitions_every_250_ms(broker, clock, parent)
     first = receive_partitions(broker.subscriptions, parent, [0, 1], "s", "c1", 100, 0, "r1", {})
     second = receive_partitions(broker.subscriptions, parent, [0, 1], "s", "c2", 100, 0, "r2", {})
     assert [len(first[p].entries) for p in (0, 1)] == [2, 0]  # c1 has partition 0, c2 partition 1
