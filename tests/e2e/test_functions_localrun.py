@@ -117,7 +117,12 @@ def test_exclamation_function_by_localrun(cluster, client: magnetar.Client, tmp_
         assert got[0].properties()["__pfn_input_topic__"] == source
     finally:
         process.send_signal(signal.SIGINT)
-        output, _ = process.communicate(timeout=60)
+        try:
+            output, _ = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:  # never left running: the session's other tests count its requests
+            process.kill()
+            output, _ = process.communicate()
+            raise AssertionError(f"localrun did not stop within 60 s of SIGINT:\n{output}") from None
     assert process.returncode == 0, output
     assert "running public/default/exclamation" in output and "receivedTotal 2" in output
 
