@@ -116,7 +116,10 @@ def localrun(
         instance = LocalInstance(config, py, InstanceOptions(service_url, auth, store, instance_id))
     except Exception as exc:
         _fail(f"cannot load {classname} from {py}: {exc!r}")
-    signal.signal(signal.SIGTERM, lambda *_: instance.stop())
+    # Ctrl-C stops the instance as SIGTERM does: a KeyboardInterrupt raised wherever the main thread
+    # happens to be (a request's retry, a close) could be lost there and leave the instance running
+    for stopping in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stopping, lambda *_: instance.stop())
     console.print(f"running {config.fqfn} ({config.processingGuarantees.value}) on "
                   f"{', '.join(config.inputs) or config.topicsPattern} -> {config.output or '(no output)'}; Ctrl-C to stop")
     try:
