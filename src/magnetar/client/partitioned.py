@@ -115,6 +115,16 @@ class PartitionedProducer:
 
 
 
+def put_until_closed(queue_: queue.Queue[Message], message: Message, closed: threading.Event) -> None:
+    """Queue `message` for the application, waiting for room, unless the consumer closes meanwhile."""
+    while not closed.is_set():
+        try:
+            queue_.put(message, timeout=0.5)
+            return
+        except queue.Full:
+            continue
+
+
 class _Turns:
     """The shared poll's lock, fair to the others: the poll loop holds it for each long poll and,
     between two polls, lets in whoever waits for it (seek, redeliver). A plain `Lock` is not fair:
@@ -261,12 +271,7 @@ class PartitionsPoller:
 
     def deliver(self, messages: list[Message]) -> None:
         for message in messages:
-            while not self.closed.is_set():
-                try:
-                    self._queue.put(message, timeout=0.5)
-                    break
-                except queue.Full:
-                    continue
+            put_until_closed(self._queue, message, self.closed)
 
     def _ack(self, transport: Any, acks: dict[int, dict[str, Any]], generation: int | None = None) -> None:
         transport.call("POST", self.path("ack"), {"partitions": {str(p): a for p, a in acks.items()}},
@@ -380,12 +385,7 @@ class MultiTopicsConsumer(MessageListening):
                 log.warning("partition consumer failed; retrying: %r", exc)
                 time.sleep(0.5)
                 continue
-            while not self._closed.is_set():
-                try:
-                    self._queue.put(message, timeout=0.5)
-                    break
-                except queue.Full:
-                    continue
+            put_until_closed(self._queue, message, self._closed)
 
     def _rediscover(self, discover: Callable[[], list[str]], period_s: float) -> None:
         while not self._closed.wait(period_s):
