@@ -24,7 +24,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from magnetar.local.aws_limits import AwsEndpoint
+from magnetar.local.aws_limits import MIB, SHARD_SPEND_PATH, AwsEndpoint
 from magnetar.local.cluster import free_port, start_emulator
 from magnetar.local.fidelity import AwsFidelity
 
@@ -105,6 +105,32 @@ def test_a_hot_shard_is_throttled_and_a_standard_retry_gets_through(limited: str
     assert tries[0] > 3  # throttled, backed off, written
     refusals = httpx.get(f"{limited}/_magnetar/aws-limits").json()["refusals"]  # what the limits refused
     assert refusals["kinesis.PutRecord:ProvisionedThroughputExceededException"] >= 2
+
+
+def test_a_shards_write_budget_spent_from_outside_refuses_the_writes_that_follow(limited: str) -> None:
+    """Another writer's share of a shard, taken at once (into debt): a record of a few bytes is
+    refused until the budget has refilled, and then written. Bad asks get a reason; with the
+    limits off (latency alone) there is no budget to spend."""
+    kinesis, name = client("kinesis", limited), stream(limited)
+    spent = httpx.post(f"{limited}{SHARD_SPEND_PATH}", json={"stream": name, "shard": "shardId-000000000000",
+                                                              "bytes": 2 * MIB})
+    assert spent.status_code == 200 and spent.json()["budgetBytes"] < -MIB + 1, spent.text
+    with pytest.raises(ClientError) as refused:
+        kinesis.put_record(StreamName=name, Data=b"x", PartitionKey="any")
+    assert code(refused.value) == "ProvisionedThroughputExceededException"
+    time.sleep(1.2)  # the debt (about 1 MiB) paid at 1 MiB/s
+    assert kinesis.put_record(StreamName=name, Data=b"x", PartitionKey="any")["ShardId"] == "shardId-000000000000"
+    for body, status in (({"stream": name, "shard": "shardId-000000000009", "bytes": 1}, 404),
+                         ({"stream": "no-such-stream", "shard": "shardId-000000000000", "bytes": 1}, 404),
+                         ({"stream": name, "shard": "shardId-000000000000", "bytes": -1}, 400),
+                         ({"stream": name}, 400)):
+        answer = httpx.post(f"{limited}{SHARD_SPEND_PATH}", json=body)
+        assert (answer.status_code, bool(answer.json()["reason"])) == (status, True), body
+    status: list[str] = []
+    latency_only = AwsEndpoint(lambda environ, start: [], limits=False)  # (in-process: nothing reaches moto)
+    body = b"".join(latency_only({"REQUEST_METHOD": "POST", "PATH_INFO": SHARD_SPEND_PATH, "CONTENT_LENGTH": "2",
+                                  "wsgi.input": io.BytesIO(b"{}")}, lambda s, h, e=None: status.append(s)))
+    assert status == ["409 Conflict"] and b"off" in body
 
 
 def test_put_records_fails_record_by_record(limited: str) -> None:

@@ -24,6 +24,7 @@ from magnetar.local.aws_limits.base import (
     REFUSALS_PATH,
     REFUSED_COUNT_HEADER,
     REFUSED_HEADER,
+    SHARD_SPEND_PATH,
     Response,
     StartResponse,
 )
@@ -81,6 +82,7 @@ __all__ = [
     "REFUSED_HEADER",
     "S3_PREFIX_READS_S",
     "S3_PREFIX_WRITES_S",
+    "SHARD_SPEND_PATH",
     "AwsEndpoint",
     "Bucket",
     "Response",

@@ -23,6 +23,8 @@ _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/([^/]+)/")
 REFUSED_HEADER = "x-magnetar-refused"
 REFUSED_COUNT_HEADER = "x-magnetar-refused-count"
 REFUSALS_PATH = "/_magnetar/aws-limits"  # GET: what the limits refused, by service.operation:code
+# POST {"stream", "shard", "bytes"}: another writer's share of a shard's write budget, taken now
+SHARD_SPEND_PATH = REFUSALS_PATH + "/kinesis/shard-writes"
 
 StartResponse = Callable[..., Any]
 Response = tuple[str, list[tuple[str, str]], bytes]

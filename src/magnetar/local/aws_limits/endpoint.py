@@ -1,6 +1,7 @@
 """The middleware, `AwsEndpoint`: which service and operation a request is (Kinesis and DynamoDB
 by `X-Amz-Target`, S3 by its SigV4 credential scope), dispatch to that service's limits
-(`kinesis`, `dynamodb`, `s3`), the count of what the limits refused (GET /_magnetar/aws-limits)
+(`kinesis`, `dynamodb`, `s3`), the count of what the limits refused (GET /_magnetar/aws-limits),
+a shard's write budget spent from outside (POST /_magnetar/aws-limits/kinesis/shard-writes)
 and modeled latency (`magnetar.local.aws_latency`), added after the request is applied and
 outside the serialization lock. Everything else passes through unchanged."""
 
@@ -20,6 +21,7 @@ from magnetar.local.aws_limits.base import (
     REFUSALS_PATH,
     REFUSED_COUNT_HEADER,
     REFUSED_HEADER,
+    SHARD_SPEND_PATH,
     Response,
     StartResponse,
     _json_response,
@@ -62,6 +64,12 @@ class AwsEndpoint(KinesisLimits, DynamoDbLimits, S3Limits):
                 report = {"limits": self.limits, "refusals": dict(sorted(self.refusals.items())),
                           "declined": dict(sorted(self.declined.items()))}
             status, headers, data = _json_response("200 OK", report, "application/json")
+            start_response(status, headers)
+            return [data]
+        if environ.get("PATH_INFO") == SHARD_SPEND_PATH and environ.get("REQUEST_METHOD") == "POST":
+            status, headers, data = self._spend_shard_writes(environ, self._read_body(environ)) if self.limits else \
+                _json_response("409 Conflict", {"reason": "the emulator's limits are off: no budget to spend"},
+                               "application/json")
             start_response(status, headers)
             return [data]
         service, operation, body = self._classify(environ)

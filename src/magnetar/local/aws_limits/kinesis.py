@@ -15,6 +15,12 @@ consumer's SubscribeToShard. It is accounted on that consumer's own per-shard bu
 reads (the same debt rule) and a window of 5 GetShardIterator calls/s, with no cap on its calls
 (a subscription pushes; the emulation polls instead), and it takes nothing from the shard's shared
 5 calls/s and 2 MiB/s.
+
+A shard's write budget can be spent from outside (`POST /_magnetar/aws-limits/kinesis/shard-writes`,
+`{"stream", "shard", "bytes"}`), as another writer of that shard would spend it, into debt if the
+bytes are more than the budget holds: the writes that follow are refused until it has refilled.
+What a producer does on a saturated shard is then tested on any machine, however fast the
+producer itself can send (LocalStack's chaos API is the same kind of control).
 """
 
 from __future__ import annotations
@@ -108,6 +114,32 @@ class KinesisLimits(EndpointBase):
                 if lo <= value <= hi:
                     return shard_id
         raise _PassThrough
+
+    def _spend_shard_writes(self, environ: dict[str, Any], body: bytes) -> Response:
+        """`POST SHARD_SPEND_PATH`: take `bytes` of a shard's write budget now (see the module)."""
+        try:
+            request = json.loads(body or b"{}")
+            stream, shard, size = str(request["stream"]), str(request["shard"]), int(request["bytes"])
+            if not stream or not shard or size < 0:
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            return _json_response("400 Bad Request", {"reason": 'expected {"stream": name, "shard": shard id, '
+                                                      '"bytes": a count of at least 0}'}, "application/json")
+        account, region = self._scope(environ)
+        try:
+            shards = {s for _, _, s in self._shard_ranges(account, region, stream, refresh=True)}
+        except _PassThrough:
+            shards = set()
+        if shard not in shards:
+            return _json_response("404 Not Found", {"reason": f"no open shard {shard} in stream {stream}"},
+                                  "application/json")
+        now = self.clock()
+        with self.state.lock:
+            bucket = self.state.bucket(("kw", account, region, stream, shard), KINESIS_SHARD_WRITE_BYTES_S, now)
+            bucket.charge(size, now)
+            left = bucket.tokens
+        return _json_response("200 OK", {"stream": stream, "shard": shard, "budgetBytes": int(left)},
+                              "application/json")
 
     def _kinesis(self, environ: dict[str, Any], operation: str, body: bytes) -> Response:
         if operation not in ("PutRecord", "PutRecords", "GetRecords", "GetShardIterator"):
