@@ -23,12 +23,12 @@ logger = Logger()
 telemetry = LambdaTelemetry()  # the run's metrics (backlogs per namespace: core/lifecycle.py) as EMF
 
 
-def serve_backlogged_functions() -> list[str]:
+def serve_backlogged_functions(topics: list[str] | None) -> list[str]:
     from magnetar.adapters.aws.functions import LambdaDispatcherInvoker
     from magnetar.core.functions.inputs import backlogged_functions
 
     try:
-        started = backlogged_functions(build_broker())
+        started = backlogged_functions(build_broker(), topics)
     except Exception as exc:  # the ledger's maintenance still reports
         logger.warning("functions: the backlog sweep failed", extra={"error": repr(exc)})
         return []
@@ -55,8 +55,8 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # connection inboxes, connections whose $disconnect never came.
     pushed = build_push().redispatch()
     # Pulsar Functions: a dispatcher for each RUNNING function with a backlog (redeliveries due);
-    # on the schedule's runs only (a run for named topics is an operator's, about those topics)
-    functions = serve_backlogged_functions() if topics is None else []
+    # a run for named topics serves only the functions that read them
+    functions = serve_backlogged_functions(topics)
     EmfMetrics().add(REDISPATCHED, pushed.pushed)
     result = {
         "topics": report.topics,

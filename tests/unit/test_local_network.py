@@ -68,3 +68,18 @@ def test_a_client_of_its_own_region_is_never_cut(tmp_path: Path) -> None:
     own.meta.events.register("before-send", _answered)
     network.set_outage("west", True)
     assert "Item" not in own.get_item(TableName="t", Key={"pk": {"S": "a"}})
+
+
+def test_listening_ports_come_from_below_the_ephemeral_range_and_are_not_handed_out_twice() -> None:
+    """The kernel gives outgoing connections ports of 32768-60999: a listener's port picked there
+    could be taken by one of them before the listener binds it."""
+    import socket
+
+    from magnetar.local.cluster import free_port, free_run
+
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == 300 and all(15_000 <= p < 32_768 for p in ports)
+    base = free_run(3)
+    assert not {base, base + 1, base + 2} & set(ports)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports[-1]))  # free to listen on

@@ -7,6 +7,7 @@ import contextlib
 import errno
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -76,11 +77,27 @@ def _cut_lifespan(record: logging.LogRecord) -> bool:
     return "asyncio.exceptions.CancelledError" not in record.getMessage()  # logged as the traceback's text
 
 
+# Ports for the local stack's listeners are picked at random below Linux's ephemeral range
+# (32768-60999 by default): a port the kernel chose (bind to 0) is one it hands to outgoing
+# connections too, and one of the many clients of a test run took it between the pick and the
+# listener's bind (measured: a proxy failed "address already in use" and ten tests with it).
+_LISTEN_PORTS = range(15_000, 32_768)
+_handed_out: set[int] = set()
+_ports_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A port free to listen on now, not handed out before by this process."""
+    with _ports_lock:
+        for _ in range(200):
+            port = random.choice(_LISTEN_PORTS)
+            if port not in _handed_out and _is_free(port):
+                _handed_out.add(port)
+                return port
+    with socket.socket() as s:  # the range is taken (unlikely): one the kernel picks
         s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+        chosen: int = s.getsockname()[1]
+        return chosen
 
 
 def free_run(n: int) -> int:
@@ -88,6 +105,8 @@ def free_run(n: int) -> int:
     for _ in range(50):
         base = free_port()
         if base + n < 65535 and all(_is_free(base + i) for i in range(n)):
+            with _ports_lock:
+                _handed_out.update(range(base, base + n))
             return base
     raise RuntimeError("no run of free ports")
 

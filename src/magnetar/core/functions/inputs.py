@@ -138,10 +138,12 @@ class FunctionTriggers:
         return started
 
 
-def backlogged_functions(broker: Broker) -> list[str]:
+def backlogged_functions(broker: Broker, topics: list[str] | None = None) -> list[str]:
     """The RUNNING functions of this instance whose subscription has a backlog on an input
     partition (messages not acknowledged yet, negatively acknowledged ones due for redelivery
-    among them): the maintenance run serves these, so nothing waits on a new message to come."""
+    among them): the maintenance run serves these, so nothing waits on a new message to come.
+    `topics`: only those with an input among these topics (a partitioned topic or its partitions)."""
+    wanted = None if topics is None else {str(TopicName.parse(t).partitioned_topic) for t in topics}
     found = []
     metadata = broker.metadata
     for tenant in metadata.list_tenants():
@@ -152,6 +154,8 @@ def backlogged_functions(broker: Broker) -> list[str]:
                     continue
                 config = FunctionConfig.model_validate_json(record.config)
                 partitions = input_partitions(metadata, config)
+                if wanted is not None:
+                    partitions = [p for p in partitions if str(p.partitioned_topic) in wanted]
                 views = metadata.get_subscription_views([(p, config.subscription) for p in partitions])
                 if any(v.cursor is not None and v.writer is not None and v.cursor.backlog(v.writer.next_entry) > 0
                        for v in views):
