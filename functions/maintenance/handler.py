@@ -23,12 +23,12 @@ logger = Logger()
 telemetry = LambdaTelemetry()  # the run's metrics (backlogs per namespace: core/lifecycle.py) as EMF
 
 
-def serve_backlogged_functions(topics: list[str] | None) -> list[str]:
+def serve_backlogged_functions(only: list[str] | None) -> list[str]:
     from magnetar.adapters.aws.functions import LambdaDispatcherInvoker
     from magnetar.core.functions.inputs import backlogged_functions
 
     try:
-        started = backlogged_functions(build_broker(), topics)
+        started = backlogged_functions(build_broker(), only)
     except Exception as exc:  # the ledger's maintenance still reports
         logger.warning("functions: the backlog sweep failed", extra={"error": repr(exc)})
         return []
@@ -43,20 +43,26 @@ def serve_backlogged_functions(topics: list[str] | None) -> list[str]:
 @logger.inject_lambda_context(clear_state=True)
 @telemetry.instrument
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    # The schedule's event, or a rule's constant input {"topics": [...]} naming the topics to visit
-    # (an operator's one-off run for a few topics).
-    topics = event.get("topics")
+    # The schedule's event, or a rule's constant input naming what to visit (an operator's one-off
+    # run): {"topics": [...]}, the topics to maintain; {"functions": ["tenant/namespace/name", ...]},
+    # the functions to serve if they have a backlog. Either alone visits nothing of the other kind.
+    topics, functions = event.get("topics"), event.get("functions")
     if topics is not None and not (isinstance(topics, list) and all(isinstance(t, str) for t in topics)):
         raise ValueError("'topics' must be a list of topic names")
+    if functions is not None and not (isinstance(functions, list) and all(
+            isinstance(f, str) and len(f.split("/")) == 3 and all(f.split("/")) for f in functions)):
+        raise ValueError("'functions' must be a list of function names, tenant/namespace/name")
+    if functions is not None and topics is None:
+        topics = []
     build_replicator()  # geo-replication: replicators left behind by an unreachable cluster catch up
     build_compactor()  # topic compaction: the run starts (compactionThreshold) and continues compactions
     report = build_broker().maintenance.run(topics)
     # Push consumers: due redeliveries (negative-ack delays, ack timeouts), acknowledgements still in
     # connection inboxes, connections whose $disconnect never came.
     pushed = build_push().redispatch()
-    # Pulsar Functions: a dispatcher for each RUNNING function with a backlog (redeliveries due);
-    # a run for named topics serves only the functions that read them
-    functions = serve_backlogged_functions(topics)
+    # Pulsar Functions: a dispatcher for each RUNNING function with a backlog (redeliveries due),
+    # of the named functions when the input names some; none on a run for named topics alone
+    served = serve_backlogged_functions(functions) if functions is not None or event.get("topics") is None else []
     EmfMetrics().add(REDISPATCHED, pushed.pushed)
     result = {
         "topics": report.topics,
@@ -66,7 +72,7 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         "deletedObjects": report.deleted_objects,
         "blockedTopics": report.blocked_topics,
         "redispatched": pushed.pushed,
-        "functionsServed": functions,
+        "functionsServed": served,
     }
     logger.info("maintenance run", extra={"report": result})
     return result

@@ -103,14 +103,14 @@ def test_a_crashed_worker_fails_the_batch_which_the_maintenance_run_serves_again
             assert time.monotonic() < deadline, "the function never ran"
             time.sleep(0.2)
         answer = None
-        # Redelivered: a maintenance run starts its dispatcher. The run is for the function's input
-        # alone (a rule's input naming topics: the scheduled run would sweep every topic of the
+        # Redelivered: a maintenance run starts its dispatcher. The run is for this function alone
+        # (a rule's input naming it: the scheduled run would sweep every topic and function of the
         # session's cluster, thousands once other files ran); the first one past the negative
         # acknowledgement's delay serves it, a later one if it raced.
         for _ in range(3):
             time.sleep(1.2)  # past the negative acknowledgement's delay
             response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance",
-                                  json={"topics": [f"persistent://public/default/{source}"]}, timeout=300)
+                                  json={"functions": [fqfn]}, timeout=300)
             assert response.status_code == 200, response.text
             assert response.json()["functionsServed"] in ([], [fqfn]), response.text
             try:  # a new worker process, then the output: back as soon as it is there

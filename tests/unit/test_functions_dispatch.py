@@ -223,9 +223,9 @@ def test_backlog_sweep_names_functions_with_messages_due(broker: Broker, tmp_pat
     assert backlogged_functions(broker) == []  # subscribed, nothing published: nothing to serve
     _produce(broker, "in", "hello")
     assert backlogged_functions(broker) == [fqfn]
-    # a run for named topics: only the functions that read one of them
-    assert backlogged_functions(broker, ["persistent://public/default/in"]) == [fqfn]
-    assert backlogged_functions(broker, ["public/default/elsewhere", "persistent://public/default/other"]) == []
+    # a run for named functions reads those alone (no listing): the named one with a backlog
+    assert backlogged_functions(broker, [fqfn, "public/default/idle", "public/default/missing"]) == [fqfn]
+    assert backlogged_functions(broker, ["public/default/idle"]) == []
     broker.functions.stop("public", "default", "ex")
     assert backlogged_functions(broker) == []  # STOPPED: not served
     broker.functions.start("public", "default", "ex")

@@ -81,7 +81,11 @@ def _cut_lifespan(record: logging.LogRecord) -> bool:
 # (32768-60999 by default): a port the kernel chose (bind to 0) is one it hands to outgoing
 # connections too, and one of the many clients of a test run took it between the pick and the
 # listener's bind (measured: a proxy failed "address already in use" and ten tests with it).
+# Drawn from the OS's randomness, not the `random` module's state, which a test framework may seed
+# alike in every worker process (measured: two pytest workers drew the same port, and one's test
+# talked to the other's cluster).
 _LISTEN_PORTS = range(15_000, 32_768)
+_draw = random.SystemRandom()
 _handed_out: set[int] = set()
 _ports_lock = threading.Lock()
 
@@ -90,7 +94,7 @@ def free_port() -> int:
     """A port free to listen on now, not handed out before by this process."""
     with _ports_lock:
         for _ in range(200):
-            port = random.choice(_LISTEN_PORTS)
+            port = _draw.choice(_LISTEN_PORTS)
             if port not in _handed_out and _is_free(port):
                 _handed_out.add(port)
                 return port

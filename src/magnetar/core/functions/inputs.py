@@ -138,26 +138,27 @@ class FunctionTriggers:
         return started
 
 
-def backlogged_functions(broker: Broker, topics: list[str] | None = None) -> list[str]:
+def backlogged_functions(broker: Broker, only: list[str] | None = None) -> list[str]:
     """The RUNNING functions of this instance whose subscription has a backlog on an input
     partition (messages not acknowledged yet, negatively acknowledged ones due for redelivery
     among them): the maintenance run serves these, so nothing waits on a new message to come.
-    `topics`: only those with an input among these topics (a partitioned topic or its partitions)."""
-    wanted = None if topics is None else {str(TopicName.parse(t).partitioned_topic) for t in topics}
-    found = []
+    `only`: of these functions (`tenant/namespace/name`), read directly instead of listing every
+    tenant's namespaces and functions."""
     metadata = broker.metadata
-    for tenant in metadata.list_tenants():
-        for namespace in metadata.list_namespaces(tenant):
-            for name in metadata.list_functions(tenant, namespace):
-                record = metadata.get_function(tenant, namespace, name)
-                if record is None or record.state != "RUNNING" or not (record.code_key or config_arn(record.config)):
-                    continue
-                config = FunctionConfig.model_validate_json(record.config)
-                partitions = input_partitions(metadata, config)
-                if wanted is not None:
-                    partitions = [p for p in partitions if str(p.partitioned_topic) in wanted]
-                views = metadata.get_subscription_views([(p, config.subscription) for p in partitions])
-                if any(v.cursor is not None and v.writer is not None and v.cursor.backlog(v.writer.next_entry) > 0
-                       for v in views):
-                    found.append(record.fqfn)
+    if only is None:
+        names = [(tenant, namespace, name) for tenant in metadata.list_tenants()
+                 for namespace in metadata.list_namespaces(tenant) for name in metadata.list_functions(tenant, namespace)]
+    else:
+        names = [(parts[0], parts[1], parts[2]) for parts in (fqfn.split("/") for fqfn in only) if len(parts) == 3]
+    found = []
+    for tenant, namespace, name in names:
+        record = metadata.get_function(tenant, namespace, name)
+        if record is None or record.state != "RUNNING" or not (record.code_key or config_arn(record.config)):
+            continue
+        config = FunctionConfig.model_validate_json(record.config)
+        partitions = input_partitions(metadata, config)
+        views = metadata.get_subscription_views([(p, config.subscription) for p in partitions])
+        if any(v.cursor is not None and v.writer is not None and v.cursor.backlog(v.writer.next_entry) > 0
+               for v in views):
+            found.append(record.fqfn)
     return found
