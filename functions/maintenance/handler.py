@@ -17,6 +17,7 @@ from magnetar.adapters.aws import build_broker, build_replicator
 from magnetar.adapters.aws.compaction import build_compactor
 from magnetar.adapters.aws.connections import build_push
 from magnetar.adapters.aws.telemetry import EmfMetrics, LambdaTelemetry
+from magnetar.core.errors import InvalidInput
 from magnetar.core.metrics import REDISPATCHED
 
 logger = Logger()
@@ -48,21 +49,19 @@ def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     # the functions to serve if they have a backlog. Either alone visits nothing of the other kind.
     topics, functions = event.get("topics"), event.get("functions")
     if topics is not None and not (isinstance(topics, list) and all(isinstance(t, str) for t in topics)):
-        raise ValueError("'topics' must be a list of topic names")
+        raise InvalidInput("'topics' must be a list of topic names")
     if functions is not None and not (isinstance(functions, list) and all(
             isinstance(f, str) and len(f.split("/")) == 3 and all(f.split("/")) for f in functions)):
-        raise ValueError("'functions' must be a list of function names, tenant/namespace/name")
-    if functions is not None and topics is None:
-        topics = []
+        raise InvalidInput("'functions' must be a list of function names, tenant/namespace/name")
     build_replicator()  # geo-replication: replicators left behind by an unreachable cluster catch up
     build_compactor()  # topic compaction: the run starts (compactionThreshold) and continues compactions
-    report = build_broker().maintenance.run(topics)
+    report = build_broker().maintenance.run([] if topics is None and functions is not None else topics)
     # Push consumers: due redeliveries (negative-ack delays, ack timeouts), acknowledgements still in
     # connection inboxes, connections whose $disconnect never came.
     pushed = build_push().redispatch()
     # Pulsar Functions: a dispatcher for each RUNNING function with a backlog (redeliveries due),
     # of the named functions when the input names some; none on a run for named topics alone
-    served = serve_backlogged_functions(functions) if functions is not None or event.get("topics") is None else []
+    served = serve_backlogged_functions(functions) if functions is not None or topics is None else []
     EmfMetrics().add(REDISPATCHED, pushed.pushed)
     result = {
         "topics": report.topics,

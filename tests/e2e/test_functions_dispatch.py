@@ -125,3 +125,17 @@ def test_a_crashed_worker_fails_the_batch_which_the_maintenance_run_serves_again
     stats = json.loads(runner.invoke(cli, ["functions", "stats", "--fqfn", fqfn, *url]).output)
     assert stats["systemExceptionsTotal"] >= 1 and stats["processedSuccessfullyTotal"] == 1, stats
     assert WORKERS.pids().get(fqfn) not in (None, os.getpid())
+
+
+def test_a_maintenance_run_refuses_a_rule_input_it_cannot_take(cluster) -> None:  # type: ignore[no-untyped-def]
+    """A rule's input naming functions or topics in a shape the run cannot take is refused with a
+    reason (400), before anything is visited."""
+    import httpx
+
+    url = f"{cluster.url}/_magnetar/local/schedules/maintenance"
+    for body, says in (({"functions": "public/default/f"}, "'functions'"), ({"functions": ["public/f"]}, "'functions'"),
+                       ({"functions": ["public//f"]}, "'functions'"), ({"topics": "t"}, "'topics'")):
+        answer = httpx.post(url, json=body, timeout=60)
+        assert answer.status_code == 400 and says in answer.json()["reason"], (body, answer.text)
+    served = httpx.post(url, json={"functions": ["public/default/no-such-function"]}, timeout=60)
+    assert served.status_code == 200 and served.json()["functionsServed"] == [] and served.json()["topics"] == 0

@@ -22,6 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from magnetar.config import SOURCE_CLUSTER_HEADER
+from magnetar.core.errors import MagnetarError
 from magnetar.local.authorizers import LocalAuthorizers, Refused
 from magnetar.local.console import console_routes
 from magnetar.local.fidelity import (
@@ -271,6 +272,8 @@ def build_app(function: LocalFunction, schedules: dict[str, Schedule] | None = N
             return JSONResponse({"reason": "The body must be a JSON object (the rule's input)"}, status_code=400)
         try:
             result = await run_in_threadpool(schedule.run_now, event)
+        except MagnetarError as exc:  # the function refused the input (a rule's input it cannot take)
+            return JSONResponse({"reason": str(exc)}, status_code=exc.status)
         except BaseException as exc:  # a crash of the run, simulated or not, is reported, not raised
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise

@@ -82,8 +82,8 @@ def _cut_lifespan(record: logging.LogRecord) -> bool:
 # connections too, and one of the many clients of a test run took it between the pick and the
 # listener's bind (measured: a proxy failed "address already in use" and ten tests with it).
 # Drawn from the OS's randomness, not the `random` module's state, which a test framework may seed
-# alike in every worker process (measured: two pytest workers drew the same port, and one's test
-# talked to the other's cluster).
+# alike in several processes (seen once: a test's instance answered on its port as another
+# cluster would, most likely the other test worker's, which had drawn the same port).
 _LISTEN_PORTS = range(15_000, 32_768)
 _draw = random.SystemRandom()
 _handed_out: set[int] = set()
