@@ -154,8 +154,9 @@ def test_topics_are_paged_and_searched_on_the_server(console: Console) -> None:
     assert topics.locator("li").count() == 50  # one page
     page.get_by_role("button", name="Next page").click()
     page.locator('[data-page="2"][aria-busy="false"]').wait_for(timeout=WAIT_MS)
-    second = page.get_by_role("list", name="Topics", exact=True).locator("li").all_inner_texts()
-    assert "bulk-054" in second and "bulk-000" not in second
+    # the list shows the second page once it has rendered it (the busy flag may clear a frame sooner)
+    eventually(lambda: "bulk-054" in (second := page.get_by_role("list", name="Topics", exact=True)
+                                      .locator("li").all_inner_texts()) and "bulk-000" not in second)
     page.get_by_label("Search topics").fill("BULK-04")
     page.get_by_text("matching “BULK-04”").wait_for(timeout=WAIT_MS)
     eventually(lambda: page.get_by_role("list", name="Topics", exact=True).locator("li").all_inner_texts()
