@@ -17,7 +17,7 @@ from magnetar.adapters.aws import build_broker, build_replicator
 from magnetar.adapters.aws.compaction import build_compactor
 from magnetar.adapters.aws.connections import build_push
 from magnetar.adapters.aws.telemetry import EmfMetrics, LambdaTelemetry
-from magnetar.core.errors import InvalidInput
+from magnetar.core.lifecycle import MaintenanceScope
 from magnetar.core.metrics import REDISPATCHED
 
 logger = Logger()
@@ -44,24 +44,15 @@ def serve_backlogged_functions(only: list[str] | None) -> list[str]:
 @logger.inject_lambda_context(clear_state=True)
 @telemetry.instrument
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    # The schedule's event, or a rule's constant input naming what to visit (an operator's one-off
-    # run): {"topics": [...]}, the topics to maintain; {"functions": ["tenant/namespace/name", ...]},
-    # the functions to serve if they have a backlog. Either alone visits nothing of the other kind.
-    topics, functions = event.get("topics"), event.get("functions")
-    if topics is not None and not (isinstance(topics, list) and all(isinstance(t, str) for t in topics)):
-        raise InvalidInput("'topics' must be a list of topic names")
-    if functions is not None and not (isinstance(functions, list) and all(
-            isinstance(f, str) and len(f.split("/")) == 3 and all(f.split("/")) for f in functions)):
-        raise InvalidInput("'functions' must be a list of function names, tenant/namespace/name")
+    scope = MaintenanceScope.of(event)  # the schedule's event: everything; a rule's input: what it names
     build_replicator()  # geo-replication: replicators left behind by an unreachable cluster catch up
     build_compactor()  # topic compaction: the run starts (compactionThreshold) and continues compactions
-    report = build_broker().maintenance.run([] if topics is None and functions is not None else topics)
+    report = build_broker().maintenance.run(scope.topics)
     # Push consumers: due redeliveries (negative-ack delays, ack timeouts), acknowledgements still in
     # connection inboxes, connections whose $disconnect never came.
     pushed = build_push().redispatch()
-    # Pulsar Functions: a dispatcher for each RUNNING function with a backlog (redeliveries due),
-    # of the named functions when the input names some; none on a run for named topics alone
-    served = serve_backlogged_functions(functions) if functions is not None or topics is None else []
+    # Pulsar Functions: a dispatcher for each RUNNING function (of the scope) with a backlog
+    served = serve_backlogged_functions(scope.functions)
     EmfMetrics().add(REDISPATCHED, pushed.pushed)
     result = {
         "topics": report.topics,

@@ -195,3 +195,15 @@ def test_a_trim_interrupted_anywhere_leaves_no_metadata_pointing_to_a_missing_ob
     seal, _ = broker.metadata.get_topic_state(T)
     assert seal.trash == () and broker.segments.objects == {}
     assert seal.first_entry == 15
+
+
+def test_a_runs_scope_is_what_its_input_names() -> None:
+    from magnetar.core.errors import InvalidInput
+    from magnetar.core.lifecycle import MaintenanceScope
+
+    assert MaintenanceScope.of({"source": "aws.events"}) == MaintenanceScope(None, None)  # the schedule's: all
+    assert MaintenanceScope.of({"topics": ["t"]}) == MaintenanceScope(["t"], [])  # no function
+    assert MaintenanceScope.of({"functions": ["a/b/c"]}) == MaintenanceScope([], ["a/b/c"])  # no topic
+    for bad in ({"topics": "t"}, {"functions": ["a/b"]}, {"functions": ["a//c"]}, {"functions": [1]}):
+        with pytest.raises(InvalidInput):
+            MaintenanceScope.of(bad)

@@ -38,6 +38,7 @@ from magnetar.core import metrics as m
 from magnetar.core.crashpoints import crash_point
 from magnetar.core.cursor import CursorState
 from magnetar.core.dispatch import SubscriptionService
+from magnetar.core.errors import InvalidInput
 from magnetar.core.ledger import EntryReader, LedgerWriter
 from magnetar.core.ledger.common import sealed_bytes
 from magnetar.core.naming import NamespaceName, TopicDomain, TopicName
@@ -70,6 +71,29 @@ class NamespaceBacklog:
     entries: int = 0
     bytes: int = 0
     quota_ratio: float | None = None  # the fullest of its topics with a quota
+
+
+@dataclass(frozen=True)
+class MaintenanceScope:
+    """What a maintenance run visits: the schedule's run everything; a rule's constant input naming
+    topics (`{"topics": [...]}`) or functions (`{"functions": ["tenant/namespace/name"]}`) only
+    those, and nothing of the other kind. None: every one; []: none."""
+
+    topics: list[str] | None = None
+    functions: list[str] | None = None
+
+    @classmethod
+    def of(cls, event: dict[str, Any]) -> MaintenanceScope:
+        """The scope an invocation's event asks for; InvalidInput for an input of another shape."""
+        topics, functions = event.get("topics"), event.get("functions")
+        if topics is not None and not (isinstance(topics, list) and all(isinstance(t, str) for t in topics)):
+            raise InvalidInput("'topics' must be a list of topic names")
+        if functions is not None and not (isinstance(functions, list) and all(
+                isinstance(f, str) and len(f.split("/")) == 3 and all(f.split("/")) for f in functions)):
+            raise InvalidInput("'functions' must be a list of function names, tenant/namespace/name")
+        if topics is None and functions is None:
+            return cls()
+        return cls(topics or [], functions or [])
 
 
 @dataclass

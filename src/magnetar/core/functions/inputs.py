@@ -149,7 +149,7 @@ def backlogged_functions(broker: Broker, only: list[str] | None = None) -> list[
         names = [(tenant, namespace, name) for tenant in metadata.list_tenants()
                  for namespace in metadata.list_namespaces(tenant) for name in metadata.list_functions(tenant, namespace)]
     else:
-        names = [(parts[0], parts[1], parts[2]) for parts in (fqfn.split("/") for fqfn in only) if len(parts) == 3]
+        names = [(tenant, namespace, name) for tenant, namespace, name in (fqfn.split("/", 2) for fqfn in only)]
     found = []
     for tenant, namespace, name in names:
         record = metadata.get_function(tenant, namespace, name)
