@@ -34,7 +34,7 @@ DOCS = tuple(ROOT / "docs" / name for name in DOCUMENTS)
 RESULTS = ROOT / "bench/results"
 # Results the documents do not cite but something else reads (bench/report.py --unused lists the rest)
 OTHER_READERS = {
-    "emulator-transactions.json": "docs/architecture.md's emulator figures (bench/emulator_transactions.py writes it)",
+    "emulator-dynamodb.json": "docs/architecture.md's emulator figures (bench/emulator_dynamodb.py writes it)",
     "metrics-scrape.json": "docs/metrics.md's scrape figures (bench/metrics_scrape.py writes it)",
 }
 MARKER = re.compile(r"<!-- bench-report:(?P<name>[a-z0-9-]+) -->\n(?P<body>.*?)<!-- /bench-report -->", re.DOTALL)
