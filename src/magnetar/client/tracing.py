@@ -9,7 +9,9 @@ when sampled: an SDK producer inside a traced Lambda function). A consumer reads
 
 from __future__ import annotations
 
+import functools
 import os
+from typing import Any
 
 from magnetar.core.tracecontext import format_traceparent, traceparent_from_xray_header, with_trace_context
 
@@ -21,10 +23,20 @@ def current_traceparent() -> str | None:
     return _opentelemetry_traceparent() or traceparent_from_xray_header(os.environ.get(XRAY_TRACE_ENV))
 
 
-def _opentelemetry_traceparent() -> str | None:
+@functools.cache
+def _opentelemetry_trace() -> Any:
+    """OpenTelemetry's trace API, None when it is not installed: looked for once (a failed import
+    searches every path entry again, and this runs for every message sent)."""
     try:
         from opentelemetry import trace  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
+        return None
+    return trace
+
+
+def _opentelemetry_traceparent() -> str | None:
+    trace = _opentelemetry_trace()
+    if trace is None:
         return None
     context = trace.get_current_span().get_span_context()
     if not context.is_valid or not context.trace_flags.sampled:
