@@ -6,10 +6,10 @@ import re
 import uuid
 from collections import defaultdict
 
-import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client import exceptions
 from sdk_helpers import receive_until_quiet
 
@@ -22,7 +22,7 @@ def admin_url(cluster, topic: str) -> str:  # type: ignore[no-untyped-def]
 
 
 def create_partitioned(cluster, topic: str, n: int) -> None:  # type: ignore[no-untyped-def]
-    response = httpx.put(f"{admin_url(cluster, topic)}/partitions", json=n)
+    response = HTTP.put(f"{admin_url(cluster, topic)}/partitions", json=n)
     assert response.status_code == 204, response.text
 
 
@@ -33,15 +33,15 @@ def test_partitioned_topic_created_with_n_partitions_reports_them(
     client: magnetar.Client, topic: str, cluster
 ) -> None:  # type: ignore[no-untyped-def]
     create_partitioned(cluster, topic, 3)
-    assert httpx.get(f"{admin_url(cluster, topic)}/partitions").json() == {"partitions": 3}
+    assert HTTP.get(f"{admin_url(cluster, topic)}/partitions").json() == {"partitions": 3}
     assert client.get_topic_partitions(topic) == [f"{topic}-partition-{i}" for i in range(3)]
 
 
 def test_partitioned_topic_partitions_can_be_increased(client: magnetar.Client, topic: str, cluster) -> None:  # type: ignore[no-untyped-def]
     create_partitioned(cluster, topic, 2)
-    response = httpx.post(f"{admin_url(cluster, topic)}/partitions", json=4)
+    response = HTTP.post(f"{admin_url(cluster, topic)}/partitions", json=4)
     assert response.status_code == 204, response.text
-    assert httpx.get(f"{admin_url(cluster, topic)}/partitions").json() == {"partitions": 4}
+    assert HTTP.get(f"{admin_url(cluster, topic)}/partitions").json() == {"partitions": 4}
     producer = client.create_producer(topic, batching_enabled=False,
                                       message_routing_mode=Routing.CustomPartition,
                                       message_router=lambda msg, n: n - 1)
@@ -50,14 +50,14 @@ def test_partitioned_topic_partitions_can_be_increased(client: magnetar.Client, 
 
 def test_partitioned_topic_partitions_cannot_be_decreased(topic: str, cluster) -> None:  # type: ignore[no-untyped-def]
     create_partitioned(cluster, topic, 3)
-    response = httpx.post(f"{admin_url(cluster, topic)}/partitions", json=2)
+    response = HTTP.post(f"{admin_url(cluster, topic)}/partitions", json=2)
     assert response.status_code == 400
     assert "can only grow" in response.json()["reason"]
-    assert httpx.get(f"{admin_url(cluster, topic)}/partitions").json() == {"partitions": 3}
+    assert HTTP.get(f"{admin_url(cluster, topic)}/partitions").json() == {"partitions": 3}
 
 
 def test_partitioned_topic_refuses_zero_partitions(topic: str, cluster) -> None:  # type: ignore[no-untyped-def]
-    response = httpx.put(f"{admin_url(cluster, topic)}/partitions", json=0)
+    response = HTTP.put(f"{admin_url(cluster, topic)}/partitions", json=0)
     assert response.status_code == 400
     assert "Number of partitions" in response.json()["reason"]
 

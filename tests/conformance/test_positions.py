@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client import exceptions
 from sdk_helpers import receive_until_quiet
 
@@ -32,7 +32,7 @@ def send(client: magnetar.Client, topic: str, payloads: list[str]) -> list[magne
 
 
 def subscriptions(cluster, topic: str) -> list[str]:  # type: ignore[no-untyped-def]
-    response = httpx.get(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}/subscriptions")
+    response = HTTP.get(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}/subscriptions")
     assert response.status_code == 200, response.text
     names: list[str] = response.json()
     return names

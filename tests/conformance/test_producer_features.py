@@ -10,10 +10,10 @@ import time
 import uuid
 from collections import defaultdict
 
-import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client import exceptions
 from sdk_helpers import receive_until_quiet
 
@@ -107,7 +107,7 @@ def test_compression_round_trips_the_payload_end_to_end(
     send_all_async(producer, payloads)
     assert [m.data() for m in receive_until_quiet(consumer)] == payloads
     # stored compressed: the entry as the broker keeps it is smaller than the batch it carries
-    page = httpx.post(f"{cluster.url}/magnetar/v1/reader/{topic.replace('://', '/')}/read",
+    page = HTTP.post(f"{cluster.url}/magnetar/v1/reader/{topic.replace('://', '/')}/read",
                       json={"startEntryId": 0, "maxEntries": 10, "format": "entries"}).json()
     [entry] = page["entries"]
     assert entry["compression"] == codec.value
@@ -237,9 +237,9 @@ def test_last_sequence_id_grows_with_sends(client: magnetar.Client, topic: str) 
 # --- deduplication (namespace policy) -------------------------------------------------------------------
 def _dedup_namespace(cluster) -> str:  # type: ignore[no-untyped-def]
     ns = f"dedup-{uuid.uuid4().hex[:8]}"
-    created = httpx.put(f"{cluster.url}/admin/v2/namespaces/public/{ns}")
+    created = HTTP.put(f"{cluster.url}/admin/v2/namespaces/public/{ns}")
     assert created.status_code == 204, created.text
-    enabled = httpx.post(f"{cluster.url}/admin/v2/namespaces/public/{ns}/deduplication", json=True)
+    enabled = HTTP.post(f"{cluster.url}/admin/v2/namespaces/public/{ns}/deduplication", json=True)
     assert enabled.status_code == 204, f"enabling deduplication: {enabled.status_code} {enabled.text}"
     return ns
 
@@ -304,7 +304,7 @@ def test_chunks_of_a_dropped_producer_are_cleaned_up(cluster, client: magnetar.C
                   "uncompressedSize": len(raw), "batched": False,
                   "chunk": {"uuid": "orphan", "chunkId": 0, "numChunks": 2, "totalSize": len(raw)}},
     }
-    response = httpx.post(f"{cluster.url}/topics/{topic.replace('://', '/')}", json=body)
+    response = HTTP.post(f"{cluster.url}/topics/{topic.replace('://', '/')}", json=body)
     assert response.status_code == 200, response.text
     client.create_producer(topic).send(b"after")
     consumer = client.subscribe(topic, "chunks", initial_position=magnetar.InitialPosition.Earliest,

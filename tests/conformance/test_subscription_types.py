@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-import httpx
 import pytest
 
 import magnetar
 import sdk_helpers
+from http_helpers import HTTP
 from magnetar.client import exceptions
 
 Earliest = magnetar.InitialPosition.Earliest
@@ -69,7 +69,7 @@ def test_failover_consumers_sorted_by_name_take_the_partitions_of_a_partitioned_
 ) -> None:  # type: ignore[no-untyped-def]
     """Pulsar: consumers sorted by name; partition i goes to consumer i mod n."""
     admin = f"{cluster.url}/admin/v2/{topic.replace('://', '/')}"
-    assert httpx.put(f"{admin}/partitions", json=2).status_code == 204
+    assert HTTP.put(f"{admin}/partitions", json=2).status_code == 204
     # the later name subscribes first: order of subscription must not matter
     b = client.subscribe(topic, "fo", consumer_type=magnetar.ConsumerType.Failover, consumer_name="fo-b")
     a = client.subscribe(topic, "fo", consumer_type=magnetar.ConsumerType.Failover, consumer_name="fo-a")

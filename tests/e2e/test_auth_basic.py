@@ -16,11 +16,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 import pytest
 from passlib.hash import apr_md5_crypt, des_crypt
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client import exceptions
 from magnetar.client.admin import AdminClient
 from magnetar.config import ENV_BASIC_AUTH_CONF
@@ -116,11 +116,11 @@ def test_sdk_users_are_their_roles_and_wrong_passwords_are_refused(cluster_basic
 
 def test_http_answers_401_with_a_reason_never_500(cluster_basic: Any) -> None:
     url = cluster_basic.url + "/admin/v2/tenants"
-    assert httpx.get(url, headers=header("root", PASSWORDS["root"])).status_code == 200
-    assert httpx.get(url, headers=header("alice", PASSWORDS["alice"])).status_code == 403  # not a superuser
+    assert HTTP.get(url, headers=header("root", PASSWORDS["root"])).status_code == 200
+    assert HTTP.get(url, headers=header("alice", PASSWORDS["alice"])).status_code == 403  # not a superuser
     for headers in (header("root", "wrong"), header("ghost", "x"), {"Authorization": "Basic %%%not-base64"},
                     {"Authorization": "Basic " + base64.b64encode(b"no-colon").decode()}):
-        response = httpx.get(url, headers=headers)
+        response = HTTP.get(url, headers=headers)
         assert response.status_code == 401, (headers, response.text)
         assert response.json()["reason"]
 

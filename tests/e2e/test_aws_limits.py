@@ -19,11 +19,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
-import httpx
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from http_helpers import HTTP
 from magnetar.local.aws_limits import MIB, SHARD_SPEND_PATH, AwsEndpoint
 from magnetar.local.cluster import free_port, start_emulator
 from magnetar.local.fidelity import AwsFidelity
@@ -103,7 +103,7 @@ def test_a_hot_shard_is_throttled_and_a_standard_retry_gets_through(limited: str
     for _ in range(3):
         retrying.put_record(StreamName=name, Data=record, PartitionKey="hot")
     assert tries[0] > 3  # throttled, backed off, written
-    refusals = httpx.get(f"{limited}/_magnetar/aws-limits").json()["refusals"]  # what the limits refused
+    refusals = HTTP.get(f"{limited}/_magnetar/aws-limits").json()["refusals"]  # what the limits refused
     assert refusals["kinesis.PutRecord:ProvisionedThroughputExceededException"] >= 2
 
 
@@ -112,7 +112,7 @@ def test_a_shards_write_budget_spent_from_outside_refuses_the_writes_that_follow
     refused until the budget has refilled, and then written. Bad asks get a reason; with the
     limits off (latency alone) there is no budget to spend."""
     kinesis, name = client("kinesis", limited), stream(limited)
-    spent = httpx.post(f"{limited}{SHARD_SPEND_PATH}", json={"stream": name, "shard": "shardId-000000000000",
+    spent = HTTP.post(f"{limited}{SHARD_SPEND_PATH}", json={"stream": name, "shard": "shardId-000000000000",
                                                               "bytes": 2 * MIB})
     assert spent.status_code == 200 and spent.json()["budgetBytes"] < -MIB + 1, spent.text
     with pytest.raises(ClientError) as refused:
@@ -124,7 +124,7 @@ def test_a_shards_write_budget_spent_from_outside_refuses_the_writes_that_follow
                          ({"stream": "no-such-stream", "shard": "shardId-000000000000", "bytes": 1}, 404),
                          ({"stream": name, "shard": "shardId-000000000000", "bytes": -1}, 400),
                          ({"stream": name}, 400)):
-        answer = httpx.post(f"{limited}{SHARD_SPEND_PATH}", json=body)
+        answer = HTTP.post(f"{limited}{SHARD_SPEND_PATH}", json=body)
         assert (answer.status_code, bool(answer.json()["reason"])) == (status, True), body
     status: list[str] = []
     latency_only = AwsEndpoint(lambda environ, start: [], limits=False)  # (in-process: nothing reaches moto)
@@ -324,7 +324,7 @@ def test_the_endpoint_counts_the_conditional_writes_dynamodb_declined(limited: s
     ddb, name = client("dynamodb", limited), table(limited)
     item = {"pk": {"S": "cursor"}, "sk": {"S": "SUB#s"}, "version": {"N": "1"}}
     ddb.put_item(TableName=name, Item=item, ConditionExpression="attribute_not_exists(pk)")
-    before = httpx.get(f"{limited}/_magnetar/aws-limits").json()["declined"]
+    before = HTTP.get(f"{limited}/_magnetar/aws-limits").json()["declined"]
     with pytest.raises(ClientError):
         ddb.put_item(TableName=name, Item=item, ConditionExpression="attribute_not_exists(pk)")
     with pytest.raises(ClientError):
@@ -332,7 +332,7 @@ def test_the_endpoint_counts_the_conditional_writes_dynamodb_declined(limited: s
                                                          "ConditionExpression": "version = :v",
                                                          "ExpressionAttributeValues": {":v": {"N": "0"}}}}])
     ddb.get_item(TableName=name, Key={"pk": {"S": "nothing"}, "sk": {"S": "x"}})  # a plain read: not counted
-    after = httpx.get(f"{limited}/_magnetar/aws-limits").json()["declined"]
+    after = HTTP.get(f"{limited}/_magnetar/aws-limits").json()["declined"]
     grown = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     assert grown == {"dynamodb.PutItem:ConditionalCheckFailedException": 1,
                      "dynamodb.TransactWriteItems:TransactionCanceledException": 1}

@@ -8,13 +8,14 @@ import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client import exceptions
 
 B64 = base64.b64encode(b"x").decode()
 
 
 def _post(cluster, path: str, **kwargs) -> httpx.Response:  # type: ignore[no-untyped-def]
-    return httpx.post(f"{cluster.url}{path}", timeout=30, **kwargs)
+    return HTTP.post(f"{cluster.url}{path}", timeout=30, **kwargs)
 
 
 def _assert_refused(response: httpx.Response, status: int, text: str) -> None:
@@ -38,7 +39,7 @@ def test_malformed_produce_requests_are_refused(cluster, body: bytes, status: in
     response = _post(cluster, "/topics/persistent/public/default/bad-input", content=body,
                      headers={"content-type": "application/json"})
     _assert_refused(response, status, reason)
-    topics = httpx.get(f"{cluster.url}/admin/v2/persistent/public/default").json()
+    topics = HTTP.get(f"{cluster.url}/admin/v2/persistent/public/default").json()
     assert "persistent://public/default/bad-input" not in topics, "nothing half-written"
 
 
@@ -46,7 +47,7 @@ def test_oversized_payload_is_refused_with_413_and_writes_nothing(cluster) -> No
     big = base64.b64encode(b"x" * (1024 * 1024 + 1)).decode()
     response = _post(cluster, "/topics/persistent/public/default/too-big", json={"messages": [{"payload": big}]})
     _assert_refused(response, 413, "exceeds the journal record limit")
-    topics = httpx.get(f"{cluster.url}/admin/v2/persistent/public/default").json()
+    topics = HTTP.get(f"{cluster.url}/admin/v2/persistent/public/default").json()
     assert "persistent://public/default/too-big" not in topics
 
 
@@ -75,9 +76,9 @@ def test_unknown_subscription_and_consumer_are_404(cluster, topic: str) -> None:
 def test_bad_subscribe_and_ack_bodies(cluster, topic: str) -> None:  # type: ignore[no-untyped-def]
     name = topic.split("://")[1]
     base = f"{cluster.url}/magnetar/v1/consumer/persistent/{name}/s"
-    r = httpx.put(f"{base}/c1", json={"subscriptionType": "Sometimes"})
+    r = HTTP.put(f"{base}/c1", json={"subscriptionType": "Sometimes"})
     _assert_refused(r, 400, "subscriptionType")
-    r = httpx.put(f"{base}/c1", json={"subscriptionType": "Shared", "initialPosition": "Earliest"})
+    r = HTTP.put(f"{base}/c1", json={"subscriptionType": "Shared", "initialPosition": "Earliest"})
     assert r.status_code == 200
     _assert_refused(_post(cluster, f"/magnetar/v1/consumer/persistent/{name}/s/c1/ack", json={"messageIds": ["x:y"]}),
                     400, "Invalid message id")
@@ -88,10 +89,10 @@ def test_bad_subscribe_and_ack_bodies(cluster, topic: str) -> None:  # type: ign
 
 
 def test_admin_refusals(cluster) -> None:  # type: ignore[no-untyped-def]
-    _assert_refused(httpx.put(f"{cluster.url}/admin/v2/tenants/public", json={}), 409, "already exists")
-    _assert_refused(httpx.get(f"{cluster.url}/admin/v2/namespaces/ghost"), 404, "Tenant ghost does not exist")
-    _assert_refused(httpx.put(f"{cluster.url}/admin/v2/namespaces/ghost/ns"), 404, "Tenant ghost does not exist")
-    _assert_refused(httpx.put(f"{cluster.url}/admin/v2/tenants/t1", content=b"[1]"), 400, "Input should be an object")
+    _assert_refused(HTTP.put(f"{cluster.url}/admin/v2/tenants/public", json={}), 409, "already exists")
+    _assert_refused(HTTP.get(f"{cluster.url}/admin/v2/namespaces/ghost"), 404, "Tenant ghost does not exist")
+    _assert_refused(HTTP.put(f"{cluster.url}/admin/v2/namespaces/ghost/ns"), 404, "Tenant ghost does not exist")
+    _assert_refused(HTTP.put(f"{cluster.url}/admin/v2/tenants/t1", content=b"[1]"), 400, "Input should be an object")
 
 
 def test_sdk_raises_clear_exceptions(client: magnetar.Client) -> None:
@@ -106,5 +107,5 @@ def test_sdk_raises_clear_exceptions(client: magnetar.Client) -> None:
 
 def test_a_sequence_id_that_overflows_with_the_batch_is_refused(cluster) -> None:  # type: ignore[no-untyped-def]
     body = {"sequenceId": 2**63 - 1, "messages": [{"payload": "aGk="}, {"payload": "aGk="}]}
-    response = httpx.post(f"{cluster.url}/topics/persistent/public/default/overflow-seq", json=body)
+    response = HTTP.post(f"{cluster.url}/topics/persistent/public/default/overflow-seq", json=body)
     assert response.status_code == 400 and "64-bit" in response.json()["reason"]

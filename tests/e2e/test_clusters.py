@@ -10,6 +10,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
+from http_helpers import HTTP
 from magnetar.cli.main import app as cli
 from magnetar.client import exceptions
 from magnetar.client.admin import AdminClient
@@ -38,7 +39,7 @@ def tenant(admin: AdminClient) -> str:
 
 
 def test_the_local_cluster_registered_itself_with_its_urls(cluster, admin: AdminClient) -> None:  # type: ignore[no-untyped-def]
-    assert "standalone" in httpx.get(f"{cluster.url}/admin/v2/clusters").json()
+    assert "standalone" in HTTP.get(f"{cluster.url}/admin/v2/clusters").json()
     data = admin.get_cluster("standalone")
     assert data["serviceUrl"] == cluster.url
     assert set(data) == {"serviceUrl", "serviceUrlTls", "brokerServiceUrl", "brokerServiceUrlTls",
@@ -53,19 +54,19 @@ def test_cluster_lifecycle_on_pulsars_paths_and_codes(cluster) -> None:  # type:
     name = _name("c")
     path = f"{cluster.url}/admin/v2/clusters/{name}"
     body = {"serviceUrl": "http://c1:8080", "brokerServiceUrl": "pulsar://c1:6650", "proxyServiceUrl": "pulsar://p:6650"}
-    assert httpx.put(path, json=body).status_code == 204
-    _refused(httpx.put(path, json=body), 409, "already exists")
-    got = httpx.get(path).json()
+    assert HTTP.put(path, json=body).status_code == 204
+    _refused(HTTP.put(path, json=body), 409, "already exists")
+    got = HTTP.get(path).json()
     assert got["serviceUrl"] == "http://c1:8080" and got["brokerServiceUrl"] == "pulsar://c1:6650"
     assert "proxyServiceUrl" not in got  # accepted, not kept
-    assert name in httpx.get(f"{cluster.url}/admin/v2/clusters").json()
-    assert httpx.post(path, json={"serviceUrlTls": "https://c1:8443"}).status_code == 204
-    got = httpx.get(path).json()
+    assert name in HTTP.get(f"{cluster.url}/admin/v2/clusters").json()
+    assert HTTP.post(path, json={"serviceUrlTls": "https://c1:8443"}).status_code == 204
+    got = HTTP.get(path).json()
     assert got["serviceUrlTls"] == "https://c1:8443" and got["serviceUrl"] == ""  # replaced, as Pulsar
-    assert httpx.delete(path).status_code == 204
-    _refused(httpx.get(path), 404, "does not exist")
-    _refused(httpx.post(path, json=body), 404, "does not exist")
-    _refused(httpx.delete(path), 404, "does not exist")
+    assert HTTP.delete(path).status_code == 204
+    _refused(HTTP.get(path), 404, "does not exist")
+    _refused(HTTP.post(path, json=body), 404, "does not exist")
+    _refused(HTTP.delete(path), 404, "does not exist")
 
 
 @pytest.mark.parametrize(("body", "status", "reason"), [
@@ -75,42 +76,42 @@ def test_cluster_lifecycle_on_pulsars_paths_and_codes(cluster) -> None:  # type:
     ([1], 400, "Invalid request body"),
 ])
 def test_bad_cluster_data_is_a_400(cluster, body: object, status: int, reason: str) -> None:  # type: ignore[no-untyped-def]
-    _refused(httpx.put(f"{cluster.url}/admin/v2/clusters/{_name('bad')}", json=body), status, reason)
+    _refused(HTTP.put(f"{cluster.url}/admin/v2/clusters/{_name('bad')}", json=body), status, reason)
 
 
 def test_bad_cluster_names_and_bodies(cluster) -> None:  # type: ignore[no-untyped-def]
-    _refused(httpx.put(f"{cluster.url}/admin/v2/clusters/a%2Fb", json={}), 412, "Cluster name is not valid")
-    _refused(httpx.put(f"{cluster.url}/admin/v2/clusters/a%23b", json={}), 412, "Cluster name is not valid")
-    _refused(httpx.put(f"{cluster.url}/admin/v2/clusters/{_name('x')}", content=b"{nope"), 400, "not valid JSON")
+    _refused(HTTP.put(f"{cluster.url}/admin/v2/clusters/a%2Fb", json={}), 412, "Cluster name is not valid")
+    _refused(HTTP.put(f"{cluster.url}/admin/v2/clusters/a%23b", json={}), 412, "Cluster name is not valid")
+    _refused(HTTP.put(f"{cluster.url}/admin/v2/clusters/{_name('x')}", content=b"{nope"), 400, "not valid JSON")
 
 
 def test_tenants_allow_existing_clusters_only(cluster, admin: AdminClient) -> None:  # type: ignore[no-untyped-def]
     path = f"{cluster.url}/admin/v2/tenants/{_name('t')}"
-    _refused(httpx.put(path, json={"allowedClusters": ["no-such-cluster"]}), 412, "Clusters do not exist")
-    _refused(httpx.put(path, json={"allowedClusters": []}), 412, "Clusters can not be empty")
-    assert httpx.put(path, json={"adminRoles": []}).status_code == 204  # absent: this cluster
-    assert httpx.get(path).json()["allowedClusters"] == ["standalone"]
-    _refused(httpx.post(path, json={"allowedClusters": ["no-such-cluster"]}), 412, "Clusters do not exist")
+    _refused(HTTP.put(path, json={"allowedClusters": ["no-such-cluster"]}), 412, "Clusters do not exist")
+    _refused(HTTP.put(path, json={"allowedClusters": []}), 412, "Clusters can not be empty")
+    assert HTTP.put(path, json={"adminRoles": []}).status_code == 204  # absent: this cluster
+    assert HTTP.get(path).json()["allowedClusters"] == ["standalone"]
+    _refused(HTTP.post(path, json={"allowedClusters": ["no-such-cluster"]}), 412, "Clusters do not exist")
 
 
 def test_namespace_replication_clusters(cluster, admin: AdminClient, tenant: str) -> None:  # type: ignore[no-untyped-def]
     path = f"{cluster.url}/admin/v2/namespaces/{tenant}/ns/replication"
-    assert httpx.get(path).json() == ["standalone"]  # never set: this cluster
-    _refused(httpx.post(path, json=[]), 412, "should not be null or empty")
-    _refused(httpx.post(path, json=["no-such-cluster"]), 403, "Invalid cluster id: no-such-cluster")
-    _refused(httpx.post(path, json="east"), 400, "JSON array")
-    _refused(httpx.post(path, content=b"[oops"), 400, "not valid JSON")
+    assert HTTP.get(path).json() == ["standalone"]  # never set: this cluster
+    _refused(HTTP.post(path, json=[]), 412, "should not be null or empty")
+    _refused(HTTP.post(path, json=["no-such-cluster"]), 403, "Invalid cluster id: no-such-cluster")
+    _refused(HTTP.post(path, json="east"), 400, "JSON array")
+    _refused(HTTP.post(path, content=b"[oops"), 400, "not valid JSON")
     other = _name("other")
     admin.create_cluster(other, {})
-    _refused(httpx.post(path, json=[other]), 403, "not in the list of allowed clusters")
-    assert httpx.post(path, json=["standalone", f"{tenant}-east"]).status_code == 204
+    _refused(HTTP.post(path, json=[other]), 403, "not in the list of allowed clusters")
+    assert HTTP.post(path, json=["standalone", f"{tenant}-east"]).status_code == 204
     assert admin.get_namespace_replication_clusters(f"{tenant}/ns") == sorted(["standalone", f"{tenant}-east"])
-    assert httpx.get(f"{cluster.url}/admin/v2/namespaces/{tenant}/ns").json()["replication_clusters"] == \
+    assert HTTP.get(f"{cluster.url}/admin/v2/namespaces/{tenant}/ns").json()["replication_clusters"] == \
         sorted(["standalone", f"{tenant}-east"])
     # in use: the tenant cannot drop it, and it cannot be deleted
-    _refused(httpx.post(f"{cluster.url}/admin/v2/tenants/{tenant}", json={"allowedClusters": ["standalone"]}),
+    _refused(HTTP.post(f"{cluster.url}/admin/v2/tenants/{tenant}", json={"allowedClusters": ["standalone"]}),
              412, "Active namespaces")
-    _refused(httpx.delete(f"{cluster.url}/admin/v2/clusters/{tenant}-east"), 412, "Cluster not empty")
+    _refused(HTTP.delete(f"{cluster.url}/admin/v2/clusters/{tenant}-east"), 412, "Cluster not empty")
     admin.update_tenant(tenant, [], ["standalone", f"{tenant}-east"])  # west is not used: it may go
     admin.delete_cluster(f"{tenant}-west")
     admin.delete_cluster(other)
@@ -122,23 +123,23 @@ def test_namespace_replication_clusters(cluster, admin: AdminClient, tenant: str
 def test_topic_replication_clusters(cluster, admin: AdminClient, tenant: str) -> None:  # type: ignore[no-untyped-def]
     topic = f"persistent://{tenant}/ns/orders"
     path = f"{cluster.url}/admin/v2/persistent/{tenant}/ns/orders/replication"
-    _refused(httpx.post(path, json=["standalone"]), 404, "not found")
+    _refused(HTTP.post(path, json=["standalone"]), 404, "not found")
     admin.create_topic(topic)
-    assert httpx.get(path).json() is None  # unset: none of its own
-    assert httpx.get(f"{path}?applied=true").json() == ["standalone"]
+    assert HTTP.get(path).json() is None  # unset: none of its own
+    assert HTTP.get(f"{path}?applied=true").json() == ["standalone"]
     admin.set_namespace_replication_clusters(f"{tenant}/ns", ["standalone", f"{tenant}-east"])
     assert admin.get_replication_clusters(topic, applied=True) == sorted(["standalone", f"{tenant}-east"])
-    _refused(httpx.post(path, json=["no-such-cluster"]), 403, "Invalid cluster id")
-    _refused(httpx.post(path, json=[]), 412, "empty")
-    assert httpx.post(path, json=[f"{tenant}-west"]).status_code == 204
+    _refused(HTTP.post(path, json=["no-such-cluster"]), 403, "Invalid cluster id")
+    _refused(HTTP.post(path, json=[]), 412, "empty")
+    assert HTTP.post(path, json=[f"{tenant}-west"]).status_code == 204
     assert admin.get_replication_clusters(topic) == [f"{tenant}-west"]
     assert admin.get_replication_clusters(topic, applied=True) == [f"{tenant}-west"]
-    _refused(httpx.post(f"{cluster.url}/admin/v2/tenants/{tenant}",
+    _refused(HTTP.post(f"{cluster.url}/admin/v2/tenants/{tenant}",
                         json={"allowedClusters": ["standalone", f"{tenant}-east"]}), 412, "orders replicates")
-    assert httpx.delete(path).status_code == 204
+    assert HTTP.delete(path).status_code == 204
     assert admin.get_replication_clusters(topic) is None
     assert admin.get_replication_clusters(topic, applied=True) == sorted(["standalone", f"{tenant}-east"])
-    _refused(httpx.get(f"{path}?applied=maybe"), 400, "true or false")
+    _refused(HTTP.get(f"{path}?applied=maybe"), 400, "true or false")
 
 
 # --- the CLI ---------------------------------------------------------------------------------------

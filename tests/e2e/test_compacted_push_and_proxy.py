@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
-import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
 from magnetar.core.naming import TopicName
 from ws_helpers import open_ws, receive, refusal, text_of
@@ -43,8 +43,8 @@ def compacted_topic(cluster: Any, client: magnetar.Client, topic: str, batched: 
     producer.close()
     wait_sealed(cluster, topic)
     path = "/admin/v2/" + topic.replace("://", "/", 1) + "/compaction"
-    assert httpx.put(cluster.url + path, timeout=60).status_code == 204
-    assert httpx.get(cluster.url + path).json()["status"] == "SUCCESS"
+    assert HTTP.put(cluster.url + path, timeout=60).status_code == 204
+    assert HTTP.get(cluster.url + path).json()["status"] == "SUCCESS"
     tail = client.create_producer(topic, batching_enabled=False)
     tail.send(b"c2", partition_key="c")
     tail.close()

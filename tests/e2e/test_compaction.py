@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
 from magnetar.core import crashpoints
 from magnetar.core.naming import TopicName
@@ -24,7 +25,7 @@ def admin_path(topic: str) -> str:
 
 
 def run_maintenance(cluster, topic: str) -> None:  # type: ignore[no-untyped-def]
-    response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", json={"topics": [topic]},
+    response = HTTP.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", json={"topics": [topic]},
                           timeout=120)
     assert response.status_code == 200, response.text
 

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.local.cluster import free_port, free_run
 from magnetar.local.instance import LOCAL_CONFIG_TABLE, LocalInstance
 
@@ -104,7 +105,7 @@ def test_during_an_outage_of_the_home_west_reads_its_replica_and_refuses_configu
         producer = west.create_producer(topic, producer_name="p-west", batching_enabled=False)
         producer.send(b"before")
         assert consumer.receive(timeout_millis=30_000).data() == b"before"
-        assert httpx.post(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
+        assert HTTP.post(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
         _until(lambda: _refused(east_url), timeout_s=20)
         # messaging goes on in west
         for i in range(3):
@@ -126,19 +127,19 @@ def test_during_an_outage_of_the_home_west_reads_its_replica_and_refuses_configu
         assert created.status_code == 503, created.text
         assert west_admin.get(f"/admin/v2/namespaces/{namespace}/messageTTL").json() == 300
     finally:
-        assert httpx.delete(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
+        assert HTTP.delete(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
         west.close()
     _until(lambda: not _refused(east_url), timeout_s=20)
     # back: the change goes through (once the client tries the home again) and every replica converges
     _until(lambda: west_admin.post(f"/admin/v2/namespaces/{namespace}/messageTTL", json=600).status_code == 204,
            timeout_s=30)
-    assert httpx.get(f"{east_url}/admin/v2/namespaces/{namespace}/messageTTL", timeout=30).json() == 600
+    assert HTTP.get(f"{east_url}/admin/v2/namespaces/{namespace}/messageTTL", timeout=30).json() == 600
     _until(lambda: "600" in _replica_item(instance, "west", f"NAMESPACES#{tenant}", name)["policies"]["S"])  # type: ignore[index]
 
 
 def _refused(url: str) -> bool:
     try:
-        httpx.get(f"{url}/admin/v2/clusters", timeout=2)
+        HTTP.get(f"{url}/admin/v2/clusters", timeout=2)
         return False
     except httpx.TransportError:
         return True

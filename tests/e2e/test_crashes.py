@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 
-import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
 from magnetar.config import ResourceNames
 from magnetar.core import crashpoints
@@ -30,7 +30,7 @@ def read_all(cluster, topic: str) -> list[dict]:  # type: ignore[no-untyped-def]
     url = f"{cluster.url}/magnetar/v1/reader/persistent/{name.tenant}/{name.namespace}/{name.local_name}/read"
     out, start = [], 0
     while True:
-        page = httpx.post(url, json={"startEntryId": start, "maxEntries": 1000}).json()
+        page = HTTP.post(url, json={"startEntryId": start, "maxEntries": 1000}).json()
         out.extend(page["messages"])
         if page["nextEntryId"] == start:
             return out

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.adapters.aws.clients import client as aws_client
 from magnetar.cli.main import app
 from magnetar.client.admin import AdminClient
@@ -24,7 +25,7 @@ runner = CliRunner()
 
 
 def call(cluster: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    return httpx.request(method, f"{cluster.url}{path}", timeout=60, **kwargs)
+    return HTTP.request(method, f"{cluster.url}{path}", timeout=60, **kwargs)
 
 
 def table_items(cluster: Any, topic: str) -> list[str]:

@@ -14,13 +14,13 @@ from typing import Any
 from urllib.parse import quote
 
 import boto3
-import httpx
 import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client.admin import AdminClient
 from magnetar.client.crypto import MessageEncryptor
 from magnetar.core import encryption
@@ -235,7 +235,7 @@ def test_http_and_websocket_consumers_get_the_ciphertext_with_its_context(cluste
                           "&cryptoFailureAction=CONSUME") as ws:  # as PIP-290's client-side decryption
         publish(client, topic, 2, "app", magnetar.CryptoKeyReader(public, ""), compression_type=magnetar.CompressionType.ZLib)
         pushed = receive(ws, 2)
-    page = httpx.post(f"{cluster.url}/magnetar/v1/reader/{path}/read",
+    page = HTTP.post(f"{cluster.url}/magnetar/v1/reader/{path}/read",
                       json={"startEntryId": 0, "maxEntries": 10, "format": "messages"}, timeout=30).json()
     rest = page["messages"]
     assert len(rest) == 2

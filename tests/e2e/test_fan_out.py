@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import boto3
-import httpx
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
+from http_helpers import HTTP
 from magnetar.local.cluster import free_port, start_emulator
 from magnetar.local.esm import KinesisEventSourceMapping, tag_fan_out
 from magnetar.local.fidelity import AwsFidelity
@@ -57,7 +57,7 @@ def iterator(c: Any, name: str) -> str:
 
 
 def refusals(endpoint: str) -> dict[str, int]:
-    return dict(httpx.get(f"{endpoint}/_magnetar/aws-limits").json()["refusals"])
+    return dict(HTTP.get(f"{endpoint}/_magnetar/aws-limits").json()["refusals"])
 
 
 def test_a_fan_out_reader_is_not_refused_at_10_calls_a_second_while_shared_readers_are(limited: str) -> None:

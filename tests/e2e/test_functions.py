@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.cli.main import app as cli
 from magnetar.client import exceptions
 from magnetar.client.admin import AdminClient
@@ -44,7 +45,7 @@ def _config(name: str, **fields: object) -> dict[str, object]:
 def _register(url: str, name: str, path: Path, method: str = "POST", headers: dict[str, str] | None = None,
               **fields: object) -> httpx.Response:
     with path.open("rb") as code:
-        return httpx.request(method, f"{url}/admin/v3/functions/public/default/{name}", headers=headers,
+        return HTTP.request(method, f"{url}/admin/v3/functions/public/default/{name}", headers=headers,
                              files={"functionConfig": (None, json.dumps(_config(name, **fields))),
                                     "data": (path.name, code, "text/x-python")}, timeout=30)
 
@@ -58,41 +59,41 @@ def test_register_get_list_update_delete_over_http(cluster, code_file: Path) -> 
     name, base = _name(), f"{cluster.url}/admin/v3/functions/public/default"
     assert _register(cluster.url, name, code_file).status_code == 204
     _refused(_register(cluster.url, name, code_file), 409, "already exists")
-    got = httpx.get(f"{base}/{name}").json()
+    got = HTTP.get(f"{base}/{name}").json()
     assert got["className"] == "exclamation.process" and got["py"] == "exclamation.py"
     assert got["inputs"] == [f"persistent://public/default/{name}-in"] and got["parallelism"] == 1
-    assert name in httpx.get(base).json()
-    record = httpx.get(f"{cluster.url}/magnetar/v1/functions/public/default/{name}").json()
+    assert name in HTTP.get(base).json()
+    record = HTTP.get(f"{cluster.url}/magnetar/v1/functions/public/default/{name}").json()
     assert record["version"] == 1 and record["state"] == "RUNNING" and record["dispatched"] is True
     assert record["codeKey"].startswith(f"functions/public/default/{name}/1/") and record["codeSize"] == len(CODE)
     # update: only the config (multipart without data), then new code
-    update = httpx.put(f"{base}/{name}", files={"functionConfig": (None, json.dumps({"parallelism": 3}))})
+    update = HTTP.put(f"{base}/{name}", files={"functionConfig": (None, json.dumps({"parallelism": 3}))})
     assert update.status_code == 204, update.text
-    assert httpx.get(f"{base}/{name}").json()["parallelism"] == 3
-    record2 = httpx.get(f"{cluster.url}/magnetar/v1/functions/public/default/{name}").json()
+    assert HTTP.get(f"{base}/{name}").json()["parallelism"] == 3
+    record2 = HTTP.get(f"{cluster.url}/magnetar/v1/functions/public/default/{name}").json()
     assert record2["version"] == 2 and record2["codeKey"] == record["codeKey"]
     code_file.write_text(CODE.replace("!", "?"))
     assert _register(cluster.url, name, code_file, method="PUT").status_code == 204
-    record3 = httpx.get(f"{cluster.url}/magnetar/v1/functions/public/default/{name}").json()
+    record3 = HTTP.get(f"{cluster.url}/magnetar/v1/functions/public/default/{name}").json()
     assert record3["version"] == 3 and record3["codeKey"].startswith(f"functions/public/default/{name}/3/")
-    _refused(httpx.put(f"{base}/{name}", files={"functionConfig": (None, '{"processingGuarantees": "ATMOST_ONCE"}')}),
+    _refused(HTTP.put(f"{base}/{name}", files={"functionConfig": (None, '{"processingGuarantees": "ATMOST_ONCE"}')}),
              400, "cannot be altered")
     # status, stats, stop/start
-    status = httpx.get(f"{base}/{name}/status").json()
+    status = HTTP.get(f"{base}/{name}/status").json()
     # one instance whatever the parallelism: the dispatcher, running while the function is RUNNING
     assert status["numInstances"] == 1 and status["numRunning"] == 1 and len(status["instances"]) == 1
-    stats = httpx.get(f"{base}/{name}/stats").json()
+    stats = HTTP.get(f"{base}/{name}/stats").json()
     assert stats["receivedTotal"] == 0 and stats["processedSuccessfullyTotal"] == 0
-    assert httpx.post(f"{base}/{name}/stop").status_code == 204
-    assert httpx.get(f"{cluster.url}/magnetar/v1/functions/public/default/{name}").json()["state"] == "STOPPED"
-    assert httpx.post(f"{base}/{name}/start").status_code == 204
-    assert httpx.post(f"{base}/{name}/restart").status_code == 204
+    assert HTTP.post(f"{base}/{name}/stop").status_code == 204
+    assert HTTP.get(f"{cluster.url}/magnetar/v1/functions/public/default/{name}").json()["state"] == "STOPPED"
+    assert HTTP.post(f"{base}/{name}/start").status_code == 204
+    assert HTTP.post(f"{base}/{name}/restart").status_code == 204
     # delete
-    assert httpx.delete(f"{base}/{name}").status_code == 204
-    _refused(httpx.get(f"{base}/{name}"), 404, "doesn't exist")
-    _refused(httpx.delete(f"{base}/{name}"), 404, "doesn't exist")
-    _refused(httpx.post(f"{base}/{name}/start"), 404, "doesn't exist")
-    assert name not in httpx.get(base).json()
+    assert HTTP.delete(f"{base}/{name}").status_code == 204
+    _refused(HTTP.get(f"{base}/{name}"), 404, "doesn't exist")
+    _refused(HTTP.delete(f"{base}/{name}"), 404, "doesn't exist")
+    _refused(HTTP.post(f"{base}/{name}/start"), 404, "doesn't exist")
+    assert name not in HTTP.get(base).json()
 
 
 @pytest.mark.parametrize(("parts", "status", "reason"), [
@@ -109,20 +110,20 @@ def test_register_get_list_update_delete_over_http(cluster, code_file: Path) -> 
 ])
 def test_bad_registrations_are_4xx_with_a_reason(cluster, parts: dict[str, object], status: int,  # type: ignore[no-untyped-def]
                                                  reason: str) -> None:
-    response = httpx.post(f"{cluster.url}/admin/v3/functions/public/default/{_name('bad')}", files=parts, timeout=30)
+    response = HTTP.post(f"{cluster.url}/admin/v3/functions/public/default/{_name('bad')}", files=parts, timeout=30)
     _refused(response, status, reason)
 
 
 def test_bad_bodies_never_500(cluster) -> None:  # type: ignore[no-untyped-def]
     url = f"{cluster.url}/admin/v3/functions/public/default/{_name('bad')}"
-    _refused(httpx.post(url, json={"className": "a.b"}), 400, "multipart/form-data")
-    _refused(httpx.post(url, content=b"--x\r\n", headers={"content-type": "multipart/form-data; boundary=zz"}),
+    _refused(HTTP.post(url, json={"className": "a.b"}), 400, "multipart/form-data")
+    _refused(HTTP.post(url, content=b"--x\r\n", headers={"content-type": "multipart/form-data; boundary=zz"}),
              400, "Malformed")
-    _refused(httpx.post(f"{cluster.url}/admin/v3/functions/public/nope/f",
+    _refused(HTTP.post(f"{cluster.url}/admin/v3/functions/public/nope/f",
                         files={"functionConfig": (None, '{"className": "a.b", "inputs": ["x"]}'), "data": ("f.py", b"x")}),
              400, "Namespace public/nope does not exist")
-    _refused(httpx.get(f"{url}/state/k"), 404, "doesn't exist")
-    _refused(httpx.post(f"{url}/trigger", json={"triggerValue": "x"}), 404, "doesn't exist")
+    _refused(HTTP.get(f"{url}/state/k"), 404, "doesn't exist")
+    _refused(HTTP.post(f"{url}/trigger", json={"triggerValue": "x"}), 404, "doesn't exist")
 
 
 def test_state_and_counters_through_the_sdk(admin: AdminClient, code_file: Path) -> None:
@@ -152,7 +153,7 @@ def test_trigger_publishes_and_answers_the_output(cluster, admin: AdminClient, c
     admin.create_function(_config(name), code_file.read_bytes(), code_file.name)
     try:  # the function itself answers (the dispatcher runs it once the value is sealed)
         assert admin.trigger_function("public", "default", name, "hello", timeout_ms=20_000) == "hello!"
-        assert httpx.post(f"{cluster.url}/admin/v3/functions/public/default/{name}/stop").status_code == 204
+        assert HTTP.post(f"{cluster.url}/admin/v3/functions/public/default/{name}/stop").status_code == 204
         with pytest.raises(exceptions.Timeout, match="Request Timed Out"):  # stopped: nobody answers
             admin.trigger_function("public", "default", name, "nobody answers", timeout_ms=1500)
     finally:
@@ -213,9 +214,9 @@ def test_functions_need_the_functions_grant_or_a_tenant_admin(secured: tuple[str
         if method == "POST":
             config = {**_config(name), "tenant": "fns", "namespace": "ns", "inputs": ["persistent://fns/ns/in"],
                       "output": "persistent://fns/ns/out"}
-            return httpx.post(path, headers=headers, timeout=30, files={
+            return HTTP.post(path, headers=headers, timeout=30, files={
                 "functionConfig": (None, json.dumps(config)), "data": (code_file.name, code_file.read_bytes())})
-        return httpx.request(method, path, headers=headers, timeout=30)
+        return HTTP.request(method, path, headers=headers, timeout=30)
 
     assert as_role("deployer", "POST", "by-deployer").status_code == 204
     assert as_role("owner", "POST", "by-owner").status_code == 204
@@ -223,6 +224,6 @@ def test_functions_need_the_functions_grant_or_a_tenant_admin(secured: tuple[str
     _refused(as_role("writer", "POST", "by-writer"), 403, "not authorized to manage the functions of namespace fns/ns")
     _refused(as_role("writer", "GET", "by-deployer"), 403, "not authorized")
     _refused(as_role("stranger", "DELETE", "by-deployer"), 403, "not authorized")
-    assert httpx.get(f"{url}/admin/v3/functions/fns/ns", timeout=30).status_code == 401
+    assert HTTP.get(f"{url}/admin/v3/functions/fns/ns", timeout=30).status_code == 401
     assert as_role("deployer", "GET", "by-owner").json()["name"] == "by-owner"
     assert as_role("owner", "DELETE", "by-deployer").status_code == 204

@@ -15,6 +15,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.cli.main import app as cli
 from magnetar.local.function_workers import WORKERS
 
@@ -76,7 +77,6 @@ def test_exclamation_function_runs_on_its_input(cluster, tmp_path: Path) -> None
 
 def test_a_crashed_worker_fails_the_batch_which_the_maintenance_run_serves_again(  # type: ignore[no-untyped-def]
         cluster, tmp_path: Path) -> None:
-    import httpx
 
     marker = tmp_path / "crashed-once"
     code = tmp_path / "crashy.py"
@@ -109,7 +109,7 @@ def test_a_crashed_worker_fails_the_batch_which_the_maintenance_run_serves_again
         # acknowledgement's delay serves it, a later one if it raced.
         for _ in range(3):
             time.sleep(1.2)  # past the negative acknowledgement's delay
-            response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance",
+            response = HTTP.post(f"{cluster.url}/_magnetar/local/schedules/maintenance",
                                   json={"functions": [fqfn]}, timeout=300)
             assert response.status_code == 200, response.text
             assert response.json()["functionsServed"] in ([], [fqfn]), response.text
@@ -130,12 +130,11 @@ def test_a_crashed_worker_fails_the_batch_which_the_maintenance_run_serves_again
 def test_a_maintenance_run_refuses_a_rule_input_it_cannot_take(cluster) -> None:  # type: ignore[no-untyped-def]
     """A rule's input naming functions or topics in a shape the run cannot take is refused with a
     reason (400), before anything is visited."""
-    import httpx
 
     url = f"{cluster.url}/_magnetar/local/schedules/maintenance"
     for body, says in (({"functions": "public/default/f"}, "'functions'"), ({"functions": ["public/f"]}, "'functions'"),
                        ({"functions": ["public//f"]}, "'functions'"), ({"topics": "t"}, "'topics'")):
-        answer = httpx.post(url, json=body, timeout=60)
+        answer = HTTP.post(url, json=body, timeout=60)
         assert answer.status_code == 400 and says in answer.json()["reason"], (body, answer.text)
-    served = httpx.post(url, json={"functions": ["public/default/no-such-function"]}, timeout=60)
+    served = HTTP.post(url, json={"functions": ["public/default/no-such-function"]}, timeout=60)
     assert served.status_code == 200 and served.json()["functionsServed"] == [] and served.json()["topics"] == 0

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import httpx
 import pytest
 from botocore.exceptions import ClientError
 from typer.testing import CliRunner
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.adapters.aws.functions import function_lambda_name
 from magnetar.cli.main import app as cli
 
@@ -96,12 +96,12 @@ def test_create_deploys_a_sized_lambda_function_reported_by_status_and_deleted_w
 def test_what_lambda_cannot_give_is_a_400_with_a_reason(cluster, config: dict[str, Any], reason: str) -> None:  # type: ignore[no-untyped-def]
     name = f"bad-{uuid.uuid4().hex[:8]}"
     body = {"className": "f.process", "inputs": ["x"], **config}
-    response = httpx.post(f"{cluster.url}/admin/v3/functions/public/default/{name}",
+    response = HTTP.post(f"{cluster.url}/admin/v3/functions/public/default/{name}",
                           files={"functionConfig": (None, json.dumps(body), "application/json"),
                                  "data": ("f.py", b"def process(x):\n    return x\n")}, timeout=30)
     assert response.status_code == 400, response.text
     assert reason in response.json()["reason"]
-    assert httpx.get(f"{cluster.url}/admin/v3/functions/public/default/{name}").status_code == 404  # not registered
+    assert HTTP.get(f"{cluster.url}/admin/v3/functions/public/default/{name}").status_code == 404  # not registered
 
 
 def test_an_invocation_past_its_timeout_fails_and_runs_no_further(cluster, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -116,7 +116,7 @@ def test_an_invocation_past_its_timeout_fails_and_runs_no_further(cluster, tmp_p
         fqfn = f"public/default/{name}"
         deadline = time.monotonic() + 20
         while True:
-            status = httpx.get(f"{cluster.url}/admin/v3/functions/{fqfn}/status").json()["instances"][0]["status"]
+            status = HTTP.get(f"{cluster.url}/admin/v3/functions/{fqfn}/status").json()["instances"][0]["status"]
             if status["numSystemExceptions"] or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
@@ -140,7 +140,7 @@ def test_reserved_concurrency_throttles_invocations_over_the_parallelism(cluster
     while _lambda(cluster).get_function_configuration(FunctionName=function)["State"] != "Active":
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    record = httpx.get(f"{cluster.url}/magnetar/v1/functions/public/default/{name}").json()
+    record = HTTP.get(f"{cluster.url}/magnetar/v1/functions/public/default/{name}").json()
     event = {"fqfn": f"public/default/{name}", "version": 1, "config": json.dumps(record["functionConfig"]),
              "code": {"key": record["codeKey"], "size": record["codeSize"], "sha256": record["codeSha256"]},
              "messages": [{"messageId": "1:0:-1:-1", "topic": f"persistent://public/default/oin-{suffix}",
@@ -219,7 +219,7 @@ def test_a_function_registered_with_its_own_lambda_runs_there(cluster, tmp_path:
     assert result.exit_code == 0, result.output
     with pytest.raises(ClientError, match="ResourceNotFoundException"):
         lam.get_function(FunctionName=function_lambda_name(f"public/default/{name}"))
-    status = httpx.get(f"{cluster.url}/admin/v3/functions/public/default/{name}/status").json()
+    status = HTTP.get(f"{cluster.url}/admin/v3/functions/public/default/{name}/status").json()
     assert status["functionArn"] == created["FunctionArn"] and "deployment" not in status
     client = magnetar.Client(cluster.url)
     try:
@@ -251,7 +251,7 @@ def test_a_new_runtime_package_is_deployed_by_the_next_restart(cluster, tmp_path
     settings = DeploymentSettings.from_env()
     assert settings is not None and before[ENV_RUNTIME_CODE] == settings.code_ref
     upgraded = LambdaFunctionDeployer(replace(settings, code_key="function_runtime-v2.zip"))
-    config = FunctionConfig.model_validate(httpx.get(f"{cluster.url}/admin/v3/functions/{fqfn}").json())
+    config = FunctionConfig.model_validate(HTTP.get(f"{cluster.url}/admin/v3/functions/{fqfn}").json())
     deployed = upgraded.deploy(deployment_of(config, restart="now"))
     assert deployed.arn.endswith(function)
     deadline = time.monotonic() + 5

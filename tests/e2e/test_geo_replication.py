@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.local.cluster import free_port, free_run
 from magnetar.local.instance import LocalInstance
 
@@ -65,7 +66,7 @@ def _wait_refused(url: str, pulsar_url: str | None = None, timeout_s: float = 20
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            httpx.get(f"{url}/admin/v2/clusters", timeout=2)
+            HTTP.get(f"{url}/admin/v2/clusters", timeout=2)
         except httpx.TransportError:
             if pulsar_url is None or not _listening(pulsar_url):
                 return
@@ -87,7 +88,7 @@ def _wait_open(url: str, timeout_s: float = 20) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            httpx.get(f"{url}/admin/v2/clusters", timeout=2)
+            HTTP.get(f"{url}/admin/v2/clusters", timeout=2)
             return
         except httpx.TransportError:
             time.sleep(0.1)
@@ -100,7 +101,7 @@ def _home_back(instance: LocalInstance) -> None:
     region's replica meanwhile and refusing changes (503); a change that goes through says it is back."""
     for process in instance.processes:
         deadline = time.monotonic() + 30
-        while httpx.put(f"{process.url}/admin/v2/namespaces/public/back-{uuid.uuid4().hex[:8]}",
+        while HTTP.put(f"{process.url}/admin/v2/namespaces/public/back-{uuid.uuid4().hex[:8]}",
                         timeout=30).status_code == 503:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{process.name} does not reach the configuration store's home")
@@ -108,7 +109,7 @@ def _home_back(instance: LocalInstance) -> None:
 
 
 def _maintenance(instance: LocalInstance, name: str) -> None:
-    response = httpx.post(f"{_url(instance, name)}/_magnetar/local/schedules/maintenance", timeout=120)
+    response = HTTP.post(f"{_url(instance, name)}/_magnetar/local/schedules/maintenance", timeout=120)
     assert response.status_code == 200, response.text
 
 
@@ -149,14 +150,14 @@ def test_an_outage_loses_and_duplicates_nothing(instance: LocalInstance) -> None
         producer = east.create_producer(topic, producer_name="p-east")
         producer.send(b"before")
         assert [m.data() for m in _receive_all(west_consumer, 1)] == [b"before"]
-        off = httpx.post(f"{_url(instance, 'east')}/_magnetar/local/clusters/west/outage", timeout=10)
+        off = HTTP.post(f"{_url(instance, 'east')}/_magnetar/local/clusters/west/outage", timeout=10)
         assert off.status_code == 200
         _wait_refused(_url(instance, "west"))
         for i in range(10):  # east goes on
             producer.send(f"during-{i}".encode())
         time.sleep(3)  # sealed in east; the replicator finds west unreachable
-        stats = httpx.get(f"{_url(instance, 'east')}/admin/v2/{topic.replace('://', '/')}/stats", timeout=30).json()
-        back = httpx.delete(f"{_url(instance, 'east')}/_magnetar/local/clusters/west/outage", timeout=10)
+        stats = HTTP.get(f"{_url(instance, 'east')}/admin/v2/{topic.replace('://', '/')}/stats", timeout=30).json()
+        back = HTTP.delete(f"{_url(instance, 'east')}/_magnetar/local/clusters/west/outage", timeout=10)
         assert back.status_code == 200
         _wait_open(_url(instance, "west"))
         _maintenance(instance, "east")  # the maintenance run sends the backlog
@@ -239,7 +240,7 @@ def test_a_replicated_subscription_moved_within_seconds_gets_nothing_acknowledge
 
 
 def _aws_requests(instance: LocalInstance, name: str) -> dict[str, int]:
-    requests: dict[str, int] = httpx.get(f"{_url(instance, name)}/_magnetar/local/stats",
+    requests: dict[str, int] = HTTP.get(f"{_url(instance, name)}/_magnetar/local/stats",
                                          timeout=30).json()["aws_requests"]
     return requests
 
@@ -279,7 +280,7 @@ def test_a_replicated_subscription_deleted_in_east_leaves_no_position_for_a_new_
             assert after.get("dynamodb.DeleteItem", 0) - before.get("dynamodb.DeleteItem", 0) == 2
         else:
             first.close()
-            response = httpx.delete(f"{_url(instance, 'east')}/admin/v2/{topic.replace('://', '/')}",
+            response = HTTP.delete(f"{_url(instance, 'east')}/admin/v2/{topic.replace('://', '/')}",
                                     params={"force": "true"}, timeout=60)
             assert response.status_code == 204, response.text
         time.sleep(1.5)  # past the configuration store's replication delay (1 s here)
@@ -339,7 +340,7 @@ def test_a_client_with_cluster_failover_keeps_going_through_an_outage(instance: 
         seen = [m.data().decode() for m in _receive_all(consumer, 4)]
         time.sleep(1.5)  # the acknowledgements are written (grouped, at most a second later)
         _maintenance(instance, "east")  # east shares what the subscription acknowledged
-        assert httpx.post(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
+        assert HTTP.post(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
         _wait_refused(east_url)
         for i in range(4):  # sent while east is off the network: the client moves to west
             producer.send(f"during-{i}".encode())
@@ -349,7 +350,7 @@ def test_a_client_with_cluster_failover_keeps_going_through_an_outage(instance: 
         assert set(seen) | set(rest) == expected  # nothing skipped
         assert not set(seen) & set(rest)  # and what east had acknowledged does not come again
     finally:
-        httpx.delete(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10)
+        HTTP.delete(f"{west_url}/_magnetar/local/clusters/east/outage", timeout=10)
         _wait_open(east_url)
         _home_back(instance)
         client.close()
@@ -420,7 +421,7 @@ def test_with_authentication_replicators_come_in_as_superusers_and_nobody_else_m
         forged = {"producerName": "pulsar.repl.east", "batches": [{
             "payload": "", "numMessages": 1, "uncompressedSize": 0, "sequenceId": 99, "highestSequenceId": 99,
             "origin": {"cluster": "east", "ledgerId": 0, "entryId": 99, "publishTime": 1}}]}
-        refused = httpx.post(f"{_url(instance, 'west')}/topics/persistent/{namespace}/secure", json=forged,
+        refused = HTTP.post(f"{_url(instance, 'west')}/topics/persistent/{namespace}/secure", json=forged,
                              headers={"Authorization": f"Bearer {create_token('app', secret_key=key)}"}, timeout=30)
         assert refused.status_code == 403, refused.text
     finally:
@@ -443,17 +444,17 @@ def test_the_official_clients_cluster_failover_moves_to_the_other_proxy(instance
         reader = west.subscribe(topic, "check", initial_position=magnetar.InitialPosition.Earliest)
         producer = client.create_producer(topic, producer_name="official-failover", batching_enabled=False)
         producer.send(b"via-east")
-        assert httpx.post(f"{_url(instance, 'west')}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
+        assert HTTP.post(f"{_url(instance, 'west')}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
         _wait_refused(_url(instance, "east"), urls["east"])
         producer.send(b"via-west")  # the client moved to west's proxy
         assert [m.data() for m in _receive_all(reader, 1)] == [b"via-west"]
         # what east stored before it left the network reaches west once it is back
-        assert httpx.delete(f"{_url(instance, 'west')}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
+        assert HTTP.delete(f"{_url(instance, 'west')}/_magnetar/local/clusters/east/outage", timeout=10).status_code == 200
         _wait_open(_url(instance, "east"))
         _maintenance(instance, "east")
         assert [m.data() for m in _receive_all(reader, 1)] == [b"via-east"]
     finally:
-        httpx.delete(f"{_url(instance, 'west')}/_magnetar/local/clusters/east/outage", timeout=10)
+        HTTP.delete(f"{_url(instance, 'west')}/_magnetar/local/clusters/east/outage", timeout=10)
         _wait_open(_url(instance, "east"))
         _home_back(instance)
         client.close()

@@ -9,10 +9,10 @@ import time
 import uuid
 from typing import Any
 
-import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from journal_helpers import journal_shard, spend_shard_writes
 from magnetar.client.producer import Producer
 from magnetar.core import crashpoints
@@ -23,8 +23,8 @@ PATH = "/topics/persistent/public"
 
 def _dedup_namespace(cluster) -> str:  # type: ignore[no-untyped-def]
     ns = f"group-{uuid.uuid4().hex[:8]}"
-    assert httpx.put(f"{cluster.url}/admin/v2/namespaces/public/{ns}").status_code == 204
-    assert httpx.post(f"{cluster.url}/admin/v2/namespaces/public/{ns}/deduplication", json=True).status_code == 204
+    assert HTTP.put(f"{cluster.url}/admin/v2/namespaces/public/{ns}").status_code == 204
+    assert HTTP.post(f"{cluster.url}/admin/v2/namespaces/public/{ns}/deduplication", json=True).status_code == 204
     return ns
 
 
@@ -36,7 +36,7 @@ def _batch(first_seq: int, texts: list[str], key: str | None = None) -> dict[str
 
 def _stats(cluster) -> tuple[int, int, int]:  # type: ignore[no-untyped-def]
     """Broker invocations, Kinesis PutRecord and DynamoDB UpdateItem requests so far."""
-    stats = httpx.get(f"{cluster.url}/_magnetar/local/stats", timeout=30).json()
+    stats = HTTP.get(f"{cluster.url}/_magnetar/local/stats", timeout=30).json()
     aws = stats["aws_requests"]
     return (stats["lambda"]["magnetar-broker"]["invocations"], aws.get("kinesis.PutRecord", 0),
             aws.get("dynamodb.UpdateItem", 0))
@@ -66,7 +66,7 @@ def test_batches_are_appended_in_order_with_consecutive_entries_and_a_retry_gets
         _batch(0, ["a0", "a1"], "A"), _batch(2, ["b0"], "B"), _batch(3, ["c0", "c1", "c2"], "C")]}
     url = f"{cluster.url}{PATH}/{ns}/t"
     before = _stats(cluster)
-    first = httpx.post(url, json=body, timeout=30)
+    first = HTTP.post(url, json=body, timeout=30)
     assert first.status_code == 200, first.text
     after = _stats(cluster)
     assert after[0] - before[0] == 1 and after[1] - before[1] == 1, "one invocation, one journal record"
@@ -78,7 +78,7 @@ def test_batches_are_appended_in_order_with_consecutive_entries_and_a_retry_gets
     assert [r["messageId"] for r in result["messagePublishResults"]] == [
         r["messageId"] for b in result["batches"] for r in b["messagePublishResults"]]
     assert not result["duplicate"]
-    again = httpx.post(url, json=body, timeout=30).json()  # the same group retried
+    again = HTTP.post(url, json=body, timeout=30).json()  # the same group retried
     assert again["duplicate"] and again["messagePublishResults"] == result["messagePublishResults"]
     consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
     got = _drain(consumer, 6)
@@ -99,7 +99,7 @@ def test_bad_batches_get_a_4xx_reason_and_store_nothing(
     cluster: Any, topic: str, body: dict[str, Any], status: int, reason: str
 ) -> None:
     local = topic.rsplit("/", 1)[1]
-    response = httpx.post(f"{cluster.url}{PATH}/default/{local}", json=body, timeout=30)
+    response = HTTP.post(f"{cluster.url}{PATH}/default/{local}", json=body, timeout=30)
     assert response.status_code == status, response.text
     assert reason in response.json()["reason"]
 
@@ -232,12 +232,12 @@ def test_a_group_overlapping_an_earlier_one_stores_only_its_new_batches(
     monkeypatch.setattr(ledger.common, "WRITE_DEADLINE_MS", 300)  # the first publish settles sooner
     ns = _dedup_namespace(cluster)
     url = f"{cluster.url}{PATH}/{ns}/overlap"
-    first = httpx.post(url, json={"producerName": "p", "batches": [_batch(0, ["0", "1"]), _batch(2, ["2", "3"])]},
+    first = HTTP.post(url, json={"producerName": "p", "batches": [_batch(0, ["0", "1"]), _batch(2, ["2", "3"])]},
                        timeout=30).json()
     overlap = {"producerName": "p", "batches": [_batch(2, ["2", "3"]), _batch(4, ["4", "5"])]}
     deadline = time.monotonic() + 30
     while True:  # 503 (retry) until the first publish is settled: sealed, since tail reads are off
-        response = httpx.post(url, json=overlap, timeout=30)
+        response = HTTP.post(url, json=overlap, timeout=30)
         if response.status_code != 503 or time.monotonic() > deadline:
             break
         time.sleep(0.3)
@@ -260,7 +260,7 @@ def test_a_saturated_shard_is_reported_and_the_producer_paces_itself(cluster: An
     shard = journal_shard(cluster, f"persistent://public/default/{name}")
     payload = base64.b64encode(b"x" * 700 * 1024).decode()
     spend_shard_writes(cluster, shard, 3 * 1024 * 1024)  # 2 MiB in debt: 700 KB waits about 2.7 s
-    responses = [httpx.post(url, json={"messages": [{"payload": payload}]}, timeout=60) for _ in range(2)]
+    responses = [HTTP.post(url, json={"messages": [{"payload": payload}]}, timeout=60) for _ in range(2)]
     assert [r.status_code for r in responses] == [200] * 2, responses[-1].text
     waits = [r.json().get("throttledMs", 0) for r in responses]
     assert waits[0] >= 300 and all(w >= 0 for w in waits), waits

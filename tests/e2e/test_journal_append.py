@@ -10,9 +10,9 @@ import uuid
 from collections.abc import Iterator
 
 import boto3
-import httpx
 import pytest
 
+from http_helpers import HTTP
 from magnetar.adapters.aws.kinesis import KinesisJournal
 from magnetar.core.errors import JournalRefused
 from magnetar.local.cluster import free_port, start_emulator
@@ -46,7 +46,7 @@ def test_records_refused_by_a_shards_write_throughput_are_put_again_promptly(
     assert len({p.sequence for p in positions}) == 5
     assert positions[0].throttled_ms == 0  # the bucket starts full
     assert sum(p.throttled_ms for p in positions) >= 1000  # 3 MB at 1 MiB/s: the later ones waited
-    refused = httpx.get(f"{limited}/_magnetar/aws-limits").json()["refusals"]
+    refused = HTTP.get(f"{limited}/_magnetar/aws-limits").json()["refusals"]
     assert refused.get("kinesis.PutRecord:ProvisionedThroughputExceededException", 0) >= 2
     assert elapsed < 5.0, f"5 records of 600 KB took {elapsed:.1f} s (the shard's own pace is ~2.9 s)"
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
 import pytest
 from tests.sdk_helpers import receive_until_quiet
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client import exceptions
 from magnetar.core.key_shared import key_hash
 
@@ -54,9 +54,9 @@ def test_keys_outside_every_range_wait_and_http_refusals_say_why(client: magneta
     assert receive_until_quiet(low, 1000) == []  # nobody covers these keys yet: they wait
     path = f"{cluster.url}/magnetar/v1/consumer/{topic.replace('://', '/')}/s/other"
     meta = {"keySharedMode": "STICKY", "hashRanges": [{"start": 100, "end": 200}]}
-    refused = httpx.put(path, json={"subscriptionType": "Key_Shared", "keySharedPolicy": meta})
+    refused = HTTP.put(path, json={"subscriptionType": "Key_Shared", "keySharedPolicy": meta})
     assert refused.status_code == 409 and "Range conflict" in refused.json()["reason"]
-    empty = httpx.put(path, json={"subscriptionType": "Key_Shared", "keySharedPolicy": meta | {"hashRanges": []}})
+    empty = HTTP.put(path, json={"subscriptionType": "Key_Shared", "keySharedPolicy": meta | {"hashRanges": []}})
     assert empty.status_code == 409 and "must not be empty" in empty.json()["reason"]
     high = client.subscribe(topic, "s", consumer_type=KeyShared, key_shared_policy=sticky(HIGH))
     # a quiet spell of 5 s, not 1.5: on LocalStack under two workers the last entries were sealed

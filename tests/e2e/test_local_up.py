@@ -15,6 +15,7 @@ from typing import IO
 import httpx
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.local.cluster import free_port
 
 BIN = Path(sys.executable).parent / "magnetar"
@@ -55,7 +56,7 @@ def wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 60)
     while time.monotonic() < deadline:
         assert proc.poll() is None, output(proc)
         try:
-            if httpx.get(f"{url}/admin/v2/brokers/health", timeout=1).text == "ok":
+            if HTTP.get(f"{url}/admin/v2/brokers/health", timeout=1).text == "ok":
                 return
         except httpx.HTTPError:
             pass

@@ -7,11 +7,11 @@ import time
 import uuid
 from typing import Any
 
-import httpx
+from http_helpers import HTTP
 
 
 def run_maintenance(cluster, topics: list[str]) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", json={"topics": topics},
+    response = HTTP.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", json={"topics": topics},
                           timeout=120)
     assert response.status_code == 200, response.text
     result: dict[str, Any] = response.json()
@@ -41,9 +41,9 @@ def test_idle_topics_cost_one_state_read_per_run(cluster, admin, client) -> None
         assert time.monotonic() < deadline, "the messages were never sealed and trimmed"
         time.sleep(0.3)
 
-    httpx.delete(f"{cluster.url}/_magnetar/local/stats", timeout=30)
+    HTTP.delete(f"{cluster.url}/_magnetar/local/stats", timeout=30)
     report = run_maintenance(cluster, topics)
-    requests = httpx.get(f"{cluster.url}/_magnetar/local/stats", timeout=30).json()["aws_requests"]
+    requests = HTTP.get(f"{cluster.url}/_magnetar/local/stats", timeout=30).json()["aws_requests"]
     assert report["topics"] == len(topics)
     dynamodb = {k: n for k, n in requests.items() if k.startswith("dynamodb.")}
     # per named topic: its partition count (the rule input names topics) and its state, nothing else;

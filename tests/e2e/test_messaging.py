@@ -8,17 +8,17 @@ import time
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client import exceptions
 from sdk_helpers import producing
 
 
 def test_health_and_default_tenant_and_namespace(cluster) -> None:  # type: ignore[no-untyped-def]
-    import httpx
 
-    response = httpx.get(f"{cluster.url}/admin/v2/brokers/health")
+    response = HTTP.get(f"{cluster.url}/admin/v2/brokers/health")
     assert response.status_code == 200 and response.text == "ok"
-    assert "public" in httpx.get(f"{cluster.url}/admin/v2/tenants").json()
-    assert "public/default" in httpx.get(f"{cluster.url}/admin/v2/namespaces/public").json()
+    assert "public" in HTTP.get(f"{cluster.url}/admin/v2/tenants").json()
+    assert "public/default" in HTTP.get(f"{cluster.url}/admin/v2/namespaces/public").json()
 
 
 def test_short_topic_name_means_public_default(client: magnetar.Client) -> None:
@@ -184,7 +184,6 @@ def test_concurrent_invocations_never_share_a_request(cluster) -> None:  # type:
 def test_a_batch_receive_short_last_time_waits_in_the_client_and_looks_once(cluster, client, topic) -> None:  # type: ignore[no-untyped-def]
     """A batch receive short of its count the previous time waits its timeout in the SDK and then
     polls without a wait: a broker function holding the wait would bill its memory for it."""
-    import httpx
 
     consumer = client.subscribe(topic, "batch", initial_position=magnetar.InitialPosition.Earliest,
                                 batch_receive_policy=magnetar.ConsumerBatchReceivePolicy(100, -1, 400))
@@ -197,11 +196,11 @@ def test_a_batch_receive_short_last_time_waits_in_the_client_and_looks_once(clus
     assert [m.data() for m in first] == [b"first"]
     producer.send(b"second")
     time.sleep(1.5)  # sealed by now
-    broker = httpx.get(f"{cluster.url}/_magnetar/local/stats", timeout=30).json()["lambda"]["magnetar-broker"]
+    broker = HTTP.get(f"{cluster.url}/_magnetar/local/stats", timeout=30).json()["lambda"]["magnetar-broker"]
     started = time.monotonic()
     second = consumer.batch_receive()
     took = time.monotonic() - started
-    after = httpx.get(f"{cluster.url}/_magnetar/local/stats", timeout=30).json()["lambda"]["magnetar-broker"]
+    after = HTTP.get(f"{cluster.url}/_magnetar/local/stats", timeout=30).json()["lambda"]["magnetar-broker"]
     assert [m.data() for m in second] == [b"second"]
     assert took >= 0.4  # it waited its timeout for a count it would not get
     # one poll, answered without waiting in the function (the stats call itself adds none)

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client.admin import AdminClient
 from magnetar.config import ENV_TOPIC_LEVEL_METRICS
 
@@ -29,7 +29,7 @@ def parse(text: str) -> Samples:
 
 
 def scrape(cluster: Any, **params: str) -> Samples:
-    response = httpx.get(f"{cluster.url}/metrics", params=params, timeout=60)
+    response = HTTP.get(f"{cluster.url}/metrics", params=params, timeout=60)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
     return parse(response.text)
@@ -195,16 +195,16 @@ def test_magnetar_counters_of_the_container(cluster: Any, client: magnetar.Clien
 def test_bad_options_are_refused_with_a_reason(cluster: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     for params, status in (({"topics": "maybe"}, 400), ({"namespace": "no-slash"}, 400),
                            ({"namespace": "public/does-not-exist"}, 404)):
-        response = httpx.get(f"{cluster.url}/metrics", params=params, timeout=30)
+        response = HTTP.get(f"{cluster.url}/metrics", params=params, timeout=30)
         assert response.status_code == status and response.json()["reason"], (params, response.text)
-    assert httpx.post(f"{cluster.url}/metrics", timeout=30).status_code == 405
+    assert HTTP.post(f"{cluster.url}/metrics", timeout=30).status_code == 405
     # an answer over what Lambda may return goes out gzipped, or is refused (here: a limit of 100 bytes)
     from magnetar.api.routes import metrics
 
     monkeypatch.setattr(metrics, "MAX_PLAIN_BYTES", 100)
-    plain = httpx.get(f"{cluster.url}/metrics", headers={"Accept-Encoding": "identity"}, timeout=30)
+    plain = HTTP.get(f"{cluster.url}/metrics", headers={"Accept-Encoding": "identity"}, timeout=30)
     assert plain.status_code == 400 and "Accept-Encoding: gzip" in plain.json()["reason"]
-    gzipped = httpx.get(f"{cluster.url}/metrics", headers={"Accept-Encoding": "gzip"}, timeout=30)
+    gzipped = HTTP.get(f"{cluster.url}/metrics", headers={"Accept-Encoding": "gzip"}, timeout=30)
     assert gzipped.status_code == 200 and gzipped.headers["content-encoding"] == "gzip"
     assert "pulsar_topics_count" in gzipped.text
 
@@ -220,7 +220,7 @@ def test_a_namespace_of_many_topics_costs_a_known_number_of_requests(cluster: An
     for topic in topics[:3]:  # a few subscriptions: their cursors come with their topics' queries
         client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest).close()
     started = time.monotonic()
-    response = httpx.get(f"{cluster.url}/metrics", params={"namespace": namespace},
+    response = HTTP.get(f"{cluster.url}/metrics", params={"namespace": namespace},
                          headers={"Accept-Encoding": "gzip"}, timeout=60)
     assert response.status_code == 200 and response.headers["content-encoding"] == "gzip"
     samples = parse(response.text)
@@ -234,7 +234,7 @@ def test_a_namespace_of_many_topics_costs_a_known_number_of_requests(cluster: An
                         ("cluster=standalone", "operation=BatchGetItem", "service=dynamodb"): n // 50}
     assert elapsed < 30, f"a scrape of {n} topics took {elapsed:.1f} s (API Gateway gives up at 30 s)"
     # at topic level: a series per topic, gzipped to a small part of it
-    response = httpx.get(f"{cluster.url}/metrics", params={"namespace": namespace, "topics": "true"},
+    response = HTTP.get(f"{cluster.url}/metrics", params={"namespace": namespace, "topics": "true"},
                          headers={"Accept-Encoding": "gzip"}, timeout=60)
     by_topic = parse(response.text)
     assert sum(1 for key in by_topic if key[0] == "pulsar_storage_size") == n

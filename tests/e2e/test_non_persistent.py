@@ -7,15 +7,14 @@ import base64
 import json
 import struct
 
-import httpx
-
+from http_helpers import HTTP
 from ws_helpers import b64, new_topic, open_ws, quiet, receive, send, text_of, topic_path
 
 DROPPED = base64.b64encode(struct.pack(">qqqq", -1, -1, -1, -1)).decode()
 
 
 def rest_produce(cluster, topic: str, *payloads: str) -> list[str]:  # type: ignore[no-untyped-def]
-    response = httpx.post(f"{cluster.url}/topics/{topic_path(topic)}",
+    response = HTTP.post(f"{cluster.url}/topics/{topic_path(topic)}",
                           json={"messages": [{"payload": b64(p)} for p in payloads]}, timeout=30)
     assert response.status_code == 200, response.text
     return [r["messageId"] for r in response.json()["messagePublishResults"]]
@@ -70,6 +69,6 @@ def test_each_subscription_gets_its_copy(cluster) -> None:  # type: ignore[no-un
 def test_http_long_poll_is_refused_on_non_persistent_topics(cluster) -> None:  # type: ignore[no-untyped-def]
     topic = new_topic("non-persistent")
     base = f"{cluster.url}/magnetar/v1/consumer/{topic_path(topic)}/sub/c1"
-    for response in (httpx.put(base, json={}), httpx.post(f"{base}/receive", json={})):
+    for response in (HTTP.put(base, json={}), HTTP.post(f"{base}/receive", json={})):
         assert response.status_code == 405
         assert "WebSocket" in response.json()["reason"]

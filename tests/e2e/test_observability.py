@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.core import metrics as m
 
 
@@ -121,7 +121,7 @@ def test_maintenance_emits_backlogs_per_namespace(cluster: Any, client: magnetar
     maintenance = logs("magnetar-maintenance")
 
     def run_has_backlog() -> bool:
-        response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance",
+        response = HTTP.post(f"{cluster.url}/_magnetar/local/schedules/maintenance",
                               json={"topics": [topic]}, timeout=120)
         assert response.status_code == 200, response.text
         return maintenance.values(m.BACKLOG_ENTRIES, namespace)[-1:] == [4]
@@ -189,10 +189,10 @@ def test_the_sdk_producer_sends_the_active_trace_and_the_consumer_gets_it(
 def test_the_rest_producer_keeps_a_trace_context_and_a_traced_broker_sets_one(
         cluster: Any, client: magnetar.Client, topic: str, traced_broker: None) -> None:
     path = f"{cluster.url}/topics/{topic.replace('://', '/', 1)}"
-    given = httpx.post(path, json={"messages": [{"payload": "YQ==", "properties": {"traceparent": PRODUCER_TRACEPARENT}}]},
+    given = HTTP.post(path, json={"messages": [{"payload": "YQ==", "properties": {"traceparent": PRODUCER_TRACEPARENT}}]},
                        timeout=30)
     assert given.status_code == 200, given.text
-    plain = httpx.post(path, json={"messages": [{"payload": "Yg=="}]}, timeout=30)
+    plain = HTTP.post(path, json={"messages": [{"payload": "Yg=="}]}, timeout=30)
     assert plain.status_code == 200, plain.text
     own, set_by_broker = _receive_properties(client, topic, 2)
     assert own == {"traceparent": PRODUCER_TRACEPARENT}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import schemathesis
 
+from http_helpers import HTTP
 from magnetar.api import openapi
 from magnetar.api.access import ROUTE_TABLE
 from magnetar.api.app import app  # noqa: F401  (registers every route)
@@ -26,7 +26,7 @@ def test_docs_openapi_json_is_current() -> None:
 
 
 def test_the_served_document_is_the_generated_one(cluster) -> None:  # type: ignore[no-untyped-def]
-    response = httpx.get(f"{cluster.url}/openapi.json", timeout=30)
+    response = HTTP.get(f"{cluster.url}/openapi.json", timeout=30)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")
     assert response.json() == openapi.document()

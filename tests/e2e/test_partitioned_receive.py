@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client import exceptions
 from magnetar.client.partitioned import key_partition
 from sdk_helpers import producing, receive_until_quiet
@@ -26,7 +27,7 @@ Routing = magnetar.PartitionsRoutingMode
 
 
 def create_partitioned(cluster: Any, topic: str, n: int) -> None:
-    response = httpx.put(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}/partitions", json=n)
+    response = HTTP.put(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}/partitions", json=n)
     assert response.status_code == 204, response.text
 
 
@@ -36,7 +37,7 @@ def consumer_base(cluster: Any, topic: str, sub: str) -> str:
 
 def subscribe_partitions(cluster: Any, topic: str, sub: str, consumer: str, n: int, sub_type: str = "Shared") -> None:
     for p in range(n):
-        response = httpx.put(f"{consumer_base(cluster, f'{topic}-partition-{p}', sub)}/{consumer}",
+        response = HTTP.put(f"{consumer_base(cluster, f'{topic}-partition-{p}', sub)}/{consumer}",
                              json={"subscriptionType": sub_type, "initialPosition": "Earliest"})
         assert response.status_code == 200, response.text
 
@@ -50,7 +51,7 @@ def send_to(client: magnetar.Client, topic: str, partition: int, payloads: list[
 
 
 def receive(cluster: Any, topic: str, sub: str, consumer: str, body: dict[str, Any]) -> httpx.Response:
-    return httpx.post(f"{consumer_base(cluster, topic, sub)}/{consumer}/receive", json=body, timeout=40)
+    return HTTP.post(f"{consumer_base(cluster, topic, sub)}/{consumer}/receive", json=body, timeout=40)
 
 
 def wait_entries(cluster: Any, topic: str, sub: str, consumer: str, partitions: list[int], want: int,
@@ -72,7 +73,7 @@ def wait_entries(cluster: Any, topic: str, sub: str, consumer: str, partitions: 
             acks[str(e["partition"])]["messageIds"].append(f"{e['ledgerId']}:{e['entryId']}:{e['partition']}:-1")
         acks = dict(acks)
     if acks:  # the last ones too
-        response = httpx.post(f"{consumer_base(cluster, topic, sub)}/{consumer}/ack", json={"partitions": acks})
+        response = HTTP.post(f"{consumer_base(cluster, topic, sub)}/{consumer}/ack", json={"partitions": acks})
         assert response.status_code == 200, response.text
     return got
 
@@ -84,7 +85,7 @@ def wait_sealed(cluster: Any, topic: str, entries: dict[int, int], timeout_s: fl
     for p, want in entries.items():
         url = f"{cluster.url}/admin/v2/{topic.replace('://', '/')}-partition-{p}/internalStats"
         while True:
-            ledgers = httpx.get(url, timeout=30).json()["ledgers"]
+            ledgers = HTTP.get(url, timeout=30).json()["ledgers"]
             sealed = sum(s["lastEntry"] - s["firstEntry"] + 1 for ledger in ledgers for s in ledger["segments"])
             if sealed >= want:
                 break
@@ -106,7 +107,7 @@ def test_one_receive_serves_every_partition_and_entries_name_their_partition(
     response = receive(cluster, topic, "s", "c", {"partitions": [0, 1, 2], "waitMs": 0})
     assert response.status_code == 200 and response.json()["entries"] == []
     assert response.json()["epochs"] == {"0": 0, "1": 0, "2": 0}
-    backlog = httpx.get(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}/partitioned-stats").json()
+    backlog = HTTP.get(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}/partitioned-stats").json()
     assert backlog["subscriptions"]["s"]["msgBacklog"] == 0
 
 
@@ -445,9 +446,9 @@ def test_one_receive_serves_joined_consumers_each_with_its_own_entries_and_acks(
     acks = {"partitions": {"1": {"messageIds": [f"{e['ledgerId']}:{e['entryId']}:1:-1"]}}}
     again = receive(cluster, topic, "s", "c0", body | {"joined": [{"consumer": "c1", "maxMessages": 100, "acks": acks}]})
     assert again.status_code == 200, again.text
-    stats = httpx.get(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}-partition-1/stats", timeout=30).json()
+    stats = HTTP.get(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}-partition-1/stats", timeout=30).json()
     assert stats["subscriptions"]["s"]["msgBacklog"] == 0  # c1's ack was applied
-    stats = httpx.get(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}-partition-0/stats", timeout=30).json()
+    stats = HTTP.get(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}-partition-0/stats", timeout=30).json()
     assert stats["subscriptions"]["s"]["msgBacklog"] == 2  # c0's not acknowledged
 
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
 
-import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client import exceptions
 from magnetar.client.admin import AdminClient
 from magnetar.local.cluster import LocalUpProcess
@@ -67,7 +67,7 @@ def test_a_grant_on_the_partitioned_topic_covers_the_receive_of_its_partitions(s
     headers = {"Authorization": f"Bearer {stack.token('carol')}"}
     base = f"{stack.url}/magnetar/v1/consumer/{{}}/s/c/receive"
     body = {"partitions": [0, 1, 2], "waitMs": 0}
-    refused = httpx.post(base.format(other.replace("://", "/")), json=body, headers=headers)
+    refused = HTTP.post(base.format(other.replace("://", "/")), json=body, headers=headers)
     assert refused.status_code == 403 and refused.json()["reason"]
-    allowed = httpx.post(base.format(topic.replace("://", "/")), json=body, headers=headers)
+    allowed = HTTP.post(base.format(topic.replace("://", "/")), json=body, headers=headers)
     assert allowed.status_code == 404, allowed.text  # authorized; consumer c is simply not subscribed

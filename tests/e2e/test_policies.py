@@ -8,11 +8,11 @@ import uuid
 from typing import Any
 
 import boto3
-import httpx
 import pytest
 from typer.testing import CliRunner
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
 from magnetar.cli.main import app as cli
 from magnetar.client import exceptions
@@ -30,7 +30,7 @@ def namespace(admin: AdminClient) -> str:
 
 def run_maintenance(cluster, topic: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """One run of the maintenance function, for this test's topic only (a rule input {"topics"})."""
-    response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", json={"topics": [topic]},
+    response = HTTP.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", json={"topics": [topic]},
                           timeout=120)
     assert response.status_code == 200, response.text
     result: dict[str, Any] = response.json()
@@ -76,7 +76,7 @@ def test_namespace_policies_are_set_read_and_removed_on_pulsars_paths(admin: Adm
     assert admin.get_policy(namespace, "maxProducersPerTopic") == 3
     assert admin.get_policy(namespace, "maxConsumersPerTopic") == 4
     tenant, ns = namespace.split("/")
-    raw = httpx.get(f"{cluster.url}/admin/v2/namespaces/{tenant}/{ns}").json()
+    raw = HTTP.get(f"{cluster.url}/admin/v2/namespaces/{tenant}/{ns}").json()
     assert raw["message_ttl_in_seconds"] == 120  # Pulsar's Policies field names
     admin.remove_policy(namespace, "messageTTL")
     admin.remove_backlog_quota(namespace)
@@ -116,14 +116,14 @@ def test_bad_policies_are_refused_with_a_reason_and_change_nothing(cluster, name
                                                                     body: object, reason: str) -> None:
     tenant, ns = namespace.split("/")
     url = f"{cluster.url}/admin/v2/namespaces/{tenant}/{ns}"
-    response = httpx.post(f"{url}/{path}", json=body)
+    response = HTTP.post(f"{url}/{path}", json=body)
     assert response.status_code == 400, response.text
     assert reason in response.json()["reason"]
-    assert httpx.get(f"{url}").json() == {}, "nothing half-written"
+    assert HTTP.get(f"{url}").json() == {}, "nothing half-written"
 
 
 def test_policies_of_an_unknown_namespace_are_404(cluster) -> None:  # type: ignore[no-untyped-def]
-    response = httpx.post(f"{cluster.url}/admin/v2/namespaces/public/nope-{uuid.uuid4().hex[:6]}/messageTTL", json=5)
+    response = HTTP.post(f"{cluster.url}/admin/v2/namespaces/public/nope-{uuid.uuid4().hex[:6]}/messageTTL", json=5)
     assert response.status_code == 404 and "does not exist" in response.json()["reason"]
 
 
@@ -194,7 +194,7 @@ def test_backlog_quota_producer_exception_refuses_producers_with_a_clear_error(
     with pytest.raises(exceptions.ProducerBlockedQuotaExceededException) as info:
         client.create_producer(topic)
     assert "backlog quota exceeded" in info.value.reason
-    response = httpx.post(f"{cluster.url}/topics/persistent/{namespace}/quota-exception",
+    response = HTTP.post(f"{cluster.url}/topics/persistent/{namespace}/quota-exception",
                           json={"messages": [{"payload": "eA=="}]})
     assert response.status_code == 409 and "backlog quota exceeded" in response.json()["reason"]
     for _ in range(20):  # the consumer catches up: producers are admitted again
@@ -243,7 +243,7 @@ def test_a_maintenance_run_crashing_mid_deletion_is_finished_by_the_next(
     wait_sealed(cluster, topic, 8)
     assert segment_objects(cluster, topic)
     crashpoints.enable("trim.after_commit")
-    response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", json={"topics": [topic]},
+    response = HTTP.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", json={"topics": [topic]},
                           timeout=120)
     assert response.status_code == 500 and "SimulatedCrash" in response.json()["reason"]
     metadata = DynamoMetadataStore(cluster.names.table)
@@ -284,8 +284,8 @@ def test_a_scheduled_run_visits_every_topic(cluster, client: magnetar.Client, na
     topic = f"persistent://{namespace}/scheduled"
     send(client, topic, 3)
     wait_sealed(cluster, topic, 3)
-    response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", timeout=300)  # the schedule's event
+    response = HTTP.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", timeout=300)  # the schedule's event
     assert response.status_code == 200 and response.json()["topics"] >= 1
     assert segment_objects(cluster, topic) == [], "no subscription, no retention: the run deleted them"
-    bad = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", content=b"[1]")
+    bad = HTTP.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", content=b"[1]")
     assert bad.status_code == 400 and "JSON object" in bad.json()["reason"]

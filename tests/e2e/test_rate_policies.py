@@ -8,10 +8,10 @@ import time
 import uuid
 from typing import Any
 
-import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client import exceptions
 from magnetar.client.admin import AdminClient
 
@@ -52,7 +52,7 @@ def test_rate_policies_are_set_read_and_removed_at_both_levels(admin: AdminClien
                                                       "publishThrottlingRateInByte": 4096}
     assert admin.get_policy(topic, "dispatchRate") == DISPATCH_RATE
     assert admin.get_policy(topic, "maxSubscriptionsPerTopic") == 3
-    raw = httpx.get(ns_url(cluster, namespace)).json()  # Pulsar's Policies field names
+    raw = HTTP.get(ns_url(cluster, namespace)).json()  # Pulsar's Policies field names
     assert raw["publishMaxMessageRate"] == PUBLISH_RATE and raw["max_topics_per_namespace"] == 100
     assert raw["topicDispatchRate"]["dispatchThrottlingRateInMsg"] == 50
     assert raw["max_subscriptions_per_topic"] == 10
@@ -63,7 +63,7 @@ def test_rate_policies_are_set_read_and_removed_at_both_levels(admin: AdminClien
         admin.remove_policy(namespace, name)
         assert admin.get_policy(namespace, name) is None
     # maxTopicsPerNamespace is a namespace policy only, as in Pulsar
-    response = httpx.post(f"{cluster.url}/admin/v2/persistent/{namespace}/t/maxTopicsPerNamespace", json=1)
+    response = HTTP.post(f"{cluster.url}/admin/v2/persistent/{namespace}/t/maxTopicsPerNamespace", json=1)
     assert response.status_code == 404
 
 
@@ -101,16 +101,16 @@ def test_the_new_policy_routes_need_a_tenant_admin() -> None:
 def test_bad_rate_policies_are_refused_with_a_reason_and_change_nothing(cluster: Any, namespace: str, path: str,
                                                                         body: object, reason: str) -> None:
     url = ns_url(cluster, namespace)
-    response = httpx.post(f"{url}/{path}", json=body)
+    response = HTTP.post(f"{url}/{path}", json=body)
     assert response.status_code == 400, response.text
     assert reason in response.json()["reason"]
-    assert httpx.get(url).json() == {}, "nothing half-written"
+    assert HTTP.get(url).json() == {}, "nothing half-written"
     topic_url = f"{cluster.url}/admin/v2/persistent/{namespace}/bad"
-    httpx.put(topic_url)
+    HTTP.put(topic_url)
     if path != "maxTopicsPerNamespace":
-        response = httpx.post(f"{topic_url}/{path}", json=body)
+        response = HTTP.post(f"{topic_url}/{path}", json=body)
         assert response.status_code == 400, response.text
-        assert httpx.get(f"{topic_url}/{path}").json() is None
+        assert HTTP.get(f"{topic_url}/{path}").json() is None
 
 
 # --- enforcement ----------------------------------------------------------------------------------
@@ -140,10 +140,10 @@ def test_a_producer_over_the_publish_rate_is_slowed_to_it(admin: AdminClient, cl
     # publish is a reservation write too, so refusals would show as more than 40)
     other = client.create_producer(f"persistent://public/default/free-{uuid.uuid4().hex[:6]}", batching_enabled=False)
     other.send(b"warm")
-    httpx.delete(f"{cluster.url}/_magnetar/local/stats")
+    HTTP.delete(f"{cluster.url}/_magnetar/local/stats")
     for _ in range(40):
         other.send(b"y")
-    writes = httpx.get(f"{cluster.url}/_magnetar/local/stats").json()["aws_requests"].get("dynamodb.UpdateItem", 0)
+    writes = HTTP.get(f"{cluster.url}/_magnetar/local/stats").json()["aws_requests"].get("dynamodb.UpdateItem", 0)
     assert writes == 40, f"{writes} reservation writes for 40 publishes"
     other.close()
 
@@ -160,12 +160,12 @@ def test_a_publish_costs_the_same_aws_requests_with_a_publish_rate(admin: AdminC
         producer.send(b"warm")  # reads the policies into the broker's cache (10 s)
     counts: dict[str, dict[str, int]] = {}
     for topic, producer in producers.items():
-        httpx.delete(f"{cluster.url}/_magnetar/local/stats")
+        HTTP.delete(f"{cluster.url}/_magnetar/local/stats")
         started = time.monotonic()
         for i in range(25):
             producer.send(f"m{i}".encode())
         elapsed = time.monotonic() - started
-        stats = httpx.get(f"{cluster.url}/_magnetar/local/stats").json()["aws_requests"]
+        stats = HTTP.get(f"{cluster.url}/_magnetar/local/stats").json()["aws_requests"]
         # the publish path's requests (the sealer's and other clients' requests are counted too, so
         # the operations only a publish makes are compared)
         counts[topic] = {op: stats.get(op, 0) for op in ("dynamodb.UpdateItem", "kinesis.PutRecord")}
@@ -210,7 +210,7 @@ def test_max_topics_refuses_the_next_topic_with_pulsars_errors(admin: AdminClien
     admin.create_topic(f"persistent://{namespace}/one")
     admin.set_policy(namespace, "maxTopicsPerNamespace", 3)  # counts the topic created before it
     admin.create_partitioned_topic(f"persistent://{namespace}/parted", 2)  # a partition counts as a topic
-    response = httpx.put(f"{cluster.url}/admin/v2/persistent/{namespace}/three")
+    response = HTTP.put(f"{cluster.url}/admin/v2/persistent/{namespace}/three")
     assert response.status_code == 412, response.text
     assert response.json()["reason"] == "Exceed maximum number of topics in namespace."
     with pytest.raises(exceptions.PulsarException) as refused:

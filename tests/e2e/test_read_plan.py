@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from http_helpers import HTTP
 from magnetar.api.wire import entry_to_wire
 from magnetar.core.ledger.plan import segment_entries
 
@@ -73,7 +74,7 @@ def test_plan_urls_fetch_the_bytes_the_broker_reads(cluster: Any) -> None:
         assert [entry_to_wire(e, -1, 0, []) for e in fetched] == broker
         # a URL does not open other objects: its signature covers its key only
         tampered = segments[0]["url"].replace(".seg?", ".seg-other?")
-        assert httpx.get(tampered, timeout=30).status_code in (403, 404)
+        assert HTTP.get(tampered, timeout=30).status_code in (403, 404)
 
 
 def test_plan_pages_and_stops_at_the_seal(cluster: Any) -> None:

@@ -13,11 +13,11 @@ import time
 import uuid
 from typing import Any
 
-import httpx
 import pytest
 from typer.testing import CliRunner
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
 from magnetar.adapters.aws.kinesis import KinesisJournal
 from magnetar.adapters.aws.s3 import S3SegmentStore
@@ -64,7 +64,7 @@ def publish_copy(cluster: Any, topic: str, text: str, origin: str, entry_id: int
                       "uncompressedSize": len(raw), "batched": False,
                       "origin": {"cluster": origin, "ledgerId": 7, "entryId": entry_id, "producerName": "far-away",
                                  "sequenceId": 3, "highestSequenceId": 3, "publishTime": 1_700_000_000_000}}}
-    response = httpx.post(f"{cluster.url}/topics/{topic_path(topic)}", json=body, timeout=30)
+    response = HTTP.post(f"{cluster.url}/topics/{topic_path(topic)}", json=body, timeout=30)
     assert response.status_code == 200, response.text
 
 

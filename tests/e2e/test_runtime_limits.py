@@ -25,6 +25,7 @@ from starlette.applications import Starlette
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
+from http_helpers import HTTP
 from magnetar.local.apigw import build_app
 from magnetar.local.cluster import free_port
 from magnetar.local.esm import KinesisEventSourceMapping, poll_interval
@@ -99,7 +100,7 @@ def wait_for(condition: Any, timeout_s: float = 10.0) -> None:
 
 def get_all(base: str, paths: list[str]) -> list[httpx.Response]:
     with ThreadPoolExecutor(len(paths)) as pool:
-        return list(pool.map(lambda p: httpx.get(f"http://{base}{p}", timeout=30), paths))
+        return list(pool.map(lambda p: HTTP.get(f"http://{base}{p}", timeout=30), paths))
 
 
 # --- Lambda: the account's concurrency ------------------------------------------------------------
@@ -115,7 +116,7 @@ def test_invocations_beyond_the_accounts_concurrency_are_throttled_across_functi
         assert throttled.json() == INTERNAL  # API Gateway's answer when Lambda refuses the invocation
         assert broker.throttles == 1 and broker.settings.concurrency is not None
         holder.join()
-        assert httpx.get(f"http://{base}/echo").status_code == 200  # the executions were given back
+        assert HTTP.get(f"http://{base}/echo").status_code == 200  # the executions were given back
         assert broker.settings.concurrency.running == 0 and broker.settings.concurrency.peak == 2
 
 
@@ -124,7 +125,7 @@ def test_with_limits_off_nothing_is_throttled_nor_cut() -> None:
     with serve(build_app(broker, timeouts=SHORT)) as base:
         responses = get_all(base, ["/sleep/0.8"] * 3)  # longer than SHORT's integration timeout, too
         assert [r.status_code for r in responses] == [200] * 3
-        big = httpx.get(f"http://{base}/big/{MAX_RESPONSE_BYTES + 10}", timeout=30)
+        big = HTTP.get(f"http://{base}/big/{MAX_RESPONSE_BYTES + 10}", timeout=30)
         assert big.status_code == 200 and len(big.content) == MAX_RESPONSE_BYTES + 10
     assert broker.throttles == 0
 
@@ -133,9 +134,9 @@ def test_with_limits_off_nothing_is_throttled_nor_cut() -> None:
 def test_a_response_over_6_mb_is_a_function_error() -> None:
     (broker,) = functions(LIMITS, "broker")
     with serve(build_app(broker, fidelity=LIMITS)) as base:
-        too_big = httpx.get(f"http://{base}/big/{MAX_RESPONSE_BYTES}", timeout=30)  # plus the JSON around it
+        too_big = HTTP.get(f"http://{base}/big/{MAX_RESPONSE_BYTES}", timeout=30)  # plus the JSON around it
         assert too_big.status_code == 500 and too_big.json() == INTERNAL
-        fits = httpx.get(f"http://{base}/big/{MAX_RESPONSE_BYTES - 1000}", timeout=30)
+        fits = HTTP.get(f"http://{base}/big/{MAX_RESPONSE_BYTES - 1000}", timeout=30)
         assert fits.status_code == 200 and len(fits.content) == MAX_RESPONSE_BYTES - 1000
     assert broker.errors == 1
     with pytest.raises(ResponseTooLarge, match="6291556 bytes"):
@@ -147,14 +148,14 @@ def test_the_integration_times_out_with_503_while_the_function_runs_on(log: Path
     (broker,) = functions(LIMITS, "broker")
     with serve(build_app(broker, fidelity=LIMITS, timeouts=SHORT)) as base:
         started = time.monotonic()
-        late = httpx.get(f"http://{base}/sleep/1.2", timeout=30)
+        late = HTTP.get(f"http://{base}/sleep/1.2", timeout=30)
         took = time.monotonic() - started
         assert late.status_code == 503 and late.json() == {"message": "Service Unavailable"}
         assert 0.5 <= took < 1.1
         assert records(log, "slept") == []  # still running
         wait_for(lambda: records(log, "slept"))  # and it ends (its executions held till then)
         wait_for(lambda: broker.settings.concurrency is not None and broker.settings.concurrency.running == 0)
-        assert httpx.get(f"http://{base}/sleep/0.1").status_code == 200  # within the timeout
+        assert HTTP.get(f"http://{base}/sleep/0.1").status_code == 200  # within the timeout
     assert AWS_TIMEOUTS.http_integration_s == 30.0
 
 
@@ -215,8 +216,8 @@ def test_post_to_connection_over_128_kb_is_refused(log: Path) -> None:
         sockets = next(r for r in api.routes if getattr(r, "path", "") == "/@connections/{connection_id}")
         connection_id = next(iter(sockets.endpoint.__self__.sockets))  # type: ignore[attr-defined]
         url = f"http://{base}/@connections/{connection_id}"
-        assert httpx.post(url, content=b"y" * MAX_MESSAGE_BYTES).status_code == 200
-        too_big = httpx.post(url, content=b"y" * (MAX_MESSAGE_BYTES + 1))
+        assert HTTP.post(url, content=b"y" * MAX_MESSAGE_BYTES).status_code == 200
+        too_big = HTTP.post(url, content=b"y" * (MAX_MESSAGE_BYTES + 1))
         assert too_big.status_code == 413 and too_big.headers["x-amzn-ErrorType"] == "PayloadTooLargeException"
         assert len(ws.recv(timeout=5)) == MAX_MESSAGE_BYTES
 
@@ -230,10 +231,10 @@ def test_a_throttled_asynchronous_invocation_is_retried(log: Path) -> None:
         holder = threading.Thread(target=ws_function.invoke, args=({"marker": "hold", "sleep": 0.8},))
         holder.start()
         time.sleep(0.2)
-        sync = httpx.post(url, json={"marker": "sync"})
+        sync = HTTP.post(url, json={"marker": "sync"})
         assert sync.status_code == 429 and sync.headers["x-amzn-ErrorType"] == "TooManyRequestsException"
         assert sync.json()["Reason"] == "ConcurrentInvocationLimitExceeded"
-        assert httpx.post(url, json={"marker": "async"}, headers={"X-Amz-Invocation-Type": "Event"}).status_code == 202
+        assert HTTP.post(url, json={"marker": "async"}, headers={"X-Amz-Invocation-Type": "Event"}).status_code == 202
         holder.join()
         wait_for(lambda: [r["marker"] for r in records(log, "marker")] == ["hold", "async"], timeout_s=5)
     assert ws_function.throttles >= 2
@@ -292,7 +293,7 @@ def test_latency_adds_a_cold_start_and_per_invocation_overhead() -> None:
     assert 0 < warm_added < 0.1, "a warm invocation adds a few ms"
     with serve(build_app(fn, fidelity=fidelity, latency=model)) as base:
         before = model.added_s
-        assert httpx.get(f"http://{base}/echo").status_code == 200
+        assert HTTP.get(f"http://{base}/echo").status_code == 200
         assert model.added_s > before  # API Gateway's and Lambda's overhead
     a, b = LatencyModel(seed=3), LatencyModel(seed=3)  # seeded: reproducible
     assert [a.sample(LAMBDA_COLD_START) for _ in range(3)] == [b.sample(LAMBDA_COLD_START) for _ in range(3)]
@@ -336,7 +337,7 @@ def test_local_up_with_limits_throttles_beyond_its_concurrency() -> None:
             assert _health(stack.url) == 500
             polling.join()
             wait_for(lambda: _health(stack.url) == 200, timeout_s=10)
-            stats = httpx.get(f"{stack.url}/_magnetar/local/stats").json()["lambda"]["magnetar-broker"]
+            stats = HTTP.get(f"{stack.url}/_magnetar/local/stats").json()["lambda"]["magnetar-broker"]
             assert stats["throttles"] >= 1
         finally:
             client.close()
@@ -344,7 +345,7 @@ def test_local_up_with_limits_throttles_beyond_its_concurrency() -> None:
 
 def _health(url: str) -> int:
     try:
-        return httpx.get(f"{url}/admin/v2/brokers/health", timeout=5).status_code
+        return HTTP.get(f"{url}/admin/v2/brokers/health", timeout=5).status_code
     except httpx.HTTPError:
         return 0
 

@@ -8,10 +8,10 @@ import json
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 from typer.testing import CliRunner
 
+from http_helpers import HTTP
 from magnetar.adapters.aws.dynamodb import DynamoMetadataStore
 from magnetar.cli.main import app as cli
 from magnetar.client import exceptions
@@ -42,9 +42,9 @@ def schema_path(topic: str, suffix: str) -> str:
 def test_versions_strategy_and_delete_on_pulsars_paths(cluster, admin: AdminClient, namespace: str) -> None:  # type: ignore[no-untyped-def]
     topic = f"persistent://{namespace}/users"
     url = cluster.url
-    posted = httpx.post(url + schema_path(topic, "schema"), json={"type": "AVRO", "schema": V1, "properties": {"a": "b"}})
+    posted = HTTP.post(url + schema_path(topic, "schema"), json={"type": "AVRO", "schema": V1, "properties": {"a": "b"}})
     assert posted.status_code == 202 and posted.json() == {"version": {"version": 0}}
-    got = httpx.get(url + schema_path(topic, "schema")).json()
+    got = HTTP.get(url + schema_path(topic, "schema")).json()
     assert (got["version"], got["type"], json.loads(got["data"]), got["properties"]) == (0, "AVRO", json.loads(V1), {"a": "b"})
     # Pulsar's default strategy is FULL: a required new field is refused, a defaulted one accepted
     assert admin.get_schema_compatibility_strategy(namespace) == "UNDEFINED"
@@ -61,14 +61,14 @@ def test_versions_strategy_and_delete_on_pulsars_paths(cluster, admin: AdminClie
     assert admin.upload_schema(topic, "AVRO", REQUIRED) == 2
     assert [s["version"] for s in admin.get_all_schemas(topic)] == [0, 1, 2]
     assert json.loads(admin.get_schema(topic, 1)["data"]) == json.loads(V2)
-    by_schema = httpx.post(url + schema_path(topic, "version"), json={"type": "AVRO", "schema": V2})
+    by_schema = HTTP.post(url + schema_path(topic, "version"), json={"type": "AVRO", "schema": V2})
     assert by_schema.json() == {"version": 1}
     # the items sit in the metadata table under the topic's schema id
     stored = DynamoMetadataStore(cluster.names.table).get_schemas(topic.split("://", 1)[1])
     assert [s.version for s in stored] == [0, 1, 2]
     # delete: no schema, then a new history that any schema may start
     assert admin.delete_schema(topic) == 3
-    missing = httpx.get(url + schema_path(topic, "schema"))
+    missing = HTTP.get(url + schema_path(topic, "schema"))
     assert missing.status_code == 404 and "reason" in missing.json()
     assert admin.upload_schema(topic, "STRING") == 4
     assert json.loads(admin.get_schema(topic, 1)["data"]) == json.loads(V2)  # kept for old messages
@@ -98,20 +98,20 @@ def test_always_incompatible_and_type_changes(admin: AdminClient, namespace: str
 ])
 def test_bad_schemas_are_400_with_a_reason_and_nothing_stored(cluster, namespace: str, payload: dict) -> None:  # type: ignore[no-untyped-def,type-arg]
     topic = f"persistent://{namespace}/bad"
-    response = httpx.post(cluster.url + schema_path(topic, "schema"), json=payload)
+    response = HTTP.post(cluster.url + schema_path(topic, "schema"), json=payload)
     assert response.status_code == 400, response.text
     assert response.json()["reason"]
-    assert httpx.get(cluster.url + schema_path(topic, "schemas")).json() == {"getSchemaResponses": []}
+    assert HTTP.get(cluster.url + schema_path(topic, "schemas")).json() == {"getSchemaResponses": []}
 
 
 def test_namespace_schema_policies(cluster, admin: AdminClient, namespace: str) -> None:  # type: ignore[no-untyped-def]
     base = f"{cluster.url}/admin/v2/namespaces/{namespace}"
-    assert httpx.get(f"{base}/isAllowAutoUpdateSchema").json() is True
-    assert httpx.get(f"{base}/schemaValidationEnforced").json() is False
-    assert httpx.post(f"{base}/schemaValidationEnforced", json=True).status_code == 204
-    assert httpx.get(f"{base}/schemaValidationEnforced").json() is True
-    assert httpx.post(f"{base}/isAllowAutoUpdateSchema", json="yes").status_code == 400
-    bad = httpx.put(f"{base}/schemaCompatibilityStrategy", json="SIDEWAYS")
+    assert HTTP.get(f"{base}/isAllowAutoUpdateSchema").json() is True
+    assert HTTP.get(f"{base}/schemaValidationEnforced").json() is False
+    assert HTTP.post(f"{base}/schemaValidationEnforced", json=True).status_code == 204
+    assert HTTP.get(f"{base}/schemaValidationEnforced").json() is True
+    assert HTTP.post(f"{base}/isAllowAutoUpdateSchema", json="yes").status_code == 400
+    bad = HTTP.put(f"{base}/schemaCompatibilityStrategy", json="SIDEWAYS")
     assert bad.status_code == 400 and "SIDEWAYS" in bad.json()["reason"]
 
 
@@ -144,7 +144,7 @@ def test_concurrent_registrations_get_one_version_each(cluster) -> None:  # type
     started = schemas.start(cluster.url, None, topic, history)
     schemas.check(cluster.url, None, started, history)
     assert history.schema_violations == []
-    stored = httpx.get(cluster.url + schema_path(started[0], "schemas")).json()["getSchemaResponses"]
+    stored = HTTP.get(cluster.url + schema_path(started[0], "schemas")).json()["getSchemaResponses"]
     assert len(stored) == schemas.REGISTRANTS * schemas.SCHEMAS_EACH
     # the check sees a wrong answer: a registration "answered" with another schema's version
     started[1][1].append((json.dumps({"type": "record", "name": "X", "fields": []}), 0, ""))

@@ -9,10 +9,10 @@ import json
 import uuid
 from typing import Any
 
-import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client.admin import AdminClient
 from magnetar.schema import (
     AvroSchema,
@@ -58,12 +58,12 @@ def test_rest_producer_typed_values(cluster, client: magnetar.Client, admin: Adm
                                     value: Any) -> None:  # type: ignore[no-untyped-def]
     topic = f"persistent://public/default/rest-{uuid.uuid4().hex[:8]}"
     body = {"valueSchema": schema_json(schema), "messages": [{"payload": text, "key": "k"}]}
-    response = httpx.post(cluster.url + rest_path(topic), json=body)
+    response = HTTP.post(cluster.url + rest_path(topic), json=body)
     assert response.status_code == 200, response.text
     message = read_one(client, topic, schema)
     assert message.value() == value and message.int_schema_version() == 0
     assert admin.get_schema(topic)["type"] == schema.schema_info().schema_type()
-    again = httpx.post(cluster.url + rest_path(topic), json={"schemaVersion": 0, "messages": [{"payload": text}]})
+    again = HTTP.post(cluster.url + rest_path(topic), json={"schemaVersion": 0, "messages": [{"payload": text}]})
     assert again.status_code == 200, again.text  # by version, without the schema
 
 
@@ -72,18 +72,18 @@ def test_rest_producer_key_value_and_refusals(cluster, client: magnetar.Client) 
     kv = KeyValueSchema(Int64Schema(), JsonSchema(City), KeyValueEncodingType.SEPARATED)
     body = {"keySchema": schema_json(Int64Schema()), "valueSchema": schema_json(JsonSchema(City)),
             "messages": [{"key": "7", "payload": '{"name": "Oslo", "country": "NO"}'}]}
-    response = httpx.post(cluster.url + rest_path(topic), json=body)
+    response = HTTP.post(cluster.url + rest_path(topic), json=body)
     assert response.status_code == 200, response.text
     assert read_one(client, topic, kv).value() == (7, City(name="Oslo", country="NO"))
     # a value the schema cannot encode, an unknown version, a schema the strategy refuses
-    bad_value = httpx.post(cluster.url + rest_path(topic), json={**body, "messages": [{"key": "x", "payload": '{"name": "A"}'}]})
+    bad_value = HTTP.post(cluster.url + rest_path(topic), json={**body, "messages": [{"key": "x", "payload": '{"name": "A"}'}]})
     assert bad_value.status_code == 400 and "INT64" in bad_value.json()["reason"]
-    unknown = httpx.post(cluster.url + rest_path(topic), json={"schemaVersion": 9, "messages": [{"payload": "x"}]})
+    unknown = HTTP.post(cluster.url + rest_path(topic), json={"schemaVersion": 9, "messages": [{"payload": "x"}]})
     assert unknown.status_code == 404 and unknown.json()["reason"]
-    other = httpx.post(cluster.url + rest_path(topic), json={"valueSchema": schema_json(StringSchema()),
+    other = HTTP.post(cluster.url + rest_path(topic), json={"valueSchema": schema_json(StringSchema()),
                                                              "messages": [{"payload": "x"}]})
     assert other.status_code == 409 and other.json()["reason"].startswith("Incompatible schema")
-    not_a_schema = httpx.post(cluster.url + rest_path(topic), json={"valueSchema": "{nope", "messages": [{"payload": "x"}]})
+    not_a_schema = HTTP.post(cluster.url + rest_path(topic), json={"valueSchema": "{nope", "messages": [{"payload": "x"}]})
     assert not_a_schema.status_code == 400
 
 
@@ -122,7 +122,7 @@ def test_websocket_publishes_are_checked_against_the_registry(cluster, client: m
         unknown = publish(ws, schemaVersion=5)
         assert unknown["result"].startswith("send-error") and "version 5" in unknown["errorMsg"]
         assert publish(ws)["result"] == "ok"  # without a schema: accepted while not enforced
-        assert httpx.post(f"{cluster.url}/admin/v2/namespaces/{namespace}/schemaValidationEnforced",
+        assert HTTP.post(f"{cluster.url}/admin/v2/namespaces/{namespace}/schemaValidationEnforced",
                           json=True).status_code == 204
         refused = publish(ws)
         assert refused["result"].startswith("send-error") and "schemaValidationEnforced" in refused["errorMsg"]

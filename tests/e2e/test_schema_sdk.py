@@ -9,10 +9,10 @@ import enum
 import uuid
 from typing import Any
 
-import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.client import exceptions
 from magnetar.client.admin import AdminClient
 from magnetar.schema import (
@@ -175,7 +175,7 @@ def test_schema_validation_enforced_refuses_producers_without_a_schema(
     bytes_producer.send(b"before any schema")  # no schema on the topic yet: fine
     client.create_producer(topic, schema=StringSchema()).send("typed")
     bytes_producer.send(b"not enforced: still accepted")
-    response = httpx.post(f"{cluster.url}/admin/v2/namespaces/{namespace}/schemaValidationEnforced", json=True)
+    response = HTTP.post(f"{cluster.url}/admin/v2/namespaces/{namespace}/schemaValidationEnforced", json=True)
     assert response.status_code == 204
     with pytest.raises(exceptions.IncompatibleSchema, match="schemaValidationEnforced"):
         client.create_producer(topic, batching_enabled=False).send(b"refused")
@@ -185,7 +185,7 @@ def test_schema_validation_enforced_refuses_producers_without_a_schema(
 def test_auto_update_off_admits_only_known_schemas(cluster, client: magnetar.Client, namespace: str) -> None:  # type: ignore[no-untyped-def]
     topic = topic_in(namespace)
     client.create_producer(topic, schema=AvroSchema(UserV1)).send(UserV1(name="a"))
-    httpx.post(f"{cluster.url}/admin/v2/namespaces/{namespace}/isAllowAutoUpdateSchema", json=False)
+    HTTP.post(f"{cluster.url}/admin/v2/namespaces/{namespace}/isAllowAutoUpdateSchema", json=False)
     with pytest.raises(exceptions.IncompatibleSchema, match="isAllowAutoUpdateSchema"):
         client.create_producer(topic, schema=AvroSchema(UserV2))
     client.create_producer(topic, schema=AvroSchema(UserV1)).send(UserV1(name="b"))  # a known version

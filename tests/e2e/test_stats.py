@@ -11,11 +11,11 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
 from typer.testing import CliRunner
 
 import magnetar
+from http_helpers import HTTP
 from magnetar.cli.main import app
 from magnetar.client.admin import AdminClient
 from magnetar.core.entry import Message, encode_messages
@@ -98,7 +98,7 @@ def test_topic_stats_of_a_known_workload(cluster, admin: AdminClient, workload: 
     assert stats["msgRateIn"] > 0 and stats["msgThroughputIn"] > 0
 
     # the same document over plain HTTP
-    response = httpx.get(f"{cluster.url}/admin/v2/{path(topic)}/stats")
+    response = HTTP.get(f"{cluster.url}/admin/v2/{path(topic)}/stats")
     assert response.status_code == 200 and response.json()["msgInCounter"] == 100
 
 
@@ -137,22 +137,22 @@ def test_partitioned_stats_sum_partitions(cluster, client: magnetar.Client, admi
     assert stats["subscriptions"]["s"]["msgBacklog"] == 30 and len(stats["subscriptions"]["s"]["consumers"]) == 3
     assert sorted(p["producerName"] for p in stats["publishers"]) == [f"pp-p{i}" for i in range(3)]
     assert admin.partitioned_topic_stats(topic, per_partition=False)["partitions"] == {}
-    response = httpx.get(f"{cluster.url}/admin/v2/{path(topic)}/partitioned-stats?perPartition=false")
+    response = HTTP.get(f"{cluster.url}/admin/v2/{path(topic)}/partitioned-stats?perPartition=false")
     assert response.status_code == 200 and response.json()["msgInCounter"] == 30
-    internal = httpx.get(f"{cluster.url}/admin/v2/{path(topic)}/partitioned-internalStats").json()
+    internal = HTTP.get(f"{cluster.url}/admin/v2/{path(topic)}/partitioned-internalStats").json()
     assert sum(p["entriesAddedCounter"] for p in internal["partitions"].values()) == 30
 
     # a partition's own stats; the partitioned topic's base name points to partitioned-stats (404)
     assert admin.topic_stats(names[0])["msgInCounter"] == 10
-    response = httpx.get(f"{cluster.url}/admin/v2/{path(topic)}/stats")
+    response = HTTP.get(f"{cluster.url}/admin/v2/{path(topic)}/stats")
     assert response.status_code == 404 and "partitioned-stats" in response.json()["reason"]
 
 
 def test_stats_of_unknown_topics_are_404(cluster, topic: str) -> None:  # type: ignore[no-untyped-def]
     for suffix in ("stats", "internalStats", "partitioned-stats"):
-        response = httpx.get(f"{cluster.url}/admin/v2/{path(topic)}/{suffix}")
+        response = HTTP.get(f"{cluster.url}/admin/v2/{path(topic)}/{suffix}")
         assert response.status_code == 404 and response.json()["reason"], suffix
-    response = httpx.get(f"{cluster.url}/admin/v2/{path(topic)}/partitioned-stats?perPartition=maybe")
+    response = HTTP.get(f"{cluster.url}/admin/v2/{path(topic)}/partitioned-stats?perPartition=maybe")
     assert response.status_code == 400
 
 

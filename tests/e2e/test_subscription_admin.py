@@ -13,11 +13,12 @@ import httpx
 import pytest
 
 import magnetar
+from http_helpers import HTTP
 from magnetar import schema as ms
 
 
 def call(cluster: Any, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    return httpx.request(method, f"{cluster.url}{path}", timeout=30, **kwargs)
+    return HTTP.request(method, f"{cluster.url}{path}", timeout=30, **kwargs)
 
 
 def backlog(cluster: Any, topic_path: str, subscription: str) -> int:

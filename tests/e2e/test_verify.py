@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from http_helpers import HTTP
 from magnetar.verify.runner import CRASH_POINTS, Verifier
 
 
@@ -40,8 +41,6 @@ def test_verify_functions_keeps_the_outputs_until_the_check_reads_them(cluster) 
     import time
     import uuid
 
-    import httpx
-
     import magnetar
     from magnetar.client.admin import AdminClient
     from magnetar.verify import functions
@@ -69,7 +68,7 @@ def test_verify_functions_keeps_the_outputs_until_the_check_reads_them(cluster) 
                 break
             assert time.monotonic() < deadline, stats
             time.sleep(0.2)
-        response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance",
+        response = HTTP.post(f"{cluster.url}/_magnetar/local/schedules/maintenance",
                               json={"topics": [*outputs, unheld]}, timeout=120)
         assert response.status_code == 200, response.text
         reader = magnetar.Client(cluster.url)

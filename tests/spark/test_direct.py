@@ -13,9 +13,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from http_helpers import HTTP
 from magnetar_spark import SCHEMA, MagnetarDataSource
 from magnetar_spark.direct import DirectRange
 from magnetar_spark.reading import TopicRange
@@ -28,7 +28,7 @@ def wait_sealed(url: str, topic: str, count: int) -> None:
     """Until the read plan says the first `count` entries are sealed."""
     path = topic.replace("://", "/")
     deadline = time.monotonic() + 30
-    while httpx.post(f"{url}/magnetar/v1/reader/{path}/plan", json={"urls": False},
+    while HTTP.post(f"{url}/magnetar/v1/reader/{path}/plan", json={"urls": False},
                      timeout=30).json()["sealedEntryId"] < count:
         assert time.monotonic() < deadline, f"{topic}: not sealed in time"
         time.sleep(0.2)
@@ -86,7 +86,7 @@ def test_direct_tasks_need_no_aws_credentials(cluster: Any, orders: dict[str, An
     (part,) = reader.partitions()
     assert isinstance(part, DirectRange)
     broken = DirectRange(0, [replace(s, url=s.url.replace(".seg?", ".seg-gone?")) for s in part.slices])
-    assert httpx.get(broken.slices[0].url, timeout=30).status_code == 404
+    assert HTTP.get(broken.slices[0].url, timeout=30).status_code == 404
     task = tmp_path / "task.pickle"
     task.write_bytes(pickle.dumps((reader.opts, [part, broken])))
     script = ("import pickle, sys\n"

@@ -6,14 +6,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from tests.spark.test_sources import load, make_namespace, make_partitioned, produce
+
+from http_helpers import HTTP
 
 
 def dedup_namespace(url: str) -> str:
     ns = make_namespace(url)
-    response = httpx.post(f"{url}/admin/v2/namespaces/{ns}/deduplication", json=True, timeout=30)
+    response = HTTP.post(f"{url}/admin/v2/namespaces/{ns}/deduplication", json=True, timeout=30)
     assert response.status_code in (200, 204), response.text
     return ns
 
@@ -38,7 +39,7 @@ def test_a_task_run_twice_publishes_once(cluster: Any) -> None:
     assert (again.published, again.duplicates) == (0, 50)
 
     path = topic.replace("://", "/")
-    last = httpx.get(f"{cluster.url}/admin/v2/{path}/lastMessageId", timeout=30).json()["entryId"]
+    last = HTTP.get(f"{cluster.url}/admin/v2/{path}/lastMessageId", timeout=30).json()["entryId"]
     assert last == 7  # 50 messages in entries of 7: 8 entries, 0..7, stored once
 
 

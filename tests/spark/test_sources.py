@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from http_helpers import HTTP
 from magnetar_spark import message_id_from_bytes
 
 
@@ -28,14 +29,14 @@ def produce(url: str, topic: str, values: list[str], key: str | None = None) -> 
 
 def make_namespace(url: str) -> str:
     name = f"public/spark-{uuid.uuid4().hex[:8]}"
-    response = httpx.put(f"{url}/admin/v2/namespaces/{name}", timeout=30)
+    response = HTTP.put(f"{url}/admin/v2/namespaces/{name}", timeout=30)
     assert response.status_code in (200, 204), response.text
     return name
 
 
 def make_partitioned(url: str, topic: str, partitions: int) -> None:
     path = topic.replace("://", "/")
-    response = httpx.put(f"{url}/admin/v2/{path}/partitions", json=partitions, timeout=30)
+    response = HTTP.put(f"{url}/admin/v2/{path}/partitions", json=partitions, timeout=30)
     assert response.status_code in (200, 204), response.text
 
 
@@ -44,7 +45,7 @@ def wait_readable(url: str, topic: str, count: int) -> None:
     path = topic.replace("://", "/")
     deadline = time.monotonic() + 30
     while True:
-        body = httpx.post(f"{url}/magnetar/v1/reader/{path}/read", json={"startEntryId": 0, "maxEntries": 1000},
+        body = HTTP.post(f"{url}/magnetar/v1/reader/{path}/read", json={"startEntryId": 0, "maxEntries": 1000},
                           timeout=30).json()
         if len(body.get("messages") or []) >= count:
             return
@@ -100,11 +101,11 @@ def test_fail_on_data_loss(cluster: Any, spark: Any) -> None:
     produce(cluster.url, topic, [f"old-{i}" for i in range(6)])
     wait_readable(cluster.url, topic, 6)
     # no subscription, no retention: the maintenance run deletes the sealed segments
-    response = httpx.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", json={"topics": [topic]},
+    response = HTTP.post(f"{cluster.url}/_magnetar/local/schedules/maintenance", json={"topics": [topic]},
                           timeout=120)
     assert response.status_code == 200, response.text
     path = topic.replace("://", "/")
-    first = httpx.post(f"{cluster.url}/magnetar/v1/reader/{path}/read", json={"startEntryId": 0, "maxEntries": 1},
+    first = HTTP.post(f"{cluster.url}/magnetar/v1/reader/{path}/read", json={"startEntryId": 0, "maxEntries": 1},
                        timeout=30).json()["firstEntryId"]
     assert first > 0, "the run trimmed nothing"
     produce(cluster.url, topic, ["new-0", "new-1"])

@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from tests.spark.test_sources import make_namespace, make_partitioned, produce
+
+from http_helpers import HTTP
 
 
 def run_available_now(spark: Any, url: str, checkpoint: Path, output: Path, **options: str) -> Any:
@@ -56,7 +57,7 @@ def test_restart_reads_every_message_exactly_once(cluster: Any, spark: Any, tmp_
 
     # stopped; more messages, a new partition; the restart goes on from the checkpoint
     produce(cluster.url, f"{topic}-partition-0", ["a5", "a6"])
-    response = httpx.post(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}/partitions", json=3, timeout=30)
+    response = HTTP.post(f"{cluster.url}/admin/v2/{topic.replace('://', '/')}/partitions", json=3, timeout=30)
     assert response.status_code in (200, 204), response.text
     produce(cluster.url, f"{topic}-partition-2", ["c0", "c1"])
     run_available_now(spark, cluster.url, checkpoint, output, topics=topic, startingOffsets="earliest")

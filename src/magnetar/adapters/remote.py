@@ -18,6 +18,7 @@ from urllib.parse import quote, urlparse
 import httpx
 
 from magnetar.client.auth import Authentication, AuthenticationAwsIam, AuthenticationToken
+from magnetar.client.transport import tls_context
 from magnetar.config import REPLICATED_SUBSCRIPTIONS_PATH, SOURCE_CLUSTER_HEADER
 from magnetar.core.entry import Batch
 from magnetar.core.naming import TopicName
@@ -51,7 +52,7 @@ class HttpRemoteClusters:
     def __init__(self, metadata: MetadataStore, local_cluster: str, http: httpx.Client | None = None) -> None:
         self.metadata = metadata
         self.local_cluster = local_cluster
-        self.http = http or httpx.Client(timeout=httpx.Timeout(TIMEOUT_S, connect=3.0))
+        self.http = http or httpx.Client(timeout=httpx.Timeout(TIMEOUT_S, connect=3.0), verify=tls_context())
         self._clusters: dict[str, tuple[float, str, Authentication | None]] = {}
 
     def _target(self, cluster: str) -> tuple[str, Authentication | None]:
