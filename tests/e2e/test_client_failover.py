@@ -23,6 +23,7 @@ import pytest
 
 import magnetar
 from magnetar.client import exceptions, transport
+from magnetar.client.admin import AdminClient
 from magnetar.client.failover import AutoClusterFailoverProvider, probe
 from magnetar.client.transport import ServiceSwitched, Transport
 from magnetar.local.cluster import LocalUpProcess
@@ -389,3 +390,37 @@ def test_a_service_info_provider_switches_by_callback_with_each_clusters_authent
         client.close()
     assert b.contents(topic) == [b"2-on-b"]
     assert a.contents(topic) == [b"1-on-a", b"3-on-a"]
+
+
+def test_a_switch_listener_that_runs_late_keeps_what_came_from_the_new_service(cluster: Any) -> None:
+    """The switch's listeners run after the switch, on the thread that switched: a consumer may
+    already have polled the new service, and its application acknowledged what came. Those
+    messages and acks are kept (dropping the acks, the new service redelivered the message)."""
+    topic = f"persistent://public/default/late-switch-{uuid.uuid4().hex[:8]}"
+    client = magnetar.Client(cluster.url)
+    try:
+        consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest,
+                                    delivery="poll")
+        producer = client.create_producer(topic, batching_enabled=False)
+        moved = client._transport
+        moved.remove_switch_listener(consumer._on_switch)  # held back: it runs late, below
+        # another name of the same cluster: a switch (a new service generation) to where the data is
+        moved.switch(cluster.url.replace("127.0.0.1", "localhost"), None)
+        producer.send(b"after-the-switch")
+        first = consumer.receive(20_000)
+        assert first.data() == b"after-the-switch"
+        consumer.acknowledge(first)
+        producer.send(b"second")
+        consumer._on_switch()  # the late listener
+        second = consumer.receive(20_000)
+        assert second.data() == b"second"
+        consumer.acknowledge(second)
+        consumer.close()  # its acks are sent
+        admin = AdminClient(cluster.url)
+        try:
+            stats = admin.topic_stats(topic)["subscriptions"]["s"]
+        finally:
+            admin.close()
+        assert stats["msgBacklog"] == 0, f"an acknowledgement was dropped: {stats}"
+    finally:
+        client.close()

@@ -128,6 +128,9 @@ class Consumer(ConsumerBase):
         self._receive_lock = threading.Lock()
         # grouped acks, by message id text; its event wakes the background thread (acks to send, or the close)
         self._pending = AckGroup()
+        # the service whose messages the pending acks are of (Transport.generation): a switch
+        # drops them unless they are already the new service's (its listener may run late)
+        self._pending_generation = transport.generation
         self._closed = threading.Event()
         self._batch_short = False  # the previous batch receive's poll ended short of its count
         self._next_seal_at: float | None = None  # when the topic's next seal is due (monotonic), if known
@@ -302,16 +305,27 @@ class Consumer(ConsumerBase):
         switched away from it): its id means nothing here, so its acknowledgement is dropped; the
         cluster that delivered it redelivers it (at-least-once)."""
         generation = message_id._generation
-        if generation is None or generation == self._transport.generation:
+        current = self._transport.generation
+        if generation is None or generation == current:
+            if self._pending_generation != current:  # acks of a former service: moot here
+                self._pending.clear()
+                self._pending_generation = current
             return False
         log.debug("consumer %s: acknowledgement of a message from a former service dropped", self._name)
         return True
 
     def _on_switch(self) -> None:
         """The client switched to another cluster: what was prefetched and not acknowledged stays
-        with the former one (redelivered there); the next poll attaches to the new cluster."""
-        self._pending.clear()
+        with the former one (redelivered there); the next poll attaches to the new cluster. This
+        runs on the thread that switched, after the switch: the poll may have reached the new
+        cluster already, so what came from it (and the acks of it) is kept."""
+        current = self._transport.generation
+        if self._pending_generation != current:
+            self._pending.clear()
+            self._pending_generation = current
+        kept = [m for m in self._queue if m.message_id()._generation in (None, current)]
         self._queue.clear()
+        self._queue.extend(kept)
         self._chunks.clear()
 
     def _poll(self, wait_ms: int, min_messages: int = 1, max_messages: int | None = None) -> None:
