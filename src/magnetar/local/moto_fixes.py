@@ -71,6 +71,16 @@ def apply() -> None:
     global _APPLIED
     if _APPLIED:
         return
+    _transactions_roll_back_their_items()
+    _queries_read_their_partition()
+    _attribute_values_written_as_they_are()
+    _update_expressions_validated_in_linear_time()
+    _shards_read_by_sequence_number()
+    _services_listed_once()
+    _APPLIED = True
+
+
+def _transactions_roll_back_their_items() -> None:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
 
@@ -89,6 +99,11 @@ def apply() -> None:
             del Table.__deepcopy__  # type: ignore[attr-defined]
 
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+
+
+def _queries_read_their_partition() -> None:
+    from moto.dynamodb.models.table import Table
+
     original_query = Table.query
 
     @functools.wraps(original_query)
@@ -105,6 +120,9 @@ def apply() -> None:
             del self.all_items
 
     Table.query = query  # type: ignore[method-assign]
+
+
+def _attribute_values_written_as_they_are() -> None:
     from moto.core.serialize import JSONSerializer
 
     walk = JSONSerializer._serialize_type_structure
@@ -116,6 +134,9 @@ def apply() -> None:
         walk(self, serialized, value, shape, key)
 
     JSONSerializer._serialize_type_structure = serialize_structure  # type: ignore[method-assign]
+
+
+def _update_expressions_validated_in_linear_time() -> None:
     from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser  # type: ignore[attr-defined]
 
     def processing_map(self: Any) -> dict[type, Any]:
@@ -146,6 +167,9 @@ def apply() -> None:
     ActionCountValidator.verify_action_counts = verify_action_counts  # type: ignore[method-assign]
     DepthFirstTraverser.nodes_to_be_processed = nodes_to_be_processed
     DepthFirstTraverser.process = process
+
+
+def _shards_read_by_sequence_number() -> None:
     from moto.kinesis.models import Shard
 
     walk_shard = Shard.get_records
@@ -177,11 +201,13 @@ def apply() -> None:
     Shard.put_record = put_record  # type: ignore[method-assign]
     Shard.get_min_sequence_number = lambda self: next(iter(self.records)) if self.records else 0  # type: ignore[method-assign]
     Shard.get_max_sequence_number = lambda self: next(reversed(self.records)) if self.records else 0  # type: ignore[method-assign]
+
+
+def _services_listed_once() -> None:
     from moto import backends
 
     services = tuple(backends.list_of_moto_modules())
     backends.list_of_moto_modules = lambda: services
-    _APPLIED = True
 
 
 def _attribute_value(serializer: Any, value: dict[str, Any]) -> dict[str, Any]:
