@@ -286,7 +286,9 @@ def test_latency_adds_about_the_modeled_delay_without_serializing(slow: str, unl
         s3.create_bucket(Bucket=bucket)
         buckets[endpoint] = _median_s(lambda s3=s3, bucket=bucket: s3.put_object(Bucket=bucket, Key="k", Body=b"x"))
     p50 = MODEL[("s3", "PUT")].p50_ms / 1000
-    assert 0.5 * p50 < buckets[slow] - buckets[unlimited] < 2.0 * p50
+    # the modeled latency is waited out from the request's arrival (it includes moto's own time):
+    # the slow median is about the model's, and what it adds to moto's is at most about that much
+    assert 0.5 * p50 < buckets[slow] and buckets[slow] - buckets[unlimited] < 2.0 * p50
     ddb, t = client("dynamodb", slow, STANDARD), table(slow)
     key = {"pk": {"S": "a"}, "sk": {"S": "b"}}
     median = _median_s(lambda: ddb.get_item(TableName=t, Key=key))

@@ -62,7 +62,10 @@ def test_journal_consumer_killed_mid_batch_loses_and_duplicates_nothing(
         store = DynamoMetadataStore(ResourceNames.from_env().table)
         segments = store.list_segments(TopicName.parse(t), 0, 100)
         covered = [e for s in segments for e in range(s.first_entry, s.last_entry + 1)]
-        assert covered == list(range(20)), "segments cover every entry once, in order"
+        # 200 messages in batches of at most 10: 20 entries or more (a batch the linger closed
+        # early, or a hole an expired reservation left, is one more)
+        assert covered == list(range(len(covered))) and len(covered) >= 20, \
+            "segments cover every entry once, in order"
 
 
 def test_producer_dying_after_reserving_an_id_leaves_a_hole_that_consumers_skip(
