@@ -14,6 +14,7 @@ from magnetar.core.entry import Batch, Message, MessageIdData
 from magnetar.core.errors import ConsumerBusy, InvalidInput, NotFound, RetryableError
 from magnetar.core.naming import TopicName
 from magnetar.core.push import PushService
+from magnetar.core.push.dispatch import CONNECT_WINDOW_MS
 from magnetar.core.websocket import decode_message_id, encode_message_id
 
 TOPIC = "persistent://public/default/push"
@@ -37,6 +38,12 @@ class Harness:
         self.gateway.opened(cid)  # API Gateway opens it once $connect returned
         self.push.deliver_backlog(cid)
         return cid
+
+    def vanish(self, cid: str) -> None:
+        """The connection closes without its $disconnect, past the window in which a refused push
+        may mean a connection still opening."""
+        self.clock.advance(CONNECT_WINDOW_MS)
+        self.gateway.close(cid)
 
     def consumer(self, sub: str = "s", topic: str = TOPIC, **params: Any) -> str:
         return self.open(f"/ws/v2/consumer/{topic.replace('://', '/')}/{sub}", **params)
@@ -197,7 +204,7 @@ def test_a_backlog_behind_a_journal_batch_goes_out_in_rounds_of_fair_shares(h: H
 
 def test_a_shared_connection_found_closed_during_the_group_push_releases_its_share(h: Harness) -> None:
     a, b = h.consumer(subscriptionType="Shared"), h.consumer(subscriptionType="Shared")
-    h.gateway.close(a)  # closed without its $disconnect
+    h.vanish(a)  # closed without its $disconnect
     h.produce(*[str(i) for i in range(6)])
     h.journal()
     assert h.registry.current(h.registry.by_id[a]) is None, "detached: its share is released"
@@ -233,7 +240,7 @@ def test_disconnect_releases_to_the_other_consumer_and_reconnect(h: Harness) -> 
     b = h.consumer(subscriptionType="Shared")
     h.push.disconnect(a)
     assert sorted(payloads(h.got(b))) == ["1", "2"]
-    h.gateway.close(b)  # closed without its $disconnect: the next push finds it gone
+    h.vanish(b)  # closed without its $disconnect: the next push finds it gone
     h.produce("3")
     h.journal()
     assert h.registry.current(h.registry.by_id[b]) is None  # detached: what it held is released
@@ -241,6 +248,55 @@ def test_disconnect_releases_to_the_other_consumer_and_reconnect(h: Harness) -> 
     got = h.got(c)
     assert sorted(payloads(got)) == ["1", "2", "3"]
     assert all(f["redeliveryCount"] >= 1 for f in got)
+
+
+def connecting(h: Harness, sub: str = "s", **params: Any) -> str:
+    """A consumer whose $connect has attached it and recorded the connection, but has not returned:
+    API Gateway refuses pushes to it (410) until it opens."""
+    h._ids += 1
+    cid = f"c{h._ids}="
+    h.push.connect(cid, f"/ws/v2/consumer/{TOPIC.replace('://', '/')}/{sub}", {k: str(v) for k, v in params.items()})
+    return cid
+
+
+def test_a_push_refused_while_the_connection_is_still_opening_keeps_it_and_its_messages(h: Harness) -> None:
+    a = connecting(h, subscriptionType="Shared")
+    h.produce("1", "2")
+    h.journal()  # the batch's push meets `a` before API Gateway opened it
+    assert h.registry.current(h.registry.by_id[a]) is not None, "still attached"
+    h.gateway.opened(a)
+    h.push.deliver_backlog(a)  # the post-connect dispatch, once it is open
+    got = h.got(a)
+    assert payloads(got) == ["1", "2"]
+    assert [f["redeliveryCount"] for f in got] == [0, 0], "never delivered before: not a redelivery"
+
+
+def test_a_reconnect_racing_its_own_disconnect_gets_what_the_old_connection_held(h: Harness) -> None:
+    """The client closes and reconnects at once: the old connection's $disconnect releases what it
+    held and pushes it to the new one while the new one's $connect is still running."""
+    old = h.consumer(subscriptionType="Shared")
+    h.produce("held")
+    h.journal()
+    assert payloads(h.got(old)) == ["held"]  # not acknowledged
+    new = connecting(h, subscriptionType="Shared")
+    h.push.disconnect(old)  # its push to `new` is refused: not open yet
+    assert h.got(new) == []
+    h.gateway.opened(new)
+    h.push.deliver_backlog(new)
+    (again,) = h.got(new)
+    assert payloads([again]) == ["held"] and again["redeliveryCount"] == 1
+
+
+def test_a_reader_refused_while_opening_is_pushed_from_where_it_was(h: Harness) -> None:
+    h.produce("r0", "r1")
+    h.journal()
+    h._ids += 1
+    cid = f"c{h._ids}="
+    h.push.connect(cid, f"/ws/v2/reader/{TOPIC.replace('://', '/')}", {"messageId": "earliest"})
+    h.push.dispatch_topic(TOPIC)  # another dispatch meets it before it opens
+    h.gateway.opened(cid)
+    h.push.deliver_backlog(cid)
+    assert payloads(h.got(cid)) == ["r0", "r1"]
 
 
 def test_exclusive_subscription_frees_a_connection_that_closed_without_disconnect(h: Harness) -> None:

@@ -414,6 +414,16 @@ class CursorState:
                 if d.start <= entry < d.end and d.consumer == consumer and d.sent:
                     self._isolate(d, entry).release(not_before)
 
+    def return_unsent(self, consumer: str, entry_ids: list[int]) -> None:
+        """Entries claimed for `consumer` that never reached it (the push was refused) go back to
+        the pool as they were: not counted as a redelivery."""
+        for entry in entry_ids:
+            for d in list(self.deliveries):
+                if d.start <= entry < d.end and d.consumer == consumer:
+                    piece = self._isolate(d, entry)
+                    piece.sent = False
+                    piece.release()
+
     def redeliver_unacknowledged(self, consumer: str) -> None:
         for d in self.deliveries:
             if d.consumer == consumer and d.sent:

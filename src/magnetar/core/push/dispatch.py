@@ -15,7 +15,10 @@ What triggers a dispatch (no Lambda waits for anything):
 - a consumer's frames: an acknowledgement (which rides on the dispatch write), a negative
   acknowledgement, a permit;
 - the connect: API Gateway accepts pushes only once $connect has returned, so the WebSocket
-  function invokes itself asynchronously to push the backlog (`deliver_backlog`);
+  function invokes itself asynchronously to push the backlog (`deliver_backlog`). Another
+  dispatch can meet the connection before it opens (a journal batch, the $disconnect of the
+  connection a client is replacing): its refused push gives the claims back uncounted and keeps the
+  connection, for `deliver_backlog`;
 - a disconnect, for the other consumers of the subscription (the released entries);
 - the maintenance run, once a minute (`redispatch`): due redeliveries (negative-ack delays, ack
   timeouts, expired leases) and anything a failed push left behind.
@@ -74,6 +77,8 @@ log = logging.getLogger(__name__)
 DISPATCH_WORKERS = 8  # subscriptions and readers dispatched in parallel by one run
 SEND_WORKERS = 16  # connections a group step pushes to at once (each connection's frames in order)
 MAX_ROUNDS = 20  # claims per connection per dispatch (each up to 100 entries)
+# a connection this young whose push is refused may still be in $connect: its own run, then deliver_backlog's wait
+CONNECT_WINDOW_MS = 10_000
 BACKLOG_WAIT_S = 5.0  # how long the post-connect dispatch waits for API Gateway to open the connection
 MAX_PREFETCH = 1_000  # entries of a sealed backlog read into the cache ahead of a dispatch's claims
 
@@ -177,7 +182,8 @@ class Dispatcher:
             sent = self.gateway.send(conn.connection_id, frames) if frames else 0
             pushed += sent
             if sent < len(frames):
-                self.known.drop(conn)  # gone: its deliveries are released for the others
+                if self.refused(topic, conn, sent, delivered):
+                    continue  # it opened meanwhile: claim again
                 break
             self._record(topic, delivered)
             if cap is not None or not more:
@@ -245,9 +251,28 @@ class Dispatcher:
             record_delivery(telemetry, topic, delivered, PUSHED_MESSAGES, self.clock.now_ms(), span)
 
     def _release(self, topic: TopicName, conn: Connection, delivered: list[DeliveredEntry]) -> None:
-        entries = tuple(sorted({d.entry.entry_id for d in delivered}))
-        self.broker.subscriptions.acknowledge(topic, conn.subscription,
-                                              Acks(nacks=entries, nack_delay_ms=0, consumer=conn.name))
+        """Claimed for `conn` and not pushed: back to the pool, not counted as a redelivery."""
+        entries = sorted({d.entry.entry_id for d in delivered})
+        self.broker.subscriptions.update_cursor(topic, conn.subscription,
+                                                lambda state, _now: state.return_unsent(conn.name, entries))
+
+    def opening(self, conn: Connection, sent: int) -> bool:
+        """Whether a push refused as gone (410) may have met a connection whose $connect is still
+        running: API Gateway opens a connection only once $connect returns (up to its integration
+        timeout), and until then refuses pushes to it. Such a connection is kept; its post-connect
+        dispatch (`deliver_backlog`) pushes once it is open."""
+        return sent == 0 and self.clock.now_ms() - conn.connected_at < CONNECT_WINDOW_MS
+
+    def refused(self, topic: TopicName, conn: Connection, sent: int, delivered: list[DeliveredEntry]) -> bool:
+        """A consumer's push was refused after `sent` frames. A connection that is gone is dropped
+        (its deliveries are released for the others); one that may still be opening gets its
+        claims back into the pool uncounted. True when it has opened since: push to it again."""
+        if not self.opening(conn, sent):
+            self.known.drop(conn)  # gone: its deliveries are released for the others
+            return False
+        self._release(topic, conn, delivered)
+        # not open yet: its deliver_backlog claims after it opens, so after this release
+        return self.gateway.connected(conn.connection_id)
 
     def dispatch_reader(self, conn: Connection) -> int:
         """A reader's push: entries from its position within its window; the position moves by a
@@ -282,10 +307,18 @@ class Dispatcher:
                 break  # another dispatcher moved it: it pushes
             sent = self.gateway.send(conn.connection_id, frames) if frames else 0
             pushed += sent
+            moved = replace(conn, position=position, skip=skip, inflight=conn.inflight + len(frames))
             if sent < len(frames):
-                self.known.drop(conn)
+                if not self.opening(conn, sent):
+                    self.known.drop(conn)
+                    break
+                # still opening: back to where it was, for its deliver_backlog (or this, if open now)
+                if not self.registry.advance_reader(moved, conn.position, conn.skip, -len(frames)):
+                    break
+                if self.gateway.connected(conn.connection_id):
+                    continue
                 break
-            conn = replace(conn, position=position, skip=skip, inflight=conn.inflight + len(frames))
+            conn = moved
             self._record(topic, [DeliveredEntry(e, 0) for e in entries if e.entry_id < position
                                  or (e.entry_id == position and skip >= 0)])
             if len(entries) < MAX_ENTRIES_PER_RECEIVE:

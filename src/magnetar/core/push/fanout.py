@@ -68,8 +68,8 @@ class NonPersistentFanout:
             if not self.registry.take_permits(conn, len(out), len(out)):
                 return report  # another publish took its permits meanwhile: dropped, as without permits
             report.pushed = self.gateway.send(conn.connection_id, out)
-            if report.pushed < len(out):
-                self.known.drop(conn)
+            if report.pushed < len(out) and not self.dispatcher.opening(conn, report.pushed):
+                self.known.drop(conn)  # gone (one still opening misses these live messages, as before it opened)
             return report
 
         self.dispatcher.run([lambda c=by_id[cid], out=out: deliver(c, out) for cid, out in frames.items()])  # type: ignore[misc]

@@ -89,6 +89,7 @@ def dispatch_shared_group(dispatcher: Dispatcher, members: list[Connection], cap
     pushed = 0
     for (conn, frames), sent in zip(pushes, dispatcher.send_each(pushes), strict=True):
         pushed += sent or 0
-        if sent is not None and sent < len(frames):
-            dispatcher.known.drop(conn)  # gone: its deliveries are released for the others
+        if sent is not None and sent < len(frames) and dispatcher.refused(
+                topic, conn, sent, claimed[conn.connection_id]):
+            pushed += dispatcher.dispatch_one(conn)  # it opened meanwhile
     return pushed, full
