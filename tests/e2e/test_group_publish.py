@@ -305,3 +305,76 @@ def test_the_producers_of_one_client_share_the_pace_of_their_shard(cluster: Any,
 def _shards_of(cluster: Any, topic: str) -> list[str]:
     """The journal shard of each of `topic`'s 4 partitions, as a REST publish names it."""
     return [journal_shard(cluster, f"{topic}-partition-{i}") for i in range(4)]
+
+
+def test_a_clients_producers_of_one_topic_publish_together(cluster: Any, client: magnetar.Client, admin: Any,
+                                                           topic: str) -> None:
+    """Two producers of one topic in one client: a request of either carries what the other has
+    ready, each entry under its own producer, each producer's messages in order, acknowledged to
+    its own callbacks, and counted in its own stats."""
+    a = client.create_producer(topic, producer_name="pa", batching_max_publish_delay_ms=200)
+    b = client.create_producer(topic, producer_name="pb", batching_max_publish_delay_ms=200)
+    done: dict[str, list[magnetar.MessageId]] = {"pa": [], "pb": []}
+    lock = threading.Lock()
+
+    def sent(name: str) -> Any:
+        def callback(result: magnetar.Result, message_id: magnetar.MessageId | None) -> None:
+            assert result == magnetar.Result.Ok and message_id is not None
+            with lock:
+                done[name].append(message_id)
+        return callback
+
+    before = _stats(cluster)
+    for round_ in range(5):
+        for i in range(20):
+            a.send_async(f"a{round_ * 20 + i}".encode(), sent("pa"))
+            b.send_async(f"b{round_ * 20 + i}".encode(), sent("pb"))
+        time.sleep(0.25)
+    a.flush()
+    b.flush()
+    requests = _stats(cluster)[0] - before[0]
+    assert len(done["pa"]) == len(done["pb"]) == 100
+    assert all(ids == sorted(ids) for ids in done.values()), "each producer's ids in send order"
+    assert requests <= 6, f"5 rounds of both producers' messages in {requests} requests"
+    consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    got = _drain(consumer, 200)
+    for name in ("a", "b"):
+        mine = [m for m in got if m.data().startswith(name.encode())]
+        assert [int(m.data()[1:]) for m in mine] == list(range(100))
+        assert {m.producer_name() for m in mine} == {f"p{name}"}
+    stats = admin.topic_stats(topic)
+    counted = {p["producerName"]: p.get("msgInCounter", 0) for p in stats.get("publishers", [])}
+    assert counted.get("pa") == 100 and counted.get("pb") == 100, counted
+
+
+def test_producers_publishing_together_keep_deduplication_per_producer(cluster: Any, client: magnetar.Client) -> None:
+    ns = _dedup_namespace(cluster)
+    topic = f"persistent://public/{ns}/together"
+    a = client.create_producer(topic, producer_name="da", batching_max_publish_delay_ms=200)
+    b = client.create_producer(topic, producer_name="db", batching_max_publish_delay_ms=200)
+    for i in range(10):
+        a.send_async(f"a{i}".encode(), None, sequence_id=i)
+        b.send_async(f"b{i}".encode(), None, sequence_id=i)
+    a.flush()
+    b.flush()
+    assert a.last_sequence_id() == 9 and b.last_sequence_id() == 9
+    a.send(b"a-again", sequence_id=5)  # a repeat of a sequence id of its own: a duplicate, not stored
+    consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    got = sorted(m.data() for m in _drain(consumer, 20))
+    assert got == sorted([f"a{i}".encode() for i in range(10)] + [f"b{i}".encode() for i in range(10)])
+
+
+def test_an_exclusive_producer_never_carries_another_producers_messages(client: magnetar.Client, topic: str) -> None:
+    shared = client.create_producer(topic, producer_name="s1")
+    shared.send(b"first")
+    exclusive = client.create_producer(f"{topic}-x", producer_name="x1",
+                                       access_mode=magnetar.ProducerAccessMode.Exclusive)
+    assert exclusive._groups is None and shared._groups is not None
+
+
+def test_a_batch_naming_its_producer_is_refused_outside_batches(cluster: Any, topic: str) -> None:
+    local = topic.rsplit("/", 1)[1]
+    one = {k: v for k, v in _batch(0, ["x"]).items() if "equence" not in k}
+    response = HTTP.post(f"{cluster.url}{PATH}/default/{local}",
+                         json={"producerName": "p", "batch": {**one, "producerName": "q"}}, timeout=30)
+    assert response.status_code == 400 and "producer and sequence ids go on the request" in response.json()["reason"]

@@ -209,3 +209,39 @@ def test_an_envelope_of_one_entry_is_the_entry_itself() -> None:
     assert encode_envelope([entry]) == entry and record_entries(entry) == [entry]
     with pytest.raises(InvalidInput):
         record_entries(b"\xc1garbage")
+
+
+def test_several_producers_batches_take_one_reservation_and_one_record() -> None:
+    """A client's producers of one topic publishing together: each entry names its producer, and
+    each producer's stats count its own messages."""
+    broker = memory_broker()
+    results = broker.writer.append_group(T, [batch(0), batch(0, 3), batch(2)], "a", producers=["a", "b", "a"])
+    assert [r.entry_id for r in results] == [0, 1, 2]
+    assert len(broker.journal.records) == 1
+    inside = [decode_entry(d) for d in record_entries(broker.journal.records[0].data)]
+    assert [e.producer_name for e in inside] == ["a", "b", "a"]
+    _, writer = broker.metadata.get_topic_state(T)
+    assert writer.next_entry == 3 and writer.messages_in == 7
+    assert (writer.producers["a"].messages, writer.producers["b"].messages) == (4, 3)
+
+
+def test_an_exclusive_producer_fences_a_publish_carrying_any_other_producer() -> None:
+    from magnetar.core.errors import ProducerFenced
+
+    broker = memory_broker()
+    broker.writer.append(T, batch(0), "x")
+    broker.writer.attach_producer(T, "x", "Exclusive", 60_000)
+    with pytest.raises(ProducerFenced):
+        broker.writer.append_group(T, [batch(2), batch(4)], "x", producers=["x", "y"])
+    assert broker.metadata.get_topic_state(T)[1].next_entry == 1, "refused: no id taken"
+
+
+def test_with_deduplication_each_producers_batches_are_a_group_of_their_own() -> None:
+    broker = dedup_broker(ManualClock())
+    first = broker.writer.append_group(T, [batch(0), batch(0), batch(2)], "a", producers=["a", "b", "a"])
+    assert [r.entry_id for r in first] == [0, 2, 1]  # a's two batches, then b's
+    assert broker.metadata.last_sequence_id(T, "a") == 3 and broker.metadata.last_sequence_id(T, "b") == 1
+    again = broker.writer.append_group(T, [batch(0), batch(0), batch(2)], "a", producers=["a", "b", "a"])
+    assert all(r.duplicate for r in again) and [r.entry_id for r in again] == [0, 2, 1]
+    with pytest.raises(InvalidInput):
+        broker.writer.append_group(T, [batch(4)], "a", producers=["a", "b"])

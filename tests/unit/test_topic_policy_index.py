@@ -8,7 +8,7 @@ import pytest
 from magnetar.adapters.memory import ManualClock, memory_broker
 from magnetar.core.entry import Batch, Message
 from magnetar.core.errors import PayloadTooLarge
-from magnetar.core.ledger.writer import POLICY_CACHE_MS
+from magnetar.core.ledger.policy_cache import POLICY_CACHE_MS
 from magnetar.core.naming import NamespaceName, TopicName
 from magnetar.core.policies import MAX_MESSAGE_SIZE
 

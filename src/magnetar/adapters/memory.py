@@ -33,6 +33,7 @@ from magnetar.core.ports import (
     NamespaceInfo,
     ProducerActivity,
     ProducerClaim,
+    ProducerShare,
     Reservation,
     SealState,
     SegmentCommit,
@@ -366,7 +367,7 @@ class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore, MemorySnapsh
             t = self._live(str(topic))
             if t is None:
                 raise TopicNotFound(f"Topic {topic} not found")
-            if t.exclusive and t.exclusive[0] != claim.producer and t.exclusive[1] > claim.now_ms:
+            if t.exclusive and t.exclusive[1] > claim.now_ms and any(p != t.exclusive[0] for p in claim.producers):
                 raise ProducerFenced(f"Topic {topic} has an exclusive producer: {t.exclusive[0]}")
             if t.writer.backlog_blocked:
                 raise BacklogQuotaExceeded(f"Cannot publish on {topic}: backlog quota exceeded", t.writer.backlog_blocked)
@@ -384,9 +385,11 @@ class MemoryMetadataStore(MemoryFunctionStore, MemoryDeletionStore, MemorySnapsh
 
     def _take(self, t: _Topic, claim: ProducerClaim) -> Reservation:
         w = t.writer
-        seen = w.producers.get(claim.producer, ProducerActivity())
-        producers = {**w.producers, claim.producer: replace(
-            seen, last_publish=claim.now_ms, messages=seen.messages + claim.messages, bytes=seen.bytes + claim.size)}
+        producers = dict(w.producers)
+        for share in claim.shares or (ProducerShare(claim.producer, claim.messages, claim.size),):
+            seen = w.producers.get(share.producer, ProducerActivity())
+            producers[share.producer] = replace(seen, last_publish=claim.now_ms, messages=seen.messages + share.messages,
+                                                bytes=seen.bytes + share.size)
         t.writer = replace(w, next_entry=w.next_entry + claim.entries, messages_in=w.messages_in + claim.messages,
                            bytes_in=w.bytes_in + claim.size, producers=producers)
         if claim.deduplicate:

@@ -101,6 +101,9 @@ class BatchModel(_Body):
     # in `batches` only (each batch its own; with `batch`, the request's are used)
     sequenceId: int | None = Field(default=None, ge=-1, le=INT64_MAX)
     highestSequenceId: int | None = Field(default=None, ge=-1, le=INT64_MAX)
+    # in `batches` only: the batch's producer when it is not the request's (a client's producers of
+    # one topic publishing together; each producer's batches in its order)
+    producerName: str | None = Field(default=None, min_length=1, max_length=255)
     # geo-replication: the clusters this batch is stored in (pulsar-client's replication_clusters;
     # [] with disable_replication; absent: the topic's replication clusters), and a replicated copy's origin
     replicationClusters: ClusterList | None = Field(default=None, max_length=64)
@@ -137,8 +140,10 @@ class ProduceRequest(_Body):
     def _one_shape(self) -> ProduceRequest:
         if [self.messages, self.batch, self.batches].count(None) != 2:
             raise ValueError("give one of messages, batch or batches")
-        if self.batch is not None and (self.batch.sequenceId is not None or self.batch.highestSequenceId is not None):
-            raise ValueError("batch: sequence ids go on the request (inside a batch only with batches)")
+        if self.batch is not None and (self.batch.sequenceId is not None or self.batch.highestSequenceId is not None
+                                       or self.batch.producerName is not None):
+            raise ValueError("batch: the producer and sequence ids go on the request (inside a batch only with "
+                             "batches)")
         if self.batches is not None and any(b.chunk is not None for b in self.batches):
             raise ValueError("batches: a chunk travels alone, as batch")
         return self

@@ -25,6 +25,7 @@ from magnetar.client.partitioned import MultiTopicsConsumer, PartitionedProducer
 from magnetar.client.patterns import namespace_topics, pattern_namespace, without_domain
 from magnetar.client.poll_group import PollGroups
 from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, Producer
+from magnetar.client.publish_together import PublishGroups
 from magnetar.client.push import PushConsumer, websocket_base
 from magnetar.client.reader import PartitionedReader, Reader
 from magnetar.client.schema import (
@@ -162,6 +163,7 @@ class Client:
         self._transport = Transport(url, float(operation_timeout_seconds), authentication, websocket_url)
         self._closeables: list[Any] = []
         self._pacers = ShardPacers()  # its producers' pace per journal shard (core/publish_pacing.py)
+        self._publish_groups = PublishGroups()  # its producers of one topic publish together (client/publish_together.py)
         self._poll_groups = PollGroups()  # its consumers of one subscription poll together (client/poll_group.py)
         self._closed = False
         if self._provider is not None:
@@ -244,7 +246,7 @@ class Client:
             "max_pending_messages": max_pending_messages, "initial_sequence_id": initial_sequence_id,
             "encryptor": crypto.encryptor(encryption_key, crypto_key_reader, compression_type),
             "attach": True,  # registers the producer (limits, quotas, stats); a named one resumes its sequence
-            "pacers": self._pacers,
+            "pacers": self._pacers, "publish_groups": self._publish_groups,
         }
         partitions = self._partitions(name)
         producer: Producer | PartitionedProducer

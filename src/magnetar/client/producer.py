@@ -61,6 +61,7 @@ from magnetar.core.publish_pacing import PublishPacer, ShardPacers
 
 if TYPE_CHECKING:
     from magnetar.client.crypto import MessageEncryptor
+    from magnetar.client.publish_together import PublishGroups
 
 log = logging.getLogger(__name__)
 # pulsar-client closes a batch after 10 ms; here every request is an API call, a Lambda invocation, a
@@ -107,6 +108,7 @@ class Producer:
         initial_sequence_id: int | None = None,
         encryptor: MessageEncryptor | None = None,
         pacers: ShardPacers | None = None,
+        publish_groups: PublishGroups | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -147,6 +149,11 @@ class Producer:
         self._pacer = PublishPacer()
         self._pacers = pacers
         self._stopped = threading.Event()  # closed: the lease renewal stops waiting
+        # the client's producers of this topic: one's request carries what the others have ready
+        # (client/publish_together.py); Shared producers only
+        self._groups = publish_groups if access_mode is ProducerAccessMode.Shared else None
+        if self._groups is not None:
+            self._groups.join(str(topic), self)
         self._workers = Workers()
         self._workers.start(self._run, name=f"producer-{self._name}")
         if access_mode is not ProducerAccessMode.Shared:
@@ -232,6 +239,8 @@ class Producer:
             self._cond.notify_all()
         self._stopped.set()
         self._workers.join()  # the sender (its last request answered) and the lease renewal
+        if self._groups is not None:
+            self._groups.leave(str(self._topic), self)
         with contextlib.suppress(exceptions.PulsarException):  # releases an exclusive claim, ends its stats
             self._transport.call("DELETE", self._attach_path, deadline_s=5)
 
@@ -306,6 +315,8 @@ class Producer:
     def _run(self) -> None:
         while True:
             with self._cond:
+                while self._inflight:  # another producer's request carries some of its messages
+                    self._cond.wait(0.05)
                 while not self._ready:
                     if self._batch:
                         due = self._batch_started + self._delay_s
@@ -337,12 +348,42 @@ class Producer:
             if work[0][0].chunks:
                 self._publish_chunks(work[0][0])
             else:
-                for request in requests_of(self._entries(work)):
-                    time.sleep(self._pacer.delay(time.monotonic()))  # the work's later requests too
-                    self._publish(request)
-            with self._cond:
-                self._inflight = 0
-                self._cond.notify_all()
+                riders = self._groups.riders(str(self._topic), self) if self._groups is not None else []
+                try:
+                    tagged = [(self, e) for e in self._entries(work)]
+                    tagged += [(rider, e) for rider, taken in riders for e in rider._entries(taken)]
+                    owner = {id(e): producer for producer, e in tagged}
+                    for request in requests_of([e for _, e in tagged]):
+                        time.sleep(self._pacer.delay(time.monotonic()))  # the work's later requests too
+                        self._publish([(owner[id(e)], e) for e in request])
+                finally:
+                    for rider, _ in riders:
+                        rider._handed_back()
+            self._handed_back()
+
+    def _hand_over(self) -> list[list[Pending]]:
+        """Another producer of this topic in the client is sending: what this one has ready and the
+        batch it is filling go with that request — unless its own request is out (its later
+        messages must not overtake it), and only up to a message that travels alone. They count
+        as in flight until `_handed_back`."""
+        with self._cond:
+            if self._inflight or not (self._ready or self._batch):
+                return []
+            self._close_batch()
+            count = next((i for i, b in enumerate(self._ready) if travels_alone(b)), len(self._ready))
+            work, self._ready = self._ready[:count], self._ready[count:]
+            self._inflight = sum(len(b) for b in work)
+            self._waiting -= self._inflight
+            if not self._ready:
+                self._flush_requested = False
+            self._cond.notify_all()
+            return work
+
+    def _handed_back(self) -> None:
+        """Its messages in flight are answered (acknowledged or failed)."""
+        with self._cond:
+            self._inflight = 0
+            self._cond.notify_all()
 
     def _entries(self, batches: list[list[Pending]]) -> list[list[Pending]]:
         """The ready batches of one request as its entries. Batches that queued while the previous
@@ -395,29 +436,33 @@ class Producer:
         }
         return with_replication(body, batch[0].replicate_to)
 
-    def _publish(self, entries: list[list[Pending]]) -> None:
+    def _publish(self, entries: list[tuple[Producer, list[Pending]]]) -> None:
         """One request: one batch (`batch`), or several appended together (`batches`, each with
-        its sequence ids); all of its messages succeed or fail together."""
+        its sequence ids, and its producer when another producer of the client's is carried
+        along); all of its messages succeed or fail together."""
         body: dict[str, Any] = {"producerName": self._name}
-        if len(entries) == 1:
-            body.update(sequenceId=entries[0][0].sequence_id, highestSequenceId=entries[0][-1].sequence_id,
-                        batch=self._encode(entries[0]))
+        if len(entries) == 1 and entries[0][0] is self:
+            b = entries[0][1]
+            body.update(sequenceId=b[0].sequence_id, highestSequenceId=b[-1].sequence_id, batch=self._encode(b))
         else:
-            body["batches"] = [{**self._encode(b), "sequenceId": b[0].sequence_id,
-                                "highestSequenceId": b[-1].sequence_id} for b in entries]
-        pendings = [p for b in entries for p in b]
+            body["batches"] = [{**owner._encode(b), "sequenceId": b[0].sequence_id, "highestSequenceId": b[-1].sequence_id,
+                                **({} if owner is self else {"producerName": owner._name})} for owner, b in entries]
+        pendings = [(owner, p) for owner, b in entries for p in b]
         try:
-            ids = self._post(body, sum(p.size for p in pendings))
+            ids = self._post(body, sum(p.size for _, p in pendings))
         except exceptions.PulsarException as exc:
-            self._fail(pendings, exc)
+            for owner, b in entries:
+                owner._fail(b, exc)
             return
         except Exception as exc:  # a bug must fail these messages, not end the sender (and every later send)
             log.exception("publish failed unexpectedly")
-            self._fail(pendings, exceptions.UnknownError(f"{type(exc).__name__}: {exc}"))
+            for owner, b in entries:
+                owner._fail(b, exceptions.UnknownError(f"{type(exc).__name__}: {exc}"))
             return
-        self._last_sequence_id = max(self._last_sequence_id, max(b[-1].sequence_id for b in entries))
-        for p, message_id in zip(pendings, ids, strict=True):
-            self._succeed(p, message_id)
+        for owner, b in entries:
+            owner._last_sequence_id = max(owner._last_sequence_id, b[-1].sequence_id)
+        for (owner, p), message_id in zip(pendings, ids, strict=True):
+            owner._succeed(p, message_id)
 
     def _publish_chunks(self, pending: Pending) -> None:
         chunk_uuid = f"{self._name}-{pending.sequence_id}-{uuid.uuid4().hex[:8]}"

@@ -225,7 +225,7 @@ class LocalInstance:
     def _run_once(self) -> None:
         import magnetar
         from magnetar.client.transport import Transport
-        from magnetar.core.ledger.writer import POLICY_CACHE_MS
+        from magnetar.core.ledger.policy_cache import POLICY_CACHE_MS
         from magnetar.functions.runtime import FunctionRuntime
 
         config, options = self.config, self.options

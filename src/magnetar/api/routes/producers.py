@@ -62,7 +62,7 @@ def _each_batch(request: ProduceRequest) -> list[ProduceRequest]:
     assert request.batches is not None
     return [
         ProduceRequest.model_construct(
-            producerName=request.producerName, sequenceId=-1 if b.sequenceId is None else b.sequenceId,
+            producerName=b.producerName or request.producerName, sequenceId=-1 if b.sequenceId is None else b.sequenceId,
             highestSequenceId=-1 if b.highestSequenceId is None else b.highestSequenceId, batched=request.batched,
             messages=None, batch=b, batches=None)
         for b in request.batches
@@ -70,14 +70,15 @@ def _each_batch(request: ProduceRequest) -> list[ProduceRequest]:
 
 
 def _publish_batches(name: TopicName, request: ProduceRequest) -> dict[str, Any]:
-    """Several consecutive entries in one publish: on a persistent topic one group append (one
-    reservation, one journal record: all or nothing); on a non-persistent one, fanned out in turn."""
+    """Several consecutive entries in one publish, of one producer or of several (a batch may name
+    its own): on a persistent topic one group append (one reservation, one journal record: all or
+    nothing); on a non-persistent one, fanned out in turn."""
     singles = _each_batch(request)
     results: list[BatchPublishResult] = []
     throttled_ms, shard = 0, ""
     if name.is_persistent:
         appended = build_broker().writer.append_group(name, [batch_from_request(r) for r in singles],
-                                                      request.producerName)
+                                                      request.producerName, producers=[r.producerName for r in singles])
         results = [BatchPublishResult(messagePublishResults=[PublishResult(messageId=str(i)) for i in a.message_ids],
                                       ledgerId=a.ledger_id, entryId=a.entry_id, duplicate=a.duplicate)
                    for a in appended]

@@ -23,6 +23,7 @@ by setting `ledger.common.WRITE_DEADLINE_MS` / `HOLE_GRACE_MS`.
 
 from magnetar.core.ledger import common
 from magnetar.core.ledger.common import HOLE_GRACE_MS, WRITE_DEADLINE_MS, journal_key, segment_key
+from magnetar.core.ledger.policy_cache import POLICY_CACHE_MS, PolicyCache
 from magnetar.core.ledger.reader import EntryCache, EntryReader
 from magnetar.core.ledger.sealer import MAX_SEGMENT_BYTES, MAX_SEGMENT_ENTRIES, Gathered, Sealer, SealOutcome
 from magnetar.core.ledger.writer import (
@@ -30,7 +31,6 @@ from magnetar.core.ledger.writer import (
     MAX_ENTRIES_PER_LEDGER,
     MAX_LEDGER_AGE_MS,
     MAX_MESSAGES_PER_ENTRY,
-    POLICY_CACHE_MS,
     PRODUCER_IDLE_MS,
     QUOTA_HOLD_MS,
     QUOTA_HOLD_POLL_S,
@@ -60,6 +60,7 @@ __all__ = [
     "EntryReader",
     "Gathered",
     "LedgerWriter",
+    "PolicyCache",
     "SealOutcome",
     "Sealer",
     "common",

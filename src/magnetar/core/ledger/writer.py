@@ -16,7 +16,7 @@ across AWS primitives because any Lambda may append to any topic at any moment).
   a ledger is rolled over past `MAX_ENTRIES_PER_LEDGER` entries or `MAX_LEDGER_AGE_MS`.
 - Producers: the access modes (Shared, Exclusive) and the admission checks of a connecting
   producer; topics are created on first use (`ensure_topic`); the effective policies are cached
-  per container for `POLICY_CACHE_MS`.
+  per container (`policy_cache.PolicyCache`).
 """
 
 from __future__ import annotations
@@ -54,13 +54,13 @@ from magnetar.core.errors import (
 )
 from magnetar.core.ledger import common
 from magnetar.core.ledger.common import journal_key
+from magnetar.core.ledger.policy_cache import PolicyCache
 from magnetar.core.naming import TopicName
 from magnetar.core.policies import (
     PUBLISH_BURST_S,
     TOPIC_LIMIT_REASON,
     PublishRate,
     TopicPolicies,
-    effective_policies,
     rate_cost_ns,
 )
 from magnetar.core.ports import (
@@ -69,6 +69,7 @@ from magnetar.core.ports import (
     Journal,
     MetadataStore,
     ProducerClaim,
+    ProducerShare,
     RateClaim,
     Reservation,
 )
@@ -95,7 +96,6 @@ class AppendResult:
     journal_shard: str = ""  # the shard the journal record went to (producers sharing it pace together)
 
 
-POLICY_CACHE_MS = 10_000  # namespace policies are re-read at most this often per container
 QUOTA_HOLD_MS = 10_000  # producer_request_hold: a publish is held this long per request (the SDK retries)
 QUOTA_HOLD_POLL_S = 1.0
 QUOTA_RECHECK_MS = 1_000
@@ -116,11 +116,7 @@ class LedgerWriter:
         self.lookup = lookup  # finds a stored entry (deduplication of a retried publish)
         # re-evaluates a topic's backlog quota now; True while it is still exceeded (lifecycle)
         self.quota_check: Callable[[TopicName], bool] | None = None
-        self._policies: dict[str, tuple[int, dict[str, Any]]] = {}
-        # a namespace's policies, shared by its topics: with many low-rate topics a topic's own
-        # entry rarely hits, its namespace's does (one read per namespace and period, not per topic)
-        # namespace -> (read at, its policies, its topics with overrides of their own; None: unknown)
-        self._namespaces: dict[str, tuple[int, dict[str, Any], frozenset[str] | None]] = {}
+        self.policy_cache = PolicyCache(metadata, clock)
         self._quota_checked: dict[str, int] = {}
 
     def append(self, topic: TopicName, batch: Batch, producer_name: str, create_topic: bool = True) -> AppendResult:
@@ -128,16 +124,20 @@ class LedgerWriter:
         return self.append_group(topic, [batch], producer_name, create_topic)[0]
 
     def append_group(self, topic: TopicName, batches: list[Batch], producer_name: str,
-                     create_topic: bool = True) -> list[AppendResult]:
+                     create_topic: bool = True, producers: list[str] | None = None) -> list[AppendResult]:
         """Append consecutive batches as consecutive entries, all or nothing: one reservation of
         their ids (admission checks for the whole group), one journal record (an envelope).
-        The results are in the order of `batches`; the ids are final once this returns."""
+        The results are in the order of `batches`; the ids are final once this returns.
+        `producers`: each batch's producer, when they are not all `producer_name`'s (a client's
+        producers of one topic publishing together); with deduplication each producer's batches
+        are appended as a group of their own."""
         namespace = str(topic.namespace_name)
         metrics = self.telemetry.metrics
         with self.telemetry.tracer.span("publish") as span:
             span.annotate("namespace", namespace)
             try:
-                results = self._append_group(topic, batches, producer_name, create_topic)
+                results = self._append_group(topic, batches, producer_name, create_topic,
+                                             producers or [producer_name] * len(batches))
             except MagnetarError as exc:
                 refused = exc.status < 500 and not isinstance(exc, RetryableError)
                 metrics.add(m.PUBLISH_REFUSED if refused else m.PUBLISH_ERRORS, 1, namespace=namespace)
@@ -154,9 +154,11 @@ class LedgerWriter:
         return results
 
     def _append_group(self, topic: TopicName, batches: list[Batch], producer_name: str,
-                      create_topic: bool) -> list[AppendResult]:
+                      create_topic: bool, names: list[str]) -> list[AppendResult]:
         if not batches:
             raise InvalidInput("No batches to publish")
+        if len(names) != len(batches):
+            raise InvalidInput("Give each batch its producer")
         if len(batches) > MAX_ENTRIES_PER_APPEND:
             raise InvalidInput(f"Too many batches in one publish ({len(batches)} > {MAX_ENTRIES_PER_APPEND})")
         for batch in batches:
@@ -167,8 +169,8 @@ class LedgerWriter:
                     f"Too many messages in one batch ({batch.num_messages} > {MAX_MESSAGES_PER_ENTRY})")
         now = self.clock.now_ms()
         key = str(topic)
-        sizes = [len(encode_entry(make_entry(key, _HEADER_PROBE, _HEADER_PROBE, now, now, producer_name, b)))
-                 for b in batches]
+        sizes = [len(encode_entry(make_entry(key, _HEADER_PROBE, _HEADER_PROBE, now, now, n, b)))
+                 for n, b in zip(names, batches, strict=True)]
         if envelope_size(sizes) > self.journal.max_record_bytes:
             what = "Entry" if len(batches) == 1 else f"Publish of {len(batches)} entries"
             raise PayloadTooLarge(
@@ -191,12 +193,28 @@ class LedgerWriter:
         dedup = (policies.deduplication or copies > 0) and max(sequences) >= 0
         if dedup and min(sequences) < 0:
             raise InvalidInput("With deduplication, give every batch of one publish a sequence id, or none")
-        claim = self._claim(producer_name, batches, dedup, policies)
+        if len(set(names)) > 1:
+            if dedup:  # each producer's sequence ids are its own: a group (and a reservation) each
+                return self._append_each_producer(topic, batches, names, create_topic)
+            claim = replace(self._claim(producer_name, batches, dedup, policies), shares=shares_of(names, batches))
+        else:
+            claim = self._claim(names[0], batches, dedup, policies)
         reserved, claim = self._reserve_within_quota(topic, claim, create_topic)
         if isinstance(reserved, DedupRecord):
-            return self._again(topic, batches, producer_name, claim, reserved, create_topic)
+            return self._again(topic, batches, names[0], claim, reserved, create_topic)
         # the write deadline counts from the moment just before the reservation (claim.now_ms)
-        return self._write(topic, batches, producer_name, reserved, claim.now_ms, fence=not claim.deduplicate)
+        return self._write(topic, batches, names, reserved, claim.now_ms, fence=not claim.deduplicate)
+
+    def _append_each_producer(self, topic: TopicName, batches: list[Batch], names: list[str],
+                              create_topic: bool) -> list[AppendResult]:
+        """Several producers' batches on a deduplicated topic: each producer's, in their order, as
+        its own group append; the results in the order of `batches`."""
+        results: dict[int, AppendResult] = {}
+        for name in dict.fromkeys(names):
+            mine = [i for i, n in enumerate(names) if n == name]
+            appended = self._append_group(topic, [batches[i] for i in mine], name, create_topic, [name] * len(mine))
+            results.update(zip(mine, appended, strict=True))
+        return [results[i] for i in range(len(batches))]
 
     def _claim(self, producer: str, batches: list[Batch], dedup: bool, policies: TopicPolicies) -> ProducerClaim:
         messages = sum(b.num_messages for b in batches)
@@ -207,7 +225,7 @@ class LedgerWriter:
                              rate_claim(policies.publish_rate, messages, size, now), len(batches),
                              min(sequences) if len(batches) > 1 else None)
 
-    def _write(self, topic: TopicName, batches: list[Batch], producer_name: str, reservation: Reservation,
+    def _write(self, topic: TopicName, batches: list[Batch], names: list[str], reservation: Reservation,
                reserved_at: int, fence: bool) -> list[AppendResult]:
         """Write the reserved entries to the journal. `fence`: when the record is certainly not
         stored, tombstone its ids at once (`_fence_own`); only for a publish without
@@ -215,7 +233,7 @@ class LedgerWriter:
         same ids again, which a tombstone before it would turn into a late record)."""
         key = str(topic)
         now = self.clock.now_ms()
-        entries = [make_entry(key, reservation.ledger_id, reservation.entry_id + i, reserved_at, now, producer_name, b)
+        entries = [make_entry(key, reservation.ledger_id, reservation.entry_id + i, reserved_at, now, names[i], b)
                    for i, b in enumerate(batches)]
         data = encode_envelope([encode_entry(e) for e in entries])
         crash_point("produce.after_reserve")  # ids reserved, journal not written: holes
@@ -304,7 +322,7 @@ class LedgerWriter:
             if stored.hole:  # the first attempt died before writing: publish all of this for real now
                 reservation = self.metadata.replace_reservation(topic, replace(claim, now_ms=now, rate=None),
                                                                 record.entry_id)
-                return self._write(topic, batches, producer, reservation, now, fence=False)
+                return self._write(topic, batches, [producer] * len(batches), reservation, now, fence=False)
             results.update(zip(dup, originals or [self._result(topic, -1, -1, batches[i], duplicate=True)
                                                   for i in dup], strict=True))
         if fresh:
@@ -313,38 +331,16 @@ class LedgerWriter:
         return [results[i] for i in range(len(batches))]
 
     def policies(self, topic: TopicName) -> dict[str, Any]:
-        """The topic's effective policies (its overrides over its namespace's), cached per
-        container for POLICY_CACHE_MS: a policy change takes effect within that time."""
-        return self._policies_of(topic, fresh=False)
+        """The topic's effective policies, cached per container (`PolicyCache`)."""
+        return self.policy_cache.get(topic)
 
     def fresh_policies(self, topic: TopicName) -> dict[str, Any]:
         """The effective policies read now (the maintenance run), refreshing the cache."""
-        return self._policies_of(topic, fresh=True)
+        return self.policy_cache.get(topic, fresh=True)
 
     def forget_policies(self) -> None:
         """A policy changed through this container: read them again on next use."""
-        self._policies.clear()
-        self._namespaces.clear()
-
-    def _policies_of(self, topic: TopicName, fresh: bool) -> dict[str, Any]:
-        name = str(topic.partitioned_topic if topic.partition_index >= 0 else topic)
-        now = self.clock.now_ms()
-        cached = self._policies.get(name)
-        if fresh or cached is None or now - cached[0] > POLICY_CACHE_MS:
-            namespace = str(topic.namespace_name)
-            ns_cached = self._namespaces.get(namespace)
-            if fresh or ns_cached is None or now - ns_cached[0] > POLICY_CACHE_MS:
-                info = self.metadata.get_namespace(topic.namespace_name)
-                ns_cached = (now, dict(info.policies) if info else {}, info.topics_with_policies if info else None)
-                self._namespaces[namespace] = ns_cached
-            indexed = ns_cached[2]
-            # a topic the namespace does not list has no overrides: no read of its own (a publish
-            # to one of many low-rate topics would otherwise read them every time)
-            overrides = self.metadata.get_topic_policies(topic) if indexed is None or name in indexed else {}
-            merged = effective_policies(dict(ns_cached[1]), overrides)
-            cached = (now, merged)
-            self._policies[name] = cached
-        return cached[1]
+        self.policy_cache.forget()
 
     def _reserve_within_quota(
         self, topic: TopicName, claim: ProducerClaim, create_topic: bool
@@ -455,6 +451,13 @@ def _check_written_in_time(now_ms: int, reserved_at: int) -> None:
     is told are the ones consumers see."""
     if now_ms - reserved_at > common.WRITE_DEADLINE_MS:
         raise RetryableError("The journal write completed after the reservation's deadline; retry the publish")
+
+
+def shares_of(names: list[str], batches: list[Batch]) -> tuple[ProducerShare, ...]:
+    """Each producer's messages and bytes in a publish of several producers' batches."""
+    return tuple(ProducerShare(name, sum(b.num_messages for n, b in zip(names, batches, strict=True) if n == name),
+                               sum(len(b.payload) for n, b in zip(names, batches, strict=True) if n == name))
+                 for name in dict.fromkeys(names))
 
 
 def _sequence(batch: Batch) -> int:

@@ -65,6 +65,16 @@ class RateClaim:
 
 
 @dataclass(frozen=True)
+class ProducerShare:
+    """One producer's part of a publish that carries several producers' batches (a client's
+    producers of one topic publishing together): its counts for the stats, and its fence."""
+
+    producer: str
+    messages: int
+    size: int
+
+
+@dataclass(frozen=True)
 class ProducerClaim:
     """What a produce asks of the writer counter besides an id: the exclusive-producer fence,
     and, with deduplication, the batch's highest sequence id."""
@@ -81,6 +91,14 @@ class ProducerClaim:
     # group when the producer's last sequence id reaches that lowest one, and records the highest
     entries: int = 1
     first_sequence_id: int | None = None
+    # several producers' batches (never with deduplication): each one's counts, and each is fenced
+    # by an exclusive producer; empty: everything is `producer`'s
+    shares: tuple[ProducerShare, ...] = ()
+
+    @property
+    def producers(self) -> tuple[str, ...]:
+        """Every producer whose entries this publish writes, and the request's own: each is fenced."""
+        return tuple(dict.fromkeys((self.producer, *(s.producer for s in self.shares))))
 
     @property
     def lowest_sequence_id(self) -> int:

@@ -18,7 +18,7 @@ from magnetar.core.errors import (
     TopicNotFound,
 )
 from magnetar.core.naming import TopicName
-from magnetar.core.ports import DedupRecord, ProducerClaim, RateClaim, Reservation
+from magnetar.core.ports import DedupRecord, ProducerClaim, ProducerShare, RateClaim, Reservation
 
 _RATE_ATTRS = ("rate_tat_msgs", "rate_tat_bytes")  # publish rate: virtual clocks (ns) on the writer counter
 _RATE_CACHE = 10_000
@@ -39,17 +39,24 @@ class WriterItems(DynamoBase):
     def _reserve(self, topic: TopicName, claim: ProducerClaim, condition: str, extra: dict[str, Any]) -> Reservation:
         # The id, the topic's and the producer's counters (stats), the dedup record and the
         # publish rate's virtual clocks: one write.
-        update = (
-            "SET next_entry = next_entry + :ids, msg_in = if_not_exists(msg_in, :zero) + :m,"
-            " bytes_in = if_not_exists(bytes_in, :zero) + :b, pub_last.#p = :now,"
-            " pub_msgs.#p = if_not_exists(pub_msgs.#p, :zero) + :m,"
-            " pub_bytes.#p = if_not_exists(pub_bytes.#p, :zero) + :b"
-        )
+        update = "SET next_entry = next_entry + :ids, msg_in = if_not_exists(msg_in, :zero) + :m," \
+                 " bytes_in = if_not_exists(bytes_in, :zero) + :b"
         values: dict[str, Any] = {
             ":ids": _n(claim.entries), ":zero": _n(0), ":p": _s(claim.producer), ":now": _n(claim.now_ms),
             ":m": _n(claim.messages), ":b": _n(claim.size), **extra,
         }
         names: dict[str, str] = {"#p": claim.producer}
+        # each producer's counters; several producers' batches: each one's, and each fenced
+        for i, share in enumerate(claim.shares or (ProducerShare(claim.producer, claim.messages, claim.size),)):
+            p = "#p"  # the request's own producer, fenced by `condition` already
+            if share.producer != claim.producer:
+                p = f"#p{i}"
+                names[p] = share.producer
+                values[f":p{i}"] = _s(share.producer)
+                condition += f" AND {self._FENCE.replace(':p', f':p{i}')}"
+            values[f":m{i}"], values[f":b{i}"] = _n(share.messages), _n(share.size)
+            update += (f", pub_last.{p} = :now, pub_msgs.{p} = if_not_exists(pub_msgs.{p}, :zero) + :m{i},"
+                       f" pub_bytes.{p} = if_not_exists(pub_bytes.{p}, :zero) + :b{i}")
         if claim.deduplicate:
             update += (", dedup_seq.#p = :seq, dedup_entry.#p = next_entry, dedup_ledger.#p = ledger_id,"
                        " dedup_at.#p = :now, #ids = :ids")
@@ -161,7 +168,7 @@ class WriterItems(DynamoBase):
                 policy = item["backlog_blocked"]["S"]
                 raise BacklogQuotaExceeded(f"Cannot publish on {topic}: backlog quota exceeded", policy)
             holder = item.get("exclusive_producer", {}).get("S")
-            if holder and holder != claim.producer and _int(item, "exclusive_until") >= claim.now_ms:
+            if holder and _int(item, "exclusive_until") >= claim.now_ms and any(p != holder for p in claim.producers):
                 raise ProducerFenced(f"Topic {topic} has an exclusive producer: {holder}")
             record = self._dedup_record(item, claim.producer)
             if claim.deduplicate and record is not None and record.sequence_id >= claim.lowest_sequence_id:
