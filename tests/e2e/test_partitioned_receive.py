@@ -475,9 +475,10 @@ def test_bad_joined_receives_are_refused_with_a_reason_and_change_nothing(
     assert got[0]["redeliveryCount"] == 0  # nothing was handed out by the refused receive
 
 
-def test_joined_needs_partitions(cluster: Any, topic: str) -> None:
-    response = receive(cluster, topic, "s", "c0", {"joined": [{"consumer": "c1"}]})
-    assert response.status_code == 400 and "partitions" in response.json()["reason"]
+def test_joined_acks_by_partition_need_partitions(cluster: Any, topic: str) -> None:
+    body = {"joined": [{"consumer": "c1", "acks": {"partitions": {"0": {"messageIds": []}}}}]}
+    response = receive(cluster, topic, "s", "c0", body)
+    assert response.status_code == 400 and "partition" in response.json()["reason"]
 
 
 def test_a_clients_consumers_of_one_subscription_poll_together(

@@ -271,11 +271,11 @@ class AckRequest(_Body):
 
 
 class JoinedReceive(_Body):
-    """Another consumer of the subscription that a receive over partitions serves too."""
+    """Another consumer of the subscription that a receive serves too."""
 
     consumer: str = Field(min_length=1, max_length=256)
     maxMessages: int = Field(default=100, ge=1, le=10_000)
-    acks: AckRequest | None = None  # its acknowledgements by partition (`acks.partitions`)
+    acks: AckRequest | None = None  # its acknowledgements (over partitions: by partition, `acks.partitions`)
 
 
 class ReceiveRequest(_Body):
@@ -286,8 +286,8 @@ class ReceiveRequest(_Body):
     acks: AckRequest | None = None  # acknowledgements riding along with the poll
     # on a partitioned topic's own name: one poll for these partitions (acks: `acks.partitions`)
     partitions: list[int] | None = Field(default=None, min_length=1, max_length=256)
-    # with `partitions`: other consumers of the subscription this poll serves as well (a client's
-    # consumers polling together: one look and one claim for all of them)
+    # other consumers of the subscription this poll serves as well (a client's consumers polling
+    # together: one look and one claim for all of them)
     joined: list[JoinedReceive] | None = Field(default=None, min_length=1, max_length=31)
 
 
@@ -441,7 +441,8 @@ class JoinedReceived(BaseModel):
     """What a receive handed out to one of its joined consumers (as the receive's own fields)."""
 
     entries: list[WireEntry]
-    epochs: dict[str, int]
+    epoch: int | None = None  # one topic
+    epochs: dict[str, int] | None = None  # over partitions
     unappliedAcks: list[int] | None = None
     nextSealInMs: int | None = None
 

@@ -28,6 +28,7 @@ from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, Prod
 from magnetar.client.publish_together import PublishGroups
 from magnetar.client.push import PushConsumer, websocket_base
 from magnetar.client.reader import PartitionedReader, Reader
+from magnetar.client.receive_together import ReceiveTogether
 from magnetar.client.schema import (
     DEFAULT_SCHEMA,
     check_consumer_schema,
@@ -165,6 +166,7 @@ class Client:
         self._pacers = ShardPacers()  # its producers' pace per journal shard (core/publish_pacing.py)
         self._publish_groups = PublishGroups()  # its producers of one topic publish together (client/publish_together.py)
         self._poll_groups = PollGroups()  # its consumers of one subscription poll together (client/poll_group.py)
+        self._receive_together = ReceiveTogether()  # the same on a topic that is not partitioned (client/receive_together.py)
         self._closed = False
         if self._provider is not None:
             self._provider.initialize(self._on_service_info_update)
@@ -391,6 +393,7 @@ class Client:
                 read_compacted=is_read_compacted, key_shared_policy=key_shared_policy,
                 start_message_id_inclusive=start_message_id_inclusive, priority_level=priority_level,
                 replicate_subscription_state=replicate_subscription_state_enabled,
+                receive_together=self._receive_together,
             )
 
         check_consumer_schema(self._transport, topics, schema)  # IncompatibleSchema before subscribing

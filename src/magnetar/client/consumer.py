@@ -31,6 +31,7 @@ from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase, key_shared_meta
 from magnetar.client.crypto import MessageDecryptor
 from magnetar.client.message import Message, MessageId, acknowledged_id
+from magnetar.client.receive_together import ReceiveTogether, poll_together
 from magnetar.client.threads import Workers
 from magnetar.client.transport import ServiceSwitched, Transport, topic_path
 from magnetar.client.types import (
@@ -50,6 +51,7 @@ ACK_GROUP_S = 0.1
 ACK_MAX_DELAY_S = 1.0
 HEARTBEAT_S = 10.0
 MAX_POLL_MS = 20_000
+CARRIED_WAIT_S = 1.0  # beyond its own wait, how long a poll waits for the poll of another consumer carrying it
 # a seal is readable this long after the time the broker predicts for it (its segment's write,
 # then the S3 put and the commit): a look this much after it finds it
 SEAL_VISIBLE_S = 0.05
@@ -88,6 +90,7 @@ class Consumer(ConsumerBase):
         start_message_id_inclusive: bool = False,
         priority_level: int = 0,
         replicate_subscription_state: bool = False,
+        receive_together: ReceiveTogether | None = None,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -134,10 +137,17 @@ class Consumer(ConsumerBase):
         self._closed = threading.Event()
         self._batch_short = False  # the previous batch receive's poll ended short of its count
         self._next_seal_at: float | None = None  # when the topic's next seal is due (monotonic), if known
+        self._answered_at = 0.0  # when a poll last answered for it (its own, or one that carried it)
         # polled by a partitioned consumer's shared poll (client/partitioned.py), which then
         # takes its messages (`_sink`), its acks and its heartbeats: this one polls nothing itself
         self._grouped = False
         self._sink: Callable[[Message], None] | None = None
+        # the client's consumers of this topic and subscription poll together (client/receive_together.py):
+        # held for each request that reads or resets what is prefetched (poll, seek, redelivery); another
+        # consumer's poll carries this one only while it can take it
+        self._poll_lock = threading.Lock()
+        self._together = receive_together if topic.is_persistent else None
+        self._together_key = (str(topic), subscription_name)
         response = self._transport.call("PUT", self._consumer_path, self._subscribe_body)
         self._epoch = int(response.get("epoch", 0)) if isinstance(response, dict) else 0
         self._transport.add_switch_listener(self._on_switch)  # client failover (client/failover.py)
@@ -183,7 +193,9 @@ class Consumer(ConsumerBase):
                 if self._batch_short and 0 < wait_ms <= LOOK_ONCE_MAX_WAIT_MS:
                     # short of its count last time: this one would be too, so wait here and look once
                     # at the end (a broker function waiting bills its memory for the whole wait), or
-                    # as soon as the topic's next seal is due; not at all when it is due after the wait
+                    # as soon as the topic's next seal is due; not at all when it is due after the wait,
+                    # nor when another consumer's look carried this one meanwhile (its answer is here)
+                    began = time.monotonic()
                     wait_s = wait_ms / 1000
                     due = self._next_seal_at
                     if due is not None:
@@ -195,6 +207,8 @@ class Consumer(ConsumerBase):
                         wait_s = max(0.0, readable_in)
                     self._closed.wait(wait_s)
                     self._check_open()
+                    if self._answered_at > began:
+                        return self._take_batch(limit)
                     wait_ms = 0
                 self._poll(wait_ms, min_messages=want, max_messages=max(want, 1))
                 self._batch_short = len(self._queue) < limit
@@ -248,7 +262,7 @@ class Consumer(ConsumerBase):
         self.acknowledge(message)
 
     def redeliver_unacknowledged_messages(self) -> None:
-        with self._receive_lock:
+        with self._receive_lock, self._poll_lock:
             self._flush_acks()
             self._queue.clear()
             self._transport.call("POST", f"{self._consumer_path}/redeliver", {})
@@ -259,7 +273,7 @@ class Consumer(ConsumerBase):
             raise ValueError(f"seek takes a MessageId or a timestamp in ms, not {type(messageid).__name__}")
         body: dict[str, Any] = {"messageId": messageid.wire()} if isinstance(messageid, MessageId) else {
             "timestamp": int(messageid)}
-        with self._receive_lock:
+        with self._receive_lock, self._poll_lock:
             self._pending.clear()
             response = self._transport.call("POST", self._seek_path, body)
             self._epoch = int(response.get("epoch", self._epoch + 1))
@@ -283,6 +297,8 @@ class Consumer(ConsumerBase):
             self._workers.join()
             return
         self._transport.remove_switch_listener(self._on_switch)
+        if self._together is not None:
+            self._together.leave(self)
         with contextlib.suppress(exceptions.PulsarException):
             self._flush_acks()
         self._closed.set()
@@ -328,7 +344,39 @@ class Consumer(ConsumerBase):
         self._queue.extend(kept)
         self._chunks.clear()
 
+    def _room(self) -> int:
+        return self._queue_size - len(self._queue)
+
     def _poll(self, wait_ms: int, min_messages: int = 1, max_messages: int | None = None) -> None:
+        """One poll: with the client's other consumers of this subscription that it can carry
+        (client/receive_together.py), or alone. While another's poll carries this one, it waits
+        for that poll (at most `wait_ms`) and takes what it brought."""
+        if self._together is None:
+            with self._poll_lock:
+                self._poll_alone(wait_ms, min_messages, max_messages)
+            return
+        self._together.join(self)
+        started = time.monotonic()
+        if not self._poll_lock.acquire(blocking=False):
+            if not self._poll_lock.acquire(timeout=wait_ms / 1000 + CARRIED_WAIT_S):
+                return
+            if self._answered_at > started:  # the poll that carried it answered for it
+                self._poll_lock.release()
+                return
+        try:
+            riders = self._together.riders(self)
+            try:
+                if riders:
+                    poll_together(self, riders, wait_ms, min_messages, max_messages)
+                else:
+                    self._poll_alone(wait_ms, min_messages, max_messages)
+            finally:
+                for rider in riders:
+                    rider._poll_lock.release()
+        finally:
+            self._poll_lock.release()
+
+    def _poll_alone(self, wait_ms: int, min_messages: int = 1, max_messages: int | None = None) -> None:
         body: dict[str, Any] = {
             "maxMessages": max_messages or self._queue_size,
             "minMessages": min_messages,
@@ -357,9 +405,17 @@ class Consumer(ConsumerBase):
         except exceptions.PulsarException:
             self._restore_acks(acks)
             raise
-        next_seal_in_ms = response.get("nextSealInMs")
-        self._next_seal_at = None if next_seal_in_ms is None else time.monotonic() + int(next_seal_in_ms) / 1000
-        self._accept(response["entries"], int(response.get("epoch", self._epoch)), generation)
+        self._take_part(response, None, generation)
+
+    def _take_part(self, part: dict[str, Any], acks: dict[str, Any] | None, generation: int | None) -> None:
+        """Its answer to a poll (its own, or its part of one that carried it): the next seal's
+        time, the messages; acknowledgements a lost race left unwritten are sent again."""
+        if part.get("unappliedAcks"):
+            self._restore_acks(acks)
+        self._answered_at = time.monotonic()
+        next_seal_in_ms = part.get("nextSealInMs")
+        self._next_seal_at = None if next_seal_in_ms is None else self._answered_at + int(next_seal_in_ms) / 1000
+        self._accept(part.get("entries") or [], int(part.get("epoch", self._epoch)), generation)
 
     def _accept(self, wires: list[dict[str, Any]], epoch: int, generation: int | None = None) -> None:
         """Entries a poll returned (this consumer's own, or a partitioned consumer's shared poll),

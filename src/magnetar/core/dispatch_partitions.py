@@ -24,7 +24,8 @@ One receive may also serve several consumers of the subscription (`receive_parti
 a client's consumers polling together): each look reads the partitions once and steps every
 consumer on each cursor in turn (who goes first rotates), and each cursor that changed is written
 once for all of them — a client's four Key_Shared consumers of an 8-partition topic make one look
-and one claim per seal instead of four.
+and one claim per seal instead of four. A topic that is not partitioned is polled together the
+same way, as one partition (`receive_topic_together`).
 
 The poll returns as soon as any partition has messages (or `min_messages` in all), or when the
 wait is over, with when the first of the partitions' next seals is due when their cadences tell
@@ -140,9 +141,42 @@ def receive_partitions_together(
     steps every consumer on each of them in turn, and each cursor that changed is written once
     for all of them. What each partition handed out, by consumer then partition. Returns as soon
     as any consumer got something (or `min_messages` in all)."""
+    return _receive_together(service, parent, check_partitions(parent, partitions), partitions, subscription, asks,
+                             wait_ms, request_id, min_messages)
+
+
+def receive_topic_together(
+    service: SubscriptionService,
+    topic: TopicName,
+    subscription: str,
+    asks: list[ConsumerAsk],
+    wait_ms: int,
+    request_id: str,
+    min_messages: int = 1,
+) -> dict[str, PartitionReceived]:
+    """Long-poll one topic (not partitioned, or one partition by its own name) for several
+    consumers of `subscription` at once (a client's consumers of it): one look and one cursor
+    write for all of them, as `receive_partitions_together` over one partition. Each consumer's
+    acknowledgements are under the topic's partition index (-1: not a partition). What each
+    consumer got, by consumer."""
+    got = _receive_together(service, topic, [topic], [topic.partition_index], subscription, asks, wait_ms,
+                            request_id, min_messages)
+    return {consumer: per[topic.partition_index] for consumer, per in got.items()}
+
+
+def _receive_together(
+    service: SubscriptionService,
+    parent: TopicName,
+    topics: list[TopicName],
+    partitions: list[int],
+    subscription: str,
+    asks: list[ConsumerAsk],
+    wait_ms: int,
+    request_id: str,
+    min_messages: int,
+) -> dict[str, dict[int, PartitionReceived]]:
     from magnetar.core.dispatch import MAX_POLL_INTERVAL_S, MAX_WAIT_MS, POLL_INTERVAL_S
 
-    topics = check_partitions(parent, partitions)
     if not asks or len(asks) > MAX_CONSUMERS_PER_RECEIVE:
         raise InvalidInput(f"Give 1 to {MAX_CONSUMERS_PER_RECEIVE} consumers")
     if len({a.consumer for a in asks}) != len(asks):

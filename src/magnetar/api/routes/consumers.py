@@ -50,6 +50,7 @@ from magnetar.core.dispatch_partitions import (
     acknowledge_partitions,
     next_seal_of_partitions,
     receive_partitions_together,
+    receive_topic_together,
 )
 from magnetar.core.entry import MessageIdData
 from magnetar.core.errors import InvalidInput, NotAllowed
@@ -111,10 +112,10 @@ def _bind(domain: str) -> None:
         request = body(ReceiveRequest)
         if request.partitions is not None:
             return _receive_partitions(name, unquote(subscription), unquote(consumer), request)
-        if request.joined:
-            raise InvalidInput("Consumers join a receive with partitions")
         if request.acks and request.acks.partitions is not None:
             raise InvalidInput("Acknowledgements by partition need a receive with partitions")
+        if request.joined:
+            return _receive_together(name, unquote(subscription), unquote(consumer), request)
         result = build_broker().subscriptions.receive(
             name,
             unquote(subscription),
@@ -246,6 +247,36 @@ def _receive_partitions(name: TopicName, subscription: str, consumer: str, reque
     if request.joined:
         out["joined"] = {j.consumer: _received(got[j.consumer]) for j in request.joined}
     return json_response(out)
+
+
+def _receive_together(name: TopicName, subscription: str, consumer: str, request: ReceiveRequest) -> Response[str]:
+    """One long poll of a topic (not a partitioned topic's own name) for the consumer and the joined
+    ones (a client's consumers of the subscription polling together)."""
+    partition = name.partition_index
+
+    def acks_of(acks: AckRequest | None, who: str) -> dict[int, Acks]:
+        if acks is None:
+            return {}
+        if acks.partitions is not None:
+            raise InvalidInput("Acknowledgements by partition need a receive with partitions")
+        return {partition: acks_from_request(acks, who)}
+
+    asks = [ConsumerAsk(consumer, request.maxMessages, acks_of(request.acks, consumer))]
+    asks += [ConsumerAsk(j.consumer, j.maxMessages, acks_of(j.acks, j.consumer)) for j in request.joined or ()]
+    got = receive_topic_together(build_broker().subscriptions, name, subscription, asks, request.waitMs,
+                                 request.requestId or str(uuid.uuid4()), request.minMessages)
+
+    def part(received: PartitionReceived) -> dict[str, Any]:
+        out: dict[str, Any] = {"entries": [entry_to_wire(d.entry, partition, d.redelivery_count, d.acked_indexes)
+                                           for d in received.entries], "epoch": received.epoch}
+        if received.next_seal_in_ms is not None and received.receives_new:
+            out["nextSealInMs"] = received.next_seal_in_ms
+        if not received.acks_applied:  # a lost race left them unwritten: send them again
+            out["unappliedAcks"] = [partition]
+        return out
+
+    return json_response({**part(got[consumer]), "joined": {j.consumer: part(got[j.consumer])
+                                                             for j in request.joined or ()}})
 
 
 def _received(got: dict[int, PartitionReceived]) -> dict[str, Any]:
