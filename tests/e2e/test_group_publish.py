@@ -378,3 +378,28 @@ def test_a_batch_naming_its_producer_is_refused_outside_batches(cluster: Any, to
     response = HTTP.post(f"{cluster.url}{PATH}/default/{local}",
                          json={"producerName": "p", "batch": {**one, "producerName": "q"}}, timeout=30)
     assert response.status_code == 400 and "producer and sequence ids go on the request" in response.json()["reason"]
+
+
+def test_a_producer_whose_messages_another_request_carries_sends_nothing_until_it_is_answered(
+    client: magnetar.Client, topic: str
+) -> None:
+    """The order of a producer's messages holds while another producer's request carries some of
+    them: what it queues meanwhile waits for that request's answer (as a second request of its own
+    would wait for its first)."""
+    carrier = client.create_producer(topic, producer_name="carrier")
+    rider = client.create_producer(topic, producer_name="rider", batching_max_publish_delay_ms=60_000)
+    first = [rider._enqueue(f"r{i}".encode(), None, None, None, None, None, None, None, None) for i in range(3)]
+    taken = rider._hand_over()  # as the carrier's send does: the rider's batch goes with its request
+    assert [len(b) for b in taken] == [3]
+    later = rider._enqueue(b"r3", None, None, None, None, None, None, None, None)
+    rider._flush_requested = True  # its batch is due now: still nothing goes before the carried ones
+    with rider._cond:
+        rider._cond.notify_all()
+    time.sleep(0.5)
+    assert not later.done(), "sent while its earlier messages were out with another request"
+    carrier._publish([(rider, e) for e in rider._entries(taken)])
+    rider._handed_back()
+    ids = [f.result(timeout=10) for f in first] + [later.result(timeout=10)]
+    assert ids == sorted(ids) and len(set(ids)) == 4
+    consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
+    assert [m.data() for m in _drain(consumer, 4)] == [b"r0", b"r1", b"r2", b"r3"]

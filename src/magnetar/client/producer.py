@@ -315,10 +315,10 @@ class Producer:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while self._inflight:  # another producer's request carries some of its messages
-                    self._cond.wait(0.05)
-                while not self._ready:
-                    if self._batch:
+                while self._inflight or not self._ready:
+                    if self._inflight:  # another producer's request carries some of its messages: after it
+                        self._cond.wait(0.05)
+                    elif self._batch:
                         due = self._batch_started + self._delay_s
                         if self._flush_requested or time.monotonic() >= due or self._closed:
                             self._close_batch()
