@@ -178,3 +178,24 @@ def test_an_answer_stays_within_its_byte_budget_when_a_partition_lost_a_race() -
     handed = [d for per in got.values() for r in per.values() for d in r.entries]
     assert raced["done"] and len({c for c, per in got.items() if per[0].entries}) > 1  # stepped again
     assert sum(d.entry.size + WIRE_BYTES_PER_ENTRY for d in handed) <= MAX_RECEIVE_BYTES
+
+
+def test_consumers_of_a_topic_that_is_not_partitioned_poll_together_in_one_read_and_one_write() -> None:
+    from magnetar.core.dispatch_partitions import receive_topic_together
+
+    broker = memory_broker(ManualClock())
+    topic = TopicName.parse("plain-together")
+    for c in ("a", "b"):
+        broker.subscriptions.subscribe(topic, "s", c, "Shared", "Earliest")
+    for _ in range(6):
+        broker.writer.append(topic, Batch.of([Message(b"x")], batched=False), "p")
+    broker.sealer.seal(list(broker.journal.records))
+    reads, writes = counting(broker)
+    got = receive_topic_together(broker.subscriptions, topic, "s", [ConsumerAsk("a", 3), ConsumerAsk("b", 3)], 0, "")
+    ids = {c: [d.entry.entry_id for d in r.entries] for c, r in got.items()}
+    assert sorted(ids["a"] + ids["b"]) == list(range(6)) and len(ids["a"]) == len(ids["b"]) == 3
+    assert reads == [1] and [len(w) for w in writes] == [1], "one read, one cursor write for both"
+    acks = {-1: Acks(entries=tuple(ids["b"]), consumer="b")}
+    receive_topic_together(broker.subscriptions, topic, "s", [ConsumerAsk("a", 1), ConsumerAsk("b", 1, acks)], 0, "")
+    cursor = broker.metadata.get_subscription_view(topic, "s").cursor
+    assert cursor is not None and cursor.unacked() == 3, "b's three acknowledged: only a's are out"
