@@ -403,3 +403,16 @@ def test_a_producer_whose_messages_another_request_carries_sends_nothing_until_i
     assert ids == sorted(ids) and len(set(ids)) == 4
     consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
     assert [m.data() for m in _drain(consumer, 4)] == [b"r0", b"r1", b"r2", b"r3"]
+
+
+def test_a_request_may_carry_only_other_producers_batches(cluster: Any, admin: Any, topic: str) -> None:
+    """A producer's send cut into several requests (each within one journal record) may leave one
+    carrying only the others' batches: stored under their names, counted in their stats."""
+    local = topic.rsplit("/", 1)[1]
+    body = {"producerName": "lead", "batches": [{**_batch(0, ["q0", "q1"]), "producerName": "other"},
+                                                {**_batch(0, ["r0"]), "producerName": "third"}]}
+    response = HTTP.post(f"{cluster.url}{PATH}/default/{local}", json=body, timeout=30)
+    assert response.status_code == 200, response.text
+    assert [b["entryId"] for b in response.json()["batches"]] == [0, 1]
+    counted = {p["producerName"]: p.get("msgInCounter", 0) for p in admin.topic_stats(topic).get("publishers", [])}
+    assert counted.get("other") == 2 and counted.get("third") == 1 and "lead" not in counted, counted

@@ -45,11 +45,13 @@ class WriterItems(DynamoBase):
             ":ids": _n(claim.entries), ":zero": _n(0), ":p": _s(claim.producer), ":now": _n(claim.now_ms),
             ":m": _n(claim.messages), ":b": _n(claim.size), **extra,
         }
-        names: dict[str, str] = {"#p": claim.producer}
+        names: dict[str, str] = {}  # only names the expressions use (DynamoDB refuses others)
         # each producer's counters; several producers' batches: each one's, and each fenced
         for i, share in enumerate(claim.shares or (ProducerShare(claim.producer, claim.messages, claim.size),)):
             p = "#p"  # the request's own producer, fenced by `condition` already
-            if share.producer != claim.producer:
+            if share.producer == claim.producer:
+                names[p] = claim.producer
+            else:
                 p = f"#p{i}"
                 names[p] = share.producer
                 values[f":p{i}"] = _s(share.producer)
@@ -61,6 +63,7 @@ class WriterItems(DynamoBase):
             update += (", dedup_seq.#p = :seq, dedup_entry.#p = next_entry, dedup_ledger.#p = ledger_id,"
                        " dedup_at.#p = :now, #ids = :ids")
             values[":seq"] = _n(claim.sequence_id)
+            names["#p"] = claim.producer
             names["#ids"] = _dedup_ids(claim.producer)
         if claim.rate is not None:
             rate_update, rate_condition = self._rate_parts(str(topic), claim.rate, values)
