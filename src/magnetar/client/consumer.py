@@ -51,7 +51,7 @@ ACK_GROUP_S = 0.1
 ACK_MAX_DELAY_S = 1.0
 HEARTBEAT_S = 10.0
 MAX_POLL_MS = 20_000
-CARRIED_WAIT_S = 1.0  # beyond its own wait, how long a poll waits for the poll of another consumer carrying it
+CARRIED_LOOK_WAIT_S = 1.0  # how long a look (a poll with no wait) waits for another consumer's look carrying it
 # a seal is readable this long after the time the broker predicts for it (its segment's write,
 # then the S3 put and the commit): a look this much after it finds it
 SEAL_VISIBLE_S = 0.05
@@ -350,7 +350,8 @@ class Consumer(ConsumerBase):
     def _poll(self, wait_ms: int, min_messages: int = 1, max_messages: int | None = None) -> None:
         """One poll: with the client's other consumers of this subscription that it can carry
         (client/receive_together.py), or alone. While another's poll carries this one, it waits
-        for that poll (at most `wait_ms`) and takes what it brought."""
+        for that poll (at most its own wait; a look, which has none, up to CARRIED_LOOK_WAIT_S) and takes
+        what it brought."""
         if self._together is None:
             with self._poll_lock:
                 self._poll_alone(wait_ms, min_messages, max_messages)
@@ -358,7 +359,9 @@ class Consumer(ConsumerBase):
         self._together.join(self)
         started = time.monotonic()
         if not self._poll_lock.acquire(blocking=False):
-            if not self._poll_lock.acquire(timeout=wait_ms / 1000 + CARRIED_WAIT_S):
+            # a long poll waits for the carrying one no longer than its own wait; a look (no wait)
+            # waits for the carrying look, which brings its answer
+            if not self._poll_lock.acquire(timeout=wait_ms / 1000 if wait_ms > 0 else CARRIED_LOOK_WAIT_S):
                 return
             if self._answered_at > started:  # the poll that carried it answered for it
                 self._poll_lock.release()
@@ -534,12 +537,17 @@ class Consumer(ConsumerBase):
 
     def _run(self) -> None:
         """Grouped acknowledgements (checked every ACK_GROUP_S while some wait) and the lease's
-        heartbeat. Asleep between heartbeats while there is nothing to acknowledge."""
+        heartbeat. Asleep between heartbeats while there is nothing to acknowledge. A poll that
+        answered for the consumer (its own, or one that carried it) renewed its lease as a
+        heartbeat does (when half spent): the heartbeat only comes HEARTBEAT_S after the last of
+        them, so a consumer that keeps polling sends none."""
         last_beat = time.monotonic()
         while True:
+            last_beat = max(last_beat, self._answered_at)
             acks_waiting = bool(self._pending.since) and not self._grouped
             wake = self._pending.wake
             wake.wait(ACK_GROUP_S if acks_waiting else max(0.0, last_beat + HEARTBEAT_S - time.monotonic()))
+            last_beat = max(last_beat, self._answered_at)
             wake.clear()
             if self._closed.is_set():
                 return
