@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -45,12 +45,15 @@ def path(topic: str) -> str:
 
 
 @pytest.fixture
-def workload(client: magnetar.Client, admin: AdminClient, topic: str) -> dict[str, Any]:
+def workload(cluster: Any, client: magnetar.Client, admin: AdminClient, topic: str) -> Iterator[dict[str, Any]]:
     """2 producers x 50 messages of 100 bytes; Shared `shared`: c1 and c2 each take 15 and ack them
-    (20 each were handed out: the receive queue holds 10); Exclusive `excl`: e1 takes nothing."""
-    shared = [client.subscribe(topic, "shared", consumer_type=magnetar.ConsumerType.Shared, consumer_name=name,
-                               initial_position=magnetar.InitialPosition.Earliest, receiver_queue_size=10)
-              for name in ("c1", "c2")]
+    (20 each were handed out: the receive queue holds 10); Exclusive `excl`: e1 takes nothing. c1
+    and c2 are in clients of their own, so each polls only for itself (consumers of one client poll
+    together: a poll of one would fill the other's queue too) and the counts are exact."""
+    other = magnetar.Client(cluster.url)
+    shared = [c.subscribe(topic, "shared", consumer_type=magnetar.ConsumerType.Shared, consumer_name=name,
+                          initial_position=magnetar.InitialPosition.Earliest, receiver_queue_size=10)
+              for c, name in ((client, "c1"), (other, "c2"))]
     excl = client.subscribe(topic, "excl", consumer_type=magnetar.ConsumerType.Exclusive, consumer_name="e1",
                             initial_position=magnetar.InitialPosition.Earliest, receiver_queue_size=10)
     for name in ("prod-a", "prod-b"):
@@ -64,7 +67,8 @@ def workload(client: magnetar.Client, admin: AdminClient, topic: str) -> dict[st
     for consumer in shared:
         for _ in range(15):
             consumer.acknowledge(consumer.receive(timeout_millis=10_000))
-    return {"topic": topic, "excl": excl}
+    yield {"topic": topic, "excl": excl}
+    other.close()
 
 
 def test_topic_stats_of_a_known_workload(cluster, admin: AdminClient, workload: dict[str, Any]) -> None:  # type: ignore[no-untyped-def]
