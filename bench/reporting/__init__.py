@@ -13,9 +13,10 @@ from .details_protocols import BLOCKS as PROTOCOL_BLOCKS
 from .details_scale import BLOCKS as SCALE_BLOCKS
 from .details_throughput import BLOCKS as THROUGHPUT_BLOCKS
 from .headlines import BLOCKS as HEADLINE_BLOCKS
+from .message_cost_budget import BLOCKS as MESSAGE_COST_BUDGET_BLOCKS
 from .message_cost_tables import BLOCKS as MESSAGE_COST_BLOCKS
 
-BLOCKS: dict[str, Block] = {**MESSAGE_COST_BLOCKS, **HEADLINE_BLOCKS, **THROUGHPUT_BLOCKS, **SCALE_BLOCKS,
+BLOCKS: dict[str, Block] = {**MESSAGE_COST_BLOCKS, **MESSAGE_COST_BUDGET_BLOCKS, **HEADLINE_BLOCKS, **THROUGHPUT_BLOCKS, **SCALE_BLOCKS,
                             **PROTOCOL_BLOCKS, **FUNCTION_BLOCKS}
 COST_BLOCKS: dict[str, Block] = {**COST_TEXT_BLOCKS, **COST_MODEL_BLOCKS, **COST_FUNCTION_BLOCKS}
 # Each generated document (by file name, under docs/) and the blocks it holds, every one exactly once
