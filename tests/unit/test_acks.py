@@ -96,7 +96,7 @@ def test_no_ack_is_lost_while_another_thread_takes() -> None:
 def test_grouped_acknowledgements_wait_for_the_next_poll() -> None:
     """An application acking between receives starts its next poll at once: its acks ride on it,
     no request of their own; alone only after the grouping time with no poll, or the longest delay."""
-    from magnetar.client.consumer import ACK_GROUP_S, ACK_MAX_DELAY_S, ack_flush_due
+    from magnetar.client.acks import ACK_GROUP_S, ACK_MAX_DELAY_S, ack_flush_due
 
     assert not ack_flush_due(0.001, polling=False)  # just acked: the next receive carries them
     assert ack_flush_due(ACK_GROUP_S, polling=False)  # nobody polled for the grouping time

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from magnetar.adapters.memory_deletion import MemoryDeletionStore
+from magnetar.adapters.memory_functions import MemoryFunctionStore
 from magnetar.adapters.memory_snapshots import MemorySnapshotStore
 from magnetar.core.clusters import ClusterData
 from magnetar.core.cursor import CursorState
@@ -27,7 +28,6 @@ from magnetar.core.policies import TOPIC_LIMIT_REASON, admit, has_overrides
 from magnetar.core.ports import (
     CursorWrite,
     DedupRecord,
-    FunctionRecord,
     JournalPosition,
     JournalRecord,
     NamespaceInfo,
@@ -38,13 +38,13 @@ from magnetar.core.ports import (
     SealState,
     SegmentCommit,
     SegmentMeta,
-    StateValue,
     SubscriptionSnapshot,
     SubscriptionView,
     TenantInfo,
     WriterState,
 )
 from magnetar.core.ports.deletion import TopicFence
+from magnetar.core.ports.functions import FunctionRecord, StateValue
 from magnetar.core.schema.types import StoredSchema
 
 
@@ -122,98 +122,6 @@ class MemorySegmentStore:
 
     def list_keys(self, prefix: str) -> list[str]:
         return sorted(k for k in self.objects if k.startswith(prefix))
-
-
-class MemoryFunctionStore:
-    """The FunctionStore part of MemoryMetadataStore (the registry and the functions' state)."""
-
-    functions: dict[str, FunctionRecord]
-    function_state: dict[str, dict[str, StateValue]]
-    function_leases: dict[str, tuple[str, int]]  # fqfn -> (owner, until ms)
-    _lock: threading.RLock
-
-    def create_function(self, record: FunctionRecord) -> bool:
-        with self._lock:
-            return self.functions.setdefault(record.fqfn, record) is record
-
-    def update_function(self, record: FunctionRecord, previous: FunctionRecord) -> bool:
-        with self._lock:
-            current = self.functions.get(record.fqfn)
-            if current is None or current.version != previous.version:
-                return False
-            self.functions[record.fqfn] = record
-            return True
-
-    def get_function(self, tenant: str, namespace: str, name: str) -> FunctionRecord | None:
-        return self.functions.get(f"{tenant}/{namespace}/{name}")
-
-    def list_functions(self, tenant: str, namespace: str) -> list[str]:
-        return sorted(r.name for r in self.functions.values() if (r.tenant, r.namespace) == (tenant, namespace))
-
-    def set_function_state(self, tenant: str, namespace: str, name: str, state: str) -> bool:
-        with self._lock:
-            current = self.functions.get(f"{tenant}/{namespace}/{name}")
-            if current is None:
-                return False
-            self.functions[current.fqfn] = replace(current, state=state)
-            return True
-
-    def delete_function(self, record: FunctionRecord) -> bool:
-        with self._lock:
-            return self.functions.pop(record.fqfn, None) is not None
-
-    def functions_of_input(self, topic: str) -> list[str]:
-        return sorted(fqfn for fqfn, r in self.functions.items() if topic in r.inputs)
-
-    def function_patterns(self, namespace: str) -> dict[str, str]:
-        from magnetar.core.functions.registry import pattern_namespace
-
-        return {fqfn: r.topics_pattern for fqfn, r in self.functions.items()
-                if r.topics_pattern and pattern_namespace(r) == namespace}
-
-    def get_function_state(self, fqfn: str, key: str) -> StateValue | None:
-        return self.function_state.get(fqfn, {}).get(key)
-
-    def _set_state(self, fqfn: str, key: str, value: bytes | None, counter: int | None) -> StateValue:
-        with self._lock:
-            keys = self.function_state.setdefault(fqfn, {})
-            previous = keys.get(key)
-            keys[key] = StateValue(key, value, counter, (previous.version if previous else 0) + 1)
-            return keys[key]
-
-    def put_function_state(self, fqfn: str, key: str, value: bytes) -> int:
-        return self._set_state(fqfn, key, value, None).version
-
-    def set_function_counter(self, fqfn: str, key: str, value: int) -> int:
-        return self._set_state(fqfn, key, None, value).version
-
-    def incr_function_counter(self, fqfn: str, key: str, amount: int) -> int:
-        with self._lock:
-            previous = self.get_function_state(fqfn, key)
-            counter = self._set_state(fqfn, key, None, ((previous.counter or 0) if previous else 0) + amount).counter
-            assert counter is not None
-            return counter
-
-    def delete_function_state(self, fqfn: str, key: str) -> bool:
-        with self._lock:
-            return self.function_state.get(fqfn, {}).pop(key, None) is not None
-
-    def clear_function_state(self, fqfn: str) -> int:
-        with self._lock:
-            return len(self.function_state.pop(fqfn, {}))
-
-    def claim_function_lease(self, fqfn: str, owner: str, now_ms: int, lease_ms: int) -> bool:
-        with self._lock:
-            held = self.function_leases.get(fqfn)
-            if held is not None and held[0] != owner and held[1] > now_ms:
-                return False
-            self.function_leases[fqfn] = (owner, now_ms + lease_ms)
-            return True
-
-    def release_function_lease(self, fqfn: str, owner: str) -> None:
-        with self._lock:
-            if self.function_leases.get(fqfn, ("", 0))[0] == owner:
-                del self.function_leases[fqfn]
 
 
 @dataclass

@@ -1,6 +1,8 @@
 """Acknowledgements a consumer has made and not sent yet (Pulsar's grouped acknowledgements), for
 the long-polling consumer (client/consumer.py) and the WebSocket push consumer (client/push.py):
-each keeps an `AckGroup` and writes what it takes in its own wire form."""
+each keeps an `AckGroup` and writes what it takes in its own wire form (the HTTP API's below).
+Grouped acknowledgements ride on the consumer's next poll; `ack_flush_due` says when they go in a
+request of their own."""
 
 from __future__ import annotations
 
@@ -8,8 +10,20 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from magnetar.client.message import MessageId
+
+ACK_GROUP_S = 0.1  # Pulsar's acknowledgmentGroupTime
+ACK_MAX_DELAY_S = 1.0
+
+
+def ack_flush_due(waited_s: float, polling: bool) -> bool:
+    """Whether acknowledgements that have waited `waited_s` go in a request of their own: they
+    ride on the next poll, so only when none has carried them for the grouping time (Pulsar's
+    acknowledgmentGroupTime) and none is in flight, or after ACK_MAX_DELAY_S whatever happens.
+    An application acking between receives starts its next poll at once: no request of their own."""
+    return waited_s >= ACK_MAX_DELAY_S or (waited_s >= ACK_GROUP_S and not polling)
 
 
 @dataclass
@@ -93,3 +107,34 @@ class AckGroup:
         if not self.since:
             self.since = time.monotonic()
             self.wake.set()
+
+
+def http_acks(taken: Taken, epoch: int, nack_delay_ms: int) -> dict[str, Any] | None:
+    """Taken acknowledgements as the HTTP API's `acks` body of a poll or an ack request (None: none):
+    the ids, the sizes of the batch entries acknowledged message by message, the cumulative id, the
+    negative acks and their delay, under the consumer's `epoch`."""
+    if taken.empty():
+        return None
+    sizes = {MessageId.from_text(m).entry_id(): n for m, n in taken.acks.items() if n > 1}
+    body: dict[str, Any] = {"messageIds": sorted(taken.acks), "epoch": epoch}
+    if taken.cumulative is not None:
+        body["cumulative"] = taken.cumulative.wire()
+        if taken.cumulative._batch_size > 1:
+            sizes[taken.cumulative.entry_id()] = taken.cumulative._batch_size
+    if sizes:
+        body["batchSizes"] = {str(e): n for e, n in sizes.items()}
+    if taken.nacks:
+        body["nacks"] = sorted(taken.nacks)
+        body["nackDelayMs"] = nack_delay_ms
+    return body
+
+
+def taken_of_http_acks(body: dict[str, Any]) -> Taken:
+    """The acknowledgements an `acks` body held (`http_acks`), to be pending again when it was not sent."""
+    sizes = body.get("batchSizes", {})
+    taken = Taken({m: sizes.get(str(MessageId.from_text(m).entry_id()), 0) for m in body["messageIds"]},
+                  set(body.get("nacks", ())))
+    if "cumulative" in body:
+        taken.cumulative = MessageId.from_text(body["cumulative"])
+        taken.cumulative._batch_size = sizes.get(str(taken.cumulative.entry_id()), 0)
+    return taken

@@ -25,7 +25,7 @@ from typing import Any
 
 from magnetar.api.wire import entry_from_wire
 from magnetar.client import exceptions
-from magnetar.client.acks import AckGroup, Taken
+from magnetar.client.acks import ACK_GROUP_S, AckGroup, ack_flush_due, http_acks, taken_of_http_acks
 from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase, key_shared_meta
@@ -47,22 +47,12 @@ from magnetar.core.entry import Entry
 from magnetar.core.naming import TopicName
 
 log = logging.getLogger(__name__)
-ACK_GROUP_S = 0.1
-ACK_MAX_DELAY_S = 1.0
 HEARTBEAT_S = 10.0
 MAX_POLL_MS = 20_000
 CARRIED_LOOK_WAIT_S = 1.0  # how long a look (a poll with no wait) waits for another consumer's look carrying it
 # a seal is readable this long after the time the broker predicts for it (its segment's write,
 # then the S3 put and the commit): a look this much after it finds it
 SEAL_VISIBLE_S = 0.05
-
-
-def ack_flush_due(waited_s: float, polling: bool) -> bool:
-    """Whether acknowledgements that have waited `waited_s` go in a request of their own: they
-    ride on the next poll, so only when none has carried them for the grouping time (Pulsar's
-    acknowledgmentGroupTime) and none is in flight, or after ACK_MAX_DELAY_S whatever happens.
-    An application acking between receives starts its next poll at once: no request of their own."""
-    return waited_s >= ACK_MAX_DELAY_S or (waited_s >= ACK_GROUP_S and not polling)
 
 
 class Consumer(ConsumerBase):
@@ -494,33 +484,11 @@ class Consumer(ConsumerBase):
 
     def _take_acks(self) -> dict[str, Any] | None:
         """The pending acks as a request's `acks` body (None: none pending)."""
-        taken = self._pending.take()
-        if taken.empty():
-            return None
-        acks, nacks, cumulative = taken.acks, taken.nacks, taken.cumulative
-        sizes = {MessageId.from_text(m).entry_id(): n for m, n in acks.items() if n > 1}
-        body: dict[str, Any] = {"messageIds": sorted(acks), "epoch": self._epoch}
-        if cumulative is not None:
-            body["cumulative"] = cumulative.wire()
-            if cumulative._batch_size > 1:
-                sizes[cumulative.entry_id()] = cumulative._batch_size
-        if sizes:
-            body["batchSizes"] = {str(e): n for e, n in sizes.items()}
-        if nacks:
-            body["nacks"] = sorted(nacks)
-            body["nackDelayMs"] = self._nack_delay_ms
-        return body
+        return http_acks(self._pending.take(), self._epoch, self._nack_delay_ms)
 
     def _restore_acks(self, body: dict[str, Any] | None) -> None:
-        if not body:
-            return
-        sizes = body.get("batchSizes", {})
-        taken = Taken({m: sizes.get(str(MessageId.from_text(m).entry_id()), 0) for m in body["messageIds"]},
-                      set(body.get("nacks", ())))
-        if "cumulative" in body:
-            taken.cumulative = MessageId.from_text(body["cumulative"])
-            taken.cumulative._batch_size = sizes.get(str(taken.cumulative.entry_id()), 0)
-        self._pending.restore(taken)
+        if body:
+            self._pending.restore(taken_of_http_acks(body))
 
     def _flush_acks(self) -> None:
         generation = self._transport.generation

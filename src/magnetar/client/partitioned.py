@@ -20,7 +20,8 @@ from typing import Any
 import mmh3
 
 from magnetar.client import exceptions
-from magnetar.client.consumer import ACK_GROUP_S, HEARTBEAT_S, Consumer, ack_flush_due
+from magnetar.client.acks import ACK_GROUP_S, ack_flush_due
+from magnetar.client.consumer import HEARTBEAT_S, Consumer
 from magnetar.client.consumer_base import MessageListening
 from magnetar.client.message import Message, MessageId, acknowledged_id
 from magnetar.client.poll_group import PollGroup, PollGroups

@@ -38,7 +38,7 @@ from magnetar.functions.schemas import RegistrySchemaSource, TopicSchemas
 if TYPE_CHECKING:
     from magnetar.client.message import Message, MessageId
     from magnetar.core.functions.registry import FunctionRegistry
-    from magnetar.core.ports import FunctionRecord
+    from magnetar.core.ports.functions import FunctionRecord
 
 log = logging.getLogger(__name__)
 ACK, NACK, DEAD_LETTER, NONE = "ack", "nack", "deadLetter", "none"

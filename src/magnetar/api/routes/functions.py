@@ -31,7 +31,7 @@ from magnetar.core.authz import Access
 from magnetar.core.errors import InvalidInput
 from magnetar.core.functions.registry import FunctionCode, state_json
 from magnetar.core.functions.trigger import DEFAULT_TRIGGER_TIMEOUT_MS, trigger
-from magnetar.core.ports import FunctionRecord
+from magnetar.core.ports.functions import FunctionRecord
 from magnetar.functions.config import FunctionConfig
 
 router = Router()  # type: ignore[no-untyped-call]

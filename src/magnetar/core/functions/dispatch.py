@@ -55,7 +55,7 @@ from magnetar.functions.config import FunctionConfig, ProcessingGuarantees
 
 if TYPE_CHECKING:
     from magnetar.core.broker import Broker
-    from magnetar.core.ports import FunctionRecord
+    from magnetar.core.ports.functions import FunctionRecord
 
 log = logging.getLogger(__name__)
 DEFAULT_BUDGET_MS = 60_000

@@ -38,8 +38,8 @@ from pydantic import ValidationError
 from magnetar.core.errors import Conflict, InvalidInput, NotFound, PayloadTooLarge
 from magnetar.core.functions.deployment import check_resources, deployment_of
 from magnetar.core.naming import NamespaceName, TopicName, check_entity
-from magnetar.core.ports import Clock, FunctionRecord, MetadataStore, SegmentStore, StateValue
-from magnetar.core.ports.functions import DeployedFunction, FunctionDeployer
+from magnetar.core.ports import Clock, MetadataStore, SegmentStore
+from magnetar.core.ports.functions import DeployedFunction, FunctionDeployer, FunctionRecord, StateValue
 from magnetar.functions.config import FunctionConfig
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,8 @@ from magnetar.core.schema.compatibility import check_compatible, effective_strat
 from magnetar.core.schema.types import SchemaData, StoredSchema
 
 if TYPE_CHECKING:
-    from magnetar.core.ports import Clock, SchemaStore
+    from magnetar.core.ports import Clock
+    from magnetar.core.ports.schema import SchemaStore
 
 # Pulsar's Policies fields
 STRATEGY = "schema_compatibility_strategy"

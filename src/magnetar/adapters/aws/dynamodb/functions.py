@@ -20,7 +20,7 @@ from typing import Any
 
 from magnetar.adapters.aws.dynamodb.base import DynamoBase, _int, _n, _s
 from magnetar.core.errors import RetryableError
-from magnetar.core.ports import FunctionRecord, StateValue
+from magnetar.core.ports.functions import FunctionRecord, StateValue
 
 _FUNCTIONS = "FUNCTIONS#"
 _INPUT = "FNINPUT#"
