@@ -206,7 +206,7 @@ class Consumer(ConsumerBase):
 
     def acknowledge(self, message: Message | MessageId) -> None:
         message_id = acknowledged_id(message, "acknowledge")
-        if self._foreign(message_id):
+        if not self._admit_ack(message_id):
             return
         self._pending.ack((mid.wire(), mid._batch_size) for mid in message_id._chunks or (message_id,))
 
@@ -215,7 +215,7 @@ class Consumer(ConsumerBase):
         if self._type in (ConsumerType.Shared, ConsumerType.KeyShared):
             raise exceptions.CumulativeAcknowledgementNotAllowedError(
                 "Cumulative acknowledgement is not allowed on a Shared subscription")
-        if self._foreign(message_id):
+        if not self._admit_ack(message_id):
             return
         self._pending.ack_cumulative(message_id)
         self._flush_acks()
@@ -224,7 +224,7 @@ class Consumer(ConsumerBase):
         """Redeliver this message after `negative_ack_redelivery_delay_ms` (its whole batch, minus
         the messages already acknowledged)."""
         message_id = acknowledged_id(message, "negative_acknowledge")
-        if self._foreign(message_id):
+        if not self._admit_ack(message_id):
             return
         self._pending.nack(mid.wire() for mid in (message_id._chunks or (message_id,)))
 
@@ -306,19 +306,21 @@ class Consumer(ConsumerBase):
         return not self._closed.is_set()
 
     # --- internals -------------------------------------------------------------------------
-    def _foreign(self, message_id: MessageId) -> bool:
-        """A message delivered by another cluster than the current one (before a client failover
-        switched away from it): its id means nothing here, so its acknowledgement is dropped; the
-        cluster that delivered it redelivers it (at-least-once)."""
+    def _admit_ack(self, message_id: MessageId) -> bool:
+        """Whether an acknowledgement of `message_id` goes to the pending ones. Not for a message
+        delivered by another cluster than the current one (before a client failover switched away
+        from it): its id means nothing here, and the cluster that delivered it redelivers it
+        (at-least-once). The first acknowledgement admitted after a switch drops what was still
+        pending from the former cluster, moot here too."""
         generation = message_id._generation
         current = self._transport.generation
         if generation is None or generation == current:
-            if self._pending_generation != current:  # acks of a former service: moot here
+            if self._pending_generation != current:
                 self._pending.clear()
                 self._pending_generation = current
-            return False
+            return True
         log.debug("consumer %s: acknowledgement of a message from a former service dropped", self._name)
-        return True
+        return False
 
     def _on_switch(self) -> None:
         """The client switched to another cluster: what was prefetched and not acknowledged stays

@@ -187,7 +187,7 @@ class PushConsumer(ConsumerBase):
 
     def acknowledge(self, message: Message | MessageId) -> None:
         message_id = acknowledged_id(message, "acknowledge")
-        if self._foreign(message_id):
+        if not self._admit_ack(message_id):
             return
         if self._pending.ack([(self._wire(message_id), message_id._batch_size)]) >= ACK_FLUSH_IDS:
             self._flush_acks()
@@ -202,7 +202,7 @@ class PushConsumer(ConsumerBase):
         """Redeliver this message after the consumer's `negative_ack_redelivery_delay_ms` (persistent
         topics; a non-persistent topic keeps nothing, the message is only released)."""
         message_id = acknowledged_id(message, "negative_acknowledge")
-        if self._foreign(message_id):
+        if not self._admit_ack(message_id):
             return
         if self._pending.nack([self._wire(message_id)]) >= ACK_FLUSH_IDS:
             self._flush_acks()
@@ -268,9 +268,10 @@ class PushConsumer(ConsumerBase):
     def _url(self) -> str:
         return self._ws_base + self._ws_path
 
-    def _foreign(self, message_id: MessageId) -> bool:
-        """Pushed by another cluster than the current one (before a client failover): dropped."""
-        return message_id._generation is not None and message_id._generation != self._transport.generation
+    def _admit_ack(self, message_id: MessageId) -> bool:
+        """Whether an acknowledgement of `message_id` goes to the pending ones: not for a message
+        pushed by another cluster than the current one (before a client failover)."""
+        return message_id._generation is None or message_id._generation == self._transport.generation
 
     def _on_switch(self) -> None:
         """The client switched to another cluster: reconnect there (the reader thread does); what

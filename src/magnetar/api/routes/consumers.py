@@ -267,25 +267,22 @@ def _receive_together(name: TopicName, subscription: str, consumer: str, request
                                  request.requestId or str(uuid.uuid4()), request.minMessages)
 
     def part(received: PartitionReceived) -> dict[str, Any]:
-        out: dict[str, Any] = {"entries": [entry_to_wire(d.entry, partition, d.redelivery_count, d.acked_indexes)
-                                           for d in received.entries], "epoch": received.epoch}
-        if received.next_seal_in_ms is not None and received.receives_new:
-            out["nextSealInMs"] = received.next_seal_in_ms
-        if not received.acks_applied:  # a lost race left them unwritten: send them again
-            out["unappliedAcks"] = [partition]
-        return out
+        return _received({partition: received}, one_topic=True)
 
     return json_response({**part(got[consumer]), "joined": {j.consumer: part(got[j.consumer])
                                                              for j in request.joined or ()}})
 
 
-def _received(got: dict[int, PartitionReceived]) -> dict[str, Any]:
-    """One consumer's part of a receive over partitions, as the wire has it."""
-    out: dict[str, Any] = {
-        "entries": [entry_to_wire(d.entry, p, d.redelivery_count, d.acked_indexes)
-                    for p, r in got.items() for d in r.entries],
-        "epochs": {str(p): r.epoch for p, r in got.items()},
-    }
+def _received(got: dict[int, PartitionReceived], one_topic: bool = False) -> dict[str, Any]:
+    """One consumer's part of a receive over partitions, as the wire has it: its entries, each
+    partition's epoch (`epochs`; `epoch` for the receive of one topic), when the next seal is due,
+    the partitions whose acknowledgements a lost race left unwritten (to be sent again)."""
+    out: dict[str, Any] = {"entries": [entry_to_wire(d.entry, p, d.redelivery_count, d.acked_indexes)
+                                       for p, r in got.items() for d in r.entries]}
+    if one_topic:
+        out["epoch"] = next(iter(got.values())).epoch
+    else:
+        out["epochs"] = {str(p): r.epoch for p, r in got.items()}
     next_seal = next_seal_of_partitions(got)
     if next_seal is not None:
         out["nextSealInMs"] = next_seal
