@@ -100,3 +100,17 @@ def test_make_bench_report_checks_from_the_command_line(tmp_path: Path) -> None:
     assert subprocess.run([*check[:-3], "--doc", str(stale)], capture_output=True, text=True).returncode == 0
     assert subprocess.run(check, capture_output=True, text=True).returncode == 0
     assert stale.read_text() == DOC.read_text()
+
+
+def test_a_runs_dollars_split_by_step_add_up_to_what_it_was_priced_at(report: ModuleType) -> None:
+    """The steps of the unmet price goals' runs (bench/reporting/message_cost_budget.py) sum to the
+    run's priced total, each step costs something, and a run without publishes costs less by them."""
+    budget = sys.modules["reporting.message_cost_budget"]
+    for workload in budget.GOALS:
+        run = json.loads((RESULTS / f"message-cost-{workload}.json").read_text())
+        split = budget.split(run)
+        assert split.total == pytest.approx(run["cost_usd_per_million_msgs"]["provisioned_kinesis"], rel=1e-9)
+        assert min(split.publish, split.seal_and_consume, split.rest) > 0, split
+        assert split.per_seal() > split.per_publish() > 0  # a seal is an S3 object, a commit and a poll
+        quiet = {**run, "aws_requests": {k: v for k, v in run["aws_requests"].items() if k not in budget.PUBLISH}}
+        assert budget.split(quiet).total < split.total
