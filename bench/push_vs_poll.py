@@ -10,7 +10,8 @@ every second as the event-source mapping does on AWS), then:
    client, Pulsar's consumer path) on two subscriptions of the same topic record the delivery
    time. Reports p50/p90/p99/max of send -> delivery for both.
 2. **idle cost**: with nothing published, one idle consumer of each kind stays attached for
-   `--idle` seconds, one after the other; the local runtime's counters (AWS requests by
+   `--idle` seconds, one after the other (an SDK consumer long-polling with delivery "poll"; one
+   with the default delivery, once it waits on its idle watch; a WebSocket push consumer); the local runtime's counters (AWS requests by
    operation, Lambda invocations and billed duration, WebSocket messages) give what each costs
    per idle consumer-hour, priced with `magnetar.cost.PRICES` (us-east-1 list prices).
 3. **the raw limit**, in the same run: the emulator's own Kinesis PutRecord rate, to compare
@@ -38,6 +39,8 @@ from websockets.sync.client import connect
 
 import magnetar
 from magnetar.client import exceptions
+from magnetar.client.idle_watch import CONNECT_POLL_MS, IDLE_S
+from magnetar.core.dispatch import MAX_WAIT_MS
 from magnetar.cost import PRICES
 from magnetar.local.cluster import LocalUpProcess
 from scale_topics import is_mapping_read  # the mapping's reads of the journal: one rule for the benches
@@ -176,20 +179,30 @@ def idle_cost(url: str, seconds: float) -> dict[str, Any]:
     client.create_producer(topic).close()  # the topic exists
     out: dict[str, Any] = {}
 
-    # long poll: an application blocked in receive() with no timeout, so the SDK long-polls with
-    # the longest wait the broker allows (20 s), the cheapest way to wait by polling
-    consumer = client.subscribe(topic, "idle-poll", consumer_type=magnetar.ConsumerType.Shared)
+    def blocked_in_receive(delivery: str, settle_s: float) -> dict[str, Any]:
+        """An application blocked in receive() with no timeout: with delivery "poll" the SDK
+        long-polls with the longest wait the broker allows (20 s), the cheapest way to wait by
+        polling; with "auto" (the default) it does that until it has been idle for IDLE_S, then
+        waits on its idle watch (a WebSocket) and looks every LOOK_S. Measured once settled."""
+        consumer = client.subscribe(topic, f"idle-{delivery}", consumer_type=magnetar.ConsumerType.Shared,
+                                    delivery=delivery)
 
-    def wait_for_work() -> None:
-        with contextlib.suppress(exceptions.PulsarException):
-            consumer.receive()
+        def wait_for_work() -> None:
+            with contextlib.suppress(exceptions.PulsarException):
+                consumer.receive()
 
-    threading.Thread(target=wait_for_work, daemon=True).start()
-    time.sleep(3)
-    reset_stats(url)
-    time.sleep(seconds)
-    out["long_poll"] = priced(local_stats(url), seconds, 0)
-    consumer.close()
+        threading.Thread(target=wait_for_work, daemon=True).start()
+        time.sleep(settle_s)
+        reset_stats(url)
+        time.sleep(seconds)
+        watch = getattr(consumer, "_watch", None)
+        watched = watch is not None and bool(watch.connected)
+        priced_run = priced(local_stats(url), seconds, seconds / 60 if watched else 0)
+        consumer.close()
+        return {**priced_run, "idle_watch_connected": watched, "settled_s": settle_s}
+
+    out["long_poll"] = blocked_in_receive("poll", 3)
+    out["idle_watch"] = blocked_in_receive("auto", IDLE_S + CONNECT_POLL_MS / 1000 + MAX_WAIT_MS / 1000 + 3)
 
     # push: a WebSocket consumer, connected and waiting
     ws_url = url.replace("http://", "ws://") + f"/ws/v2/consumer/{ws_path(topic)}/idle-push?subscriptionType=Shared"

@@ -10,7 +10,7 @@ import ast
 import io
 import re
 import tokenize
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from magnetar.cost import (
     GiB,
     Parameters,
     cost_of_measured_run,
+    monthly_cost,
     price_table,
     price_usage,
 )
@@ -211,10 +212,21 @@ def idle_consumer(results: Results) -> str:
     usd = sum(lines.values())
     if abs(usd - p.report.idle_usd_per_consumer_hour) > 1e-9:
         raise ReportError("the idle consumer's usage does not add up to monthly_cost's idle price")
-    return (f"Per consumer-hour: {n(hour.apigw_requests)} polls, {n(hour.lambda_gb_s)} GB-s of Lambda, "
-            f"~{n(round(hour.dynamodb_rru, -3))} RRU, {n(hour.dynamodb_wru)} WRU = **${usd:.4f} per idle consumer-hour, "
-            f"${usd * HOURS_PER_MONTH:,.2f} per consumer-month** — {percent(lines['lambda_compute'] / usd)} of it "
-            "Lambda duration.")
+    polling = replace(w.params(), idle_watch=0.0)
+    poll_hour = _idle_usage_per_consumer_hour(w, polling)
+    poll_usd = sum(price_usage({"idle": poll_hour}, "on_demand", w.lambda_architecture, tiered=False)["idle"].values())
+    return (f"Per consumer-hour: {n(hour.apigw_ws_connection_minutes)} connection minutes, {n(hour.apigw_requests)} "
+            f"looks, {n(hour.lambda_gb_s)} GB-s of Lambda, ~{n(round(hour.dynamodb_rru, -2))} RRU, "
+            f"{n(hour.dynamodb_wru)} WRU = **${usd:.4f} per idle consumer-hour, ${usd * HOURS_PER_MONTH:,.2f} per "
+            f"consumer-month**. Long-polling (`idle_watch: 0`): {n(poll_hour.apigw_requests)} polls, "
+            f"{n(poll_hour.lambda_gb_s)} GB-s of Lambda, ~{n(round(poll_hour.dynamodb_rru, -3))} RRU = "
+            f"${poll_usd:.4f} per idle consumer-hour, ${poll_usd * HOURS_PER_MONTH:,.2f} per consumer-month, "
+            f"{percent(_lambda_share(w, poll_hour, poll_usd))} of it Lambda duration.")
+
+
+def _lambda_share(w: Any, hour: Any, usd: float) -> float:
+    return float(price_usage({"idle": hour}, "on_demand", w.lambda_architecture, tiered=False)["idle"]["lambda_compute"]
+                 / usd)
 
 
 # --- a measured run ----------------------------------------------------------------------------------
@@ -273,6 +285,8 @@ def sensitivity_notes(results: Results) -> str:
     floor = (_cost("s3.put_request", 1, tiered=False) + _cost("dynamodb.ondemand.wru", 4, tiered=False)) * 3600 * HOURS_PER_MONTH
     one_entry, big = row("entries_per_receive 1 "), row("4 KB messages")
     idle = base.report.idle_usd_per_consumer_hour * HOURS_PER_MONTH
+    polled = base.workload.model_copy(update={"parameters": {**base.workload.parameters, "idle_watch": 0.0}})
+    polling = monthly_cost(polled).idle_usd_per_consumer_hour * HOURS_PER_MONTH
     logs, xray = row("Lambda platform logs"), row("X-Ray active tracing")
     trace = PRICES["xray.trace_recorded"]
     traces = xray.report.provisioned.components["xray"] / (trace.usd / trace.per) / (HOURS_PER_MONTH * 3600)
@@ -311,10 +325,10 @@ def sensitivity_notes(results: Results) -> str:
         f"container's entry cache, the on-demand figure drops from {usd4(od(fan))} to {usd4(od(cache))}. Four tailing "
         "subscriptions on one partition exceed a shard's 5 GetRecords/s and 2 MiB/s (the model warns), hence "
         "4 partitions in `fanout-4-subs.yaml`.",
-        f"**Idle consumers are the surprise**: one consumer long-polling an idle topic all month costs ${idle:.2f}, "
-        f"{percent(idle / base.report.provisioned.monthly_usd)} of the whole provisioned baseline bill — 20-second "
-        "polls hold a 1 GB Lambda for their full duration. Less Lambda memory for the broker, longer waits (API "
-        "Gateway's integration timeout is 30 s), or a push channel (WebSocket API: connection minutes only) would cut it.",
+        f"**Idle consumers**: one SDK consumer of an idle topic all month costs ${idle:.2f} "
+        f"({percent(idle / base.report.provisioned.monthly_usd)} of the provisioned baseline bill): it waits on its "
+        "idle watch (a WebSocket connection) and looks every few seconds; one long-polling it (`delivery=\"poll\"`) "
+        f"would cost ${polling:.2f}, its 20-second polls holding a 1 GB Lambda for their full duration.",
         "**Observability at INFO or with active tracing**: Lambda's platform log lines (logLevel INFO) add "
         f"${money(logs.report.provisioned.monthly_usd - base.report.provisioned.monthly_usd)} a month to the baseline "
         f"(+{usd4(prov(logs) - prov(base))} per million); X-Ray active tracing adds "

@@ -139,7 +139,7 @@ def idle(results: Results) -> str:
             big["maintenance_run_no_consumers"]["per_hour"]["usd_per_hour"]),
         row("one idle push consumer (WebSocket)", push["aws_requests_per_hour"] / push["consumers"],
             push["lambda_invocations_per_hour"] / push["consumers"], push["usd_per_hour"] / push["consumers"], 6),
-        row("one idle long-poll consumer (SDK `receive()` blocked)", poll["aws_requests_per_hour"] / poll["consumers"],
+        row("one idle long-poll consumer (SDK `receive()` blocked, `delivery=\"poll\"`)", poll["aws_requests_per_hour"] / poll["consumers"],
             poll["lambda_invocations_per_hour"] / poll["consumers"], poll["usd_per_hour"] / poll["consumers"]),
         row(f"**10,000 idle topics** (the {n(small['topics'])}-topic run × {scale:g})",
             bare["aws_requests_per_hour"] * scale, bare["lambda_invocations_per_hour"], bare["usd_per_hour"] * scale, 3),
@@ -169,21 +169,27 @@ def push_vs_poll(results: Results) -> str:
     lat, idle_ = data["latency"], data["idle"]
     poll = idle_run["runs"][0]["poll_consumers"]
     push = idle_run["runs"][0]["push_consumers"]
+    kinds = ("long_poll", "idle_watch", "push")
+
+    def idle_row(label: str, key: str, fmt: Any) -> list[str]:
+        return [label, *(fmt(idle_[k][key], k) for k in kinds), at]
+
     rows = [
         [f"send → delivery p50 / p90 / p99 / max ms ({n(lat['sent'])} messages)",
-         pct(lat["long_poll_ms"], "p50", "p90", "p99", "max"), pct(lat["push_ms"], "p50", "p90", "p99", "max"), at],
-        ["one idle consumer: AWS requests / hour", n(idle_["long_poll"]["aws_requests_per_hour"]),
-         n(idle_["push"]["aws_requests_per_hour"]), at],
-        ["one idle consumer: Lambda GB-s / hour", n(idle_["long_poll"]["lambda_gb_seconds_per_hour"]),
-         n(idle_["push"]["lambda_gb_seconds_per_hour"]), at],
-        ["one idle consumer: $ / hour", bold(usd(idle_["long_poll"]["usd_per_idle_consumer_hour"], 4)),
-         bold(usd(idle_["push"]["usd_per_idle_consumer_hour"], 6)), at],
+         pct(lat["long_poll_ms"], "p50", "p90", "p99", "max"), "(a busy consumer long-polls)",
+         pct(lat["push_ms"], "p50", "p90", "p99", "max"), at],
+        idle_row("one idle consumer: AWS requests / hour", "aws_requests_per_hour", lambda v, _k: n(v)),
+        idle_row("one idle consumer: Lambda GB-s / hour", "lambda_gb_seconds_per_hour", lambda v, _k: n(v, 1)),
+        idle_row("one idle consumer: $ / hour", "usd_per_idle_consumer_hour",
+                 lambda v, k: bold(usd(v, 6 if k == "push" else 4 if v >= 0.001 else 6))),
         [f"one idle consumer of {n(poll['consumers'])} (long poll) or {n(push['consumers'])} (push): $ / hour",
-         usd(poll["usd_per_hour"] / poll["consumers"], 4), usd(push["usd_per_hour"] / push["consumers"], 6), at_idle],
+         usd(poll["usd_per_hour"] / poll["consumers"], 4), "", usd(push["usd_per_hour"] / push["consumers"], 6),
+         at_idle],
     ]
     return join(
         commands(cited_command(data["command"], "push-vs-poll.json", ".venv/bin/python ")),
-        table(["", "long poll (SDK `receive`)", "push (WebSocket)", "measured at"], rows),
+        table(["", "long poll (SDK `receive`, `delivery=\"poll\"`)",
+               "SDK `receive`, the default delivery, idle: its idle watch", "push (WebSocket)", "measured at"], rows),
         f"Raw limit in the same run: the emulator took {n(data['raw_kinesis_put_record_per_s'])} Kinesis PutRecord/s "
         "from one client. " + sources("push-vs-poll.json", "scale-idle.json"))
 

@@ -108,9 +108,13 @@ def test_idle_consumers_cost_money_but_not_per_message() -> None:
     idle = monthly_cost(baseline(idle_consumer_hours_per_month=730))
     assert idle.provisioned.usd_per_million_messages == pytest.approx(busy.provisioned.usd_per_million_messages)
     assert idle.provisioned.total_usd - busy.provisioned.total_usd == pytest.approx(730 * idle.idle_usd_per_consumer_hour)
-    # 180 polls an hour, each holding a 1 GB Lambda for 20 s: Lambda duration alone is ~$0.048/h
-    assert 0.045 < idle.idle_usd_per_consumer_hour < 0.07
-    assert idle.websocket_idle_usd_per_consumer_hour < idle.idle_usd_per_consumer_hour / 1000
+    # the SDK's default: a watch (connection minutes) and 400 looks an hour, no Lambda held while waiting
+    assert 0.0005 < idle.idle_usd_per_consumer_hour < 0.002
+    assert idle.websocket_idle_usd_per_consumer_hour < idle.idle_usd_per_consumer_hour / 10
+    # delivery "poll": 180 polls an hour, each holding a 1 GB Lambda for 20 s: Lambda duration alone is ~$0.048/h
+    polling = monthly_cost(baseline(idle_consumer_hours_per_month=730, parameters={"idle_watch": 0}))
+    assert 0.045 < polling.idle_usd_per_consumer_hour < 0.07
+    assert polling.idle_usd_per_consumer_hour > 30 * idle.idle_usd_per_consumer_hour
 
 
 def test_measured_parameters_replace_modeled_ones() -> None:

@@ -209,8 +209,9 @@ def render(report: CostReport, comparison: Comparison, out: Console) -> None:
         out.print(f"[dim]{escape(row.name)}:[/dim] {escape(row.assumptions)}", highlight=False)
 
     out.print(
-        f"Idle consumer long-polling: {report.idle_usd_per_consumer_hour:.4f} USD per consumer-hour "
-        f"({report.idle_usd_per_consumer_hour * 730:,.2f} per consumer-month); a WebSocket connection would cost "
+        f"Idle consumer ({'its idle watch and a look every few seconds' if report.workload.params().idle_watch else 'long-polling'}): "
+        f"{report.idle_usd_per_consumer_hour:.4f} USD per consumer-hour "
+        f"({report.idle_usd_per_consumer_hour * 730:,.2f} per consumer-month); a push consumer (WebSocket) costs "
         f"{report.websocket_idle_usd_per_consumer_hour:.6f} per hour"
     )
     for note in report.notes:

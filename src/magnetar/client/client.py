@@ -393,7 +393,7 @@ class Client:
                 read_compacted=is_read_compacted, key_shared_policy=key_shared_policy,
                 start_message_id_inclusive=start_message_id_inclusive, priority_level=priority_level,
                 replicate_subscription_state=replicate_subscription_state_enabled,
-                receive_together=self._receive_together,
+                receive_together=self._receive_together, idle_watch=mode == "auto",
             )
 
         check_consumer_schema(self._transport, topics, schema)  # IncompatibleSchema before subscribing

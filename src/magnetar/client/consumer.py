@@ -8,6 +8,8 @@ acknowledgements, negative acks, seek, dead letters, chunk reassembly, a lease h
   broker remembers them, a redelivered batch comes back without them).
 - A heartbeat renews the consumer's lease while the application is busy between receives; a
   consumer that stops renewing is detached and its unacknowledged messages are redelivered.
+- A `receive()` that has found nothing for a while waits for the topic's next seal on a WebSocket
+  instead of in a long poll, looking now and then (client/idle_watch.py; delivery "auto" only).
 - A consumer of a partitioned topic keeps one `Consumer` per partition for its state (acks,
   epoch, chunks, dead letters) but polls them all with one request (`_grouped`; client/partitioned.py).
 """
@@ -30,6 +32,7 @@ from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase, key_shared_meta
 from magnetar.client.crypto import MessageDecryptor
+from magnetar.client.idle_watch import CONNECT_POLL_MS, IDLE_S, LOOK_S, IdleWatch
 from magnetar.client.message import Message, MessageId, acknowledged_id
 from magnetar.client.receive_together import ReceiveTogether, poll_together
 from magnetar.client.threads import Workers
@@ -81,6 +84,7 @@ class Consumer(ConsumerBase):
         priority_level: int = 0,
         replicate_subscription_state: bool = False,
         receive_together: ReceiveTogether | None = None,
+        idle_watch: bool = False,
     ) -> None:
         self._transport = transport
         self._topic = topic
@@ -138,6 +142,9 @@ class Consumer(ConsumerBase):
         self._poll_lock = threading.Lock()
         self._together = receive_together if topic.is_persistent else None
         self._together_key = (str(topic), subscription_name)
+        # an idle receive() waits for the topic's next seal on a WebSocket, not in a poll (client/idle_watch.py)
+        self._watch = IdleWatch(transport, topic, self._name) if idle_watch and topic.is_persistent else None
+        self._active_at = time.monotonic()  # when a message last came (or the watch last rang)
         response = self._transport.call("PUT", self._consumer_path, self._subscribe_body)
         self._epoch = int(response.get("epoch", 0)) if isinstance(response, dict) else 0
         self._transport.add_switch_listener(self._on_switch)  # client failover (client/failover.py)
@@ -164,7 +171,7 @@ class Consumer(ConsumerBase):
                 remaining_ms = MAX_POLL_MS if deadline is None else int((deadline - time.monotonic()) * 1000)
                 if remaining_ms <= 0 and deadline is not None:
                     raise exceptions.Timeout("No message received within the timeout")
-                self._poll(max(0, min(remaining_ms, MAX_POLL_MS)))
+                self._receive_poll(max(0, min(remaining_ms, MAX_POLL_MS)), deadline)
                 if deadline is not None and time.monotonic() >= deadline:
                     raise exceptions.Timeout("No message received within the timeout")
 
@@ -281,6 +288,8 @@ class Consumer(ConsumerBase):
         self._transport.call("DELETE", f"{self._consumer_path}/subscription")
         self._closed.set()
         self._pending.wake.set()
+        if self._watch is not None:
+            self._watch.close()
 
     def close(self) -> None:
         if self._closed.is_set():  # closed already, or unsubscribed: its threads may still be ending
@@ -293,6 +302,8 @@ class Consumer(ConsumerBase):
             self._flush_acks()
         self._closed.set()
         self._pending.wake.set()
+        if self._watch is not None:
+            self._watch.close()  # a receive waiting on it ends
         if self._background is not threading.current_thread():
             self._background.join(timeout=2)  # no heartbeat attaches it again after the detach
         with contextlib.suppress(exceptions.PulsarException):  # if it fails, the lease expires on its own
@@ -328,6 +339,9 @@ class Consumer(ConsumerBase):
         runs on the thread that switched, after the switch: the poll may have reached the new
         cluster already, so what came from it (and the acks of it) is kept."""
         current = self._transport.generation
+        if self._watch is not None:
+            self._watch.drop()  # the former cluster's: the next idle wait opens one on the new cluster
+            self._watch.wake()
         if self._pending_generation != current:
             self._pending.clear()
             self._pending_generation = current
@@ -338,6 +352,31 @@ class Consumer(ConsumerBase):
 
     def _room(self) -> int:
         return self._queue_size - len(self._queue)
+
+    def _receive_poll(self, wait_ms: int, deadline: float | None) -> None:
+        """receive()'s poll: a long poll; once nothing has come for IDLE_S, a wait on the idle watch
+        until the topic rings (then a long poll), the deadline, or the next look (client/idle_watch.py)."""
+        watch = self._watch
+        if watch is None or wait_ms <= 0 or time.monotonic() - self._active_at < IDLE_S:
+            self._poll(wait_ms)
+            return
+        if not watch.connected:
+            if watch.available():
+                watch.connect()  # in the background: this long poll meanwhile
+            self._poll(wait_ms)
+            return
+        if watch.fresh():
+            self._poll(min(wait_ms, CONNECT_POLL_MS))
+            return
+        watch.arm()
+        if self._queue:
+            return
+        look_at = self._answered_at + LOOK_S
+        if watch.wait((look_at if deadline is None else min(look_at, deadline)) - time.monotonic()):
+            self._active_at = time.monotonic()
+            self._poll(wait_ms)
+        elif not self._queue and time.monotonic() >= look_at:
+            self._poll(0)
 
     def _poll(self, wait_ms: int, min_messages: int = 1, max_messages: int | None = None) -> None:
         """One poll: with the client's other consumers of this subscription that it can carry
@@ -408,6 +447,8 @@ class Consumer(ConsumerBase):
         if part.get("unappliedAcks"):
             self._restore_acks(acks)
         self._answered_at = time.monotonic()
+        if self._watch is not None:
+            self._watch.wake()  # a receive waiting on the watch takes what came (a poll carried it)
         next_seal_in_ms = part.get("nextSealInMs")
         self._next_seal_at = None if next_seal_in_ms is None else self._answered_at + int(next_seal_in_ms) / 1000
         self._accept(part.get("entries") or [], int(part.get("epoch", self._epoch)), generation)
@@ -478,6 +519,7 @@ class Consumer(ConsumerBase):
         if self._sink is not None:
             self._sink(message)
             return
+        self._active_at = time.monotonic()
         self._queue.append(message)
 
     def _expire_chunks(self) -> None:

@@ -90,6 +90,25 @@ def _refusal(exc: InvalidStatus) -> exceptions.PulsarException:
     return exceptions.from_response(status, reason or body.decode(errors="replace") or f"HTTP {status}")
 
 
+def open_websocket(transport: Transport, url: str) -> ClientConnection:
+    """A WebSocket connection to `url`, with the transport's credentials (fresh at each connect: a
+    rotated token, a new signature); a refusal raises as the SDK's exceptions (ConnectError when
+    trying again may help)."""
+    try:
+        auth = transport.authentication
+        headers = auth.websocket_headers(url) if auth is not None else None
+        # entered, as websockets >= 17.1 asks of a connection not used in a `with` block
+        return connect(url, additional_headers=headers, open_timeout=OPEN_TIMEOUT_S, close_timeout=2,
+                       max_size=None).__enter__()
+    except InvalidStatus as exc:
+        raise _refusal(exc) from None
+    except InvalidURI as exc:
+        raise exceptions.InvalidConfiguration(f"Invalid WebSocket URL {url!r}: {exc}") from None
+    except (OSError, TimeoutError, WebSocketException) as exc:  # a refused handshake, or a connection
+        # reset or closed during it (a cluster going down as the consumer reconnects): try again
+        raise exceptions.ConnectError(f"WebSocket connect to {url}: {exc}") from exc
+
+
 class PushConsumer(ConsumerBase):
     def __init__(
         self,
@@ -289,20 +308,8 @@ class PushConsumer(ConsumerBase):
         return base64.b64encode(message_id.serialize()).decode()
 
     def _connect(self) -> ClientConnection:
-        try:
-            # entered, as websockets >= 17.1 asks of a connection not used in a `with` block
-            generation = self._transport.generation
-            auth = self._transport.authentication  # fresh at each (re)connect: a rotated token, a new signature
-            headers = auth.websocket_headers(self._url) if auth is not None else None
-            ws = connect(self._url, additional_headers=headers, open_timeout=OPEN_TIMEOUT_S, close_timeout=2,
-                         max_size=None).__enter__()
-        except InvalidStatus as exc:
-            raise _refusal(exc) from None
-        except InvalidURI as exc:
-            raise exceptions.InvalidConfiguration(f"Invalid WebSocket URL {self._url!r}: {exc}") from None
-        except (OSError, TimeoutError, WebSocketException) as exc:  # a refused handshake, or a connection
-            # reset or closed during it (a cluster going down as the consumer reconnects): try again
-            raise exceptions.ConnectError(f"WebSocket connect to {self._url}: {exc}") from exc
+        generation = self._transport.generation
+        ws = open_websocket(self._transport, self._url)
         self._generation = generation
         self._connected.set()
         return ws

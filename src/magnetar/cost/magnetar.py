@@ -288,17 +288,33 @@ def _magnetar_usage(w: Workload, p: Parameters, mode: Mode) -> tuple[Shape, dict
 
 
 def _idle_usage_per_consumer_hour(w: Workload, p: Parameters) -> Usage:
-    """An idle consumer long-polls: each poll is one request held for the full wait, re-reading the
-    cursor view every poll interval, and renewing its lease when half spent."""
+    """An idle consumer of the SDK's default delivery waits on its idle watch (client/idle_watch.py):
+    a WebSocket connection (its minutes) and a look every `idle_look_interval_s` (a request, a short
+    invocation, one read of the cursor view), its lease renewed when half spent. Without the watch
+    (`idle_watch` 0: delivery "poll") it long-polls: each poll one request held for the full wait,
+    re-reading the cursor view every poll interval. (The long polls of its first idle seconds, before
+    it watches, are not counted: idle consumer-hours are long idle stretches.)"""
+    receive_rru = rru(p.cursor_item_bytes) + rru(p.seal_item_bytes) + rru(p.writer_item_bytes)
+    lease_wru = SECONDS_PER_HOUR / p.lease_renew_interval_s * wru(p.cursor_item_bytes)
+    if p.idle_watch:
+        looks = SECONDS_PER_HOUR / p.idle_look_interval_s
+        return Usage(
+            apigw_requests=looks,
+            apigw_ws_connection_minutes=SECONDS_PER_HOUR / 60,
+            lambda_requests=looks,
+            lambda_gb_s=looks * _gb_s(w, p.idle_look_ms),
+            dynamodb_rru=looks * receive_rru,
+            dynamodb_wru=lease_wru,
+            logs_gb=looks * p.log_bytes_per_invocation / GiB,
+        )
     polls = SECONDS_PER_HOUR / (p.idle_poll_wait_s + p.request_latency_s)
     reads_per_poll = p.idle_poll_wait_s / (p.idle_poll_interval_s + p.request_latency_s) + 1
-    receive_rru = rru(p.cursor_item_bytes) + rru(p.seal_item_bytes) + rru(p.writer_item_bytes)
     return Usage(
         apigw_requests=polls,
         lambda_requests=polls,
         lambda_gb_s=polls * _gb_s(w, p.idle_poll_wait_s * 1000),
         dynamodb_rru=polls * reads_per_poll * receive_rru,
-        dynamodb_wru=SECONDS_PER_HOUR / p.lease_renew_interval_s * wru(p.cursor_item_bytes),
+        dynamodb_wru=lease_wru,
         logs_gb=polls * p.log_bytes_per_invocation / GiB,
     )
 

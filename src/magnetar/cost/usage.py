@@ -31,6 +31,7 @@ class Usage:
     """Billable quantities (not dollars) of one step over one period."""
 
     apigw_requests: float = 0.0  # metered 512 KB units
+    apigw_ws_connection_minutes: float = 0.0  # WebSocket API connections (an idle consumer's watch)
     lambda_requests: float = 0.0
     lambda_gb_s: float = 0.0
     dynamodb_wru: float = 0.0
@@ -64,6 +65,7 @@ class Usage:
 def _lines(usage: Usage, mode: Mode, architecture: str) -> list[tuple[str, str, float]]:
     out = [
         ("api_gateway", "apigw.http.request", usage.apigw_requests),
+        ("api_gateway", "apigw.websocket.connection_minute", usage.apigw_ws_connection_minutes),
         ("lambda_requests", "lambda.request", usage.lambda_requests),
         ("lambda_compute", f"lambda.{architecture}.gb_second", usage.lambda_gb_s),
         ("dynamodb", "dynamodb.ondemand.wru", usage.dynamodb_wru),

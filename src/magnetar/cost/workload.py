@@ -68,7 +68,10 @@ class Parameters:
     ack_flushes_per_receive: float = 0.0  # separate acknowledgement requests; 0 while busy (acks ride on receives)
     entry_cache_hit_fraction: float = 0.0  # receives answered from a warm broker container's entry cache (no read)
 
-    # --- idle consumers (long polls with nothing to deliver) -------------------------------------
+    # --- idle consumers (nothing to deliver) -----------------------------------------------------
+    idle_watch: float = 1.0  # 1: the SDK's default delivery waits on its idle watch; 0: long polls (delivery "poll")
+    idle_look_interval_s: float = 9.0  # LOOK_S: a look while watching (renews the lease, finds redeliveries)
+    idle_look_ms: float = 20.0  # a look's billed broker duration (one view read, nothing to deliver)
     idle_poll_wait_s: float = 20.0  # MAX_WAIT_MS
     idle_poll_interval_s: float = 0.2  # POLL_INTERVAL_S: the broker re-reads the cursor view while it waits
     request_latency_s: float = 0.01  # one DynamoDB round trip inside the poll loop
