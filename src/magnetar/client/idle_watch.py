@@ -154,6 +154,8 @@ class IdleWatch:
                 break
         except (ConnectionClosed, WebSocketException, OSError):
             pass
+        except Exception:  # a frame it could not read: the consumer looks and long-polls as without a watch
+            log.exception("consumer %s: idle watch failed", self._name)
         with self._lock:
             if self._ws is ws:
                 self._ws = None
