@@ -118,6 +118,31 @@ def test_the_superuser_token_administers_produces_and_consumes(secured: Secured)
     assert len(calls) > 5  # the supplier was asked at every request, not once
 
 
+def test_an_idle_consumers_watch_carries_the_credentials(secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The idle watch (client/idle_watch.py) connects with the consumer's credentials and rings."""
+    from magnetar.client import consumer as consumer_module
+
+    monkeypatch.setattr(consumer_module, "IDLE_S", 1.0)
+    monkeypatch.setattr(consumer_module, "MAX_POLL_MS", 2_000)
+    monkeypatch.setattr(consumer_module, "LOOK_S", 60.0)  # a delivery within the test is the watch's ring
+    topic = topic_name("watch")
+    with closing(secured.client("admin")) as client:
+        consumer = client.subscribe(topic, "idle", initial_position=magnetar.InitialPosition.Earliest)
+        with pytest.raises(exceptions.Timeout):
+            consumer.receive(timeout_millis=3_000)  # idle: the watch connects meanwhile
+        deadline = time.monotonic() + 10
+        while not consumer._watch.connected:
+            assert time.monotonic() < deadline and consumer._watch.available(), "the watch connected"
+            time.sleep(0.05)
+        with pytest.raises(exceptions.Timeout):
+            consumer.receive(timeout_millis=2_500)  # the long poll right after the connect
+        producer = client.create_producer(topic, batching_enabled=False)
+        started = time.monotonic()
+        producer.send(b"rung")
+        assert consumer.receive(timeout_millis=20_000).data() == b"rung"
+        assert time.monotonic() - started < 15
+
+
 def test_partitioned_topics_and_multi_topic_consumers_carry_the_credentials(secured: Secured) -> None:
     topic = topic_name("parts")
     with closing(secured.admin()) as admin:
