@@ -121,10 +121,11 @@ def test_the_superuser_token_administers_produces_and_consumes(secured: Secured)
 def test_an_idle_consumers_watch_carries_the_credentials(secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
     """The idle watch (client/idle_watch.py) connects with the consumer's credentials and rings."""
     from magnetar.client import consumer as consumer_module
+    from magnetar.client import idle_watch
 
     monkeypatch.setattr(consumer_module, "IDLE_S", 1.0)
     monkeypatch.setattr(consumer_module, "MAX_POLL_MS", 2_000)
-    monkeypatch.setattr(consumer_module, "LOOK_S", 60.0)  # a delivery within the test is the watch's ring
+    monkeypatch.setattr(idle_watch, "LOOK_S", 60.0)  # a delivery within the test is the watch's ring
     topic = topic_name("watch")
     with closing(secured.client("admin")) as client:
         consumer = client.subscribe(topic, "idle", initial_position=magnetar.InitialPosition.Earliest)

@@ -14,6 +14,7 @@ import pytest
 
 import magnetar
 from magnetar.client import consumer as consumer_module
+from magnetar.client import idle_watch
 from magnetar.local.cluster import free_port
 
 Shared = magnetar.ConsumerType.Shared
@@ -52,12 +53,12 @@ def test_an_idle_consumer_holds_no_poll_and_gets_the_next_message_as_soon_as_it_
 ) -> None:
     monkeypatch.setattr(consumer_module, "IDLE_S", 1.0)
     monkeypatch.setattr(consumer_module, "MAX_POLL_MS", 2_000)  # long polls of 2 s: idle after the first
-    monkeypatch.setattr(consumer_module, "LOOK_S", 60.0)  # no look in the test's window: a delivery is the ring's
+    monkeypatch.setattr(idle_watch, "LOOK_S", 60.0)  # no look in the test's window: a delivery is the ring's
     consumer = client.subscribe(topic, "idle", consumer_type=Shared, initial_position=Earliest)
     thread, got = receive_in_background(consumer)
     watch = consumer._watch
     until(lambda: watch.connected and not watch._fresh, 15, "an idle receive() opens its watch")
-    time.sleep(consumer_module.CONNECT_POLL_MS / 1000 + 0.5)  # the long poll right after the connect
+    time.sleep(idle_watch.CONNECT_POLL_MS / 1000 + 0.5)  # the long poll right after the connect
     before = broker(cluster)
     time.sleep(3)
     after = broker(cluster)
@@ -77,12 +78,46 @@ def test_an_idle_consumer_holds_no_poll_and_gets_the_next_message_as_soon_as_it_
     consumer.close()
 
 
+def test_an_idle_batch_receive_makes_no_request_per_call_and_gets_the_next_message_on_the_ring(
+    cluster: Any, client: magnetar.Client, topic: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """batch_receive() with a 100 ms timeout, called in a loop: a look per call while busy, none while
+    it waits on its idle watch."""
+    monkeypatch.setattr(consumer_module, "IDLE_S", 1.0)
+    monkeypatch.setattr(idle_watch, "LOOK_S", 60.0)
+    consumer = client.subscribe(topic, "batches", consumer_type=Shared, initial_position=Earliest,
+                                batch_receive_policy=magnetar.ConsumerBatchReceivePolicy(100, 10 * 1024 * 1024, 100))
+    watch = consumer._watch
+    deadline = time.monotonic() + 20
+    while not (watch.connected and not watch._fresh):
+        assert consumer.batch_receive() == []
+        assert time.monotonic() < deadline, "an idle batch_receive() opens its watch"
+    for _ in range(25):  # the long poll right after the connect
+        assert consumer.batch_receive() == []
+    before = broker(cluster)
+    for _ in range(20):  # 2 s of calls
+        assert consumer.batch_receive() == []
+    assert broker(cluster)["invocations"] == before["invocations"], "no look per call while watching"
+
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"batched")
+    got: list[Any] = []
+    deadline = time.monotonic() + 10
+    while not got:
+        got = consumer.batch_receive()
+        assert time.monotonic() < deadline, "delivered on the ring"
+    assert [m.data() for m in got] == [b"batched"]
+    consumer.acknowledge(got[0])
+    producer.close()
+    consumer.close()
+
+
 def test_an_idle_consumer_finds_what_another_consumer_released_at_its_next_look(
     cluster: Any, client: magnetar.Client, topic: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(consumer_module, "IDLE_S", 1.0)
     monkeypatch.setattr(consumer_module, "MAX_POLL_MS", 2_000)  # long polls of 2 s: idle after the first
-    monkeypatch.setattr(consumer_module, "LOOK_S", 2.0)
+    monkeypatch.setattr(idle_watch, "LOOK_S", 2.0)
     holder_client = magnetar.Client(cluster.url)
     holder = holder_client.subscribe(topic, "released", consumer_type=Shared, initial_position=Earliest)
     producer = client.create_producer(topic, batching_enabled=False)

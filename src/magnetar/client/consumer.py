@@ -8,8 +8,9 @@ acknowledgements, negative acks, seek, dead letters, chunk reassembly, a lease h
   broker remembers them, a redelivered batch comes back without them).
 - A heartbeat renews the consumer's lease while the application is busy between receives; a
   consumer that stops renewing is detached and its unacknowledged messages are redelivered.
-- A `receive()` that has found nothing for a while waits for the topic's next seal on a WebSocket
-  instead of in a long poll, looking now and then (client/idle_watch.py; delivery "auto" only).
+- A receive (`receive()`, `batch_receive()`) that has found nothing for a while waits for the
+  topic's next seal on a WebSocket instead of in a poll, looking now and then (client/idle_watch.py;
+  delivery "auto" only).
 - A consumer of a partitioned topic keeps one `Consumer` per partition for its state (acks,
   epoch, chunks, dead letters) but polls them all with one request (`_grouped`; client/partitioned.py).
 """
@@ -32,7 +33,8 @@ from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase, key_shared_meta
 from magnetar.client.crypto import MessageDecryptor
-from magnetar.client.idle_watch import CONNECT_POLL_MS, IDLE_S, LOOK_S, IdleWatch
+from magnetar.client.idle_watch import IDLE_S, IdleWatch, receive_poll
+from magnetar.client.letters import LetterTopics
 from magnetar.client.message import Message, MessageId, acknowledged_id
 from magnetar.client.receive_together import ReceiveTogether, poll_together
 from magnetar.client.threads import Workers
@@ -94,13 +96,9 @@ class Consumer(ConsumerBase):
         self._queue_size = max(1, receiver_queue_size)
         self._batch_policy = batch_receive_policy or ConsumerBatchReceivePolicy()
         self._nack_delay_ms = max(0, negative_ack_redelivery_delay_ms)
-        self._dlq = dead_letter_policy
-        self._dlq_topic = dead_letter_topic or (dead_letter_policy.dead_letter_topic if dead_letter_policy else None) or (
-            f"{topic.partitioned_topic}-{subscription_name}-DLQ")
-        self._dlq_producer_factory = dead_letter_producer
-        self._dlq_producer: Any = None
-        self._retry_topic = retry_letter_topic
-        self._retry_producer: Any = None
+        self._letters = LetterTopics(
+            dead_letter_policy, dead_letter_topic or (dead_letter_policy.dead_letter_topic if dead_letter_policy else None)
+            or f"{topic.partitioned_topic}-{subscription_name}-DLQ", retry_letter_topic, dead_letter_producer)
         self._decryptor = decryptor or MessageDecryptor()  # end-to-end encryption: keys, failure action
         base = f"/magnetar/v1/consumer/{topic_path(topic)}/{subscription_name}"
         self._consumer_path = f"{base}/{self._name}"
@@ -171,7 +169,7 @@ class Consumer(ConsumerBase):
                 remaining_ms = MAX_POLL_MS if deadline is None else int((deadline - time.monotonic()) * 1000)
                 if remaining_ms <= 0 and deadline is not None:
                     raise exceptions.Timeout("No message received within the timeout")
-                self._receive_poll(max(0, min(remaining_ms, MAX_POLL_MS)), deadline)
+                receive_poll(self, max(0, min(remaining_ms, MAX_POLL_MS)), deadline)
                 if deadline is not None and time.monotonic() >= deadline:
                     raise exceptions.Timeout("No message received within the timeout")
 
@@ -187,6 +185,10 @@ class Consumer(ConsumerBase):
             if len(self._queue) < limit:
                 want = limit - len(self._queue)
                 wait_ms = max(0, self._batch_policy.timeout_ms)
+                if self._idle(wait_ms):  # nothing for a while: the idle watch, no look per call
+                    receive_poll(self, wait_ms, time.monotonic() + wait_ms / 1000, want, max(want, 1))
+                    self._batch_short = len(self._queue) < limit
+                    return self._take_batch(limit)
                 if self._batch_short and 0 < wait_ms <= LOOK_ONCE_MAX_WAIT_MS:
                     # short of its count last time: this one would be too, so wait here and look once
                     # at the end (a broker function waiting bills its memory for the whole wait), or
@@ -239,23 +241,7 @@ class Consumer(ConsumerBase):
         """Pulsar's retry-letter topic: publish the message again to the retry topic, delivered
         after `delay_ms`, and acknowledge this copy; after `max_redeliver_count` retries it goes
         to the dead-letter topic instead. Needs `retry_enable=True` at subscribe."""
-        if self._retry_topic is None or self._dlq_producer_factory is None:
-            raise exceptions.InvalidConfiguration("reconsume_later needs subscribe(..., retry_enable=True)")
-        times = int(message.properties().get("RECONSUMETIMES", "0")) + 1
-        props = message.properties() | (properties or {}) | {
-            "RECONSUMETIMES": str(times), "DELAY_TIME": str(delay_ms),
-            "REAL_TOPIC": message.properties().get("REAL_TOPIC", message.topic_name()),
-            "ORIGIN_MESSAGE_ID": message.properties().get("ORIGIN_MESSAGE_ID", str(message.message_id())),
-        }
-        if self._dlq is not None and times > self._dlq.max_redeliver_count:
-            if self._dlq_producer is None:
-                self._dlq_producer = self._dlq_producer_factory(self._dlq_topic)
-            self._dlq_producer.send(message.data(), properties=props, partition_key=message.partition_key() or None)
-        else:
-            if self._retry_producer is None:
-                self._retry_producer = self._dlq_producer_factory(self._retry_topic)
-            self._retry_producer.send(message.data(), properties=props, deliver_after=delay_ms,
-                                      partition_key=message.partition_key() or None)
+        self._letters.reconsume_later(message, delay_ms, properties)
         self.acknowledge(message)
 
     def redeliver_unacknowledged_messages(self) -> None:
@@ -308,9 +294,7 @@ class Consumer(ConsumerBase):
             self._background.join(timeout=2)  # no heartbeat attaches it again after the detach
         with contextlib.suppress(exceptions.PulsarException):  # if it fails, the lease expires on its own
             self._transport.call("DELETE", self._consumer_path, deadline_s=5)
-        for producer in (self._dlq_producer, self._retry_producer):
-            if producer is not None:
-                producer.close()
+        self._letters.close()
         self._workers.join()  # the acknowledgements' thread, and a listener's once its receive returns
 
     def is_connected(self) -> bool:
@@ -353,30 +337,9 @@ class Consumer(ConsumerBase):
     def _room(self) -> int:
         return self._queue_size - len(self._queue)
 
-    def _receive_poll(self, wait_ms: int, deadline: float | None) -> None:
-        """receive()'s poll: a long poll; once nothing has come for IDLE_S, a wait on the idle watch
-        until the topic rings (then a long poll), the deadline, or the next look (client/idle_watch.py)."""
-        watch = self._watch
-        if watch is None or wait_ms <= 0 or time.monotonic() - self._active_at < IDLE_S:
-            self._poll(wait_ms)
-            return
-        if not watch.connected:
-            if watch.available():
-                watch.connect()  # in the background: this long poll meanwhile
-            self._poll(wait_ms)
-            return
-        if watch.fresh():
-            self._poll(min(wait_ms, CONNECT_POLL_MS))
-            return
-        watch.arm()
-        if self._queue:
-            return
-        look_at = self._answered_at + LOOK_S
-        if watch.wait((look_at if deadline is None else min(look_at, deadline)) - time.monotonic()):
-            self._active_at = time.monotonic()
-            self._poll(wait_ms)
-        elif not self._queue and time.monotonic() >= look_at:
-            self._poll(0)
+    def _idle(self, wait_ms: int) -> bool:
+        """Whether a receive waiting `wait_ms` goes by the idle watch: nothing has come for IDLE_S."""
+        return self._watch is not None and wait_ms > 0 and time.monotonic() - self._active_at >= IDLE_S
 
     def _poll(self, wait_ms: int, min_messages: int = 1, max_messages: int | None = None) -> None:
         """One poll: with the client's other consumers of this subscription that it can carry
@@ -507,13 +470,7 @@ class Consumer(ConsumerBase):
             if opened is None:
                 return
             message = opened
-        if self._dlq and message.redelivery_count() > self._dlq.max_redeliver_count and self._dlq_producer_factory:
-            if self._dlq_producer is None:
-                self._dlq_producer = self._dlq_producer_factory(self._dlq_topic)
-            properties = message.properties() | {"REAL_TOPIC": message.topic_name(),
-                                                 "ORIGIN_MESSAGE_ID": str(message.message_id())}
-            self._dlq_producer.send(message.data(), properties=properties,
-                                    partition_key=message.partition_key() or None)
+        if self._letters.dead_lettered(message):
             self.acknowledge(message)
             return
         if self._sink is not None:

@@ -2,8 +2,8 @@
 
 A long poll keeps a broker function waiting (billed Lambda duration, one unit of the account's
 concurrency) for as long as nothing comes; a WebSocket connection waits in API Gateway and costs
-its connection minutes. So a `Consumer` whose `receive()` has found nothing for `IDLE_S` opens a
-watch: a WebSocket reader of its topic from the latest message, one message of window
+its connection minutes. So a `Consumer` whose receives (`receive()`, `batch_receive()`) have found
+nothing for `IDLE_S` opens a watch: a WebSocket reader of its topic from the latest message, one message of window
 (`receiverQueueSize=1`). The journal consumer pushes to the reader as soon as it seals anything
 new on the topic: the watch rings, and the consumer long-polls again (the watch closes; it opens
 again the next time the consumer is idle). Meanwhile the consumer looks (a poll that does not
@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 import uuid
+from typing import TYPE_CHECKING
 from urllib.parse import urlencode
 
 from websockets.exceptions import ConnectionClosed, WebSocketException
@@ -35,6 +36,9 @@ from magnetar.client import exceptions
 from magnetar.client.push import open_websocket, websocket_base
 from magnetar.client.transport import Transport, topic_path
 from magnetar.core.naming import TopicName
+
+if TYPE_CHECKING:
+    from magnetar.client.consumer import Consumer
 
 log = logging.getLogger(__name__)
 IDLE_S = 40.0  # a receive() that found nothing for this long waits on a watch
@@ -161,3 +165,31 @@ class IdleWatch:
                 self._ws = None
         with contextlib.suppress(Exception):
             ws.close()
+
+
+def receive_poll(consumer: Consumer, wait_ms: int, deadline: float | None, min_messages: int = 1,
+                 max_messages: int | None = None) -> None:
+    """A receive's poll (`receive`, `batch_receive`): a long poll; once nothing has come for
+    IDLE_S, a wait on the consumer's idle watch until the topic rings (then a long poll), the
+    deadline, or the next look."""
+    watch = consumer._watch
+    if watch is None or not consumer._idle(wait_ms):
+        consumer._poll(wait_ms, min_messages, max_messages)
+        return
+    if not watch.connected:
+        if watch.available():
+            watch.connect()  # in the background: this long poll meanwhile
+        consumer._poll(wait_ms, min_messages, max_messages)
+        return
+    if watch.fresh():
+        consumer._poll(min(wait_ms, CONNECT_POLL_MS), min_messages, max_messages)
+        return
+    watch.arm()
+    if consumer._queue:
+        return
+    look_at = consumer._answered_at + LOOK_S
+    if watch.wait((look_at if deadline is None else min(look_at, deadline)) - time.monotonic()):
+        consumer._active_at = time.monotonic()
+        consumer._poll(wait_ms, min_messages, max_messages)
+    elif not consumer._queue and time.monotonic() >= look_at:
+        consumer._poll(0, 1, max_messages)
