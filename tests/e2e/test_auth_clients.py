@@ -136,7 +136,7 @@ def test_an_idle_consumers_watch_carries_the_credentials(secured: Secured, monke
             assert time.monotonic() < deadline and consumer._watch.available(), "the watch connected"
             time.sleep(0.05)
         with pytest.raises(exceptions.Timeout):
-            consumer.receive(timeout_millis=2_500)  # the long poll right after the connect
+            consumer.receive(timeout_millis=2_500)  # the polls of the connect's settling time
         producer = client.create_producer(topic, batching_enabled=False)
         started = time.monotonic()
         producer.send(b"rung")

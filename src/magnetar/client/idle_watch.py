@@ -11,8 +11,8 @@ wait) every `LOOK_S`: the look renews its lease, as its heartbeat would, and bri
 does not announce (entries another consumer released, redeliveries).
 
 The reader starts after the topic's newest message when it connects: an entry published just
-before that but sealed after it would not ring, so the consumer long-polls for `CONNECT_POLL_MS`
-right after each connect (a seal follows a publish within the seal latency target), and a seal
+before that but sealed after it would not ring, so the consumer polls as before for
+`CONNECT_POLL_MS` after each connect (a seal follows a publish within the seal latency target), and a seal
 late beyond that is found by the next look. API Gateway closes a connection after 10 idle
 minutes or 2 hours: the watch opens again when next needed. When the WebSocket API cannot be
 reached (no `websocket_url` for it, a proxy that does not pass WebSockets), the consumer
@@ -59,7 +59,7 @@ class IdleWatch:
         self._lock = threading.Lock()
         self._ws: ClientConnection | None = None
         self._rung = False
-        self._fresh = False
+        self._connected_at = 0.0
         self._closed = False
         self._connecting = False
         self._failed_at = -RETRY_S
@@ -73,12 +73,10 @@ class IdleWatch:
         connect failed in the last RETRY_S."""
         return not self._closed and not self._connecting and time.monotonic() - self._failed_at >= RETRY_S
 
-    def fresh(self) -> bool:
-        """Whether the connection is new since the last call: the caller long-polls for
-        CONNECT_POLL_MS (what was published just before the connect)."""
-        with self._lock:
-            fresh, self._fresh = self._fresh, False
-        return fresh
+    def settling_ms(self) -> int:
+        """How much is left of the CONNECT_POLL_MS after the connect during which the consumer
+        polls as before (what was published just before the connect is sealed meanwhile)."""
+        return max(0, int((self._connected_at + CONNECT_POLL_MS / 1000 - time.monotonic()) * 1000))
 
     def connect(self) -> None:
         """Connect in the background (the consumer long-polls meanwhile): `connected` once done;
@@ -107,7 +105,7 @@ class IdleWatch:
                 with contextlib.suppress(Exception):
                     ws.close()
                 return
-            self._ws, self._rung, self._fresh = ws, False, True
+            self._ws, self._rung, self._connected_at = ws, False, time.monotonic()
         self._read(ws)
 
     def arm(self) -> None:
@@ -181,8 +179,9 @@ def receive_poll(consumer: Consumer, wait_ms: int, deadline: float | None, min_m
             watch.connect()  # in the background: this long poll meanwhile
         consumer._poll(wait_ms, min_messages, max_messages)
         return
-    if watch.fresh():
-        consumer._poll(min(wait_ms, CONNECT_POLL_MS), min_messages, max_messages)
+    settling_ms = watch.settling_ms()
+    if settling_ms > 0:
+        consumer._poll(min(wait_ms, settling_ms), min_messages, max_messages)
         return
     watch.arm()
     if consumer._queue:
