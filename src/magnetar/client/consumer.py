@@ -33,7 +33,7 @@ from magnetar.client.chunks import ChunkAssembler
 from magnetar.client.compacted import CompactedFilter
 from magnetar.client.consumer_base import ConsumerBase, key_shared_meta
 from magnetar.client.crypto import MessageDecryptor
-from magnetar.client.idle_watch import IDLE_S, IdleWatch, receive_poll
+from magnetar.client.idle_watch import IDLE_S, IdleWatch, receive_poll, watch_ready
 from magnetar.client.letters import LetterTopics
 from magnetar.client.message import Message, MessageId, acknowledged_id
 from magnetar.client.receive_together import ReceiveTogether, poll_together
@@ -185,7 +185,7 @@ class Consumer(ConsumerBase):
             if len(self._queue) < limit:
                 want = limit - len(self._queue)
                 wait_ms = max(0, self._batch_policy.timeout_ms)
-                if self._idle(wait_ms):  # nothing for a while: the idle watch, no look per call
+                if watch_ready(self, wait_ms):  # nothing for a while: the idle watch, no look per call
                     receive_poll(self, wait_ms, time.monotonic() + wait_ms / 1000, want, max(want, 1))
                     self._batch_short = len(self._queue) < limit
                     return self._take_batch(limit)

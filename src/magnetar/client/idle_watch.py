@@ -192,3 +192,17 @@ def receive_poll(consumer: Consumer, wait_ms: int, deadline: float | None, min_m
         consumer._poll(wait_ms, min_messages, max_messages)
     elif not consumer._queue and time.monotonic() >= look_at:
         consumer._poll(0, 1, max_messages)
+
+
+def watch_ready(consumer: Consumer, wait_ms: int) -> bool:
+    """Whether a `batch_receive` goes by the consumer's idle watch now: idle, connected, settled.
+    An idle consumer whose watch is not connected starts connecting; its batch receives look as
+    before meanwhile (a look after the batch timeout, not a poll held for it)."""
+    watch = consumer._watch
+    if watch is None or not consumer._idle(wait_ms):
+        return False
+    if not watch.connected:
+        if watch.available():
+            watch.connect()
+        return False
+    return watch.settling_ms() == 0
