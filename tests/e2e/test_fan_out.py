@@ -2,8 +2,9 @@
 
 A read tagged as an enhanced fan-out consumer's is accounted on that consumer's own per-shard
 budget (2 MiB/s) and not on the shard's shared 5 GetRecords/s and 2 MiB/s; untagged readers keep
-the shared limits. The mapping in fan-out mode delivers a record about 70 ms after it arrives and
-is never refused while untagged readers are.
+the shared limits. The mapping in fan-out mode delivers a record within about 70 ms of its arrival
+and is never refused while untagged readers are; its read of an idle shard is held at the emulator
+until the shard's next write, so an idle shard costs a read a hold.
 """
 
 from __future__ import annotations
@@ -147,10 +148,61 @@ def test_the_fan_out_mapping_delivers_in_about_70_ms_and_is_never_refused(
         while len(recorder.delivered) < len(sent) and time.monotonic() < deadline:
             time.sleep(0.05)
         delays = sorted(recorder.delivered[d] - sent[d] for d in sent)
-        assert delays[len(delays) // 2] < 0.3, delays  # polled every 70 ms, no batching window
-        untagged = iterator(shared, name)  # the mapping polls ~14 times a second: the shard's 5 are whole
+        assert delays[len(delays) // 2] < 0.3, delays  # pushed within ~70 ms, no batching window
+        untagged = iterator(shared, name)  # the mapping's reads are not the shard's: its 5 are whole
         for _ in range(5):
             untagged = shared.get_records(ShardIterator=untagged)["NextShardIterator"]
     finally:
         esm.stop()
     assert refusals(limited).get("kinesis.GetRecords:ProvisionedThroughputExceededException", 0) == before
+
+
+def test_an_idle_shards_fan_out_read_is_held_until_its_next_write(limited: str) -> None:
+    """A fan-out read asking to be held answers at the shard's next write (a random part of 70 ms
+    later), or empty when its hold runs out; a read that does not ask answers at once."""
+    from magnetar.local.aws_limits.fan_out_push import HELD_HEADER, HOLD_HEADER
+
+    name = stream(limited)
+    fan_out = tag_fan_out(kinesis(limited), "held-reader")
+    fan_out.meta.events.register("before-sign.kinesis.GetRecords",
+                                 lambda request, **_: request.headers.__setitem__(HOLD_HEADER, "600"))
+    start = iterator(fan_out, name)
+    began = time.monotonic()
+    empty = fan_out.get_records(ShardIterator=start)
+    assert empty["Records"] == [] and 0.5 <= time.monotonic() - began < 2.0  # held for its 600 ms
+    assert HELD_HEADER in empty["ResponseMetadata"]["HTTPHeaders"]
+    writer = threading.Timer(0.3, lambda: kinesis(limited).put_record(StreamName=name, Data=b"w", PartitionKey="k"))
+    began = time.monotonic()
+    writer.start()
+    page = fan_out.get_records(ShardIterator=start)
+    waited = time.monotonic() - began
+    writer.join()
+    assert [r["Data"] for r in page["Records"]] == [b"w"] and 0.25 <= waited < 0.55, waited  # woken by the write
+    asked_nothing = tag_fan_out(kinesis(limited), "plain-reader")
+    began = time.monotonic()
+    answer = asked_nothing.get_records(ShardIterator=page["NextShardIterator"])
+    assert answer["Records"] == [] and time.monotonic() - began < 0.3
+    assert HELD_HEADER not in answer["ResponseMetadata"]["HTTPHeaders"]
+
+
+def test_the_fan_out_mapping_reads_an_idle_shard_once_a_hold(limited: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = stream(limited)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", limited)
+    recorder = _Recorder()
+    esm = KinesisEventSourceMapping(recorder, name, 100, 0, fan_out=True)  # type: ignore[arg-type]
+    esm.kinesis = tag_fan_out(kinesis(limited), esm.consumer)
+    reads: list[float] = []
+    esm.kinesis.meta.events.register("before-send.kinesis.GetRecords", lambda **_: reads.append(time.monotonic()))
+    esm.start()
+    try:
+        time.sleep(2.5)
+        idle_reads = len(reads)
+        sent = time.monotonic()
+        kinesis(limited).put_record(StreamName=name, Data=b"after-idle", PartitionKey="k")
+        deadline = sent + 5
+        while b"after-idle" not in recorder.delivered and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        esm.stop()
+    assert idle_reads <= 4, idle_reads  # one read a second's hold, not one every 70 ms (~35)
+    assert recorder.delivered[b"after-idle"] - sent < 0.3

@@ -11,9 +11,12 @@ What it reproduces from the real mapping (see the CDK stack for the settings):
 
 Enhanced fan-out (`fan_out=True`, `LocalCluster.journal_fan_out`) emulates a mapping on a registered
 stream consumer (SubscribeToShard). moto has no SubscribeToShard streaming, so the mapping still
-calls GetRecords, but as a subscription behaves: (a) an idle shard is polled every
-`FAN_OUT_PUSH_INTERVAL_S` (~70 ms, the push delay AWS gives for enhanced fan-out) and there is no
-batching window (a batch is what one read returns); (b) its GetShardIterator and GetRecords requests
+calls GetRecords, but as a subscription behaves: (a) a read of an idle shard asks the emulator to
+hold it until the shard's next write (`FAN_OUT_HOLD_S`; the emulator answers it 0 to 70 ms after the
+write, the push delay AWS gives for enhanced fan-out: `magnetar.local.aws_limits.fan_out_push`), so
+an idle shard costs a read a hold; an emulator that does not hold (limits off, LocalStack) is read
+every `FAN_OUT_PUSH_INTERVAL_S` instead; there is no batching window unless one is set (a batch is
+what one read returns); (b) its GetShardIterator and GetRecords requests
 carry `X-Magnetar-Fan-Out-Consumer: <consumer>` (a botocore hook on a client of its own, so the
 functions' reads stay untagged), and the emulator's limits (`magnetar.local.aws_limits.kinesis`)
 account them on that consumer's dedicated 2 MiB/s per shard instead of the shard's shared
@@ -32,6 +35,7 @@ from typing import Any
 import boto3
 
 from magnetar.adapters.aws.clients import REQUESTS, client
+from magnetar.local.aws_limits.fan_out_push import HELD_HEADER, HOLD_HEADER
 from magnetar.local.aws_limits.kinesis import FAN_OUT_HEADER
 from magnetar.local.fidelity import ESM_POLL_INTERVAL_S, AwsFidelity
 from magnetar.local.lambda_runtime import LocalFunction, Throttled
@@ -39,6 +43,7 @@ from magnetar.local.lambda_runtime import LocalFunction, Throttled
 log = logging.getLogger(__name__)
 REGION = "us-east-1"
 FAN_OUT_PUSH_INTERVAL_S = 0.07  # enhanced fan-out: records pushed ~70 ms after they arrive
+FAN_OUT_HOLD_S = 1.0  # an idle shard's read waits this long at the emulator for the shard's next write
 
 
 def tag_fan_out(kinesis: Any, consumer: str) -> Any:
@@ -94,6 +99,7 @@ class KinesisEventSourceMapping:
         self.retry_backoff_s = retry_backoff_s
         self.consumer = consumer or f"{function.name}-fan-out"
         self.kinesis = _fan_out_client(self.consumer) if fan_out else client("kinesis")
+        self._hold = threading.local()  # this shard thread's next read: how long it may be held (ms)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self.invocations = 0
@@ -102,6 +108,9 @@ class KinesisEventSourceMapping:
         self.stream_arn = ""
 
     def start(self) -> None:
+        if self.fan_out:  # the reads of an idle shard ask to be held until its next write
+            self.kinesis.meta.events.register("before-sign.kinesis.GetRecords", self._ask_hold,
+                                              unique_id=f"magnetar-fan-out-hold-{id(self)}")
         summary = self.kinesis.describe_stream_summary(StreamName=self.stream)["StreamDescriptionSummary"]
         self.stream_arn = summary["StreamARN"]
         shards = self.kinesis.list_shards(StreamName=self.stream)["Shards"]
@@ -135,19 +144,25 @@ class KinesisEventSourceMapping:
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
 
+    def _ask_hold(self, request: Any, **_: Any) -> None:
+        hold_ms = getattr(self._hold, "ms", 0)
+        if hold_ms:
+            request.headers[HOLD_HEADER] = str(hold_ms)
+
     def _poll_shard(self, shard_id: str) -> None:
         checkpoint: str | None = None  # last sequence number successfully processed
         iterator = self._iterator(shard_id, None)
         while not self._stop.is_set():
             try:
-                batch, iterator = self._gather(iterator)
+                batch, iterator, held = self._gather(iterator)
             except Exception:
                 log.exception("GetRecords failed on %s", shard_id)
                 self._stop.wait(1.0)
                 iterator = self._iterator(shard_id, checkpoint)
                 continue
             if not batch:
-                self._stop.wait(self.poll_interval_s)
+                if not held:  # the emulator answered at once: read again after the interval
+                    self._stop.wait(self.poll_interval_s)
                 continue
             resume_at = self._invoke_until_done(shard_id, batch)
             if resume_at is None:
@@ -158,18 +173,27 @@ class KinesisEventSourceMapping:
                 self._stop.wait(self.retry_backoff_s)
                 iterator = self._iterator(shard_id, None, at=resume_at)
 
-    def _gather(self, iterator: str) -> tuple[list[dict[str, Any]], str]:
+    def _gather(self, iterator: str) -> tuple[list[dict[str, Any]], str, bool]:
+        """A batch (up to the batch size, gathered for the batching window), the iterator after it, and
+        whether an empty first read was held at the emulator for the shard's next write."""
         batch: list[dict[str, Any]] = []
         started = time.monotonic()
+        held = False
         while len(batch) < self.batch_size:
-            page = self.kinesis.get_records(ShardIterator=iterator, Limit=self.batch_size - len(batch))
+            # only the first read of a batch may wait for a write: a batching window's reads are its own
+            self._hold.ms = int(FAN_OUT_HOLD_S * 1000) if self.fan_out and not batch else 0
+            try:
+                page = self.kinesis.get_records(ShardIterator=iterator, Limit=self.batch_size - len(batch))
+            finally:
+                self._hold.ms = 0
+            held = HELD_HEADER in page.get("ResponseMetadata", {}).get("HTTPHeaders", {})
             iterator = page["NextShardIterator"]
             batch.extend(page["Records"])
             if not batch or time.monotonic() - started >= self.batching_window_s or self._stop.is_set():
                 break
             if not page["Records"]:
                 self._stop.wait(min(self.poll_interval_s, self.batching_window_s))
-        return batch, iterator
+        return batch, iterator, held
 
     def _event(self, shard_id: str, batch: list[dict[str, Any]]) -> dict[str, Any]:
         return {

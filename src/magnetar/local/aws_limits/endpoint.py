@@ -29,6 +29,7 @@ from magnetar.local.aws_limits.base import (
 )
 from magnetar.local.aws_limits.buckets import _State
 from magnetar.local.aws_limits.dynamodb import DynamoDbLimits
+from magnetar.local.aws_limits.fan_out_push import ShardWrites
 from magnetar.local.aws_limits.kinesis import KinesisLimits, _Shards
 from magnetar.local.aws_limits.s3 import S3Limits
 
@@ -50,6 +51,7 @@ class AwsEndpoint(KinesisLimits, DynamoDbLimits, S3Limits):
         self.clock = clock
         self.state = _State()
         self._shards: dict[tuple[str, str, str], _Shards] = {}
+        self.shard_writes = ShardWrites()
         self._key_schemas: dict[tuple[str, str, str], tuple[str, str | None]] = {}
         self.refusals: Counter[str] = Counter()  # "kinesis.GetRecords:ProvisionedThroughputExceededException" -> n
         # conditional writes DynamoDB declined ("dynamodb.PutItem:ConditionalCheckFailedException" -> n): not

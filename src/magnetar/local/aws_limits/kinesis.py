@@ -13,8 +13,9 @@ Enhanced fan-out, emulated: a GetRecords or GetShardIterator carrying `X-Magneta
 <name>` (the event-source mapping's `fan_out` mode, `magnetar.local.esm`) stands for a registered
 consumer's SubscribeToShard. It is accounted on that consumer's own per-shard budget, 2 MiB/s of
 reads (the same debt rule) and a window of 5 GetShardIterator calls/s, with no cap on its calls
-(a subscription pushes; the emulation polls instead), and it takes nothing from the shard's shared
-5 calls/s and 2 MiB/s.
+(a subscription pushes; the emulation reads instead), and it takes nothing from the shard's shared
+5 calls/s and 2 MiB/s. An empty fan-out read that asks to be held waits for the shard's next write
+(`magnetar.local.aws_limits.fan_out_push`): an idle shard costs one read a hold, not one every 70 ms.
 
 A shard's write budget can be spent from outside (`POST /_magnetar/aws-limits/kinesis/shard-writes`,
 `{"stream", "shard", "bytes"}`), as another writer of that shard would spend it, into debt if the
@@ -43,6 +44,7 @@ from magnetar.local.aws_limits.base import (
     _refused,
 )
 from magnetar.local.aws_limits.buckets import Bucket
+from magnetar.local.aws_limits.fan_out_push import ShardWrites, hold_asked_s
 
 # Kinesis (https://docs.aws.amazon.com/streams/latest/dev/service-sizes-and-limits.html)
 KINESIS_SHARD_WRITE_BYTES_S = 1 * MIB
@@ -80,6 +82,7 @@ class KinesisLimits(EndpointBase):
     """The endpoint's Kinesis operations (a mixin of `AwsEndpoint`)."""
 
     _shards: dict[tuple[str, str, str], _Shards]
+    shard_writes: ShardWrites  # what each shard took: the held fan-out reads wake at the next write
 
     def _stream_name(self, request: dict[str, Any]) -> str:
         name = request.get("StreamName")
@@ -149,7 +152,7 @@ class KinesisLimits(EndpointBase):
         except ValueError:
             return self._forward(environ)
         if operation == "GetRecords":
-            return self._get_records(environ, request)
+            return self._get_records(environ, request, body)
         account, region = self._scope(environ)
         stream = self._stream_name(request)
         if operation == "GetShardIterator":
@@ -199,9 +202,9 @@ class KinesisLimits(EndpointBase):
         if operation == "PutRecord":
             if not accepted[0]:
                 return kinesis_error("ProvisionedThroughputExceededException", throttled(shards[0]))
-            return self._forward(environ, body)
+            return self._written(self._forward(environ, body), account, region, stream, shards)
         if all(accepted):
-            return self._forward(environ, body)
+            return self._written(self._forward(environ, body), account, region, stream, shards)
         results: list[dict[str, Any]] = [
             {"ErrorCode": "ProvisionedThroughputExceededException", "ErrorMessage": throttled(shard)}
             for shard in shards
@@ -209,7 +212,9 @@ class KinesisLimits(EndpointBase):
         kept = [r for r, ok in zip(records, accepted, strict=True) if ok]
         encryption = "NONE"
         if kept:
-            status, headers, data = self._forward(environ, json.dumps({**request, "Records": kept}).encode())
+            status, headers, data = self._written(
+                self._forward(environ, json.dumps({**request, "Records": kept}).encode()), account, region, stream,
+                [shard for shard, ok in zip(shards, accepted, strict=True) if ok])
             if not status.startswith("200"):
                 return status, headers, data
             answer = json.loads(data)
@@ -223,6 +228,12 @@ class KinesisLimits(EndpointBase):
                                                   "EncryptionType": encryption}, "application/x-amz-json-1.1"),
                         "records:ProvisionedThroughputExceededException", accepted.count(False))
 
+    def _written(self, response: Response, account: str, region: str, stream: str, shards: list[str]) -> Response:
+        """A put's answer, once the shards it wrote have woken their held fan-out reads."""
+        if response[0].startswith("200"):
+            self.shard_writes.wrote((account, region, stream, shard) for shard in shards)
+        return response
+
     def _within_calls(self, key: tuple[str, ...], per_s: int, extra_refusal: Bucket | None = None) -> bool:
         """A sliding one-second window of calls: True (and the call counted) while under `per_s`."""
         now = self.clock()
@@ -235,7 +246,7 @@ class KinesisLimits(EndpointBase):
             calls.append(now)
             return True
 
-    def _get_records(self, environ: dict[str, Any], request: dict[str, Any]) -> Response:
+    def _get_records(self, environ: dict[str, Any], request: dict[str, Any], body: bytes) -> Response:
         try:
             decoded = base64.decodebytes(str(request.get("ShardIterator", "")).encode()).decode()  # moto's form
             stream, shard = decoded.split(":")[:2]
@@ -245,7 +256,7 @@ class KinesisLimits(EndpointBase):
         key = (account, region, stream, shard)
         consumer = fan_out_consumer(environ)
         if consumer is not None:
-            return self._fan_out_get_records(environ, consumer, key)
+            return self._fan_out_get_records(environ, body, consumer, key)
         with self.state.lock:
             debt = self.state.bucket(("kb", *key), KINESIS_SHARD_READ_BYTES_S, self.clock())
         if not self._within_calls(("kr", *key), KINESIS_SHARD_READ_CALLS_S, debt):
@@ -257,8 +268,10 @@ class KinesisLimits(EndpointBase):
                 debt.charge(len(data) * 3 // 4, self.clock())
         return status, headers, data
 
-    def _fan_out_get_records(self, environ: dict[str, Any], consumer: str, key: tuple[str, str, str, str]) -> Response:
-        """A registered consumer's read: its own 2 MiB/s per shard (refused while in debt), no call cap."""
+    def _fan_out_get_records(self, environ: dict[str, Any], body: bytes, consumer: str,
+                             key: tuple[str, str, str, str]) -> Response:
+        """A registered consumer's read: its own 2 MiB/s per shard (refused while in debt), no call cap;
+        held for the shard's next write when it asks and finds nothing (the module's docstring)."""
         account, _region, stream, shard = key
         with self.state.lock:
             budget = self.state.bucket(("kfb", consumer, *key), KINESIS_FAN_OUT_READ_BYTES_S, self.clock())
@@ -266,7 +279,8 @@ class KinesisLimits(EndpointBase):
         if in_debt:
             return kinesis_error("ProvisionedThroughputExceededException",
                                  f"Rate exceeded for consumer {consumer} on Shard - {account}:{stream}:{shard}")
-        status, headers, data = self._forward(environ)
+        status, headers, data = self.shard_writes.read_held(key, hold_asked_s(environ),
+                                                            lambda: self._forward(environ, body))
         if status.startswith("200"):
             with self.state.lock:
                 budget.charge(len(data) * 3 // 4, self.clock())
