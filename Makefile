@@ -46,10 +46,11 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-# Two workers (pytest-xdist), a test file each at a time, each worker with its own session cluster:
-# the tests mostly wait (seals, long polls, pushes), so two share the 2 cores well. The longest files start
-# first (tests/scheduling.py, from the seconds in tests/durations.json). PYTEST_WORKERS=0: one process.
-PYTEST_WORKERS ?= 2
+# Three workers (pytest-xdist), a test file each at a time, each worker with its own session cluster:
+# the tests mostly wait (seals, long polls, pushes; an idle cluster reads its shards once a second), so
+# three share the 2 cores well (about 60-70 % busy). The longest files start first (tests/scheduling.py,
+# from the seconds in tests/durations.json). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= 3
 test: install lint typecheck
 	$(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 

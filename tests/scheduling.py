@@ -1,4 +1,4 @@
-"""How `pytest -n 2 --dist loadfile` shares the test files between its workers: longest first.
+"""How `pytest -n 3 --dist loadfile` (make test) shares the test files between its workers: longest first.
 
 A file is one unit of work (its module fixtures, e.g. a `magnetar local up` of its own, are set up
 once), and xdist hands the units out in queue order, a new one to whichever worker is done first.
