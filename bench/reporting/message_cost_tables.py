@@ -261,8 +261,25 @@ def message_cost_commands(results: Results) -> str:
     return commands(*(f"{command(w)}   # {w}" for w in WORKLOADS))
 
 
+STEADY_100_RUNS = ("message-cost-steady-100.json", "message-cost-steady-100-again-2.json",
+                   "message-cost-steady-100-again-3.json")
+
+
+def steady_100_runs(results: Results) -> str:
+    """The 100 msg/s run and two more of the same command made right after it: the latency's spread."""
+    rows = []
+    for i, name in enumerate(STEADY_100_RUNS, 1):
+        run = results.load(name)
+        e2e = run["e2e_latency_ms"]
+        rows.append([str(i), f"`{name}`", n(run["limit"]["kinesis_put_records"]["per_s"]),
+                     f"{n(e2e['p50'])} / {n(e2e['p95'])} / {n(e2e['p99'])}",
+                     "yes" if e2e["p99"] <= 500 else bold("no")])
+    return table(["run", "result", "raw limit msg/s (same run)", "e2e p50 / p95 / p99 ms", "p99 ≤ 500 ms"], rows)
+
+
 BLOCKS = {
     "message-cost": workloads,
+    "message-cost-steady-100-runs": steady_100_runs,
     "message-cost-commands": message_cost_commands,
     "message-cost-goals": goals,
     "message-cost-requests": requests_by_step,
