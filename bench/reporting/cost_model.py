@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from magnetar.cli.cost import STEPS, headline_text
+from magnetar.cli.cost_report import STEPS, headline_text
 from magnetar.cost import (
     COMPONENTS,
     PRICES_AS_OF,
