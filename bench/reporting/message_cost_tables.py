@@ -285,8 +285,27 @@ def steady_100_runs(results: Results) -> str:
                   "p99 ≤ 500 ms", "$ / M"], rows)
 
 
+# the table's run, the same command right after it, and an earlier run of it (before the emulator held fan-out reads)
+KEY_SHARED_RUNS = ("message-cost-key-shared-8p.json", "message-cost-key-shared-8p-again-2.json",
+                   "message-cost-key-shared-8p-earlier.json")
+
+
+def key_shared_runs(results: Results) -> str:
+    """The partitioned Key_Shared command twice in a row: how long its producers took to send."""
+    rows = []
+    for i, name in enumerate(KEY_SHARED_RUNS, 1):
+        run = results.load(name)
+        e2e = run["e2e_latency_ms"]
+        rows.append([str(i), f"`{name}`", n(run["limit"]["kinesis_put_records"]["per_s"]), n(run["msgs_per_s"]),
+                     n(run["produce_seconds"], 1), n(run["aws_requests_per_1000_msgs"], 1),
+                     f"{n(e2e['p50'])} / {n(e2e['p99'])}"])
+    return table(["run", "result", "raw limit msg/s (same run)", "msg/s", "seconds the producers took (20 s asked)",
+                  "AWS requests / 1,000 (fan-out reads with them)", "e2e p50 / p99 ms"], rows)
+
+
 BLOCKS = {
     "message-cost": workloads,
+    "message-cost-key-shared-runs": key_shared_runs,
     "message-cost-steady-100-runs": steady_100_runs,
     "message-cost-commands": message_cost_commands,
     "message-cost-goals": goals,
