@@ -182,10 +182,7 @@ class KinesisEventSourceMapping:
         while len(batch) < self.batch_size:
             # only the first read of a batch may wait for a write: a batching window's reads are its own
             self._hold.ms = int(FAN_OUT_HOLD_S * 1000) if self.fan_out and not batch else 0
-            try:
-                page = self.kinesis.get_records(ShardIterator=iterator, Limit=self.batch_size - len(batch))
-            finally:
-                self._hold.ms = 0
+            page = self.kinesis.get_records(ShardIterator=iterator, Limit=self.batch_size - len(batch))
             held = HELD_HEADER in page.get("ResponseMetadata", {}).get("HTTPHeaders", {})
             iterator = page["NextShardIterator"]
             batch.extend(page["Records"])
