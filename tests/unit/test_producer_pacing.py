@@ -3,9 +3,22 @@ simulated shard: a token bucket of 1 MiB/s holding one second, as Kinesis's and 
 
 from __future__ import annotations
 
+import heapq
+import random
+
 import pytest
 
-from magnetar.core.publish_pacing import MAX_RATE, MIN_RATE, PublishPacer, ShardPacers
+from magnetar.core.publish_pacing import (
+    MAX_RATE,
+    MIN_RATE,
+    PROBE,
+    PROBE_FIRST,
+    PROBE_PERIOD_S,
+    SHARD_WRITE_BYTES_S,
+    STEP_BACK,
+    PublishPacer,
+    ShardPacers,
+)
 
 MIB = 1024 * 1024
 
@@ -95,12 +108,15 @@ def test_no_pacing_until_the_broker_reports_a_wait_and_none_once_the_producer_sl
     pacer.answered(0.1, 0.4, 300_000, 150)  # refused, then through: 300 KB in 0.3 s
     assert pacer.rate == pytest.approx(0.95 * 1_000_000)
     assert abs(pacer.delay(0.4) - (0.1 + 300_000 / pacer.rate - 0.4)) < 1e-9
+    pace = 0.95 * 1_000_000
     pacer.answered(0.4, 0.5, 100_000, 0)  # went through without waiting: climb fast until a report...
-    assert pacer.rate == pytest.approx(0.95 * 1_000_000 * 1.05)
-    pacer.answered(0.5, 0.6, 100_000, 10)  # ...which steps back by 10 % (600 KB got through in 0.6 s: more)
-    assert pacer.rate == pytest.approx(0.95 * 1_000_000 * 1.05 * 0.9)
-    pacer.answered(1.3, 1.4, 100_000, 0)  # and from then on climb slowly
-    assert pacer.rate == pytest.approx(0.95 * 1_000_000 * 1.05 * 0.9 * 1.02)
+    pace *= PROBE_FIRST ** (100_000 / pace / PROBE_PERIOD_S)  # (per tenth of a second of pace it spanned)
+    assert pacer.rate == pytest.approx(pace)
+    pacer.answered(0.5, 0.6, 100_000, 10)  # ...which steps back (600 KB got through in 0.6 s: more)
+    pace *= STEP_BACK
+    assert pacer.rate == pytest.approx(pace)
+    pacer.answered(1.3, 1.4, 20_000, 0)  # and from then on climb slowly (at least one step a request)
+    assert pacer.rate == pytest.approx(pace * PROBE)
     for i in range(2_000):  # the producer slows down: every request raises the pace until pacing stops
         pacer.answered(2.0 + i, 2.1 + i, 100_000, 0)
         if pacer.rate is None:
@@ -142,13 +158,104 @@ def test_a_shared_pace_is_a_schedule_and_one_saturation_is_answered_once() -> No
     assert pacer.delay(now) == pytest.approx(0.1)
     pacer.starting(now + 0.1, 95_000)
     assert pacer.delay(now + 0.1) == pytest.approx(0.1)
-    pacer.answered(1.3, 1.35, 95_000, 0)  # through: a probe
-    assert pacer.rate == pytest.approx(0.95 * 1_000_000 * 1.05)
+    pacer.answered(1.3, 1.35, 95_000, 0)  # through: a probe (one step: 0.1 s of pace)
+    assert pacer.rate == pytest.approx(0.95 * 1_000_000 * PROBE_FIRST)
     pacer.answered(1.4, 1.5, 95_000, 10)  # started after the change: a step back
-    assert pacer.rate == pytest.approx(0.95 * 1_000_000 * 1.05 * 0.9)
+    assert pacer.rate == pytest.approx(0.95 * 1_000_000 * PROBE_FIRST * STEP_BACK)
 
 
 def test_a_client_has_one_pacer_per_shard() -> None:
     pacers = ShardPacers()
     assert pacers.of("shardId-0") is pacers.of("shardId-0") and pacers.of("shardId-1") is not pacers.of("shardId-0")
     assert ShardPacers().of("shardId-0") is not pacers.of("shardId-0")
+
+
+def test_the_pace_never_exceeds_a_shards_rate_and_steps_back_from_it() -> None:
+    """A first report measured during the bucket's burst (4 MB/s through) paces at the shard's
+    rate, not above it; a probe past it goes on unseen, and a report steps back from the shard's
+    rate, not from the unseen probe."""
+    pacer = PublishPacer()
+    pacer.answered(0.0, 0.25, 1_000_000, 0)
+    pacer.answered(0.25, 0.5, 1_000_000, 40)
+    assert pacer.pace == SHARD_WRITE_BYTES_S
+    pacer.starting(2.0, 524_288)  # past the report's own booking: half a MiB is half a second
+    assert pacer.delay(2.0) == pytest.approx(0.5)
+    for i in range(5):
+        pacer.answered(3.0 + i, 3.1 + i, 200_000, 0)
+    assert pacer.rate is not None and pacer.rate > SHARD_WRITE_BYTES_S and pacer.pace == SHARD_WRITE_BYTES_S
+    pacer.answered(8.0, 8.1, 200_000, 30)
+    assert pacer.rate == pytest.approx(SHARD_WRITE_BYTES_S * STEP_BACK)
+
+
+def test_a_pace_stepped_far_down_climbs_back_in_seconds_of_its_own_schedule() -> None:
+    """The probe counts the pace's time a request spans, not requests: quarter-MiB requests at
+    the lowest pace (16 s each) climb back to the shard's rate within a minute of schedule, where
+    2 % a request took over ten minutes."""
+    pacer = PublishPacer()
+    pacer.answered(0.0, 0.1, 1_000, 0)
+    for i in range(60):  # reports from a crowded shard push the pace to its floor
+        pacer.answered(1.0 + i, 1.5 + i, 1_000, 900)
+    assert pacer.rate == MIN_RATE
+    now, size = 100.0, 256 * 1024
+    while pacer.rate is not None and pacer.rate < SHARD_WRITE_BYTES_S:
+        now += pacer.delay(now)
+        pacer.starting(now, size)
+        pacer.answered(now, now + 0.1, size, 0)
+        now += 0.1
+    assert now - 100.0 < 60.0, now - 100.0
+
+
+def run_partitions_on_one_pacer(partitions: int, seconds: float, seed: int) -> tuple[float, int, float]:
+    """`partitions` partition producers of one client on one shard (one pacer, one request in
+    flight each, 150-250 KB requests), the broker retrying a refused put as the journal adapter
+    does (after part of the record's refill time, doubling up to a second) for up to 8 s before
+    the request fails. Returns (MiB/s delivered, requests failed, the longest retrying put in s)."""
+    rnd, pacer, overhead, patience = random.Random(seed), PublishPacer(), 0.05, 8.0
+    tokens, stamp, sent, failed, longest = float(MIB), 0.0, 0, 0, 0.0
+    events: list[tuple[float, int, int, dict[str, float]]] = []
+    for i in range(partitions):
+        heapq.heappush(events, (rnd.uniform(0, 0.1), i, 0, {}))
+    order = partitions
+    while events:
+        now, _, kind, request = heapq.heappop(events)
+        if now > seconds:
+            break
+        order += 1
+        if kind == 0:  # a partition producer is ready to send
+            wait = pacer.delay(now)
+            if wait > 0:
+                heapq.heappush(events, (now + wait, order, 0, {}))
+                continue
+            size = rnd.randint(150_000, 250_000)
+            pacer.starting(now, size)
+            heapq.heappush(events, (now + overhead, order, 1, {"size": size, "started": now, "attempt": 0,
+                                                               "first": now + overhead, "waited": 0.0}))
+            continue
+        tokens, stamp = min(float(MIB), tokens + (now - stamp) * MIB), now
+        request["attempt"] += 1
+        if tokens >= request["size"]:
+            tokens -= request["size"]
+            sent += int(request["size"])
+            longest = max(longest, now - request["first"])
+            pacer.answered(request["started"], now + overhead, int(request["size"]), round(request["waited"] * 1000))
+            heapq.heappush(events, (now + overhead, order, 0, {}))
+            continue
+        refill = max(0.02, request["size"] / MIB)
+        wait = rnd.uniform(0.5, 1.0) * min(1.0, refill * 2.0 ** min(request["attempt"] - 1, 3))
+        if now + wait > request["first"] + patience:
+            failed += 1  # the client retries the publish
+            heapq.heappush(events, (now + overhead + 0.1, order, 0, {}))
+            continue
+        request["waited"] += wait
+        heapq.heappush(events, (now + wait, order, 1, request))
+    return sent / seconds / MIB, failed, longest
+
+
+def test_sixteen_partition_producers_on_one_pacer_keep_the_shard_busy_without_starving_a_put() -> None:
+    """A partitioned Key_Shared run's shape: four producers of eight partitions, four partitions a
+    shard. Before the pace was capped at the shard's rate and stepped back by a fifth, the pace
+    swung between half and four times the shard every ~25 s, and ten puts a minute starved for
+    the broker's whole patience (each a failed publish, retried)."""
+    runs = [run_partitions_on_one_pacer(16, 60, seed) for seed in range(5)]
+    assert all(rate >= 0.85 for rate, _, _ in runs), runs
+    assert sum(failed for _, failed, _ in runs) <= 5, runs

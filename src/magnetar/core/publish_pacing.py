@@ -11,16 +11,20 @@ before the journal write.
 The broker reports how long a write waited for the shard (`throttledMs` in the publish response).
 From the first such report on, the producer paces its requests at a byte rate: first 95 % of
 what it got through over the last two seconds, sending as fast as it could (its share of the
-shard; more while the shard's one-second bucket still held a burst, which the next reports step
-down — an estimate too low would cost throughput until probing brought it back), then probing
-upward with every request that went through without waiting — by 5 % a request until a report
-comes while paced, by 2 % after it (TCP's slow start, then its congestion avoidance) — and
-stepping back by 10 % at each report while paced (the pace counts from request start to start,
-and a refused request takes longer than its pace: a smaller step left it above the shard's
-rate). Below the shard's rate the bucket refills faster than it drains and absorbs the jitter
-of the requests' timing. Messages wait in the producer meanwhile, so a request carries more of
-them when it can. A producer that no longer has more to send than the shard takes is not held:
-each of its requests raises the pace, until it is past any shard's rate and pacing stops.
+shard; more while the shard's one-second bucket still held a burst), then probing upward while
+requests go through without waiting — by 5 % per tenth of a second of pace until a report comes
+while paced, by 2 % after it (TCP's slow start, then its congestion avoidance) — and stepping
+back to 80 % of the pace at each report while paced. The probe counts time, not requests: a
+request of a quarter of a MiB at a low pace spans seconds of it, and a per-request probe takes
+minutes to climb back from a pace stepped far down (simulated, with a shard shared by 16
+partition producers: a step-back to 70 % left runs at 0.3 of the shard's rate). The pace never exceeds a shard's write rate (`SHARD_WRITE_BYTES_S`):
+above it the shard refuses whatever the producer sends, and a pace measured during the bucket's
+first burst (several MiB/s) took many step-backs to come down — seconds of refusals in which
+large records starved for the broker's whole retry patience. Beyond it the probe goes on
+unseen, so a producer that no longer has more to send than the shard takes climbs out of pacing
+(`MAX_RATE`). Below the shard's rate the bucket refills faster than it drains and absorbs the
+jitter of the requests' timing. Messages wait in the producer meanwhile, so a request carries
+more of them when it can.
 
 The producers of one client (or one proxy) whose topics share a shard share its pacer
 (`ShardPacers`: the broker names the shard of each write, `journalShard`): a partitioned
@@ -40,9 +44,11 @@ from collections import deque
 from dataclasses import dataclass, field
 
 FIRST_SHARE = 0.95  # the first report: pace at this share of the rate the refused request got through at
-STEP_BACK = 0.9  # a report while paced: step back to this share of the pace
+STEP_BACK = 0.8  # a report while paced: step back to this share of the pace
 PROBE_FIRST = 1.05  # through without waiting, before any report while paced: climb fast...
 PROBE = 1.02  # ...and after one, slowly around the rate it showed
+PROBE_PERIOD_S = 0.1  # ...each step per this much of the pace a request spans (at least one step a request)
+SHARD_WRITE_BYTES_S = 1024 * 1024.0  # a Kinesis shard's write rate: the pace never goes past it
 WINDOW_S = 2.0  # the first report measures what the producer got through over this long
 MAX_WAIT_S = 1.0  # the longest one wait (a close or flush is not held longer)
 MIN_RATE = 16 * 1024.0  # bytes/s: never pace slower (a report from a shard shared with many)
@@ -60,6 +66,11 @@ class PublishPacer:
     _recent: deque[tuple[float, int]] = field(default_factory=deque)  # (started, bytes) of the last WINDOW_S
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
+    @property
+    def pace(self) -> float | None:
+        """The bytes/s requests are spaced at (None: not paced): the rate, at most a shard's."""
+        return None if self.rate is None else min(self.rate, SHARD_WRITE_BYTES_S)
+
     def delay(self, now: float) -> float:
         """Seconds to wait before the next request may start (0: now), at most `MAX_WAIT_S` at a
         time (a caller that waits it looks again)."""
@@ -71,8 +82,9 @@ class PublishPacer:
     def starting(self, now: float, nbytes: int) -> None:
         """A request of `nbytes` payload bytes starts now: it books its time of the schedule."""
         with self._lock:
-            if self.rate is not None:
-                self._next_start = max(self._next_start, now) + nbytes / self.rate
+            pace = self.pace
+            if pace is not None:
+                self._next_start = max(self._next_start, now) + nbytes / pace
 
     def answered(self, started: float, finished: float, nbytes: int, throttled_ms: int) -> None:
         """A request of `nbytes` payload bytes, sent at `started`, was answered at `finished`;
@@ -89,15 +101,16 @@ class PublishPacer:
                     # reports that follow step it down: too low would cost throughput until probed back)
                     first = min(s for s, _ in self._recent)
                     self.rate = FIRST_SHARE * sum(b for _, b in self._recent) / max(finished - first, 1e-3)
-                else:  # paced a little too fast: a step back (not to what got through lately, which
+                else:  # paced too fast: a step back from the pace (not to what got through lately, which
                     # misses the requests still out and, measured just after a stall, would pace the
                     # producers far below the shard: measured, it halved a partitioned run's throughput)
-                    self.rate, self._found = self.rate * STEP_BACK, True
-                self.rate = max(MIN_RATE, self.rate)
+                    self.rate, self._found = min(self.rate, SHARD_WRITE_BYTES_S) * STEP_BACK, True
+                self.rate = min(SHARD_WRITE_BYTES_S, max(MIN_RATE, self.rate))
                 self._changed = finished
                 self._next_start = max(self._next_start, started + nbytes / self.rate)
             elif self.rate is not None:
-                self.rate *= PROBE if self._found else PROBE_FIRST
+                spanned = nbytes / min(self.rate, SHARD_WRITE_BYTES_S)  # seconds of the pace it took
+                self.rate *= (PROBE if self._found else PROBE_FIRST) ** max(1.0, spanned / PROBE_PERIOD_S)
                 if self.rate > MAX_RATE:
                     self.rate, self._found = None, False
 
