@@ -29,9 +29,9 @@ WORKLOADS: dict[str, list[str]] = {
     "steady-100": ["--rate", "100", "--duration", "60"],
     # as long as steady-300, the run it is compared with: the setup of its clients weighs the same per message
     "steady-300-2x2": ["--rate", "300", "--duration", "180", "--producers", "2", "--consumers", "2"],
-    # the seal latency target on either side of its default (250 ms)
+    # the seal latency target above its default (200 ms)
     **{f"steady-{rate}-seal-{ms}": ["--rate", str(rate), "--duration", "60", "--seal-latency-ms", str(ms)]
-       for rate in (300, 100) for ms in (200, 300)},
+       for rate in (300, 100) for ms in (250, 300)},
     "flat-out": ["--duration", "20"],
     "key-shared-8p": ["-p", "8", "--producers", "4", "--consumers", "4", "--subscription-type", "Key_Shared",
                       "--keys", "32", "--duration", "20"],

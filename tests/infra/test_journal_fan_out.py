@@ -217,7 +217,7 @@ def test_the_batching_window_is_a_setting_of_either_mapping(synth: Any) -> None:
 
 def test_the_seal_latency_target_is_a_setting_of_the_journal_consumer(synth: Any) -> None:
     """sealLatencyMs: how long a busy shard's small batch may wait to be sealed (seals follow the load)."""
-    assert _env(synth(), "JournalConsumerFunction")["MAGNETAR_SEAL_LATENCY_MS"] == "250"
+    assert _env(synth(), "JournalConsumerFunction")["MAGNETAR_SEAL_LATENCY_MS"] == "200"
     assert _env(synth({"sealLatencyMs": "500"}), "JournalConsumerFunction")["MAGNETAR_SEAL_LATENCY_MS"] == "500"
     assert _env(synth(seal_latency_ms=0), "JournalConsumerFunction")["MAGNETAR_SEAL_LATENCY_MS"] == "0"
     with pytest.raises(Exception, match="0 to 10000 ms"):

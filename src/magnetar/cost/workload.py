@@ -43,7 +43,7 @@ class Parameters:
     esm_window_s: float = 1.0  # JOURNAL_MAX_BATCHING_WINDOW_S
     # with enhanced fan-out, the journal consumer holds a busy shard's batch until its oldest record
     # waited this long (ledger.pacing): a busy shard is sealed once per target + `seal_lambda_ms`
-    seal_latency_ms: float = 250.0  # DEFAULT_SEAL_LATENCY_MS, the stack's `sealLatencyMs`
+    seal_latency_ms: float = 200.0  # DEFAULT_SEAL_LATENCY_MS, the stack's `sealLatencyMs`
     esm_max_payload_bytes: float = 6 * MiB  # Lambda's invocation payload limit
     seal_batchgets_per_invocation: float = 1.0  # BatchGetItem of the seal states present
     seal_item_bytes: float = 400.0  # seal state item (strongly consistent: 1 RRU per 4 KB)
