@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.client.producer import DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS
+from magnetar.core.ledger.pacing import DEFAULT_SEAL_LATENCY_MS
 
 FAN_OUT = ("kinesis.GetRecords(fan-out)", "kinesis.GetShardIterator(fan-out)")
 FAN_OUT_READS = "kinesis.GetRecords(fan-out)"  # what bench/message_cost.py leaves out of "without fan-out reads"
@@ -17,12 +18,17 @@ MIB = 1024 * 1024
 
 # Today's defaults (the seal latency target and the producers' batching delay below) hold for runs
 # made since this instant; a run made before it is labelled with what it was measured at instead.
-DEFAULTS_SINCE = "2026-11-29T06:17:00Z"
-# the defaults before those: producers lingering 50 ms (the seal target as today)
+DEFAULTS_SINCE = "2026-11-30T05:57:00Z"
+# the defaults before those: the seal latency target at 250 ms (the producers' delay as today)
+PREVIOUS_DEFAULTS_SINCE = "2026-11-29T06:17:00Z"
+PREVIOUS_SEAL_LATENCY_MS = 250
+PREVIOUS = f"seal target {PREVIOUS_SEAL_LATENCY_MS} ms"
+# and before those: producers lingering 50 ms (the seal target at 250 ms too)
 FORMER_DEFAULTS_SINCE = "2026-11-28T15:29:00Z"
 FORMER_DELAY_MS = 50
 FORMER = f"producer delay {FORMER_DELAY_MS} ms"
 TODAY = "today's defaults"
+DEFAULT_ERAS = (TODAY, PREVIOUS, FORMER)  # the labels of `magnetar perf` runs, by when they were made
 UNPACED = "unpaced seals"  # limits on, fan-out, sealed reads; every journal batch sealed at once, producers at 10 ms
 TAIL_READS = "tail reads, limits off"  # limits off, the mapping polling once a second, consumers on the journal's tail
 
@@ -156,9 +162,12 @@ def measured_at(run: Any, before: str) -> str:
     if not stamp or stamp < FORMER_DEFAULTS_SINCE:
         return before
     era, delay_ms = ((TODAY, DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS) if stamp >= DEFAULTS_SINCE
+                     else (PREVIOUS, DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS) if stamp >= PREVIOUS_DEFAULTS_SINCE
                      else (FORMER, FORMER_DELAY_MS))
     if not isinstance(run, dict) or "config" not in run:
         return era
+    if era == PREVIOUS and run.get("seal_latency_ms") is not None:
+        era = TODAY  # the seal target, the one default that differed, was the run's own
     config, differences = run["config"], []
     if config.get("batch_max_delay_ms", delay_ms) != delay_ms:
         differences.append(f"producer delay {config['batch_max_delay_ms']} ms")
@@ -171,8 +180,16 @@ def measured_at(run: Any, before: str) -> str:
     return ", ".join([era, *differences])
 
 
+def seal_target_of(run: Any) -> int:
+    """The seal latency target (ms) a run was made at: its own, or the default of its time."""
+    own = run.get("seal_latency_ms") if isinstance(run, dict) else None
+    if own is not None:
+        return int(own)
+    return DEFAULT_SEAL_LATENCY_MS if when(run).replace("+00:00", "Z") >= DEFAULTS_SINCE else PREVIOUS_SEAL_LATENCY_MS
+
+
 def scale_measured_at(run: dict[str, Any], before: str) -> str:
     """The same for bench/scale_topics.py's files, whose `local_up` names the cluster's options."""
     label = measured_at({"when": run.get("when")}, before)
     extra = str(run.get("local_up", "")).replace("magnetar local up (defaults)", "").strip()
-    return f"{label}, `{extra}`" if label in (TODAY, FORMER) and extra else label
+    return f"{label}, `{extra}`" if label in DEFAULT_ERAS and extra else label

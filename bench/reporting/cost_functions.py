@@ -18,7 +18,7 @@ from magnetar.cost.functions import (
     max_batch_messages,
 )
 
-from .base import Results, bold, join, n, table
+from .base import Results, bold, join, n, seal_target_of, table
 from .cost_model import BASELINE, per_million, varied, workload
 
 RESULT = "functions-defaults.json"
@@ -143,7 +143,8 @@ def run_shapes(results: Results) -> list[RunShape]:
         w = Workload.model_validate({
             "name": f"functions-batch-{batch}", "message_bytes": data["size"], "batch_size": produce_batch,
             "produce_rate_msgs_per_s": data["rate"], "subscriptions": 0, "journal_consumer_reads": "enhanced_fan_out",
-            "entries_per_receive": min(100.0, per_receive / produce_batch), "parameters": {"tail_read_fraction": 0.0}})
+            "entries_per_receive": min(100.0, per_receive / produce_batch),
+            "parameters": {"tail_read_fraction": 0.0, "seal_latency_ms": seal_target_of(data)}})
         model, f = _end_to_end(w, per_invocation, ms[own])
         # with the run's durations: the broker's, the journal consumer's, the dispatcher's time per batch
         per_1000 = 1000 / data["rate"]

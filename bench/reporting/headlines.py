@@ -9,6 +9,7 @@ from typing import Any
 from message_cost import WORKLOADS
 
 from .base import (
+    DEFAULT_ERAS,
     FORMER,
     TAIL_READS,
     TODAY,
@@ -198,7 +199,7 @@ def push_vs_poll(results: Results) -> str:
 def spark(results: Results) -> str:
     data: dict[str, Any] = results.load("spark-direct-s3.json")
     label = measured_at(data, f"{UNPACED}, AWS limits off (the bench's default)")
-    if label in (TODAY, FORMER) and data.get("aws_limits") == "off":
+    if label in DEFAULT_ERAS and data.get("aws_limits") == "off":
         label = f"{label}, AWS limits off (the bench's default: producing 1 GB is not held to one shard)"
     lines = [cited_command(data["command"], "spark-direct-s3.json")]
     # the path through the broker: from the same run when it read that way too, else from the run that did

@@ -92,6 +92,20 @@ def test_a_new_run_replaces_its_figures_and_says_what_it_was_measured_at(report:
     assert "| 123,456 |" in proxy_row and proxy_row.endswith("| today's defaults |")
 
 
+def test_a_run_is_labelled_with_the_defaults_of_its_time(report: ModuleType) -> None:
+    """A `magnetar perf` run made under earlier defaults says which; a run that set something
+    otherwise says that too."""
+    base = sys.modules["reporting.base"]
+    config = {"batch_max_delay_ms": 100, "receive_wait_ms": 100}
+    assert base.measured_at({"when": "2099-01-01T00:00:00Z", "config": config}, "x") == "today's defaults"
+    assert base.measured_at({"when": "2026-11-29T12:00:00Z", "config": config}, "x") == "seal target 250 ms"
+    assert base.measured_at({"when": "2026-11-29T12:00:00Z", "config": config, "seal_latency_ms": 300},
+                            "x") == "today's defaults, seal latency target 300 ms"  # its own target
+    assert base.measured_at({"when": "2026-11-28T18:00:00Z", "config": {**config, "batch_max_delay_ms": 50}},
+                            "x") == "producer delay 50 ms"
+    assert base.measured_at({"when": "2026-11-20T00:00:00Z"}, "unpaced seals") == "unpaced seals"
+
+
 def test_make_bench_report_checks_from_the_command_line(tmp_path: Path) -> None:
     stale = tmp_path / "benchmarks.md"
     stale.write_text(DOC.read_text().replace("| steady 300 msg/s |", "| hand-edited |", 1))

@@ -35,16 +35,16 @@ from magnetar.core.errors import InvalidInput
 from magnetar.core.ports import JournalPosition, JournalRecord, SealState
 
 # A message of a busy topic waits twice before it is readable: in its producer's batch (at most the
-# producer's batching delay) and in the journal for its seal (at most this target). The two defaults
-# split one budget of 300 ms: the rest of a message's way (publish, push, seal, look, GET) takes
-# ~200 ms at the p99, so 300 ms keeps end-to-end p99 under 500 ms at 100 msg/s (measured: 350 ms
-# put it on the bound, 433-543 ms in three runs; docs/benchmarks.md). A producer's wait costs a
-# publish request per delay, a seal's a seal per target, so the split that costs least puts
-# delay : target at sqrt(price of a publish : price of a seal): a publish is an API Gateway request,
-# a Lambda invocation of ~20 ms, a reservation and a journal record, ~$2.1 per million; a seal a
-# segment PUT, a 4-unit commit, the consumer's poll and GET, a journal-consumer invocation and its
-# hold, ~$12 per million (magnetar.cost.prices). sqrt(2.1 / 12) ~ 0.42: ~90 ms of delay for ~210 ms
-# of target, rounded to 100 and 200.
+# producer's batching delay) and in the journal for its seal (at most this target). A producer's
+# wait costs a publish request per delay, a seal's a seal per target, so the split that costs least
+# puts delay : target at sqrt(price of a publish : price of a seal): a publish is an API Gateway
+# request, a Lambda invocation of ~20 ms, a reservation and a journal record, ~$2.1 per million; a
+# seal a segment PUT, a 4-unit commit, the consumer's poll and GET, a journal-consumer invocation
+# and its hold, ~$12 per million (magnetar.cost.prices). sqrt(2.1 / 12) ~ 0.42: a budget of 300 ms
+# splits into ~90 ms of delay and ~210 ms of target, rounded to 100 and 200. End-to-end latency
+# counted from the publish time (set by the broker, after the producer's batch closed) is about
+# the target plus ~290 ms of publish, push, seal, look and GET at the p99 at 100 msg/s: 200 keeps
+# it under 500 ms (250 put it on that bound, 433-543 ms in three runs; docs/benchmarks.md).
 DEFAULT_SEAL_LATENCY_MS = 200  # and the SDK's batching delay 100 ms (client/producer.py)
 MAX_SEAL_LATENCY_MS = 10_000  # well inside the writers' 10 s deadline and the 60 s hole grace
 FULL_SEGMENT_BYTES = 1024 * 1024  # a batch this big is sealed at once: its PUT is well spent
