@@ -33,6 +33,7 @@ WORKLOADS: dict[str, list[str]] = {
     **{f"steady-{rate}-seal-{ms}": ["--rate", str(rate), "--duration", "60", "--seal-latency-ms", str(ms)]
        for rate in (300, 100) for ms in (250, 300)},
     "flat-out": ["--duration", "20"],
+    "flat-out-seal-250": ["--duration", "20", "--seal-latency-ms", "250"],
     "key-shared-8p": ["-p", "8", "--producers", "4", "--consumers", "4", "--subscription-type", "Key_Shared",
                       "--keys", "32", "--duration", "20"],
     # the single-topic ceiling: N partitions on N journal shards, flat out
