@@ -14,17 +14,18 @@ what it got through over the last two seconds, sending as fast as it could (its 
 shard; more while the shard's one-second bucket still held a burst), then probing upward while
 requests go through without waiting — by 5 % per tenth of a second of pace until a report comes
 while paced, by 2 % after it (TCP's slow start, then its congestion avoidance) — and stepping
-back to 80 % of the pace at each report while paced. The probe counts time, not requests: a
-request of a quarter of a MiB at a low pace spans seconds of it, and a per-request probe takes
-minutes to climb back from a pace stepped far down (simulated, with a shard shared by 16
-partition producers: a step-back to 70 % left runs at 0.3 of the shard's rate). The pace never exceeds a shard's write rate (`SHARD_WRITE_BYTES_S`):
-above it the shard refuses whatever the producer sends, and a pace measured during the bucket's
-first burst (several MiB/s) took many step-backs to come down — seconds of refusals in which
-large records starved for the broker's whole retry patience. Beyond it the probe goes on
-unseen, so a producer that no longer has more to send than the shard takes climbs out of pacing
-(`MAX_RATE`). Below the shard's rate the bucket refills faster than it drains and absorbs the
-jitter of the requests' timing. Messages wait in the producer meanwhile, so a request carries
-more of them when it can.
+back to 80 % of the pace at each report while paced.
+
+The pace never exceeds a shard's write rate (`SHARD_WRITE_BYTES_S`): above it the shard refuses
+whatever is sent, and a pace measured during the bucket's first burst (several MiB/s) took many
+step-backs to come down — seconds of refusals in which large records starved through the broker's
+whole retry patience. The probe goes on unseen above it, so a producer that no longer has more to
+send than the shard takes climbs out of pacing (`MAX_RATE`). The probe counts the pace's time a
+request spans, not requests: a quarter-MiB request at a low pace spans seconds, and a pace
+stepped far down climbed back at a step a request for minutes (simulated with sixteen partition
+producers on one shard: tests/unit/test_producer_pacing.py). Below the shard's rate the bucket
+refills faster than it drains and absorbs the jitter of the requests' timing. Messages wait in
+the producer meanwhile, so a request carries more of them when it can.
 
 The producers of one client (or one proxy) whose topics share a shard share its pacer
 (`ShardPacers`: the broker names the shard of each write, `journalShard`): a partitioned
