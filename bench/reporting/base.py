@@ -16,19 +16,30 @@ FAN_OUT = ("kinesis.GetRecords(fan-out)", "kinesis.GetShardIterator(fan-out)")
 FAN_OUT_READS = "kinesis.GetRecords(fan-out)"  # what bench/message_cost.py leaves out of "without fan-out reads"
 MIB = 1024 * 1024
 
-# Today's defaults (the seal latency target and the producers' batching delay below) hold for runs
-# made since this instant; a run made before it is labelled with what it was measured at instead.
-DEFAULTS_SINCE = "2026-11-30T05:57:00Z"
-# the defaults before those: the seal latency target at 250 ms (the producers' delay as today)
-PREVIOUS_DEFAULTS_SINCE = "2026-11-29T06:17:00Z"
+TODAY = "today's defaults"
 PREVIOUS_SEAL_LATENCY_MS = 250
 PREVIOUS = f"seal target {PREVIOUS_SEAL_LATENCY_MS} ms"
-# and before those: producers lingering 50 ms (the seal target at 250 ms too)
-FORMER_DEFAULTS_SINCE = "2026-11-28T15:29:00Z"
 FORMER_DELAY_MS = 50
 FORMER = f"producer delay {FORMER_DELAY_MS} ms"
-TODAY = "today's defaults"
-DEFAULT_ERAS = (TODAY, PREVIOUS, FORMER)  # the labels of `magnetar perf` runs, by when they were made
+
+
+@dataclass(frozen=True)
+class Era:
+    """The defaults `magnetar perf` ran at from `since` on (a UTC instant), and their label."""
+
+    since: str
+    label: str
+    delay_ms: int  # the producers' batching delay
+    seal_latency_ms: int
+
+
+# newest first; a run made before the last is labelled with what the caller says it was measured at
+ERAS = (
+    Era("2026-11-30T05:57:00Z", TODAY, DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, DEFAULT_SEAL_LATENCY_MS),
+    Era("2026-11-29T06:17:00Z", PREVIOUS, DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, PREVIOUS_SEAL_LATENCY_MS),
+    Era("2026-11-28T15:29:00Z", FORMER, FORMER_DELAY_MS, PREVIOUS_SEAL_LATENCY_MS),
+)
+DEFAULT_ERAS = tuple(e.label for e in ERAS)  # the labels of `magnetar perf` runs, by when they were made
 UNPACED = "unpaced seals"  # limits on, fan-out, sealed reads; every journal batch sealed at once, producers at 10 ms
 TAIL_READS = "tail reads, limits off"  # limits off, the mapping polling once a second, consumers on the journal's tail
 
@@ -155,21 +166,25 @@ def when(run: Any) -> str:
     return ""
 
 
+def era_of(run: Any) -> Era | None:
+    """The defaults a run was made at, by its time (None: older than every era, or no time)."""
+    stamp = when(run).replace("+00:00", "Z")
+    return next((e for e in ERAS if stamp and stamp >= e.since), None)
+
+
 def measured_at(run: Any, before: str) -> str:
     """`before` for a run made before today's defaults; for a newer `magnetar perf` run, today's
     defaults and whatever the run set otherwise."""
-    stamp = when(run).replace("+00:00", "Z")
-    if not stamp or stamp < FORMER_DEFAULTS_SINCE:
+    era = era_of(run)
+    if era is None:
         return before
-    era, delay_ms = ((TODAY, DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS) if stamp >= DEFAULTS_SINCE
-                     else (PREVIOUS, DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS) if stamp >= PREVIOUS_DEFAULTS_SINCE
-                     else (FORMER, FORMER_DELAY_MS))
     if not isinstance(run, dict) or "config" not in run:
-        return era
-    if era == PREVIOUS and run.get("seal_latency_ms") is not None:
-        era = TODAY  # the seal target, the one default that differed, was the run's own
+        return era.label
+    label = era.label
+    if run.get("seal_latency_ms") is not None and era.delay_ms == ERAS[0].delay_ms:
+        label = TODAY  # the seal target, the one default that differed, was the run's own
     config, differences = run["config"], []
-    if config.get("batch_max_delay_ms", delay_ms) != delay_ms:
+    if config.get("batch_max_delay_ms", era.delay_ms) != era.delay_ms:
         differences.append(f"producer delay {config['batch_max_delay_ms']} ms")
     if config.get("receive_wait_ms", 100) != 100:
         differences.append(f"receive wait {config['receive_wait_ms']} ms")
@@ -177,15 +192,17 @@ def measured_at(run: Any, before: str) -> str:
         differences.append(f"{run['journal_batching_window_s']} s journal batching window")
     if run.get("seal_latency_ms") is not None:
         differences.append(f"seal latency target {run['seal_latency_ms']} ms")
-    return ", ".join([era, *differences])
+    return ", ".join([label, *differences])
 
 
 def seal_target_of(run: Any) -> int:
-    """The seal latency target (ms) a run was made at: its own, or the default of its time."""
+    """The seal latency target (ms) a run was made at: its own, or the default of its time (0, every
+    batch sealed at once, before the target existed)."""
     own = run.get("seal_latency_ms") if isinstance(run, dict) else None
     if own is not None:
         return int(own)
-    return DEFAULT_SEAL_LATENCY_MS if when(run).replace("+00:00", "Z") >= DEFAULTS_SINCE else PREVIOUS_SEAL_LATENCY_MS
+    era = era_of(run)
+    return era.seal_latency_ms if era is not None else 0
 
 
 def scale_measured_at(run: dict[str, Any], before: str) -> str:

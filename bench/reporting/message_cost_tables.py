@@ -16,6 +16,7 @@ from message_cost import (  # bench/message_cost.py: the workloads, their comman
 from .base import (
     FAN_OUT,
     MIB,
+    PREVIOUS_SEAL_LATENCY_MS,
     UNPACED,
     ReportError,
     Results,
@@ -229,16 +230,15 @@ def linger(results: Results) -> str:
                   "e2e p50 / p99 ms", "$ / M"], rows)
 
 
-# the workloads of the seal-target table and the targets each was run at besides the default
-SEAL_TARGET_ROWS = (("300 msg/s", "steady-300", (250, 300)), ("100 msg/s", "steady-100", (250, 300)),
-                    ("flat out", "flat-out", (250,)))
+# the workloads of the seal-target table: each at the default and at the targets of its `<name>-seal-<ms>`
+SEAL_TARGET_BASES = {"steady-300": "300 msg/s", "steady-100": "100 msg/s", "flat-out": "flat out"}
 
 
 def seal_target(results: Results) -> str:
     rows = []
-    for rate, base, others in SEAL_TARGET_ROWS:
-        for ms in sorted({DEFAULT_SEAL_LATENCY_MS, *others}):
-            w = base if ms == DEFAULT_SEAL_LATENCY_MS else f"{base}-seal-{ms}"
+    for base, rate in SEAL_TARGET_BASES.items():
+        others = {int(w.rsplit("-", 1)[1]): w for w in WORKLOADS if w.startswith(f"{base}-seal-")}
+        for ms, w in sorted({DEFAULT_SEAL_LATENCY_MS: base, **others}.items()):
             target = f"{ms} ms (the default)" if ms == DEFAULT_SEAL_LATENCY_MS else f"{ms} ms"
             if not results.exists(f"message-cost-{w}.json"):
                 rows.append([rate, target, f"not measured yet: `bench/message_cost.py {w}`", "", "", ""])
@@ -268,11 +268,11 @@ def message_cost_commands(results: Results) -> str:
     return commands(*(f"{command(w)}   # {w}" for w in WORKLOADS))
 
 
-# the same 100 msg/s command three times in a row, at the default seal latency target and at 250 ms
+# the same 100 msg/s command three times in a row, at the default seal latency target and at the former one
 STEADY_100_RUNS = {
     DEFAULT_SEAL_LATENCY_MS: ("message-cost-steady-100.json", "message-cost-steady-100-again-2.json",
                               "message-cost-steady-100-again-3.json"),
-    250: ("message-cost-steady-100-seal-250.json", "message-cost-steady-100-seal-250-again-2.json",
+    PREVIOUS_SEAL_LATENCY_MS: ("message-cost-steady-100-seal-250.json", "message-cost-steady-100-seal-250-again-2.json",
           "message-cost-steady-100-seal-250-again-3.json"),
 }
 # the table's run and the same command five times after it

@@ -70,7 +70,7 @@ class PublishPacer:
     @property
     def pace(self) -> float | None:
         """The bytes/s requests are spaced at (None: not paced): the rate, at most a shard's."""
-        return None if self.rate is None else min(self.rate, SHARD_WRITE_BYTES_S)
+        return None if self.rate is None else _capped(self.rate)
 
     def delay(self, now: float) -> float:
         """Seconds to wait before the next request may start (0: now), at most `MAX_WAIT_S` at a
@@ -105,15 +105,20 @@ class PublishPacer:
                 else:  # paced too fast: a step back from the pace (not to what got through lately, which
                     # misses the requests still out and, measured just after a stall, would pace the
                     # producers far below the shard: measured, it halved a partitioned run's throughput)
-                    self.rate, self._found = min(self.rate, SHARD_WRITE_BYTES_S) * STEP_BACK, True
-                self.rate = min(SHARD_WRITE_BYTES_S, max(MIN_RATE, self.rate))
+                    self.rate, self._found = _capped(self.rate) * STEP_BACK, True
+                self.rate = _capped(max(MIN_RATE, self.rate))
                 self._changed = finished
                 self._next_start = max(self._next_start, started + nbytes / self.rate)
             elif self.rate is not None:
-                spanned = nbytes / min(self.rate, SHARD_WRITE_BYTES_S)  # seconds of the pace it took
+                spanned = nbytes / _capped(self.rate)  # seconds of the pace it took
                 self.rate *= (PROBE if self._found else PROBE_FIRST) ** max(1.0, spanned / PROBE_PERIOD_S)
                 if self.rate > MAX_RATE:
                     self.rate, self._found = None, False
+
+
+def _capped(rate: float) -> float:
+    """A rate as a pace: at most a shard's write rate."""
+    return min(rate, SHARD_WRITE_BYTES_S)
 
 
 class ShardPacers:
