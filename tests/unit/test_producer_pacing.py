@@ -101,10 +101,22 @@ def test_producers_sharing_a_shard_keep_its_rate_with_far_fewer_refusals() -> No
         assert shard.refusals <= 0.3 * unpaced.refusals, (flows, shard.refusals, unpaced.refusals)
 
 
+def test_before_any_report_requests_are_spaced_at_a_shards_rate() -> None:
+    """A producer's first requests book the shard's rate: a flat-out producer does not empty the
+    shard's one-second bucket and meet its refusals a second in."""
+    pacer = PublishPacer()
+    assert pacer.delay(0.0) == 0.0
+    pacer.starting(0.0, 512 * 1024)
+    assert pacer.rate is None and pacer.delay(0.0) == pytest.approx(0.5)
+    pacer.starting(0.5, 256 * 1024)
+    assert pacer.delay(0.6) == pytest.approx(0.15)
+    assert pacer.delay(2.0) == 0.0  # a producer slower than the shard never waits
+
+
 def test_no_pacing_until_the_broker_reports_a_wait_and_none_once_the_producer_slows_down() -> None:
     pacer = PublishPacer()
     pacer.answered(0.0, 0.1, 100_000, 0)
-    assert pacer.rate is None and pacer.delay(0.1) == 0.0
+    assert pacer.rate is None and pacer.pace is None
     pacer.answered(0.1, 0.4, 300_000, 150)  # refused, then through: 300 KB in 0.3 s
     assert pacer.rate == pytest.approx(0.95 * 1_000_000)
     assert abs(pacer.delay(0.4) - (0.1 + 300_000 / pacer.rate - 0.4)) < 1e-9

@@ -277,34 +277,48 @@ def test_a_record_read_ahead_that_cannot_be_sealed_yet_is_left_to_the_mapping() 
 
 
 def test_a_poll_says_when_a_busy_topics_next_seal_is_due() -> None:
-    """Two seals 250 ms apart: a poll 50 ms after the second hears the next is due in 200 ms (a
-    consumer that keeps up need not look before); once it is overdue, or for a quiet topic, nothing."""
+    """Seals 250 then 350 ms apart: a poll 50 ms after the second hears the next is due in 200 ms,
+    one after the third in 250 ms (the mean interval, 300, from the last; a consumer that keeps up
+    need not look before); once it is overdue, or for a quiet topic, nothing."""
     from magnetar.core.ledger.pacing import next_seal_in_ms
 
     clock = ManualClock()
     broker = memory_broker(clock)
     broker.subscriptions.subscribe(T, "s", "c1", "Shared", "Earliest")
-    broker.writer.append(T, Batch.of([Message(b"a")]), "p")
-    broker.sealer.seal(list(broker.journal.records))
+
+    def seal(payload: bytes) -> None:
+        before = len(broker.journal.records)
+        broker.writer.append(T, Batch.of([Message(payload)]), "p")
+        broker.sealer.seal(list(broker.journal.records)[before:])
+
+    seal(b"a")
     first = broker.subscriptions.receive(T, "s", "c1", 100)
     assert [d.entry.entry_id for d in first.entries] == [0] and first.next_seal_in_ms is None  # one seal: no cadence
     clock.advance(250)
-    broker.writer.append(T, Batch.of([Message(b"b")]), "p")
-    broker.sealer.seal(list(broker.journal.records)[1:])
+    seal(b"b")
     clock.advance(50)
     second = broker.subscriptions.receive(T, "s", "c1", 100)
     assert [d.entry.entry_id for d in second.entries] == [1] and second.next_seal_in_ms == 200
     clock.advance(300)
+    seal(b"c")
+    clock.advance(50)
+    third = broker.subscriptions.receive(T, "s", "c1", 100)
+    assert [d.entry.entry_id for d in third.entries] == [2] and third.next_seal_in_ms == 250
+    clock.advance(300)
     assert broker.subscriptions.receive(T, "s", "c1", 100).next_seal_in_ms is None  # overdue: not predicted
-    seal = broker.metadata.get_seal_states([str(T)])[str(T)]
-    assert next_seal_in_ms(seal, seal.recent_segments[-1].created_at) == 250
+    state = broker.metadata.get_seal_states([str(T)])[str(T)]
+    assert next_seal_in_ms(state, state.recent_segments[-1].created_at) == 300
+    clock.advance(2_000)  # a pause past a busy topic's cadence: the intervals before it are not its cadence
+    seal(b"d")
+    state = broker.metadata.get_seal_states([str(T)])[str(T)]
+    assert next_seal_in_ms(state, state.recent_segments[-1].created_at) is None
 
 
 def seal_two_partitions_every_250_ms(broker: Any, clock: ManualClock, parent: TopicName) -> None:
-    """Partitions 0 and 1 of `parent` each sealed twice, 250 ms apart, partition 1 100 ms after
-    partition 0 (0 at 0 and 250 ms, 1 at 100 and 350 ms); the clock then at 370 ms, when partition
-    0's next seal is due in 130 ms and partition 1's in 230 ms."""
-    for pause in (150, 20):
+    """Partitions 0 and 1 of `parent` each sealed three times, 250 ms apart, partition 1 100 ms
+    after partition 0 (0 at 0, 250 and 500 ms, 1 at 100, 350 and 600 ms); the clock then at 620 ms,
+    when partition 0's next seal is due in 130 ms and partition 1's in 230 ms."""
+    for pause in (150, 150, 20):
         for p in (0, 1):
             before = len(broker.journal.records)
             broker.writer.append(parent.partition(p), Batch.of([Message(b"x", key=f"k{p}")]), "p")
@@ -325,7 +339,7 @@ def test_a_poll_over_partitions_says_when_the_first_of_their_next_seals_is_due()
 
     seal_two_partitions_every_250_ms(broker, clock, parent)
     got = receive_partitions(broker.subscriptions, parent, [0, 1], "s", "c1", 100, 0, "r1", {})
-    assert [len(got[p].entries) for p in (0, 1)] == [2, 2]
+    assert [len(got[p].entries) for p in (0, 1)] == [3, 3]
     assert (got[0].next_seal_in_ms, got[1].next_seal_in_ms) == (130, 230)
     assert next_seal_of_partitions(got) == 130
     quiet = receive_partitions(broker.subscriptions, parent, [0, 1, 2], "s", "c1", 100, 0, "r2", {})
@@ -371,7 +385,7 @@ def test_a_poll_over_partitions_counts_only_the_seals_that_may_bring_the_consume
     seal_two_partitions_every_250_ms(broker, clock, parent)
     first = receive_partitions(broker.subscriptions, parent, [0, 1], "s", "c1", 100, 0, "r1", {})
     second = receive_partitions(broker.subscriptions, parent, [0, 1], "s", "c2", 100, 0, "r2", {})
-    assert [len(first[p].entries) for p in (0, 1)] == [2, 0]  # c1 has partition 0, c2 partition 1
-    assert [len(second[p].entries) for p in (0, 1)] == [0, 2]
+    assert [len(first[p].entries) for p in (0, 1)] == [3, 0]  # c1 has partition 0, c2 partition 1
+    assert [len(second[p].entries) for p in (0, 1)] == [0, 3]
     assert next_seal_of_partitions(first) == 130
     assert next_seal_of_partitions(second) == 230  # not partition 0's, due 100 ms sooner

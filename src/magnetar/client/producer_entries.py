@@ -14,10 +14,14 @@ from magnetar.core.entry import Message
 
 SendCallback = Callable[[Result, MessageId | None], None]
 
-# the entries of one request share one journal record (up to 1 MiB); a quarter of a MiB keeps
-# requests few (about 250 messages of 1 KB) while a record needs a quarter of a second of a shard's
-# 1 MiB/s, so the partition producers sharing a shard (each one request in flight) take turns
-MAX_REQUEST_BYTES = 256 * 1024
+# the entries of one request share one journal record (up to 1 MiB). A request of up to 384 KiB
+# carries three full batches of 100 1-KB messages: a saturated producer's publishes (a
+# reservation and a journal record each) number ~4 a second rather than ~5 at 256 KiB, about 2
+# requests per 1,000 messages fewer (docs/benchmarks.md), while a record still needs only ~0.4 s
+# of a shard's 1 MiB/s, so the partition producers sharing a shard (each one request in flight)
+# take turns. At 512 KiB two records fill a 1 MiB segment: seals stop holding and the seal cadence
+# turns irregular (measured: an e2e p99 past a second in one run of two).
+MAX_REQUEST_BYTES = 384 * 1024
 ENTRY_OVERHEAD_BYTES = 1024  # an entry's metadata beside its payload and key (topic, producer, ids)
 MAX_BATCHES_PER_REQUEST = 1_000  # the broker's limit of entries in one publish
 
