@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from magnetar.core.errors import InvalidInput
 from magnetar.core.ports import JournalPosition, JournalRecord, SealState
@@ -63,7 +64,7 @@ def next_seal_in_ms(seal: SealState, now_ms: int) -> int | None:
     already overdue is not predicted again."""
     times = [s.created_at for s in seal.recent_segments]
     busy: list[int] = []  # the newest intervals, back to the first that was not a busy topic's
-    for interval in reversed([b - a for a, b in zip(times, times[1:], strict=False)]):
+    for interval in reversed([b - a for a, b in pairwise(times)]):
         if not 0 < interval <= MAX_PREDICTED_SEAL_INTERVAL_MS:
             break
         busy.append(interval)
