@@ -242,3 +242,60 @@ def test_a_busy_topics_poll_says_when_its_next_seal_is_due(cluster, client, topi
     assert sorted(got) == sorted(sent)
     consumer.close()
     http.close()
+
+
+def test_a_look_just_before_a_busy_topics_seal_leaves_its_acks_for_the_next_poll(cluster, client, topic) -> None:  # type: ignore[no-untyped-def]
+    """Over HTTP: a poll with `deferAcks` that finds nothing while the topic's next seal is
+    expected answers its acks in `unappliedAcks` and writes nothing; sent again with the next
+    poll, they are applied, and every message is acknowledged in the end."""
+    import httpx
+
+    from magnetar.client.admin import AdminClient
+    from magnetar.client.transport import topic_path
+    from magnetar.core.naming import TopicName
+
+    http = httpx.Client(base_url=cluster.url, timeout=30)
+    path = f"/magnetar/v1/consumer/{topic_path(TopicName.parse(topic))}/probe/probe"
+    assert http.put(path, json={"subscriptionType": "Shared", "initialPosition": "Earliest"}).status_code in (200, 204)
+    bad = http.post(f"{path}/receive", json={"maxMessages": 10, "deferAcks": "sometimes"})
+    assert bad.status_code == 400 and "deferAcks" in bad.json()["reason"]
+    producer = client.create_producer(topic, batching_max_publish_delay_ms=20)
+    received: list[str] = []
+    pending: list[str] = []
+    deferred: list[dict[str, object]] = []
+    deadline = time.monotonic() + 30
+    with producing(producer) as sent:
+        while time.monotonic() < deadline and not deferred:
+            body: dict[str, object] = {"maxMessages": 1000, "waitMs": 0}
+            if pending:
+                body["acks"] = {"messageIds": pending}
+                body["deferAcks"] = True
+            answer = http.post(f"{path}/receive", json=body).json()
+            if answer.get("unappliedAcks"):
+                assert answer["entries"] == []  # left only by a look that handed out nothing
+                deferred.append(answer)
+            else:
+                pending = []
+            for e in answer["entries"]:
+                received.append(f"{e['ledgerId']}:{e['entryId']}")
+                pending.append(received[-1])
+            time.sleep(0.05 if answer["entries"] else 0.01)  # just before the next seal, now and then
+    assert deferred, "no look found nothing just before a seal in 30 s"
+    while time.monotonic() < deadline + 30:
+        body = {"maxMessages": 1000, "waitMs": 500}
+        if pending:
+            body["acks"] = {"messageIds": pending}  # sent again (not deferred again)
+        answer = http.post(f"{path}/receive", json=body).json()
+        assert not answer.get("unappliedAcks")
+        pending = [f"{e['ledgerId']}:{e['entryId']}" for e in answer["entries"]]
+        received += pending
+        if not answer["entries"] and not body.get("acks"):
+            break
+    assert len(received) == len(set(received))  # nothing handed out twice
+    admin = AdminClient(cluster.url)
+    try:
+        stats = admin.topic_stats(topic)["subscriptions"]["probe"]
+    finally:
+        admin.close()
+    assert stats["msgBacklog"] == 0 and len(sent) > 0, f"an acknowledgement was dropped: {stats}"
+    http.close()

@@ -389,3 +389,55 @@ def test_a_poll_over_partitions_counts_only_the_seals_that_may_bring_the_consume
     assert [len(second[p].entries) for p in (0, 1)] == [0, 3]
     assert next_seal_of_partitions(first) == 130
     assert next_seal_of_partitions(second) == 230  # not partition 0's, due 100 ms sooner
+
+
+def test_a_look_that_finds_nothing_just_before_a_busy_topics_seal_leaves_its_acks_for_the_next() -> None:
+    """A consumer that keeps up looks about when the next seal is due: a look just before it finds
+    nothing. With `defer_acks`, its acknowledgements are not written alone: the answer says so, and
+    the next look's claim writes them with it (one cursor write for both). Without it, or on a
+    quiet topic, or with a negative acknowledgement, the look writes them as before."""
+    from magnetar.core.acks import Acks
+
+    clock = ManualClock()
+    broker = memory_broker(clock)
+    broker.subscriptions.subscribe(T, "s", "c1", "Shared", "Earliest")
+
+    def seal(payload: bytes) -> None:
+        before = len(broker.journal.records)
+        broker.writer.append(T, Batch.of([Message(payload)]), "p")
+        broker.sealer.seal(list(broker.journal.records)[before:])
+
+    def mark_delete() -> int:  # the first entry not acknowledged
+        state = broker.metadata.get_subscription_view(T, "s").cursor
+        assert state is not None
+        return state.mark_delete
+
+    seal(b"quiet")
+    assert len(broker.subscriptions.receive(T, "s", "c1", 100).entries) == 1
+    quiet = broker.subscriptions.receive(T, "s", "c1", 100, acks=Acks((0,)), defer_acks=True)
+    assert quiet.acks_applied and mark_delete() == 1  # no cadence: written at once
+
+    for n in range(3):  # busy: seals 250 ms apart, the next due 250 ms after the last
+        clock.advance(250)
+        seal(b"busy-%d" % n)
+    assert [d.entry.entry_id for d in broker.subscriptions.receive(T, "s", "c1", 100).entries] == [1, 2, 3]
+    clock.advance(260)  # a look 10 ms after the next seal was due: it has not come yet
+    writes = calls_of(broker.metadata, "put_cursor")
+    early = broker.subscriptions.receive(T, "s", "c1", 100, acks=Acks((1, 2)), defer_acks=True)
+    assert early.entries == [] and not early.acks_applied and mark_delete() == 1 and writes == []
+    clock.advance(40)
+    seal(b"busy-3")
+    got = broker.subscriptions.receive(T, "s", "c1", 100, acks=Acks((1, 2)), defer_acks=True)
+    assert [d.entry.entry_id for d in got.entries] == [4] and got.acks_applied
+    assert mark_delete() == 3 and len(writes) == 1  # the claim and the acks: one write
+
+    clock.advance(260)
+    plain = broker.subscriptions.receive(T, "s", "c1", 100, acks=Acks((3,)))
+    assert plain.acks_applied and mark_delete() == 4  # not asked to defer: written
+    clock.advance(1)
+    nacked = broker.subscriptions.receive(T, "s", "c1", 100, acks=Acks(nacks=(4,), nack_delay_ms=5_000, consumer="c1"),
+                                            defer_acks=True)
+    assert nacked.acks_applied and len(writes) == 3  # a negative ack's delay runs from its write
+    clock.advance(1_000)  # a seal more than an interval overdue: the topic may have gone quiet
+    late = broker.subscriptions.receive(T, "s", "c1", 100, acks=Acks((4,)), defer_acks=True)
+    assert late.acks_applied and mark_delete() == 5

@@ -284,6 +284,10 @@ class ReceiveRequest(_Body):
     waitMs: int = Field(default=0, ge=0, le=MAX_WAIT_MS)
     requestId: str = Field(default="", max_length=128)
     acks: AckRequest | None = None  # acknowledgements riding along with the poll
+    # the client sends `acks` again when the answer lists them in `unappliedAcks`: a poll that hands
+    # out nothing while the topic's next seal is due soon leaves them for the next poll's claim
+    # (one cursor write for both) instead of writing them alone
+    deferAcks: bool = False
     # on a partitioned topic's own name: one poll for these partitions (acks: `acks.partitions`)
     partitions: list[int] | None = Field(default=None, min_length=1, max_length=256)
     # other consumers of the subscription this poll serves as well (a client's consumers polling
@@ -449,8 +453,9 @@ class JoinedReceived(BaseModel):
 
 class ReceiveResponse(BaseModel):
     """Entries name their partition; a multi-partition receive gives each partition's cursor
-    epoch in `epochs`, and in `unappliedAcks` the partitions whose acks must be sent again; what
-    it handed out to its joined consumers is in `joined`, by consumer."""
+    epoch in `epochs`, and in `unappliedAcks` the partitions whose acks must be sent again (a
+    receive of one topic: its partition index, -1 when it is not a partition); what it handed out
+    to its joined consumers is in `joined`, by consumer."""
 
     entries: list[WireEntry]
     epoch: int

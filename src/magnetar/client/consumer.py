@@ -130,6 +130,8 @@ class Consumer(ConsumerBase):
         self._batch_short = False  # the previous batch receive's poll ended short of its count
         self._next_seal_at: float | None = None  # when the topic's next seal is due (monotonic), if known
         self._answered_at = 0.0  # when a poll last answered for it (its own, or one that carried it)
+        # its last poll left the acks it carried for the next (`deferAcks`): that one writes them
+        self._acks_deferred = False
         # polled by a partitioned consumer's shared poll (client/partitioned.py), which then
         # takes its messages (`_sink`), its acks and its heartbeats: this one polls nothing itself
         self._grouped = False
@@ -384,6 +386,8 @@ class Consumer(ConsumerBase):
         acks = self._take_acks()
         if acks:
             body["acks"] = acks
+            # a poll that finds nothing may leave them for the next, once: they go with its claim
+            body["deferAcks"] = not self._acks_deferred and "nacks" not in acks
         try:
             response = self._transport.call("POST", f"{self._consumer_path}/receive", body,
                                             deadline_s=30 + wait_ms / 1000, generation=generation)
@@ -402,11 +406,13 @@ class Consumer(ConsumerBase):
         except exceptions.PulsarException:
             self._restore_acks(acks)
             raise
-        self._take_part(response, None, generation)
+        self._acks_deferred = bool(acks and response.get("unappliedAcks"))
+        self._take_part(response, acks, generation)
 
     def _take_part(self, part: dict[str, Any], acks: dict[str, Any] | None, generation: int | None) -> None:
         """Its answer to a poll (its own, or its part of one that carried it): the next seal's
-        time, the messages; acknowledgements a lost race left unwritten are sent again."""
+        time, the messages; acknowledgements a lost race or a deferring poll left unwritten are
+        sent again."""
         if part.get("unappliedAcks"):
             self._restore_acks(acks)
         self._answered_at = time.monotonic()

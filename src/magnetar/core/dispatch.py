@@ -37,7 +37,7 @@ from magnetar.core.errors import (
 )
 from magnetar.core.key_shared import AUTO_SPLIT, KeySharedPolicy
 from magnetar.core.ledger import EntryReader, ensure_topic
-from magnetar.core.ledger.pacing import next_seal_in_ms
+from magnetar.core.ledger.pacing import next_seal_in_ms, seal_expected
 from magnetar.core.metrics import DISPATCHED_MESSAGES
 from magnetar.core.naming import TopicName, check_consumer_name, check_subscription
 from magnetar.core.policies import TopicPolicies, subscription_limit_reason
@@ -70,6 +70,21 @@ class Received:
     # when the topic's next seal is due (ms from now; None: unknown): a consumer that keeps up and
     # found its batch short need not look again before then (`ledger.pacing.next_seal_in_ms`)
     next_seal_in_ms: int | None = None
+    acks_applied: bool = True  # False: the acks that rode along were left for the consumer's next poll
+
+
+@dataclass(frozen=True)
+class _Look:
+    """One look of a poll (`_receive_once`): what it handed out (None: fewer than the poll's
+    minimum were ready, nothing written), the view the next look may reuse, the cursor's epoch,
+    when a dispatch rate's next period starts (0: not held back), whether it left the poll's
+    acknowledgements for the consumer's next poll."""
+
+    delivered: list[DeliveredEntry] | None
+    refill: SubscriptionView | None
+    epoch: int
+    throttled_until: int = 0
+    acks_deferred: bool = False
 
 
 @dataclass
@@ -83,6 +98,7 @@ class Step:
     retried: bool = False  # a client's retry of a receive: `delivered` is what it was given before
     cap: int = 2**31  # the messages it might hand out at most (the dispatch rate may lower the ask)
     limited: bool = False  # a dispatch rate applies: the caller must not claim more past `cap`
+    acks_only: bool = False  # nothing changed but what the acknowledgements did: no hand-out, no lease
 
     @property
     def messages(self) -> int:
@@ -267,6 +283,7 @@ class SubscriptionService:
         request_id: str = "",
         acks: Acks = NO_ACKS,
         min_messages: int = 1,
+        defer_acks: bool = False,
     ) -> Received:
         """Long-poll: hand out up to `max_messages` (whole entries, at least one) to `consumer`.
 
@@ -275,6 +292,9 @@ class SubscriptionService:
         throughput-minded consumer trades a little latency for fewer, fuller requests.
         `acks` ride along (Pulsar's grouped acks): they are applied in the same cursor write as
         the claim, so an active consumer's acknowledgements cost no request of their own.
+        `defer_acks`: the consumer sends them again with its next poll when told they were not
+        applied; a poll that hands out nothing while the topic's next seal is expected then leaves
+        them for that poll's claim (`acks_applied` False) rather than write the cursor for them alone.
         """
         if max_messages <= 0:
             raise InvalidInput("maxMessages must be positive")
@@ -286,7 +306,7 @@ class SubscriptionService:
         with self.telemetry.tracer.span("dispatch") as span:
             span.annotate("namespace", str(topic.namespace_name))
             received = self._poll(topic, subscription, consumer, max_messages, request_id, acks, min_messages,
-                                  deadline)
+                                  deadline, defer_acks)
             record_delivery(self.telemetry, topic, received.entries, DISPATCHED_MESSAGES, self.clock.now_ms(), span)
         if len(self._short) > 10_000:
             self._short.clear()
@@ -297,16 +317,19 @@ class SubscriptionService:
         return replace(received, next_seal_in_ms=next_seal_in_ms(seal, self.clock.now_ms()))
 
     def _poll(self, topic: TopicName, subscription: str, consumer: str, max_messages: int, request_id: str,
-              acks: Acks, min_messages: int, deadline: int) -> Received:
+              acks: Acks, min_messages: int, deadline: int, defer_acks: bool = False) -> Received:
         """`receive`'s looks until `min_messages` are ready or the deadline has passed."""
         refill: SubscriptionView | None = None
         idle_interval = POLL_INTERVAL_S
         while True:
             final = self.clock.now_ms() >= deadline
-            delivered, refill, epoch, throttled_until = self._receive_once(
+            look = self._receive_once(
                 topic, subscription, consumer, max_messages, request_id, acks, 1 if final else min_messages, refill,
-                final,
+                final, defer_acks,
             )
+            delivered, refill, epoch, throttled_until = look.delivered, look.refill, look.epoch, look.throttled_until
+            if look.acks_deferred:
+                return Received([], epoch, acks_applied=False)
             if delivered is not None:
                 if delivered or final or throttled_until:
                     acks = NO_ACKS  # written with the cursor
@@ -333,16 +356,19 @@ class SubscriptionService:
         min_messages: int,
         refill: SubscriptionView | None,
         last: bool = True,
-    ) -> tuple[list[DeliveredEntry] | None, SubscriptionView | None, int, int]:
-        """One dispatch step; (None, view) when fewer than `min_messages` are ready (nothing written);
-        last, when the subscription's dispatch rate held everything back, the time its next period starts.
+        defer_acks: bool = False,
+    ) -> _Look:
+        """One dispatch step (`_Look`): nothing handed out and the view when fewer than
+        `min_messages` are ready (nothing written).
 
         The view returned with None lets the next step of the same poll skip re-reading the
         cursor: it only looks at the journal tail again, and its conditional write still
         catches any change made meanwhile (then the loop re-reads). A look before the poll's
         `last` that hands out nothing writes nothing for acknowledgements alone: they go with the
         poll's claim or its last look, one cursor write for the poll (negative ones are written at
-        once: their redelivery delay runs from then).
+        once: their redelivery delay runs from then). With `defer_acks`, not even on the last look
+        while the topic's next seal is expected (`ledger.pacing.seal_expected`): the answer is
+        `acks_deferred`, and the consumer's next poll, due when that seal is, carries them again.
         """
         for attempt in range(CONFLICT_RETRIES):
             if attempt == 0 and refill is not None:
@@ -357,16 +383,19 @@ class SubscriptionService:
                              subscription=subscription)
             state = step.state
             if not step.retried and 0 < step.messages < min(min_messages, step.cap):
-                return None, _unbounded_tail(pristine), state.epoch, 0  # not enough yet: wait, write nothing
+                return _Look(None, _unbounded_tail(pristine), state.epoch)  # not enough yet: wait, write nothing
+            if (last and defer_acks and step.acks_only and not step.throttled_until and acks and not acks.nacks
+                    and seal_expected(view.seal, self.clock.now_ms())):
+                return _Look([], None, state.epoch, acks_deferred=True)  # they go with the next seal's claim
             if not step.write or (not step.delivered and not step.throttled_until and not last and acks
                                   and not acks.nacks):  # (a nack's delay runs from when it is written)
                 # nothing to hand out, nothing changed: no write. Nor for acknowledgements alone on a
                 # look before the poll's last one: they go with the claim, or with the last look
-                return [], None, state.epoch, step.throttled_until
+                return _Look([], None, state.epoch, step.throttled_until)
             delay_point("dispatch.before_claim")  # a stalled claim: the ack timeout, the poll's retry
             # claimed, not delivered (a crash after the write): the retried receive gets them
             if self.write_cursor(topic, subscription, state, view, "dispatch.after_claim"):
-                return step.delivered, None, state.epoch, step.throttled_until
+                return _Look(step.delivered, None, state.epoch, step.throttled_until)
             self.clock.sleep(random.uniform(0.0, 0.02))
         raise RetryableError("Too much contention on the subscription; retry")
 
@@ -393,6 +422,7 @@ class SubscriptionService:
         state = view.cursor
         before = state.to_dict()
         acks.apply(state, now)
+        acked = state.to_dict() if acks else before
         state.expire(now)
         lease = state.consumers.get(consumer)
         if lease is None:
@@ -418,8 +448,10 @@ class SubscriptionService:
             if budget is not None and delivered:
                 state.count_dispatch(budget[2], sum(d.entry.num_messages for d in delivered),
                                      sum(d.entry.size for d in delivered))
-        write = bool(delivered) or state.to_dict() != before
-        return Step(delivered, state, write, throttled_until, cap=cap_msgs, limited=budget is not None)
+        after = state.to_dict()
+        write = bool(delivered) or after != before
+        return Step(delivered, state, write, throttled_until, cap=cap_msgs, limited=budget is not None,
+                    acks_only=not delivered and after == acked)
 
     # --- acknowledge ---------------------------------------------------------------------
     def acknowledge(self, topic: TopicName, subscription: str, acks: Acks) -> CursorState:

@@ -125,12 +125,15 @@ def _bind(domain: str) -> None:
             request.requestId or str(uuid.uuid4()),
             acks_from_request(request.acks, unquote(consumer)) if request.acks else NO_ACKS,
             request.minMessages,
+            request.deferAcks,
         )
         partition = name.partition_index
         entries = [entry_to_wire(d.entry, partition, d.redelivery_count, d.acked_indexes) for d in result.entries]
         answer: dict[str, object] = {"entries": entries, "epoch": result.epoch}
         if result.next_seal_in_ms is not None:
             answer["nextSealInMs"] = result.next_seal_in_ms
+        if not result.acks_applied:
+            answer["unappliedAcks"] = [partition]
         return json_response(answer)
 
     @guarded(router, "POST", f"{base}/<consumer>/ack", Access.CONSUME, domain, request=AckRequest, response=AckResponse,
