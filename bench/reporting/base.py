@@ -17,6 +17,9 @@ FAN_OUT_READS = "kinesis.GetRecords(fan-out)"  # what bench/message_cost.py leav
 MIB = 1024 * 1024
 
 TODAY = "today's defaults"
+# before: producer requests of up to 256 KiB, unpaced until the first refusal, the next seal
+# predicted from the last interval, acknowledgements written by every last look
+REQUESTS_256_KIB = "256 KiB requests"
 PREVIOUS_SEAL_LATENCY_MS = 250
 PREVIOUS = f"seal target {PREVIOUS_SEAL_LATENCY_MS} ms"
 FORMER_DELAY_MS = 50
@@ -35,7 +38,8 @@ class Era:
 
 # newest first; a run made before the last is labelled with what the caller says it was measured at
 ERAS = (
-    Era("2026-11-30T05:57:00Z", TODAY, DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, DEFAULT_SEAL_LATENCY_MS),
+    Era("2026-11-30T08:40:00Z", TODAY, DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, DEFAULT_SEAL_LATENCY_MS),
+    Era("2026-11-30T05:57:00Z", REQUESTS_256_KIB, DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, DEFAULT_SEAL_LATENCY_MS),
     Era("2026-11-29T06:17:00Z", PREVIOUS, DEFAULT_BATCHING_MAX_PUBLISH_DELAY_MS, PREVIOUS_SEAL_LATENCY_MS),
     Era("2026-11-28T15:29:00Z", FORMER, FORMER_DELAY_MS, PREVIOUS_SEAL_LATENCY_MS),
 )
@@ -181,8 +185,8 @@ def measured_at(run: Any, before: str) -> str:
     if not isinstance(run, dict) or "config" not in run:
         return era.label
     label = era.label
-    if run.get("seal_latency_ms") is not None and era.delay_ms == ERAS[0].delay_ms:
-        label = TODAY  # the seal target, the one default that differed, was the run's own
+    if run.get("seal_latency_ms") is not None and era.label == PREVIOUS:
+        label = REQUESTS_256_KIB  # the seal target, the one default that differed then, was the run's own
     config, differences = run["config"], []
     if config.get("batch_max_delay_ms", era.delay_ms) != era.delay_ms:
         differences.append(f"producer delay {config['batch_max_delay_ms']} ms")

@@ -100,7 +100,8 @@ def test_a_run_is_labelled_with_the_defaults_of_its_time(report: ModuleType) -> 
     assert base.measured_at({"when": "2099-01-01T00:00:00Z", "config": config}, "x") == "today's defaults"
     assert base.measured_at({"when": "2026-11-29T12:00:00Z", "config": config}, "x") == "seal target 250 ms"
     assert base.measured_at({"when": "2026-11-29T12:00:00Z", "config": config, "seal_latency_ms": 300},
-                            "x") == "today's defaults, seal latency target 300 ms"  # its own target
+                            "x") == "256 KiB requests, seal latency target 300 ms"  # its own target
+    assert base.measured_at({"when": "2026-11-30T07:00:00Z", "config": config}, "x") == "256 KiB requests"
     assert base.measured_at({"when": "2026-11-28T18:00:00Z", "config": {**config, "batch_max_delay_ms": 50}},
                             "x") == "producer delay 50 ms"
     assert base.measured_at({"when": "2026-11-20T00:00:00Z"}, "unpaced seals") == "unpaced seals"
