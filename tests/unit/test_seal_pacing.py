@@ -276,6 +276,13 @@ def test_a_record_read_ahead_that_cannot_be_sealed_yet_is_left_to_the_mapping() 
     assert other.sealer.pacing.fresh(records) == records
 
 
+def seal_one(broker: Any, payload: bytes) -> None:
+    """Publish one message to T and seal it in a segment of its own (at the clock's time)."""
+    before = len(broker.journal.records)
+    broker.writer.append(T, Batch.of([Message(payload)]), "p")
+    broker.sealer.seal(list(broker.journal.records)[before:])
+
+
 def test_a_poll_says_when_a_busy_topics_next_seal_is_due() -> None:
     """Seals 250 then 350 ms apart: a poll 50 ms after the second hears the next is due in 200 ms,
     one after the third in 250 ms (the mean interval, 300, from the last; a consumer that keeps up
@@ -286,21 +293,16 @@ def test_a_poll_says_when_a_busy_topics_next_seal_is_due() -> None:
     broker = memory_broker(clock)
     broker.subscriptions.subscribe(T, "s", "c1", "Shared", "Earliest")
 
-    def seal(payload: bytes) -> None:
-        before = len(broker.journal.records)
-        broker.writer.append(T, Batch.of([Message(payload)]), "p")
-        broker.sealer.seal(list(broker.journal.records)[before:])
-
-    seal(b"a")
+    seal_one(broker, b"a")
     first = broker.subscriptions.receive(T, "s", "c1", 100)
     assert [d.entry.entry_id for d in first.entries] == [0] and first.next_seal_in_ms is None  # one seal: no cadence
     clock.advance(250)
-    seal(b"b")
+    seal_one(broker, b"b")
     clock.advance(50)
     second = broker.subscriptions.receive(T, "s", "c1", 100)
     assert [d.entry.entry_id for d in second.entries] == [1] and second.next_seal_in_ms == 200
     clock.advance(300)
-    seal(b"c")
+    seal_one(broker, b"c")
     clock.advance(50)
     third = broker.subscriptions.receive(T, "s", "c1", 100)
     assert [d.entry.entry_id for d in third.entries] == [2] and third.next_seal_in_ms == 250
@@ -309,7 +311,7 @@ def test_a_poll_says_when_a_busy_topics_next_seal_is_due() -> None:
     state = broker.metadata.get_seal_states([str(T)])[str(T)]
     assert next_seal_in_ms(state, state.recent_segments[-1].created_at) == 300
     clock.advance(2_000)  # a pause past a busy topic's cadence: the intervals before it are not its cadence
-    seal(b"d")
+    seal_one(broker, b"d")
     state = broker.metadata.get_seal_states([str(T)])[str(T)]
     assert next_seal_in_ms(state, state.recent_segments[-1].created_at) is None
 
@@ -402,31 +404,26 @@ def test_a_look_that_finds_nothing_just_before_a_busy_topics_seal_leaves_its_ack
     broker = memory_broker(clock)
     broker.subscriptions.subscribe(T, "s", "c1", "Shared", "Earliest")
 
-    def seal(payload: bytes) -> None:
-        before = len(broker.journal.records)
-        broker.writer.append(T, Batch.of([Message(payload)]), "p")
-        broker.sealer.seal(list(broker.journal.records)[before:])
-
     def mark_delete() -> int:  # the first entry not acknowledged
         state = broker.metadata.get_subscription_view(T, "s").cursor
         assert state is not None
         return state.mark_delete
 
-    seal(b"quiet")
+    seal_one(broker, b"quiet")
     assert len(broker.subscriptions.receive(T, "s", "c1", 100).entries) == 1
     quiet = broker.subscriptions.receive(T, "s", "c1", 100, acks=Acks((0,)), defer_acks=True)
     assert quiet.acks_applied and mark_delete() == 1  # no cadence: written at once
 
     for n in range(3):  # busy: seals 250 ms apart, the next due 250 ms after the last
         clock.advance(250)
-        seal(b"busy-%d" % n)
+        seal_one(broker, b"busy-%d" % n)
     assert [d.entry.entry_id for d in broker.subscriptions.receive(T, "s", "c1", 100).entries] == [1, 2, 3]
     clock.advance(260)  # a look 10 ms after the next seal was due: it has not come yet
     writes = calls_of(broker.metadata, "put_cursor")
     early = broker.subscriptions.receive(T, "s", "c1", 100, acks=Acks((1, 2)), defer_acks=True)
     assert early.entries == [] and not early.acks_applied and mark_delete() == 1 and writes == []
     clock.advance(40)
-    seal(b"busy-3")
+    seal_one(broker, b"busy-3")
     got = broker.subscriptions.receive(T, "s", "c1", 100, acks=Acks((1, 2)), defer_acks=True)
     assert [d.entry.entry_id for d in got.entries] == [4] and got.acks_applied
     assert mark_delete() == 3 and len(writes) == 1  # the claim and the acks: one write
