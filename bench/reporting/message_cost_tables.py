@@ -293,14 +293,42 @@ def steady_100_runs(results: Results) -> str:
                   f"p99 ≤ {STEADY_100_P99_MS} ms", "$ / M"], rows)
 
 
+PERF_KEY = "key-{}"  # the keys `magnetar perf --keys N` sends (magnetar/perf/runner.py)
+
+
+def keys_on_busier_shard(run: dict[str, Any]) -> int:
+    """Of a partitioned Key_Shared run's keys, how many land on the busier of the journal's shards:
+    a key goes to a partition by its hash (the SDK's routing), a partition to a shard by its name
+    (the journal's placement), the local stream's shards split the hash space evenly."""
+    from magnetar.adapters.aws.kinesis import HASH_SPACE, hash_key
+    from magnetar.client.partitioned import key_partition
+    from magnetar.config import LOCAL_SHARD_COUNT
+    from magnetar.core.naming import TopicName
+
+    topic, partitions = TopicName.parse(run["topic"]), run["config"]["partitions"]
+    shards = run.get("journal_shards") or LOCAL_SHARD_COUNT
+    load = [0] * shards
+    for k in range(run["config"]["keys"]):
+        partition = topic.partition(key_partition(PERF_KEY.format(k), partitions))
+        load[hash_key(str(partition)) * shards // HASH_SPACE] += 1
+    return max(load)
+
+
 def key_shared_runs(results: Results) -> str:
-    """The partitioned Key_Shared command, run after run: how long its producers took to send."""
+    """The partitioned Key_Shared command, run after run: how long its producers took to send, and
+    its throughput against the bound the busier journal shard sets (one shard's flat-out rate,
+    the single-partition ceiling run's, times the keys over those it carries)."""
+    shard_rate = results.load("message-cost-ceiling-1p.json")["msgs_per_s"]
     rows = []
     for i, name in enumerate(KEY_SHARED_RUNS, 1):
         run = results.load(name)
+        busy = keys_on_busier_shard(run)
+        bound = shard_rate * run["config"]["keys"] / busy
         rows.append([str(i), f"`{name}`", n(raw_limit(run)), n(run["msgs_per_s"]), n(run["produce_seconds"], 1),
+                     f"{busy} of {run['config']['keys']}", f"{n(bound)} ({ratio(run['msgs_per_s'] / bound)})",
                      n(billed_per_1000(run), 1), pct(run["e2e_latency_ms"], "p50", "p99")])
     return table(["run", "result", "raw limit msg/s (same run)", "msg/s", "seconds the producers took (20 s asked)",
+                  "keys on the busier shard", "its bound msg/s (share reached)",
                   "AWS requests / 1,000 (without fan-out reads)", "e2e p50 / p99 ms"], rows)
 
 

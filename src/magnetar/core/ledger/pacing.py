@@ -44,8 +44,9 @@ from magnetar.core.ports import JournalPosition, JournalRecord, SealState
 # and its hold, ~$12 per million (magnetar.cost.prices). sqrt(2.1 / 12) ~ 0.42: a budget of 300 ms
 # splits into ~90 ms of delay and ~210 ms of target, rounded to 100 and 200. End-to-end latency
 # counted from the publish time (set by the broker, after the producer's batch closed) is about
-# the target plus ~290 ms of publish, push, seal, look and GET at the p99 at 100 msg/s: 200 keeps
-# it under 500 ms (250 put it on that bound, 433-543 ms in three runs; docs/benchmarks.md).
+# the target plus 230-260 ms of publish, push, seal, look and GET at the p99 at 100 msg/s: 200
+# keeps it under 500 ms (427-464 ms in three runs; 250 put it on that bound, 468-515 ms;
+# docs/benchmarks.md).
 DEFAULT_SEAL_LATENCY_MS = 200  # and the SDK's batching delay 100 ms (client/producer.py)
 MAX_SEAL_LATENCY_MS = 10_000  # well inside the writers' 10 s deadline and the 60 s hole grace
 FULL_SEGMENT_BYTES = 1024 * 1024  # a batch this big is sealed at once: its PUT is well spent
