@@ -285,7 +285,7 @@ class ReceiveRequest(_Body):
     requestId: str = Field(default="", max_length=128)
     acks: AckRequest | None = None  # acknowledgements riding along with the poll
     # the client sends `acks` again when the answer lists them in `unappliedAcks`: a poll that hands
-    # out nothing while the topic's next seal is due soon leaves them for the next poll's claim
+    # out nothing while the topic's next seal is expected leaves them for the next poll's claim
     # (one cursor write for both) instead of writing them alone
     deferAcks: bool = False
     # on a partitioned topic's own name: one poll for these partitions (acks: `acks.partitions`)

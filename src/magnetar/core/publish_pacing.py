@@ -12,6 +12,7 @@ Until anything is reported, a producer's requests are spaced at the shard's rate
 they only empty the bucket's burst and are refused after it, a second into a flat-out run (two or
 three refusals, each holding a whole request's messages for a retry: the worst end-to-end
 latencies of a 20 s run, ~700 ms at its p99; spaced, none, and a p99 under 500 ms).
+
 The broker reports how long a write waited for the shard (`throttledMs` in the publish response).
 From the first such report on, the producer paces its requests at a byte rate: first 95 % of
 what it got through over the last two seconds, sending as fast as it could (its share of the
