@@ -15,6 +15,7 @@ import magnetar
 from http_helpers import HTTP
 from journal_helpers import journal_shard, spend_shard_writes
 from magnetar.client.producer import Producer
+from magnetar.client.producer_entries import ENTRY_OVERHEAD_BYTES, MAX_REQUEST_BYTES
 from magnetar.core import crashpoints
 from magnetar.core.entry import Message, encode_messages
 
@@ -213,13 +214,15 @@ def test_queued_batches_are_cut_into_requests_that_fit_one_journal_record(
     producer = client.create_producer(topic, batching_max_publish_delay_ms=60_000)
     done: list[magnetar.MessageId | None] = []
     before = _stats(cluster)
-    for i in range(12):  # 100 KB each: one batch each (128 KB batches), two of them per 256 KiB request
+    for i in range(12):  # 100 KB each: one batch each (128 KB batches), three of them per 384 KiB request
         producer.send_async(bytes([i]) * 100_000, lambda _r, m: done.append(m))
     producer.flush()
     requests = _stats(cluster)[0] - before[0]
     ids = [m for m in done if m is not None]
     assert len(ids) == 12 and ids == sorted(ids) and len({m.entry_id() for m in ids}) == 12
-    assert 6 <= requests <= 8, f"12 entries of 100 KB in {requests} requests"
+    per_request = MAX_REQUEST_BYTES // (100_000 + ENTRY_OVERHEAD_BYTES + 32)
+    assert per_request == 3 and 12 // per_request <= requests <= 12 // per_request + 2, (
+        f"12 entries of 100 KB in {requests} requests")
     consumer = client.subscribe(topic, "s", initial_position=magnetar.InitialPosition.Earliest)
     assert [m.data()[0] for m in _drain(consumer, 12)] == list(range(12))
 

@@ -322,14 +322,16 @@ class LocalCluster:
                       inter_region_rtt_ms=self.inter_region_rtt_ms),
             host=self.host, port=self.port, log_level="warning", timeout_keep_alive=30
         )
-        self._open_http()
         if self.pulsar_port is not None:
             self._start_proxy(self.pulsar_port)
             if self.proxy is not None:
                 self.pulsar_port = self.proxy.port
+        # recorded in the instance (tenant `public` allowing it) before its HTTP port opens: whoever
+        # waits for the port (an instance starting its clusters) may name it at once
+        self.register_cluster()
+        self._open_http()
         if self.network is not None:
             threading.Thread(target=self._watch_network, name="network", daemon=True).start()
-        self.register_cluster()
         return self
 
     def _open_http(self) -> None:
