@@ -53,7 +53,7 @@ def test_key_based_batches_become_one_entry_per_key_ordered_by_highest_sequence_
     highest = [e[-1].sequence_id for e in entries]
     assert highest == sorted(highest) == [196, 197, 198, 199]
     assert all([m.sequence_id for m in e] == sorted(m.sequence_id for m in e) for e in entries)
-    # a request of 200 one-message entries (before joining) against 4: the 256 KiB cut counts entries
+    # a request of 200 one-message entries (before joining) against 4: the request size cut counts entries
     assert len(requests_of(entries)) == 1 and len(requests_of([[m] for e in entries for m in e])) == 2
 
 
