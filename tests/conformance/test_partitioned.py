@@ -125,7 +125,8 @@ def test_key_hash_routing_puts_a_key_always_on_the_same_partition(
         assert len({p for ps in by_key.values() for p in ps}) > 1, "keys spread over partitions"
     consumer = client.subscribe(topic, "sub", initial_position=Earliest)
     seen: dict[str, set[int]] = defaultdict(set)
-    for msg in receive_until_quiet(consumer):
+    # a new consumer of three partitions: its first poll may take seconds on a loaded machine
+    for msg in receive_until_quiet(consumer, timeout_ms=5_000):
         seen[msg.partition_key()].add(msg.message_id().partition())
     assert len(seen) == 10 and all(len(p) == 1 for p in seen.values())
 
