@@ -12,7 +12,7 @@ import magnetar
 from magnetar.client import exceptions
 
 
-def receive_until_quiet(consumer: Any, timeout_ms: int = 1500, ack: bool = True) -> list[magnetar.Message]:
+def receive_until_quiet(consumer: Any, timeout_ms: int = 2500, ack: bool = True) -> list[magnetar.Message]:
     """Every message the consumer gets until none arrives for `timeout_ms` (acknowledged if `ack`);
     with those a poll brought just after that time (a receive's Timeout leaves them queued)."""
     out: list[magnetar.Message] = []

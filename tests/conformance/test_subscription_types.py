@@ -14,7 +14,7 @@ from magnetar.client import exceptions
 Earliest = magnetar.InitialPosition.Earliest
 
 
-def receive_until_quiet(consumer, timeout_ms: int = 1500, ack: bool = False) -> list[magnetar.Message]:  # type: ignore[no-untyped-def]
+def receive_until_quiet(consumer, timeout_ms: int = 2500, ack: bool = False) -> list[magnetar.Message]:  # type: ignore[no-untyped-def]
     return sdk_helpers.receive_until_quiet(consumer, timeout_ms, ack)
 
 
