@@ -344,6 +344,9 @@ class MagnetarStack(Stack):
             self.basic_auth_users.grant_read(self.pulsar_protocol.task.task_role)  # CONNECT's basic credentials
         if self.pulsar_protocol is not None:
             self._grant_config(self.pulsar_protocol.task.task_role)
+            if instance is None:  # recorded as an instance's clusters record themselves: the HTTP lookup's answer
+                instance_part.record_cluster(bootstrap, self.table, self.cluster_name, instance_part.cluster_data(
+                    self, self.iam_http_stage.url, self.pulsar_protocol.service_url), provider_role, provider_logs)
         # --- optional: the web console, static files on S3 behind CloudFront (magnetar_cdk/console.py) ---
         self.console = console_part.add_if_enabled(self, console, http_api=self.http_api, http_stage=self.http_stage,
                                                    broker=self.broker)

@@ -220,11 +220,13 @@ def cluster_data(scope: Construct, iam_service_url: str, broker_service_url: str
 
     `serviceUrl` is the IAM-authorized HTTP API (the token API would need a token the replicator
     does not hold); `authenticationPlugin: aws-iam` tells the replicator to sign with SigV4 for
-    `execute-api` in the region of the URL's host. `brokerServiceUrl`: the binary protocol proxy's
-    URL when the stack has one."""
+    `execute-api` in the region of the URL's host. `brokerServiceUrl`, or `brokerServiceUrlTls` when it
+    is `pulsar+ssl://` (the load balancer terminating TLS): the binary protocol proxy's URL when the
+    stack has one, which the HTTP lookup (`/lookup/v2/topic/...`) answers clients with."""
     data: dict[str, str] = {"serviceUrl": iam_service_url}
     if broker_service_url:
-        data["brokerServiceUrl"] = broker_service_url
+        tls = broker_service_url.startswith("pulsar+ssl://")
+        data["brokerServiceUrlTls" if tls else "brokerServiceUrl"] = broker_service_url
     data["authenticationPlugin"] = AUTHENTICATION_PLUGIN
     return Stack.of(scope).to_json_string(data)
 
@@ -243,16 +245,7 @@ def register_cluster(
     home = instance.home_region
     table = instance.config_table_name
     policy = cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[instance.config_table_arn(home)])
-    put_cluster = cr.AwsSdkCall(
-        service="DynamoDB",
-        action="putItem",
-        region=home,
-        parameters={
-            "TableName": table,
-            "Item": {"pk": {"S": CLUSTERS_PK}, "sk": {"S": cluster}, "data": {"S": data}},
-        },
-        physical_resource_id=cr.PhysicalResourceId.of(f"magnetar-cluster:{cluster}"),
-    )
+    put_cluster = _put_cluster(table, home, cluster, data)
     allow_cluster = cr.AwsSdkCall(
         service="DynamoDB",
         action="updateItem",
@@ -288,6 +281,42 @@ def register_cluster(
             )
         )
     return resources
+
+
+def record_cluster(
+    bootstrap: Construct,
+    table: dynamodb.ITable,
+    cluster: str,
+    data: str,
+    provider_role: iam.IRole,
+    provider_logs: logs.ILogGroup,
+) -> cr.AwsCustomResource:
+    """Write a single cluster's ClusterData into its own table (every deploy), as an instance's
+    clusters write theirs into the configuration store: what the HTTP lookup answers."""
+    call = _put_cluster(table.table_name, Stack.of(bootstrap).region, cluster, data)
+    return cr.AwsCustomResource(
+        bootstrap,
+        "Cluster",
+        on_create=call,
+        on_update=call,
+        policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[table.table_arn]),
+        role=provider_role,
+        log_group=provider_logs,
+        install_latest_aws_sdk=False,
+    )
+
+
+def _put_cluster(table: str, region: str, cluster: str, data: str) -> cr.AwsSdkCall:
+    return cr.AwsSdkCall(
+        service="DynamoDB",
+        action="putItem",
+        region=region,
+        parameters={
+            "TableName": table,
+            "Item": {"pk": {"S": CLUSTERS_PK}, "sk": {"S": cluster}, "data": {"S": data}},
+        },
+        physical_resource_id=cr.PhysicalResourceId.of(f"magnetar-cluster:{cluster}"),
+    )
 
 
 def replication_alarms(

@@ -312,7 +312,8 @@ def test_cdk_nag_has_no_unacknowledged_findings_on_an_instance(
     west = json.loads((outdir / f"Magnetar-{OTHER}.template.json").read_text())
     (put,) = [c for c in _calls(west).values() if c["physicalResourceId"]["id"] == "magnetar-cluster:west"]
     data = json.loads(put["parameters"]["Item"]["data"]["S"])
-    assert data["brokerServiceUrl"].startswith("pulsar+ssl://") and data["brokerServiceUrl"].endswith(":6651")
+    assert data["brokerServiceUrlTls"].startswith("pulsar+ssl://") and data["brokerServiceUrlTls"].endswith(":6651")
+    assert "brokerServiceUrl" not in data  # TLS only: Pulsar's field for pulsar+ssl:// is brokerServiceUrlTls
     assert data["serviceUrl"].startswith("https://<IamHttpApi>.execute-api.eu-west-1.")
 
 

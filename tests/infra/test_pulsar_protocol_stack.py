@@ -87,6 +87,11 @@ def test_the_proxy_on_fargate_behind_a_tls_network_load_balancer(
                                      {"Port": 6650, "Protocol": "TCP", "TargetType": "ip"})
     assert "PulsarServiceUrl" in template.find_outputs("*")
     assert "pulsar+ssl://" in json.dumps(template.find_outputs("PulsarServiceUrl"))
+    # the cluster records itself with the proxy's URL (Pulsar's TLS field), which the HTTP lookup answers
+    puts = [json.dumps(r["Properties"]["Create"]) for r in template.find_resources("Custom::AWS").values()
+            if "magnetar-cluster:standalone" in json.dumps(r["Properties"]["Create"])]
+    assert len(puts) == 1 and "brokerServiceUrlTls" in puts[0] and "pulsar+ssl://" in puts[0]
+    assert puts[0].count("brokerServiceUrl") == 1  # TLS only: not also as brokerServiceUrl
 
     # scaling: CPU (target tracking) and connections per task (NLB active flows / running tasks)
     [target] = template.find_resources("AWS::ApplicationAutoScaling::ScalableTarget").values()

@@ -185,3 +185,17 @@ def test_clusters_joining_the_instance_all_stay_allowed_by_public() -> None:
     assert tenant is not None and tenant.allowed_clusters == ("east", "west")  # the unrecorded standalone left
     assert sorted(store.list_clusters()) == ["east", "west"]
     assert store.get_cluster("west") == ClusterData("http://west:8080")
+
+
+def test_a_lookup_answers_this_clusters_own_urls_once_it_has_a_binary_protocol(broker: Broker) -> None:
+    topic = TopicName.parse("persistent://public/default/t")
+    with pytest.raises(NotFound, match="serves no binary protocol"):  # `standalone`, this one, not recorded
+        broker.admin.lookup(topic)
+    broker.admin.create_cluster("standalone", ClusterData(service_url="http://me:8080"))
+    with pytest.raises(NotFound, match="serves no binary protocol"):  # recorded without a proxy
+        broker.admin.lookup(topic)
+    data = ClusterData(service_url="http://me:8080", broker_service_url_tls="pulsar+ssl://me:6651")
+    broker.admin.update_cluster("standalone", data)
+    assert broker.admin.lookup(topic) == data
+    with pytest.raises(NotFound, match="Namespace public/nowhere does not exist"):
+        broker.admin.lookup(TopicName.parse("persistent://public/nowhere/t"))

@@ -23,6 +23,7 @@ from magnetar.api.routes import (
     compaction,
     consumers,
     functions,
+    lookup,
     metrics,
     namespaces,
     openapi,
@@ -41,8 +42,8 @@ from magnetar.core.errors import MagnetarError
 def build_app() -> HttpApiResolver:
     """A resolver with every resource's routes and Pulsar's error handlers."""
     resolver = HttpApiResolver()
-    for module in (tenants, clusters, namespaces, policies, topics, subscriptions, producers, consumers, read_plan,
-                   schemas, compaction, replication, functions, metrics, openapi):
+    for module in (tenants, clusters, namespaces, policies, topics, lookup, subscriptions, producers, consumers,
+                   read_plan, schemas, compaction, replication, functions, metrics, openapi):
         resolver.include_router(module.router)
     resolver.exception_handler(MagnetarError)(_refused)
     resolver.exception_handler(ValidationError)(_invalid)

@@ -391,6 +391,16 @@ class ClusterDataResponse(BaseModel):
     authenticationParameters: str
 
 
+class TopicLookupData(BaseModel):
+    """Pulsar's LookupData: where a binary protocol client serves the topic ("" for a URL not set)."""
+
+    brokerUrl: str
+    brokerUrlTls: str
+    httpUrl: str
+    httpUrlTls: str
+    nativeUrl: str
+
+
 class PartitionedTopicMetadata(BaseModel):
     partitions: int
 

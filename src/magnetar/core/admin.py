@@ -109,6 +109,17 @@ class AdminService:
             raise NotFound(f"Cluster {name} does not exist")
         return data
 
+    def lookup(self, topic: TopicName) -> ClusterData:
+        """Pulsar's HTTP topic lookup: the cluster whose binary protocol serves `topic` — this one's.
+        Every proxy task serves every topic (there is no owner broker to redirect to), so the answer
+        is this cluster's own URLs; a cluster recorded without a binary protocol URL has no proxy."""
+        self.get_namespace(topic.namespace_name)
+        data = self.metadata.get_cluster(self.cluster_name) or ClusterData()
+        if not (data.broker_service_url or data.broker_service_url_tls):
+            raise NotFound(f"Cluster {self.cluster_name} serves no binary protocol: it is recorded without a "
+                           "brokerServiceUrl (its proxy is not deployed)")
+        return data
+
     def create_cluster(self, name: str, data: ClusterData) -> None:
         if not valid_cluster_name(name):
             raise PreconditionFailed(f"Cluster name is not valid: {name!r}")

@@ -1,0 +1,95 @@
+"""Pulsar's HTTP lookup (`/lookup/v2/topic/...`): the official client given the HTTP API's
+`http://` URL finds the binary protocol proxy there and produces and consumes through it, as it
+does with a Pulsar cluster's web service URL."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from http_helpers import HTTP
+from magnetar.client.admin import AdminClient
+from magnetar.local.cluster import LocalUpProcess
+
+pulsar = pytest.importorskip("pulsar")
+
+from e2e.pulsar_protocol_fixtures import drain, quiet_logger  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def local_up() -> Iterator[LocalUpProcess]:
+    """`magnetar local up` in its own process: it records its cluster with its HTTP and binary
+    protocol URLs, which the lookup answers."""
+    with LocalUpProcess(maintenance_interval_s=0) as proc:
+        admin = AdminClient(proc.url)
+        try:
+            deadline = time.monotonic() + 30  # the ports open before the cluster records itself
+            while not admin.get_cluster(admin.clusters()[0]).get("brokerServiceUrl"):
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        finally:
+            admin.close()
+        yield proc
+
+
+def test_the_lookup_answers_the_clusters_binary_protocol_url(local_up: LocalUpProcess) -> None:
+    response = HTTP.get(f"{local_up.url}/lookup/v2/topic/persistent/public/default/looked-up")
+    assert response.status_code == 200, response.text
+    assert response.json() == {"brokerUrl": local_up.pulsar_url, "brokerUrlTls": "", "httpUrl": local_up.url,
+                               "httpUrlTls": "", "nativeUrl": local_up.pulsar_url}
+
+
+@pytest.mark.parametrize(("path", "status", "reason"), [
+    ("persistent/public/nowhere/t", 404, "Namespace public/nowhere does not exist"),
+    ("persistent/nobody/default/t", 404, "does not exist"),
+    ("persistent/public/default/a%2Fb", 400, ""),
+])
+def test_a_lookup_of_what_cannot_be_served_is_refused_with_a_reason(
+        local_up: LocalUpProcess, path: str, status: int, reason: str) -> None:
+    response = HTTP.get(f"{local_up.url}/lookup/v2/topic/{path}")
+    assert response.status_code == status, response.text
+    assert reason in response.json()["reason"]
+
+
+def test_a_cluster_without_a_proxy_answers_404_with_the_reason(cluster) -> None:  # type: ignore[no-untyped-def]
+    """The session cluster runs no binary protocol proxy: nothing to send a client to."""
+    response = HTTP.get(f"{cluster.url}/lookup/v2/topic/persistent/public/default/t")
+    assert response.status_code == 404
+    assert "serves no binary protocol" in response.json()["reason"]
+
+
+def test_the_official_client_on_the_http_url_produces_and_consumes(local_up: LocalUpProcess) -> None:
+    client = pulsar.Client(local_up.url, operation_timeout_seconds=15, logger=quiet_logger())
+    try:
+        consumer = client.subscribe("http-lookup-topic", "sub", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer("http-lookup-topic")
+        ids = [producer.send(f"m{i}".encode()) for i in range(3)]
+        received = drain(consumer, 3)
+        assert [m.data() for m in received] == [b"m0", b"m1", b"m2"]
+        assert [str(m.message_id()) for m in received] == [str(i) for i in ids]
+        with pytest.raises(pulsar.Timeout):
+            consumer.receive(timeout_millis=500)
+    finally:
+        client.close()
+
+
+def test_the_official_client_on_the_http_url_serves_a_partitioned_topic(local_up: LocalUpProcess) -> None:
+    """Its partition count comes from `GET /admin/v2/.../partitions`, then each partition is looked up."""
+    admin = AdminClient(local_up.url)
+    try:
+        admin.create_partitioned_topic("persistent://public/default/http-lookup-partitioned", 3)
+    finally:
+        admin.close()
+    client = pulsar.Client(local_up.url, operation_timeout_seconds=15, logger=quiet_logger())
+    try:
+        consumer = client.subscribe("http-lookup-partitioned", "sub", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer("http-lookup-partitioned")
+        for i in range(6):
+            producer.send(f"m{i}".encode(), partition_key=f"k{i}")
+        received = drain(consumer, 6)
+        assert sorted(m.data() for m in received) == [f"m{i}".encode() for i in range(6)]
+        assert len({m.topic_name() for m in received}) > 1  # from more than one partition
+    finally:
+        client.close()
