@@ -24,12 +24,13 @@ BIN = Path(sys.executable).parent / "magnetar"
 _LOGS: dict[int, IO[bytes]] = {}  # each local up's output, by pid
 
 
-def local_up(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+def local_up(*args: str, env: dict[str, str] | None = None, group: bool = False) -> subprocess.Popen[bytes]:
     """`magnetar local up ARGS`, its output to a temporary file: a pipe nobody reads fills up
-    (64 KB of log lines on a loaded machine) and blocks the process, which then cannot stop."""
+    (64 KB of log lines on a loaded machine) and blocks the process, which then cannot stop.
+    `group`: in a process group of its own, as a shell's foreground job."""
     log = tempfile.TemporaryFile()  # noqa: SIM115 - kept open for the process's life, read on failure
     proc = subprocess.Popen([str(BIN), "local", "up", *args], env={**clean_env(), **(env or {})}, stdout=log,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, process_group=0 if group else None)
     _LOGS[proc.pid] = log
     return proc
 
@@ -95,6 +96,27 @@ def test_local_up_starts_its_emulator_and_ctrl_c_stops_everything() -> None:
         stop(proc)
         time.sleep(0.5)
         assert not port_open(aws_port) and not port_open(port), "Ctrl-C stopped every process"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_ctrl_c_in_a_terminal_stops_it_in_order() -> None:
+    """Ctrl-C in a terminal (`make run`, `magnetar local up`) signals every process of the job at
+    once. The emulator is not one of them (a group of its own): `local up` stops its journal
+    consumer's mapping and its servers first, then the emulator — no request of a stopping
+    cluster meets an emulator already gone (a traceback per shard when it did)."""
+    port, aws_port = free_port(), free_port()
+    proc = local_up("--port", str(port), "--pulsar-port", "0", "--aws-port", str(aws_port), group=True)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
+        round_trip(f"http://127.0.0.1:{port}")
+        time.sleep(2)  # idle: the mapping's reads wait at the emulator for the next write
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 0, output(proc)
+        assert "Traceback" not in output(proc), output(proc)
+        time.sleep(0.5)
+        assert not port_open(aws_port) and not port_open(port), "every process stopped"
     finally:
         if proc.poll() is None:
             proc.kill()

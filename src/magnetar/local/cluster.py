@@ -162,6 +162,9 @@ def start_emulator(host: str, port: int, fidelity: AwsFidelity = EMULATOR_AS_IS)
         [sys.executable, "-m", "magnetar.local.emulator", "--host", host, "--port", str(port),
          *fidelity.emulator_args()],
         preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+        # a process group of its own: a signal to the whole job (Ctrl-C in a terminal, `timeout`)
+        # stops `local up`, which stops what reads the emulator before the emulator itself
+        process_group=0,
     )
     _wait_for_port(host, port, 30, proc)
     return proc
