@@ -8,8 +8,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from typer.testing import CliRunner
 
 from http_helpers import HTTP
+from magnetar.cli.main import app as cli
+from magnetar.client import exceptions
 from magnetar.client.admin import AdminClient
 from magnetar.local.cluster import LocalUpProcess
 
@@ -39,6 +42,26 @@ def test_the_lookup_answers_the_clusters_binary_protocol_url(local_up: LocalUpPr
     assert response.status_code == 200, response.text
     assert response.json() == {"brokerUrl": local_up.pulsar_url, "brokerUrlTls": "", "httpUrl": local_up.url,
                                "httpUrlTls": "", "nativeUrl": local_up.pulsar_url}
+
+
+def test_the_admin_client_and_the_cli_look_a_topic_up(local_up: LocalUpProcess, cluster) -> None:  # type: ignore[no-untyped-def]
+    admin = AdminClient(local_up.url)
+    try:
+        assert admin.lookup_topic("persistent://public/default/looked-up") == local_up.pulsar_url
+    finally:
+        admin.close()
+    result = CliRunner().invoke(cli, ["admin", "topics", "lookup", "persistent://public/default/looked-up",
+                                      "--service-url", local_up.url])
+    assert result.exit_code == 0 and result.output.strip() == local_up.pulsar_url, result.output
+    without = AdminClient(cluster.url)  # the session cluster runs no proxy
+    try:
+        with pytest.raises(exceptions.PulsarException, match="serves no binary protocol"):
+            without.lookup_topic("persistent://public/default/looked-up")
+    finally:
+        without.close()
+    refused = CliRunner().invoke(cli, ["admin", "topics", "lookup", "persistent://public/default/t",
+                                       "--service-url", cluster.url])
+    assert refused.exit_code == 1 and "serves no binary protocol" in refused.output
 
 
 @pytest.mark.parametrize(("path", "status", "reason"), [

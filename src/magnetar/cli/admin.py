@@ -165,6 +165,13 @@ def topics_partition_metadata(topic: str, service_url: ServiceUrl = DEFAULT_URL,
     console.print_json(data={"partitions": _call(_admin(service_url, auth_plugin, auth_params).partitioned_topic_metadata, topic)})
 
 
+@topics_app.command("lookup")
+def topics_lookup(topic: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
+                  auth_params: AuthParams = None) -> None:
+    """The binary protocol URL a topic is served at (pulsar-admin topics lookup): the cluster's proxy."""
+    console.print(_call(_admin(service_url, auth_plugin, auth_params).lookup_topic, topic))
+
+
 @topics_app.command("stats")
 def topics_stats(topic: str, service_url: ServiceUrl = DEFAULT_URL, auth_plugin: AuthPlugin = None,
                  auth_params: AuthParams = None) -> None:

@@ -137,6 +137,12 @@ class AdminClient:
         result = self._transport.call("GET", f"/admin/v2/{topic_path(TopicName.parse(topic))}/partitions")
         return int(result["partitions"])
 
+    def lookup_topic(self, topic: str) -> str:
+        """The binary protocol URL the topic is served at (Pulsar's `lookups().lookupTopic`): this
+        cluster's proxy, `pulsar://...` (or `pulsar+ssl://...` when it serves TLS only)."""
+        result = self._transport.call("GET", f"/lookup/v2/topic/{topic_path(TopicName.parse(topic))}")
+        return str(result["brokerUrl"] or result["brokerUrlTls"])
+
     def set_deduplication(self, namespace: str, enabled: bool) -> None:
         ns = NamespaceName.parse(namespace)
         self._transport.call("POST", f"/admin/v2/namespaces/{ns.tenant}/{ns.namespace}/deduplication", enabled)
