@@ -263,6 +263,7 @@ VERIFY: list[tuple[str, str, str]] = [
     ("verify-30-seed7.json", "", TODAY),
     ("verify-30-seed44.json", "", TODAY),
     ("verify-30-seed45.json", "", TODAY),
+    ("verify-30-seed46.json", "", TODAY),
     ("verify-200-seed42.json", "magnetar verify --runs 200 --seed 42 --crash-points all --delay-points all "
      "--json bench/results/verify-200-seed42.json", f"{UNPACED}; `all` without the refusal point"),
     ("verify-geo-2-clusters.json", "", FORMER),
