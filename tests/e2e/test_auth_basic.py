@@ -162,3 +162,33 @@ def test_official_client_authenticates_with_basic(cluster_basic: Any) -> None:
     finally:
         for c in (alice, bob, wrong):
             c.close()
+
+
+def test_official_client_on_the_http_url_looks_up_with_its_credentials(cluster_basic: Any) -> None:
+    """Given the HTTP API's URL, the official client sends its credentials with the topic lookup
+    (`GET /lookup/v2/topic/...`: a role that may produce or consume) and again on the binary
+    protocol it is sent to."""
+    pulsar = pytest.importorskip("pulsar")
+    import logging
+
+    logger = logging.getLogger("pulsar-client")
+    logger.setLevel(logging.WARNING)
+    topic = topic_name("official-http")
+
+    def client(user: str, password: str, timeout_s: int = 15) -> Any:
+        return pulsar.Client(cluster_basic.url, authentication=pulsar.AuthenticationBasic(user, password),
+                             operation_timeout_seconds=timeout_s, logger=logger)
+
+    alice, bob, wrong = client("alice", PASSWORDS["alice"]), client("bob", PASSWORDS["bob"]), client("alice", "no", 3)
+    try:
+        consumer = eventually(lambda: bob.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest),
+                              (pulsar.AuthorizationError, pulsar.ConnectError))
+        eventually(lambda: alice.create_producer(topic), (pulsar.AuthorizationError, pulsar.ConnectError)).send(b"http")
+        assert consumer.receive(timeout_millis=15_000).data() == b"http"
+        with pytest.raises(pulsar.PulsarException):  # bob may look up (he consumes) but not produce
+            bob.create_producer(topic)
+        with pytest.raises(pulsar.PulsarException):  # the lookup itself is refused: 401
+            wrong.create_producer(topic)
+    finally:
+        for c in (alice, bob, wrong):
+            c.close()
