@@ -4,6 +4,7 @@ does with a Pulsar cluster's web service URL."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 
@@ -114,5 +115,36 @@ def test_the_official_client_on_the_http_url_serves_a_partitioned_topic(local_up
         received = drain(consumer, 6)
         assert sorted(m.data() for m in received) == [f"m{i}".encode() for i in range(6)]
         assert len({m.topic_name() for m in received}) > 1  # from more than one partition
+    finally:
+        client.close()
+
+
+def test_the_namespace_topic_list_by_mode(cluster, admin) -> None:  # type: ignore[no-untyped-def]
+    """`GET /admin/v2/namespaces/{tenant}/{namespace}/topics?mode=`: what an HTTP client's pattern
+    consumer matches (persistent topics unless asked otherwise)."""
+    admin.create_topic("persistent://public/default/mode-listed")
+    admin.create_topic("non-persistent://public/default/mode-listed-np")
+    base = f"{cluster.url}/admin/v2/namespaces/public/default/topics"
+    persistent, everything = HTTP.get(base).json(), HTTP.get(f"{base}?mode=ALL").json()
+    only_np = HTTP.get(f"{base}?mode=NON_PERSISTENT").json()
+    assert "persistent://public/default/mode-listed" in persistent and all(t.startswith("persistent://")
+                                                                          for t in persistent)
+    assert only_np and all(t.startswith("non-persistent://") for t in only_np)
+    assert "non-persistent://public/default/mode-listed-np" in only_np
+    assert set(everything) == set(persistent) | set(only_np)
+    refused = HTTP.get(f"{base}?mode=SOME")
+    assert refused.status_code == 400 and "mode" in refused.json()["reason"]
+    assert HTTP.get(f"{cluster.url}/admin/v2/namespaces/public/nowhere/topics").status_code == 404
+
+
+def test_the_official_client_on_the_http_url_consumes_by_pattern(local_up: LocalUpProcess) -> None:
+    client = pulsar.Client(local_up.url, operation_timeout_seconds=15, logger=quiet_logger())
+    try:
+        producers = [client.create_producer(f"http-pattern-{i}") for i in range(2)]
+        consumer = client.subscribe(re.compile("persistent://public/default/http-pattern-.*"), "sub",
+                                    initial_position=pulsar.InitialPosition.Earliest)
+        for i, producer in enumerate(producers):
+            producer.send(f"p{i}".encode())
+        assert sorted(m.data() for m in drain(consumer, 2)) == [b"p0", b"p1"]
     finally:
         client.close()

@@ -9,9 +9,10 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 
 from magnetar.adapters.aws import build_broker
 from magnetar.api.access import guarded
-from magnetar.api.http import flag_query, json_body, json_response, namespace_name, no_content
+from magnetar.api.http import flag_query, json_body, json_response, namespace_name, no_content, query
 from magnetar.api.openapi import OBJECT, STRINGS, Param
 from magnetar.core.authz import ACTIONS, Access, check_actions, check_roles
+from magnetar.core.errors import InvalidInput
 from magnetar.core.naming import check_subscription
 
 router = Router()  # type: ignore[no-untyped-call]
@@ -40,6 +41,21 @@ def delete_namespace(tenant: str, namespace: str) -> Response[str]:
     """Delete a namespace (409 while it has topics, unless force, or functions)."""
     build_broker().deletion.delete_namespace(namespace_name(tenant, namespace), flag_query("force", False))
     return no_content()
+
+
+# Pulsar's `mode` of a namespace's topic list: the domain(s) it lists
+TOPIC_MODES = {"PERSISTENT": "persistent", "NON_PERSISTENT": "non-persistent", "ALL": None}
+
+
+@guarded(router, "GET", f"{NS}/topics", Access.NAMESPACE_MEMBER, response=STRINGS,
+         query={"mode": Param({"enum": list(TOPIC_MODES)}, description="PERSISTENT (the default), "
+                                                                       "NON_PERSISTENT or ALL")})
+def list_namespace_topics(tenant: str, namespace: str) -> Response[str]:
+    """The namespace's topics, of one domain or both (what a client's pattern consumer matches)."""
+    mode = query("mode") or "PERSISTENT"
+    if mode not in TOPIC_MODES:
+        raise InvalidInput(f"Query parameter mode must be one of {', '.join(TOPIC_MODES)}")
+    return json_response(build_broker().admin.list_topics(namespace_name(tenant, namespace), TOPIC_MODES[mode]))
 
 
 @guarded(router, "GET", NS, Access.TENANT_ADMIN, response=OBJECT)
