@@ -197,6 +197,9 @@ def test_the_fan_out_mapping_reads_an_idle_shard_once_a_hold(limited: str, monke
     try:
         time.sleep(2.5)
         idle_reads = len(reads)
+        while len(reads) == idle_reads and time.monotonic() < reads[-1] + 5:  # a read's hold begins
+            time.sleep(0.01)
+        time.sleep(0.1)  # into the hold: unwoken, the read would answer ~0.9 s from now
         sent = time.monotonic()
         kinesis(limited).put_record(StreamName=name, Data=b"after-idle", PartitionKey="k")
         deadline = sent + 5
@@ -205,4 +208,4 @@ def test_the_fan_out_mapping_reads_an_idle_shard_once_a_hold(limited: str, monke
     finally:
         esm.stop()
     assert idle_reads <= 4, idle_reads  # one read a second's hold, not one every 70 ms (~35)
-    assert recorder.delivered[b"after-idle"] - sent < 0.3
+    assert recorder.delivered[b"after-idle"] - sent < 0.6  # woken by the write (a loaded machine: ~0.5 s)
