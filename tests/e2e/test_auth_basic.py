@@ -135,17 +135,23 @@ def test_websocket_connects_with_basic_credentials(cluster_basic: Any) -> None:
     assert status == 403 and "bob" in body["reason"]
 
 
-def test_official_client_authenticates_with_basic(cluster_basic: Any) -> None:
+def official_client(url: str, user: str, password: str, timeout_s: int = 15) -> Any:
+    """pulsar-client on `url` (the binary protocol's, or the HTTP API's) with basic credentials."""
     pulsar = pytest.importorskip("pulsar")
     import logging
 
     logger = logging.getLogger("pulsar-client")
     logger.setLevel(logging.WARNING)
+    return pulsar.Client(url, authentication=pulsar.AuthenticationBasic(user, password),
+                         operation_timeout_seconds=timeout_s, logger=logger)
+
+
+def test_official_client_authenticates_with_basic(cluster_basic: Any) -> None:
+    pulsar = pytest.importorskip("pulsar")
     topic = topic_name("official")
 
     def client(user: str, password: str, timeout_s: int = 15) -> Any:
-        return pulsar.Client(cluster_basic.pulsar_url, authentication=pulsar.AuthenticationBasic(user, password),
-                             operation_timeout_seconds=timeout_s, logger=logger)
+        return official_client(cluster_basic.pulsar_url, user, password, timeout_s)
 
     alice, bob = client("alice", PASSWORDS["alice"]), client("bob", PASSWORDS["bob"])
     wrong = client("alice", "wrong", timeout_s=3)
@@ -169,15 +175,10 @@ def test_official_client_on_the_http_url_looks_up_with_its_credentials(cluster_b
     (`GET /lookup/v2/topic/...`: a role that may produce or consume) and again on the binary
     protocol it is sent to."""
     pulsar = pytest.importorskip("pulsar")
-    import logging
-
-    logger = logging.getLogger("pulsar-client")
-    logger.setLevel(logging.WARNING)
     topic = topic_name("official-http")
 
     def client(user: str, password: str, timeout_s: int = 15) -> Any:
-        return pulsar.Client(cluster_basic.url, authentication=pulsar.AuthenticationBasic(user, password),
-                             operation_timeout_seconds=timeout_s, logger=logger)
+        return official_client(cluster_basic.url, user, password, timeout_s)
 
     alice, bob, wrong = client("alice", PASSWORDS["alice"]), client("bob", PASSWORDS["bob"]), client("alice", "no", 3)
     try:
