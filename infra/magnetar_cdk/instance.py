@@ -266,21 +266,8 @@ def register_cluster(
         # Already in the list (a previous deploy, or the user put it there): nothing to do.
         ignore_error_codes_matching="ConditionalCheckFailedException",
     )
-    resources = []
-    for construct_id, call in (("Cluster", put_cluster), ("AllowedCluster", allow_cluster)):
-        resources.append(
-            cr.AwsCustomResource(
-                bootstrap,
-                construct_id,
-                on_create=call,
-                on_update=call,
-                policy=policy,
-                role=provider_role,
-                log_group=provider_logs,
-                install_latest_aws_sdk=False,
-            )
-        )
-    return resources
+    return [_on_every_deploy(bootstrap, construct_id, call, policy, provider_role, provider_logs)
+            for construct_id, call in (("Cluster", put_cluster), ("AllowedCluster", allow_cluster))]
 
 
 def record_cluster(
@@ -293,17 +280,16 @@ def record_cluster(
 ) -> cr.AwsCustomResource:
     """Write a single cluster's ClusterData into its own table (every deploy), as an instance's
     clusters write theirs into the configuration store: what the HTTP lookup answers."""
-    call = _put_cluster(table.table_name, Stack.of(bootstrap).region, cluster, data)
-    return cr.AwsCustomResource(
-        bootstrap,
-        "Cluster",
-        on_create=call,
-        on_update=call,
-        policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[table.table_arn]),
-        role=provider_role,
-        log_group=provider_logs,
-        install_latest_aws_sdk=False,
-    )
+    put_cluster = _put_cluster(table.table_name, Stack.of(bootstrap).region, cluster, data)
+    policy = cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[table.table_arn])
+    return _on_every_deploy(bootstrap, "Cluster", put_cluster, policy, provider_role, provider_logs)
+
+
+def _on_every_deploy(scope: Construct, construct_id: str, call: cr.AwsSdkCall, policy: cr.AwsCustomResourcePolicy,
+                     provider_role: iam.IRole, provider_logs: logs.ILogGroup) -> cr.AwsCustomResource:
+    """A custom resource making `call` on every deploy (create and update)."""
+    return cr.AwsCustomResource(scope, construct_id, on_create=call, on_update=call, policy=policy, role=provider_role,
+                                log_group=provider_logs, install_latest_aws_sdk=False)
 
 
 def _put_cluster(table: str, region: str, cluster: str, data: str) -> cr.AwsSdkCall:

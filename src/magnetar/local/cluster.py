@@ -481,7 +481,7 @@ class LocalUpProcess:
             preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
         )
         _wait_for_port("127.0.0.1", self.port, 60)
-        _wait_for_port("127.0.0.1", self.pulsar_port, 30)  # the proxy starts right after the HTTP API
+        _wait_for_port("127.0.0.1", self.pulsar_port, 30)  # the proxy starts before the HTTP API
         return self
 
     def __exit__(self, *exc: object) -> None:
